@@ -1,0 +1,274 @@
+//! Stage 6: (typed call, policy) -> an authorized action, or a denial.
+//!
+//! [`Authorized<A>`] has a private field and no public constructor: [`authorize`] is the
+//! only way to make one, and the executors accept nothing else. Their signatures are the
+//! proof that authorization ran (DESIGN.md, "The pipeline").
+//!
+//! HTTP rules (`sp-policy(5)`):
+//! 1. some `http.allow` rule must match the host (and port), method and normalised path;
+//!    the first matching rule is recorded;
+//! 2. if the agent named a credential it must exist and be bound to this host and path;
+//!    if it named none, the first credential by name bound to this host and path is used,
+//!    if any; a credential is never sent anywhere outside its binding;
+//! 3. a credential travels only over HTTPS, except to loopback literals (127.0.0.0/8,
+//!    [::1]), so tests and local sidecars work;
+//! 4. the agent may not set the header the credential is injected into.
+//!
+//! Nothing here reads a secret, resolves a name or opens a socket.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
+use crate::tools::{HttpRequest, ToolCall};
+
+/// Proof that the policy allowed the wrapped action. Only this module can build one.
+#[derive(Debug)]
+pub struct Authorized<A>(A);
+
+impl<A> Authorized<A> {
+    pub fn action(&self) -> &A {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
+#[expect(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+pub enum Action {
+    Http(Authorized<HttpAction>),
+    Inventory(Authorized<Inventory>),
+}
+
+/// The credential an authorized HTTP call carries: where to read it and how to inject
+/// it. The value itself is read by the executor, after authorization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialUse {
+    pub name: String,
+    pub source: SecretSource,
+    pub inject: Injection,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpAction {
+    pub method: Method,
+    pub url: url::Url,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+    pub credential: Option<CredentialUse>,
+    /// `http.allow[N]`: the rule that allowed the call.
+    pub rule: String,
+    pub timeout: Duration,
+    pub max_response_bytes: u64,
+}
+
+/// What `sp.inventory` shows: names, hosts, paths, methods. Never a secret or its source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory(pub Value);
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Denial {
+    NoRule { method: Method, host: String, port: u16, path: String },
+    UnknownCredential { name: String },
+    CredentialNotBound { name: String, host: String, path: String },
+    CredentialNeedsHttps { name: String },
+    HeaderConflict { name: String, header: String },
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Denial::NoRule { method, host, port, path } => {
+                write!(f, "no http.allow rule permits {method} {host}:{port}{path}")
+            }
+            Denial::UnknownCredential { name } => write!(f, "there is no credential named {name:?}"),
+            Denial::CredentialNotBound { name, host, path } => {
+                write!(f, "credential {name:?} is not bound to {host}{path}")
+            }
+            Denial::CredentialNeedsHttps { name } => {
+                write!(f, "credential {name:?} is only sent over https (or to a loopback address)")
+            }
+            Denial::HeaderConflict { name, header } => {
+                write!(f, "header {header:?} is reserved for credential {name:?}")
+            }
+        }
+    }
+}
+
+pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
+    match call {
+        ToolCall::Http(req) => authorize_http(policy, req).map(|a| Action::Http(Authorized(a))),
+        ToolCall::Inventory => Ok(Action::Inventory(Authorized(inventory(policy)))),
+    }
+}
+
+fn binds(c: &Credential, req: &HttpRequest) -> bool {
+    c.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
+        && c.paths.iter().any(|p| p.matches(&req.match_path))
+}
+
+pub fn is_loopback_literal(host: &str) -> bool {
+    host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+}
+
+fn authorize_http(policy: &Policy, req: HttpRequest) -> Result<HttpAction, Denial> {
+    let rule = policy
+        .http
+        .allow
+        .iter()
+        .find(|r| {
+            r.methods.contains(&req.method)
+                && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
+                && r.paths.iter().any(|p| p.matches(&req.match_path))
+        })
+        .ok_or_else(|| Denial::NoRule {
+            method: req.method,
+            host: req.host.clone(),
+            port: req.port,
+            path: req.match_path.clone(),
+        })?;
+
+    let credential = match &req.credential {
+        Some(name) => {
+            let c = policy.credentials.get(name).ok_or_else(|| Denial::UnknownCredential { name: name.clone() })?;
+            if !binds(c, &req) {
+                return Err(Denial::CredentialNotBound {
+                    name: name.clone(),
+                    host: req.host.clone(),
+                    path: req.match_path.clone(),
+                });
+            }
+            Some(c)
+        }
+        None => policy.credentials.values().find(|c| binds(c, &req)),
+    };
+    if let Some(c) = credential {
+        if req.url.scheme() != "https" && !is_loopback_literal(&req.host) {
+            return Err(Denial::CredentialNeedsHttps { name: c.name.clone() });
+        }
+        let header = c.inject.header_name();
+        if req.headers.iter().any(|(n, _)| *n == header) {
+            return Err(Denial::HeaderConflict { name: c.name.clone(), header });
+        }
+    }
+    Ok(HttpAction {
+        method: req.method,
+        url: req.url,
+        headers: req.headers,
+        body: req.body,
+        credential: credential.map(|c| CredentialUse {
+            name: c.name.clone(),
+            source: c.source.clone(),
+            inject: c.inject.clone(),
+        }),
+        rule: format!("http.allow[{}]", rule.index),
+        timeout: policy.http.timeout,
+        max_response_bytes: policy.http.max_response_bytes,
+    })
+}
+
+fn inventory(policy: &Policy) -> Inventory {
+    let texts = |v: &[crate::policy::HostPattern]| v.iter().map(|h| h.text.clone()).collect::<Vec<_>>();
+    let paths = |v: &[crate::policy::PathPattern]| v.iter().map(|p| p.text()).collect::<Vec<_>>();
+    let allow: Vec<Value> = policy
+        .http
+        .allow
+        .iter()
+        .map(|r| {
+            json!({
+                "hosts": texts(&r.hosts),
+                "methods": r.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+                "paths": paths(&r.paths),
+            })
+        })
+        .collect();
+    let credentials: Vec<Value> = policy
+        .credentials
+        .values()
+        .map(|c| json!({"name": c.name, "hosts": texts(&c.hosts), "paths": paths(&c.paths)}))
+        .collect();
+    Inventory(json!({
+        "http": {"allow": allow, "credentials": credentials},
+        "ssh": {"hosts": []},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{call_request, ToolCall};
+
+    fn policy() -> Policy {
+        let v = json!({
+            "credentials": {
+                "api": {"source": {"env": "API"}, "inject": {"bearer": {}}, "hosts": ["api.example.com"], "paths": ["/v1/*"]},
+                "keyed": {"source": {"env": "K"}, "inject": {"header": {"name": "X-Key"}}, "hosts": ["api.example.com"], "paths": ["/v2/*"]},
+                "local": {"source": {"env": "L"}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1:8080", "plain.example.com"]}
+            },
+            "http": {"allow": [
+                {"hosts": ["api.example.com"], "methods": ["GET", "POST"], "paths": ["/v1/*", "/v2/*", "/public"]},
+                {"hosts": ["127.0.0.1:8080", "plain.example.com"], "methods": ["*"]},
+                {"hosts": ["*.example.org"]}
+            ]}
+        });
+        Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap()
+    }
+
+    fn call(args: Value) -> Result<HttpAction, Denial> {
+        let req = call_request(Some(json!({"name": "http.request", "arguments": args}))).unwrap();
+        match authorize(&policy(), ToolCall::parse(&req).unwrap())? {
+            Action::Http(a) => Ok(a.0),
+            Action::Inventory(_) => panic!(),
+        }
+    }
+
+    fn cred(a: &HttpAction) -> Option<&str> {
+        a.credential.as_ref().map(|c| c.name.as_str())
+    }
+
+    #[test]
+    fn allowed() {
+        let a = call(json!({"method": "GET", "url": "https://api.example.com/v1/users"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (Some("api"), "http.allow[0]"));
+        let a = call(json!({"method": "GET", "url": "https://api.example.com/public"})).unwrap();
+        assert_eq!(cred(&a), None);
+        let a = call(json!({"method": "POST", "url": "https://api.example.com/v2/x", "credential": "keyed"})).unwrap();
+        assert_eq!(cred(&a), Some("keyed"));
+        let a = call(json!({"method": "DELETE", "url": "http://127.0.0.1:8080/x"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (Some("local"), "http.allow[1]"));
+        let a = call(json!({"method": "HEAD", "url": "https://x.example.org/"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (None, "http.allow[2]"));
+    }
+
+    #[test]
+    fn denied() {
+        let cases = vec![
+            (json!({"method": "DELETE", "url": "https://api.example.com/v1/users"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://api.example.com/v3"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://api.example.com:8443/v1/x"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://evil.com/v1/x"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://example.org/"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://api.example.com.evil.com/v1/"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://api.example.com/v1/../admin"}), "no http.allow rule"),
+            (json!({"method": "POST", "url": "http://127.0.0.1:8081/"}), "no http.allow rule"),
+            (json!({"method": "GET", "url": "https://api.example.com/public", "credential": "api"}), "not bound"),
+            (json!({"method": "GET", "url": "https://api.example.com/v1/x", "credential": "nope"}), "no credential named"),
+            (json!({"method": "GET", "url": "http://plain.example.com/"}), "only sent over https"),
+            (json!({"method": "GET", "url": "https://api.example.com/v2/x", "headers": {"x-key": "mine"}}), "reserved for credential"),
+        ];
+        for (args, want) in cases {
+            let shown = args.to_string();
+            let got = call(args).map(|a| a.rule).unwrap_err().to_string();
+            assert!(got.contains(want), "{shown}: {got}");
+        }
+    }
+
+    #[test]
+    fn inventory_has_no_sources() {
+        let Action::Inventory(inv) = authorize(&policy(), ToolCall::Inventory).unwrap() else { panic!() };
+        let text = inv.action().0.to_string();
+        assert!(text.contains("\"api\"") && text.contains("127.0.0.1:8080"));
+        assert!(!text.contains("env") && !text.contains("API\""));
+    }
+}

@@ -1,0 +1,286 @@
+//! Command line: `sp mcp`, `sp check`, `--help`, `--version`.
+//!
+//! ripgrep's split: [`parse`] fills a plain [`Args`] from argv with no system calls;
+//! [`run`] turns it into a configuration that touches the environment (policy lookup,
+//! logging) and runs it. Usage errors exit 2 with one line on stderr. Exit codes are
+//! listed in `sp(1)`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::exec::http::HttpExecutor;
+use crate::frame::DEFAULT_MAX_LINE_BYTES;
+use crate::out::StdoutHandle;
+use crate::policy::{lookup, Lookup, Policy};
+use crate::server::{Options, Server};
+
+pub const EXIT_FATAL: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+pub const USAGE: &str = "\
+sp - an MCP gateway: agents act on HTTP APIs without holding the credentials
+
+Usage:
+  sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
+  sp check [--config FILE]
+  sp --version
+  sp --help
+
+Commands:
+  mcp      serve MCP over stdin/stdout (started by an MCP client)
+  check    validate a policy file and print a summary
+
+Options:
+  -c, --config FILE       policy file (default: $SP_CONFIG, then
+                          $XDG_CONFIG_HOME/sallyport/policy.json or
+                          ~/.config/sallyport/policy.json, then /etc/sallyport/policy.json)
+      --max-line-bytes N  longest accepted request line (default 4194304)
+      --close-on-refusal  end the session after any refused request
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+  -V, --version           the version
+
+See sp(1) and sp-policy(5).
+";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Mcp,
+    Check,
+    Help,
+    Version,
+}
+
+/// Argv as given, checked for shape only.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub command: Command,
+    pub config: Option<PathBuf>,
+    pub max_line_bytes: usize,
+    pub close_on_refusal: bool,
+    pub verbose: u8,
+    pub quiet: bool,
+}
+
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut args = Args {
+        command: Command::Help,
+        config: None,
+        max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        close_on_refusal: false,
+        verbose: 0,
+        quiet: false,
+    };
+    let mut command = None;
+    let mut mcp_only = None;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Args { command: Command::Help, ..args }),
+            Short('V') | Long("version") => return Ok(Args { command: Command::Version, ..args }),
+            Short('c') | Long("config") => {
+                args.config = Some(PathBuf::from(p.value().map_err(|e| e.to_string())?));
+            }
+            Long("max-line-bytes") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                args.max_line_bytes = v
+                    .to_str()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .filter(|n| (1024..=256 * 1024 * 1024).contains(n))
+                    .ok_or("--max-line-bytes takes a number from 1024 to 268435456")?;
+                mcp_only = Some("--max-line-bytes");
+            }
+            Long("close-on-refusal") => {
+                args.close_on_refusal = true;
+                mcp_only = Some("--close-on-refusal");
+            }
+            Short('v') | Long("verbose") => args.verbose = args.verbose.saturating_add(1),
+            Short('q') | Long("quiet") => args.quiet = true,
+            Value(v) if command.is_none() => {
+                command = Some(match v.to_str() {
+                    Some("mcp") => Command::Mcp,
+                    Some("check") => Command::Check,
+                    Some("help") => Command::Help,
+                    Some("version") => Command::Version,
+                    _ => return Err(format!("unknown command {:?} (try: sp --help)", v.to_string_lossy())),
+                });
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    args.command = command.ok_or("a command is required: sp mcp, sp check (try: sp --help)")?;
+    if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
+        return Err(format!("{flag} only applies to sp mcp"));
+    }
+    Ok(args)
+}
+
+/// Entry point after stdout has been taken over.
+pub fn run(stdout: StdoutHandle) -> ExitCode {
+    if std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
+        panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
+    }
+    let args = match parse(std::env::args_os().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match args.command {
+        Command::Help => text(stdout, USAGE),
+        Command::Version => text(stdout, &format!("sp {}\n", env!("CARGO_PKG_VERSION"))),
+        Command::Check => check(stdout, &args),
+        Command::Mcp => mcp(stdout, &args),
+    }
+}
+
+fn text(stdout: StdoutHandle, s: &str) -> ExitCode {
+    match stdout.into_text().write_all(s.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(EXIT_FATAL),
+    }
+}
+
+fn init_logging(args: &Args) {
+    // `SP_LOG` (error|warn|info|debug|trace) sets the level when no -v is given.
+    let from_env = std::env::var("SP_LOG").ok().and_then(|v| match v.as_str() {
+        "error" => Some(0),
+        "warn" => Some(1),
+        "info" => Some(2),
+        "debug" => Some(3),
+        "trace" => Some(4),
+        _ => None,
+    });
+    let level = if args.verbose > 0 { 1 + usize::from(args.verbose) } else { from_env.unwrap_or(1) };
+    // Only our own modules log: dependencies' debug output can carry URLs with query
+    // strings and header values, which may hold secrets.
+    let _ = stderrlog::new()
+        .module(module_path!().split("::").next().unwrap_or("sallyport"))
+        .verbosity(level)
+        .quiet(args.quiet)
+        .show_module_names(false)
+        .init();
+}
+
+/// Finds and loads the policy. `Ok(None)` means nothing was found: deny everything.
+fn load_policy(args: &Args) -> Result<Policy, String> {
+    let found = lookup(args.config.clone(), |k| std::env::var(k).ok(), |p| p.exists());
+    match found {
+        Lookup::Explicit(p) | Lookup::Found(p) => Policy::load(&p).map_err(|e| e.to_string()),
+        Lookup::None(searched) => {
+            let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+            log::warn!("no policy found (looked in {}); every action is denied", list.join(", "));
+            Ok(Policy::deny_all())
+        }
+    }
+}
+
+fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
+    init_logging(args);
+    let policy = match load_policy(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    if let Some(origin) = &policy.origin {
+        log::info!("policy {} loaded", origin.display());
+    }
+    let options = Options {
+        max_line_bytes: args.max_line_bytes,
+        close_on_refusal: args.close_on_refusal,
+        panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
+    };
+    let mut out = stdout.into_protocol();
+    let mut server = Server::new(&policy, HttpExecutor::new(), options);
+    let exit = server.serve(std::io::stdin().lock(), &mut out);
+    if !args.quiet {
+        eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());
+    }
+    ExitCode::from(exit.code())
+}
+
+fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
+    init_logging(args);
+    let found = lookup(args.config.clone(), |k| std::env::var(k).ok(), |p| p.exists());
+    let path = match found {
+        Lookup::Explicit(p) | Lookup::Found(p) => p,
+        Lookup::None(searched) => {
+            let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+            eprintln!("sp: no policy found (looked in {}); sp mcp would deny everything", list.join(", "));
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let policy = match Policy::load(&path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let mut s = format!("{}: ok\n", path.display());
+    s += &format!(
+        "http: {} allow rule(s), timeout {}s, max response {} bytes\n",
+        policy.http.allow.len(),
+        policy.http.timeout.as_secs(),
+        policy.http.max_response_bytes
+    );
+    for r in &policy.http.allow {
+        let hosts: Vec<&str> = r.hosts.iter().map(|h| h.text.as_str()).collect();
+        let methods: Vec<&str> = r.methods.iter().map(|m| m.as_str()).collect();
+        let paths: Vec<String> = r.paths.iter().map(|p| p.text()).collect();
+        s += &format!("  allow[{}]: {} {} {}\n", r.index, methods.join(","), hosts.join(","), paths.join(","));
+    }
+    s += &format!("credentials: {}\n", policy.credentials.len());
+    for c in policy.credentials.values() {
+        let hosts: Vec<&str> = c.hosts.iter().map(|h| h.text.as_str()).collect();
+        let source = match &c.source {
+            crate::policy::SecretSource::File(p) => format!("file {}", p.display()),
+            crate::policy::SecretSource::Env(v) => format!("env {v}"),
+        };
+        s += &format!("  {}: {} -> {}\n", c.name, source, hosts.join(","));
+    }
+    text(stdout, &s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Args, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn parses() {
+        let a = p(&["mcp", "--config", "/x.json", "-vv"]).unwrap();
+        assert_eq!((a.command, a.config, a.verbose), (Command::Mcp, Some(PathBuf::from("/x.json")), 2));
+        assert_eq!(p(&["--version"]).unwrap().command, Command::Version);
+        assert_eq!(p(&["mcp", "-h"]).unwrap().command, Command::Help);
+        assert_eq!(p(&["check", "-c", "/p"]).unwrap().command, Command::Check);
+        let a = p(&["mcp", "--max-line-bytes", "2048", "--close-on-refusal"]).unwrap();
+        assert_eq!((a.max_line_bytes, a.close_on_refusal), (2048, true));
+    }
+
+    #[test]
+    fn usage_errors() {
+        for args in [
+            &[][..],
+            &["serve"],
+            &["mcp", "extra"],
+            &["mcp", "--config"],
+            &["mcp", "--nope"],
+            &["mcp", "--max-line-bytes", "10"],
+            &["mcp", "--max-line-bytes", "x"],
+            &["check", "--close-on-refusal"],
+        ] {
+            assert!(p(args).is_err(), "{args:?}");
+        }
+    }
+}

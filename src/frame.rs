@@ -1,0 +1,245 @@
+//! Stage 1: stdin bytes -> frames.
+//!
+//! One line is one frame (MCP stdio transport: messages are newline-delimited and contain
+//! no embedded newline). The reader is bounded: it never holds more than `max_bytes` of
+//! one line, and on an oversized line it stops reading at once instead of buffering the
+//! rest (the peer has lost framing, the session will close).
+//!
+//! ```text
+//!   bytes --read up to '\n'--> line ---strip one '\r'--> check NUL --> check UTF-8 --> Frame
+//!            |                                  |              |
+//!            +-- > max_bytes: TooLong           +-- Nul        +-- InvalidUtf8
+//!            +-- EOF with a partial line: EofMidLine (never executed)
+//! ```
+//!
+//! A clean EOF (no partial line) ends the stream: `next_frame` returns `None`.
+
+use std::fmt;
+use std::io::{self, BufRead};
+
+/// Default line cap: 4 MiB (issue #2). `sp mcp --max-line-bytes` changes it.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// A complete line: valid UTF-8, no NUL, without its `\n` (and without one trailing `\r`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub text: String,
+    /// Raw length on the wire, without the terminating newline.
+    pub raw_len: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The line exceeded the cap; nothing after the cap was read.
+    TooLong { limit: usize },
+    /// The line is not UTF-8; `offset` is the first bad byte.
+    InvalidUtf8 { offset: usize },
+    /// The line contains a NUL byte at `offset`.
+    Nul { offset: usize },
+    /// Input ended in the middle of a line (no terminating newline).
+    EofMidLine { len: usize },
+    /// Reading stdin failed.
+    Io(io::ErrorKind),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::TooLong { limit } => write!(f, "line longer than {limit} bytes"),
+            FrameError::InvalidUtf8 { offset } => {
+                write!(f, "line is not valid UTF-8 (byte {offset})")
+            }
+            FrameError::Nul { offset } => write!(f, "line contains a NUL byte (byte {offset})"),
+            FrameError::EofMidLine { len } => {
+                write!(f, "input ended inside a line ({len} bytes without a newline)")
+            }
+            FrameError::Io(kind) => write!(f, "reading input failed: {kind}"),
+        }
+    }
+}
+
+impl FrameError {
+    /// A short stable name, used in counters and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            FrameError::TooLong { .. } => "frame_too_long",
+            FrameError::InvalidUtf8 { .. } => "frame_bad_utf8",
+            FrameError::Nul { .. } => "frame_nul",
+            FrameError::EofMidLine { .. } => "frame_truncated",
+            FrameError::Io(_) => "frame_io",
+        }
+    }
+}
+
+pub struct FrameReader<R> {
+    inner: R,
+    max_bytes: usize,
+    line: Vec<u8>,
+}
+
+impl<R: BufRead> FrameReader<R> {
+    pub fn new(inner: R, max_bytes: usize) -> Self {
+        FrameReader { inner, max_bytes, line: Vec::new() }
+    }
+
+    /// The next frame, `None` on a clean end of input. After an error the caller must
+    /// stop reading: framing is lost.
+    pub fn next_frame(&mut self) -> Option<Result<Frame, FrameError>> {
+        self.line.clear();
+        loop {
+            let available = match self.inner.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(Err(FrameError::Io(e.kind()))),
+            };
+            if available.is_empty() {
+                if self.line.is_empty() {
+                    return None;
+                }
+                return Some(Err(FrameError::EofMidLine { len: self.line.len() }));
+            }
+            let (chunk, found_newline) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (&available[..i], true),
+                None => (available, false),
+            };
+            if self.line.len() + chunk.len() > self.max_bytes {
+                // Take nothing more: the rest of this line is never buffered.
+                return Some(Err(FrameError::TooLong { limit: self.max_bytes }));
+            }
+            self.line.extend_from_slice(chunk);
+            let used = chunk.len() + usize::from(found_newline);
+            self.inner.consume(used);
+            if found_newline {
+                return Some(check_line(&self.line));
+            }
+        }
+    }
+}
+
+fn check_line(raw: &[u8]) -> Result<Frame, FrameError> {
+    let raw_len = raw.len();
+    let body = raw.strip_suffix(b"\r").unwrap_or(raw);
+    if let Some(offset) = body.iter().position(|b| *b == 0) {
+        return Err(FrameError::Nul { offset });
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) => Ok(Frame { text: text.to_owned(), raw_len }),
+        Err(e) => Err(FrameError::InvalidUtf8 { offset: e.valid_up_to() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Read};
+
+    fn frames(input: &[u8], max: usize) -> Vec<Result<String, FrameError>> {
+        let mut r = FrameReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(f) = r.next_frame() {
+            let stop = f.is_err();
+            out.push(f.map(|f| f.text));
+            if stop {
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn table() {
+        type Case<'a> = (&'a [u8], Vec<Result<&'a str, FrameError>>);
+        let cases: &[Case] = &[
+            (b"", vec![]),
+            (b"a\n", vec![Ok("a")]),
+            (b"a\r\n", vec![Ok("a")]),
+            (b"a\r\r\n", vec![Ok("a\r")]),
+            (b"a\nb\n", vec![Ok("a"), Ok("b")]),
+            (b"\n", vec![Ok("")]),
+            (b"abc", vec![Err(FrameError::EofMidLine { len: 3 })]),
+            (b"a\nbc", vec![Ok("a"), Err(FrameError::EofMidLine { len: 2 })]),
+            (b"a\0b\n", vec![Err(FrameError::Nul { offset: 1 })]),
+            (b"ab\xff\n", vec![Err(FrameError::InvalidUtf8 { offset: 2 })]),
+            // a lone surrogate encoded as UTF-8 bytes (CESU-style) is not UTF-8
+            (b"\xed\xa0\x80\n", vec![Err(FrameError::InvalidUtf8 { offset: 0 })]),
+            (b"\xef\xbb\xbf{}\n", vec![Ok("\u{feff}{}")]),
+            (b"12345678\n", vec![Ok("12345678")]),
+            (b"123456789\n", vec![Err(FrameError::TooLong { limit: 8 })]),
+            (b"1234567\r\n", vec![Ok("1234567")]),
+        ];
+        for (input, want) in cases {
+            let want: Vec<Result<String, FrameError>> =
+                want.iter().map(|r| r.as_ref().map(|s| s.to_string()).map_err(clone_err)).collect();
+            assert_eq!(frames(input, 8), want, "input {:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    fn clone_err(e: &FrameError) -> FrameError {
+        match e {
+            FrameError::TooLong { limit } => FrameError::TooLong { limit: *limit },
+            FrameError::InvalidUtf8 { offset } => FrameError::InvalidUtf8 { offset: *offset },
+            FrameError::Nul { offset } => FrameError::Nul { offset: *offset },
+            FrameError::EofMidLine { len } => FrameError::EofMidLine { len: *len },
+            FrameError::Io(k) => FrameError::Io(*k),
+        }
+    }
+
+    /// Every prefix of a stream yields exactly the complete lines it contains, and a
+    /// partial last line is reported as truncated, never as a frame (ureq-proto style).
+    #[test]
+    fn every_prefix() {
+        let input = b"{\"a\":1}\r\n{\"b\":[1,2]}\n\n{\"c\":\"x\"}\n";
+        for cut in 0..=input.len() {
+            let prefix = &input[..cut];
+            let got = frames(prefix, 1024);
+            let complete: Vec<&[u8]> = prefix
+                .split_inclusive(|b| *b == b'\n')
+                .filter(|l| l.ends_with(b"\n"))
+                .collect();
+            let partial = prefix.len() - complete.iter().map(|l| l.len()).sum::<usize>();
+            let oks: Vec<&String> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+            assert_eq!(oks.len(), complete.len(), "cut {cut}");
+            if partial > 0 {
+                assert_eq!(got.last(), Some(&Err(FrameError::EofMidLine { len: partial })));
+            } else {
+                assert!(got.iter().all(|r| r.is_ok()), "cut {cut}");
+            }
+        }
+    }
+
+    /// A reader that returns one byte per read: chunk boundaries never matter.
+    struct Trickle<'a>(&'a [u8]);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() || buf.is_empty() {
+                return Ok(0);
+            }
+            buf[0] = self.0[0];
+            self.0 = &self.0[1..];
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn byte_at_a_time() {
+        let input = b"one\r\ntwo\nthree";
+        let mut r = FrameReader::new(BufReader::with_capacity(1, Trickle(input)), 16);
+        assert_eq!(r.next_frame().unwrap().unwrap().text, "one");
+        assert_eq!(r.next_frame().unwrap().unwrap().text, "two");
+        assert_eq!(r.next_frame(), Some(Err(FrameError::EofMidLine { len: 5 })));
+    }
+
+    /// An oversized line is refused without reading the rest of it.
+    #[test]
+    fn oversize_stops_reading() {
+        let mut input = vec![b'x'; 100];
+        input.extend_from_slice(b"\nnext\n");
+        let mut cursor = io::Cursor::new(input);
+        {
+            let buffered = BufReader::with_capacity(4, &mut cursor);
+            let mut r = FrameReader::new(buffered, 10);
+            assert_eq!(r.next_frame(), Some(Err(FrameError::TooLong { limit: 10 })));
+        }
+        assert!(cursor.position() <= 16, "read {} bytes", cursor.position());
+    }
+}

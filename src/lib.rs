@@ -1,0 +1,24 @@
+//! Sallyport (`sp`): an MCP gateway that lets AI agents act on HTTP APIs without ever
+//! holding the credentials.
+//!
+//! One module per pipeline stage (DESIGN.md), each with one input and one output type:
+//!
+//! ```text
+//! stdin -> frame -> json -> jsonrpc -> session -> tools -> authorize -> exec -> secret (scrub) -> out
+//! ```
+//!
+//! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
+//! executors; `policy` is the operator's file. Only `out` may touch stdout.
+
+pub mod authorize;
+pub mod cli;
+pub mod exec;
+pub mod frame;
+pub mod json;
+pub mod jsonrpc;
+pub mod out;
+pub mod policy;
+pub mod secret;
+pub mod server;
+pub mod session;
+pub mod tools;

@@ -1,0 +1,676 @@
+//! The operator's policy: one JSON file, validated whole at startup, deny by default.
+//!
+//! The format is documented in `sp-policy(5)`; this module is its reference. Validation
+//! is hand-written so every error names the field it is about
+//! (`http.allow[0].methods[1]: unknown method "FETCH"`), unknown fields are refused at
+//! every level (a typo must not silently widen or narrow access), and the file goes
+//! through the same strict JSON parser as the protocol (duplicate keys refused).
+//!
+//! Nothing here reads a secret: a credential's `source` is only a description of where
+//! the secret lives, read at the moment an authorized call needs it (`secret.rs`).
+//!
+//! Matching rules (also in `sp-policy(5)`):
+//! - host patterns are exact (`api.example.com`) or wildcard (`*.example.org`, which
+//!   matches `a.example.org` and `a.b.example.org` but never the apex); a pattern without
+//!   a port matches only the scheme's default port (80 or 443), `host:8080` only 8080;
+//!   hosts are normalised like URLs are (lowercase, IDNA, numeric IPv4 forms);
+//! - path patterns are exact (`/v1/status`) or prefix (`/v1/*`, matching `/v1` and
+//!   everything under `/v1/`; `/*` matches every path); they match the request's
+//!   normalised, percent-decoded path (see `tools.rs`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::json;
+
+pub const DEFAULT_TIMEOUT_S: u64 = 30;
+pub const MAX_TIMEOUT_S: u64 = 3600;
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub const MAX_RESPONSE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub const ALL: [Method; 6] =
+        [Method::Get, Method::Head, Method::Post, Method::Put, Method::Patch, Method::Delete];
+
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A host pattern, normalised at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    /// Exact host, or for a wildcard the suffix including the leading dot (`.example.org`).
+    host: String,
+    wildcard: bool,
+    port: Option<u16>,
+    /// As the operator wrote it, for messages and `sp.inventory`.
+    pub text: String,
+}
+
+impl HostPattern {
+    pub fn parse(text: &str) -> Result<HostPattern, String> {
+        let (host_part, port) = split_port(text)?;
+        let (wildcard, bare) = match host_part.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, host_part),
+        };
+        if bare.contains('*') {
+            return Err(format!("{text:?}: a wildcard is only allowed as a leading \"*.\""));
+        }
+        let host = normalize_host(bare).ok_or_else(|| format!("{text:?} is not a valid host"))?;
+        if wildcard && (host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok()) {
+            return Err(format!("{text:?}: a wildcard cannot apply to an IP address"));
+        }
+        let host = if wildcard { format!(".{host}") } else { host };
+        Ok(HostPattern { host, wildcard, port, text: text.to_owned() })
+    }
+
+    /// `host` is normalised (as `url::Url::host_str` gives it, trailing dot removed);
+    /// `port` is the effective port, `default_port` the scheme's.
+    pub fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
+        let port_ok = match self.port {
+            Some(p) => p == port,
+            None => port == default_port,
+        };
+        let host_ok = if self.wildcard {
+            host.len() > self.host.len() && host.ends_with(&self.host)
+        } else {
+            host == self.host
+        };
+        port_ok && host_ok
+    }
+
+    pub fn is_exact(&self) -> bool {
+        !self.wildcard
+    }
+}
+
+fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
+    let bad_port = || format!("{text:?}: the port must be a number from 1 to 65535");
+    if let Some(rest) = text.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']').ok_or_else(|| format!("{text:?}: unclosed '['"))?;
+        let host = &text[..inside.len() + 2];
+        return match after {
+            "" => Ok((host, None)),
+            p => match p.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()) {
+                Some(port) if port > 0 => Ok((host, Some(port))),
+                _ => Err(bad_port()),
+            },
+        };
+    }
+    match text.rsplit_once(':') {
+        None => Ok((text, None)),
+        Some((host, p)) => match p.parse::<u16>() {
+            Ok(port) if port > 0 && !host.contains(':') => Ok((host, Some(port))),
+            _ => Err(bad_port()),
+        },
+    }
+}
+
+/// Normalises a host the way request URLs are normalised, so both sides compare equal.
+pub fn normalize_host(host: &str) -> Option<String> {
+    if host.is_empty() || host.bytes().any(|b| !(b.is_ascii_alphanumeric() || b"-.[]:_".contains(&b)) && b.is_ascii()) {
+        return None;
+    }
+    let url = url::Url::parse(&format!("http://{host}/")).ok()?;
+    let h = url.host_str()?;
+    Some(h.strip_suffix('.').unwrap_or(h).to_owned())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathPattern {
+    Exact(String),
+    /// `/v1/*` is stored as `/v1`: matches `/v1` and anything starting `/v1/`.
+    Prefix(String),
+}
+
+impl PathPattern {
+    pub fn parse(text: &str) -> Result<PathPattern, String> {
+        if !text.starts_with('/') {
+            return Err(format!("{text:?} must start with '/'"));
+        }
+        let body = text.strip_suffix("/*");
+        let check = body.unwrap_or(text);
+        if check.contains('*') {
+            return Err(format!("{text:?}: '*' is only allowed as a final \"/*\""));
+        }
+        if check.split('/').any(|seg| seg == "." || seg == "..") || check.contains('%') || check.contains('?') || check.contains('#') {
+            return Err(format!("{text:?}: write the plain decoded path, without '.', '..', '%', '?' or '#'"));
+        }
+        Ok(match body {
+            Some(prefix) => PathPattern::Prefix(prefix.to_owned()),
+            None => PathPattern::Exact(text.to_owned()),
+        })
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathPattern::Exact(p) => p == path,
+            PathPattern::Prefix(p) => {
+                path == p || (path.starts_with(p.as_str()) && path[p.len()..].starts_with('/'))
+            }
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            PathPattern::Exact(p) => p.clone(),
+            PathPattern::Prefix(p) => format!("{p}/*"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    File(PathBuf),
+    Env(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Injection {
+    /// `Authorization: Bearer <secret>`
+    Bearer,
+    /// `<name>: <format with {secret} replaced>`
+    Header { name: String, format: String },
+}
+
+impl Injection {
+    /// The header this injection sets, lowercase.
+    pub fn header_name(&self) -> String {
+        match self {
+            Injection::Bearer => "authorization".into(),
+            Injection::Header { name, .. } => name.to_ascii_lowercase(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub name: String,
+    pub source: SecretSource,
+    pub inject: Injection,
+    pub hosts: Vec<HostPattern>,
+    pub paths: Vec<PathPattern>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowRule {
+    pub index: usize,
+    pub hosts: Vec<HostPattern>,
+    pub methods: Vec<Method>,
+    pub paths: Vec<PathPattern>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpPolicy {
+    pub allow: Vec<AllowRule>,
+    pub timeout: Duration,
+    pub max_response_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Where it came from; `None` for the built-in deny-everything policy.
+    pub origin: Option<PathBuf>,
+    /// Sorted by name: "the first bound credential" means the first by name.
+    pub credentials: BTreeMap<String, Credential>,
+    pub http: HttpPolicy,
+}
+
+impl Policy {
+    /// The policy in force when no file is found: nothing is allowed.
+    pub fn deny_all() -> Policy {
+        Policy {
+            origin: None,
+            credentials: BTreeMap::new(),
+            http: HttpPolicy {
+                allow: Vec::new(),
+                timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+                max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            },
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let whole = |message: String| PolicyError { file: path.to_owned(), field: String::new(), message };
+        let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {}", io_reason(&e))))?;
+        if !meta.is_file() {
+            return Err(whole("not a regular file".into()));
+        }
+        if meta.len() > 1024 * 1024 {
+            return Err(whole("larger than 1 MiB".into()));
+        }
+        let bytes = std::fs::read(path).map_err(|e| whole(format!("cannot read: {}", io_reason(&e))))?;
+        let text = String::from_utf8(bytes).map_err(|_| whole("not UTF-8".into()))?;
+        Policy::from_text(&text, path)
+    }
+
+    /// Parses and validates policy text; `origin` names it in errors.
+    pub fn from_text(text: &str, origin: &Path) -> Result<Policy, PolicyError> {
+        let error = |field: String, message: String| PolicyError { file: origin.to_owned(), field, message };
+        let value = json::parse(text).map_err(|e| error(String::new(), e.to_string()))?;
+        let mut policy = parse(&value).map_err(|(field, message)| error(field, message))?;
+        policy.origin = Some(origin.to_owned());
+        Ok(policy)
+    }
+}
+
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        k => k.to_string(),
+    }
+}
+
+/// A validation error naming the file and the field.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PolicyError {
+    pub file: PathBuf,
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+        }
+    }
+}
+
+type Check<T> = Result<T, (String, String)>;
+
+fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+    Err((field.to_owned(), message.into()))
+}
+
+fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
+    let Value::Object(map) = v else {
+        return err(field, "must be an object");
+    };
+    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let at = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
+        return err(&at, format!("unknown field (expected one of: {})", allowed.join(", ")));
+    }
+    Ok(map)
+}
+
+fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s),
+        Value::String(_) => err(field, "must not be empty"),
+        _ => err(field, "must be a string"),
+    }
+}
+
+fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
+    match v {
+        Value::Array(a) if !a.is_empty() => Ok(a),
+        Value::Array(_) => err(field, "must not be empty"),
+        _ => err(field, "must be an array"),
+    }
+}
+
+fn hosts(v: &Value, field: &str) -> Check<Vec<HostPattern>> {
+    list(v, field)?
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let f = format!("{field}[{i}]");
+            HostPattern::parse(string(h, &f)?).map_err(|m| (f, m))
+        })
+        .collect()
+}
+
+fn paths(v: Option<&Value>, field: &str) -> Check<Vec<PathPattern>> {
+    let Some(v) = v else {
+        return Ok(vec![PathPattern::Prefix(String::new())]);
+    };
+    list(v, field)?
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let f = format!("{field}[{i}]");
+            PathPattern::parse(string(p, &f)?).map_err(|m| (f, m))
+        })
+        .collect()
+}
+
+fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => err(field, format!("must be an integer from {min} to {max}")),
+    }
+}
+
+/// An HTTP header field name: an RFC 9110 token.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Credential names: what the agent uses to pick one. Kept plain so they are safe in
+/// messages, logs and the journal.
+pub fn is_name(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+fn parse(root: &Value) -> Check<Policy> {
+    let top = object(root, "", &["credentials", "http"])?;
+    let mut credentials = BTreeMap::new();
+    if let Some(c) = top.get("credentials") {
+        let Value::Object(defs) = c else {
+            return err("credentials", "must be an object mapping names to credentials");
+        };
+        for (name, def) in defs {
+            let field = format!("credentials.{name}");
+            if !is_name(name) {
+                return err(&field, "a credential name is 1-64 letters, digits, '_', '.' or '-'");
+            }
+            credentials.insert(name.clone(), credential(name, def, &field)?);
+        }
+    }
+    let http = match top.get("http") {
+        Some(h) => http(h)?,
+        None => Policy::deny_all().http,
+    };
+    Ok(Policy { origin: None, credentials, http })
+}
+
+fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
+    let map = object(def, field, &["source", "inject", "hosts", "paths"])?;
+    let source_field = format!("{field}.source");
+    let source_v = map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?;
+    let source_map = object(source_v, &source_field, &["file", "env"])?;
+    let source = match (source_map.get("file"), source_map.get("env"), source_map.len()) {
+        (Some(f), None, 1) => {
+            let p = string(f, &format!("{source_field}.file"))?;
+            if !p.starts_with('/') {
+                return err(&format!("{source_field}.file"), "must be an absolute path");
+            }
+            SecretSource::File(PathBuf::from(p))
+        }
+        (None, Some(e), 1) => {
+            let var = string(e, &format!("{source_field}.env"))?;
+            if var.contains('=') || var.contains('\0') {
+                return err(&format!("{source_field}.env"), "is not a valid variable name");
+            }
+            SecretSource::Env(var.to_owned())
+        }
+        _ => return err(&source_field, "must be exactly one of {\"file\": PATH} or {\"env\": VAR}"),
+    };
+    let inject_field = format!("{field}.inject");
+    let inject_v = map.get("inject").ok_or_else(|| (inject_field.clone(), "is required".to_owned()))?;
+    let inject_map = object(inject_v, &inject_field, &["bearer", "header"])?;
+    let inject = match (inject_map.get("bearer"), inject_map.get("header"), inject_map.len()) {
+        (Some(b), None, 1) => {
+            object(b, &format!("{inject_field}.bearer"), &[])?;
+            Injection::Bearer
+        }
+        (None, Some(h), 1) => {
+            let hf = format!("{inject_field}.header");
+            let hm = object(h, &hf, &["name", "format"])?;
+            let hname = string(hm.get("name").unwrap_or(&Value::Null), &format!("{hf}.name"))?;
+            if !is_token(hname) || hname.len() > 128 {
+                return err(&format!("{hf}.name"), "must be a valid header name");
+            }
+            if crate::tools::is_hop_header(&hname.to_ascii_lowercase()) {
+                return err(&format!("{hf}.name"), format!("{hname:?} cannot carry a credential"));
+            }
+            let format = match hm.get("format") {
+                None => "{secret}".to_owned(),
+                Some(f) => string(f, &format!("{hf}.format"))?.to_owned(),
+            };
+            if format.matches("{secret}").count() != 1 || format.chars().any(|c| c.is_control()) {
+                return err(&format!("{hf}.format"), "must contain \"{secret}\" exactly once and no control characters");
+            }
+            Injection::Header { name: hname.to_owned(), format }
+        }
+        _ => return err(&inject_field, "must be exactly one of {\"bearer\": {}} or {\"header\": {...}}"),
+    };
+    let hosts_field = format!("{field}.hosts");
+    let hosts = hosts(map.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required: a credential is bound to hosts".to_owned()))?, &hosts_field)?;
+    let paths = paths(map.get("paths"), &format!("{field}.paths"))?;
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths })
+}
+
+fn http(v: &Value) -> Check<HttpPolicy> {
+    let map = object(v, "http", &["allow", "timeout_s", "max_response_bytes"])?;
+    let mut allow = Vec::new();
+    if let Some(a) = map.get("allow") {
+        let Value::Array(rules) = a else {
+            return err("http.allow", "must be an array of rules");
+        };
+        for (i, r) in rules.iter().enumerate() {
+            let field = format!("http.allow[{i}]");
+            let rm = object(r, &field, &["hosts", "methods", "paths"])?;
+            let hosts_field = format!("{field}.hosts");
+            let hosts = hosts(rm.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required".to_owned()))?, &hosts_field)?;
+            let methods = match rm.get("methods") {
+                None => vec![Method::Get, Method::Head],
+                Some(m) => {
+                    let mf = format!("{field}.methods");
+                    let mut out = Vec::new();
+                    for (j, s) in list(m, &mf)?.iter().enumerate() {
+                        let f = format!("{mf}[{j}]");
+                        let s = string(s, &f)?;
+                        if s == "*" {
+                            out.extend(Method::ALL);
+                            continue;
+                        }
+                        out.push(Method::parse(s).ok_or_else(|| {
+                            (f, format!("unknown method {s:?} (GET, HEAD, POST, PUT, PATCH, DELETE or \"*\")"))
+                        })?);
+                    }
+                    out.sort();
+                    out.dedup();
+                    out
+                }
+            };
+            let paths = paths(rm.get("paths"), &format!("{field}.paths"))?;
+            allow.push(AllowRule { index: i, hosts, methods, paths });
+        }
+    }
+    let timeout_s = match map.get("timeout_s") {
+        None => DEFAULT_TIMEOUT_S,
+        Some(t) => int(t, "http.timeout_s", 1, MAX_TIMEOUT_S)?,
+    };
+    let max_response_bytes = match map.get("max_response_bytes") {
+        None => DEFAULT_MAX_RESPONSE_BYTES,
+        Some(t) => int(t, "http.max_response_bytes", 1, MAX_RESPONSE_BYTES_CEILING)?,
+    };
+    Ok(HttpPolicy { allow, timeout: Duration::from_secs(timeout_s), max_response_bytes })
+}
+
+/// Where `sp` looks for a policy when `--config` is not given (issue #2):
+/// `$SP_CONFIG`, then `$XDG_CONFIG_HOME/sallyport/policy.json` (or
+/// `$HOME/.config/sallyport/policy.json`), then `/etc/sallyport/policy.json`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Named explicitly (`--config` or `$SP_CONFIG`): it must load.
+    Explicit(PathBuf),
+    /// Found at a default location: it must load.
+    Found(PathBuf),
+    /// Nothing found anywhere: deny everything. Carries the places searched.
+    None(Vec<PathBuf>),
+}
+
+pub fn lookup(
+    flag: Option<PathBuf>,
+    env: impl Fn(&str) -> Option<String>,
+    exists: impl Fn(&Path) -> bool,
+) -> Lookup {
+    if let Some(p) = flag {
+        return Lookup::Explicit(p);
+    }
+    if let Some(p) = env("SP_CONFIG").filter(|s| !s.is_empty()) {
+        return Lookup::Explicit(PathBuf::from(p));
+    }
+    let mut candidates = Vec::new();
+    match env("XDG_CONFIG_HOME").filter(|s| s.starts_with('/')) {
+        Some(x) => candidates.push(PathBuf::from(x).join("sallyport/policy.json")),
+        None => {
+            if let Some(h) = env("HOME").filter(|s| s.starts_with('/')) {
+                candidates.push(PathBuf::from(h).join(".config/sallyport/policy.json"));
+            }
+        }
+    }
+    candidates.push(PathBuf::from("/etc/sallyport/policy.json"));
+    match candidates.iter().find(|p| exists(p)) {
+        Some(p) => Lookup::Found(p.clone()),
+        None => Lookup::None(candidates),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse_err(v: Value) -> (String, String) {
+        parse(&v).unwrap_err()
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let p = parse(&json!({
+            "credentials": {
+                "gh": {"source": {"file": "/run/secrets/gh"}, "inject": {"bearer": {}},
+                       "hosts": ["api.github.com"], "paths": ["/repos/*"]},
+                "k": {"source": {"env": "K"}, "inject": {"header": {"name": "X-Api-Key", "format": "Token {secret}"}},
+                      "hosts": ["*.example.org", "127.0.0.1:8080"]}
+            },
+            "http": {"allow": [{"hosts": ["api.github.com"], "methods": ["GET", "POST"], "paths": ["/repos/*"]}],
+                     "timeout_s": 5, "max_response_bytes": 1000}
+        }))
+        .unwrap();
+        assert_eq!(p.credentials.len(), 2);
+        assert_eq!(p.http.timeout, Duration::from_secs(5));
+        assert_eq!(p.http.allow[0].methods, vec![Method::Get, Method::Post]);
+        assert_eq!(p.credentials["k"].paths, vec![PathPattern::Prefix(String::new())]);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = vec![
+            (json!({"credential": {}}), "credential"),
+            (json!({"http": {"allow": [{"hosts": ["a.com"], "methods": ["FETCH"]}]}}), "http.allow[0].methods[0]"),
+            (json!({"http": {"allow": [{"hosts": []}]}}), "http.allow[0].hosts"),
+            (json!({"http": {"allow": [{"hosts": ["a.*.com"]}]}}), "http.allow[0].hosts[0]"),
+            (json!({"http": {"allow": [{"hosts": ["a.com"], "paths": ["v1"]}]}}), "http.allow[0].paths[0]"),
+            (json!({"http": {"allow": [{"hosts": ["a.com"], "paths": ["/v1/../x"]}]}}), "http.allow[0].paths[0]"),
+            (json!({"http": {"timeout_s": 0}}), "http.timeout_s"),
+            (json!({"http": {"max_response_bytes": 1_000_000_000u64}}), "http.max_response_bytes"),
+            (json!({"http": {"allow": [{"hosts": ["a.com"], "method": ["GET"]}]}}), "http.allow[0].method"),
+            (json!({"credentials": {"x": {"inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source"),
+            (json!({"credentials": {"x": {"source": {"file": "rel"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.file"),
+            (json!({"credentials": {"x": {"source": {"file": "/a", "env": "B"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source"),
+            (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "X", "format": "no placeholder"}}, "hosts": ["a"]}}}), "credentials.x.inject.header.format"),
+            (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "Host"}}, "hosts": ["a"]}}}), "credentials.x.inject.header.name"),
+            (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"bearer": {}}}}}), "credentials.x.hosts"),
+            (json!({"credentials": {"bad name": {}}}), "credentials.bad name"),
+            (json!({"http": {"allow": [{"hosts": ["a.com:0"]}]}}), "http.allow[0].hosts[0]"),
+            (json!({"http": {"allow": [{"hosts": ["*.10.0.0.1"]}]}}), "http.allow[0].hosts[0]"),
+        ];
+        for (v, field) in cases {
+            let shown = v.to_string();
+            assert_eq!(parse_err(v).0, field, "{shown}");
+        }
+    }
+
+    #[test]
+    fn host_patterns() {
+        let exact = HostPattern::parse("API.Example.com").unwrap();
+        assert!(exact.matches("api.example.com", 443, 443));
+        assert!(!exact.matches("api.example.com", 8443, 443));
+        assert!(!exact.matches("x.api.example.com", 443, 443));
+        let wild = HostPattern::parse("*.example.org").unwrap();
+        assert!(wild.matches("a.example.org", 80, 80));
+        assert!(wild.matches("a.b.example.org", 80, 80));
+        assert!(!wild.matches("example.org", 80, 80));
+        assert!(!wild.matches("badexample.org", 80, 80));
+        let port = HostPattern::parse("127.0.0.1:8080").unwrap();
+        assert!(port.matches("127.0.0.1", 8080, 80));
+        assert!(!port.matches("127.0.0.1", 80, 80));
+        let v6 = HostPattern::parse("[::1]:9000").unwrap();
+        assert!(v6.matches("[::1]", 9000, 80));
+        // numeric spellings normalise like URLs do
+        let num = HostPattern::parse("2130706433").unwrap();
+        assert!(num.matches("127.0.0.1", 80, 80));
+        assert!(HostPattern::parse("").is_err());
+        assert!(HostPattern::parse("a b").is_err());
+        assert!(HostPattern::parse("a/b").is_err());
+        assert!(HostPattern::parse("a:b").is_err());
+    }
+
+    #[test]
+    fn path_patterns() {
+        let p = PathPattern::parse("/v1/*").unwrap();
+        assert!(p.matches("/v1"));
+        assert!(p.matches("/v1/"));
+        assert!(p.matches("/v1/a/b"));
+        assert!(!p.matches("/v10"));
+        assert!(!p.matches("/v"));
+        let all = PathPattern::parse("/*").unwrap();
+        assert!(all.matches("/"));
+        assert!(all.matches("/anything"));
+        let exact = PathPattern::parse("/status").unwrap();
+        assert!(exact.matches("/status"));
+        assert!(!exact.matches("/status/"));
+        assert!(PathPattern::parse("/a*").is_err());
+        assert!(PathPattern::parse("/a/%2e").is_err());
+    }
+
+    #[test]
+    fn lookup_order() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let none = |_: &Path| false;
+        assert_eq!(lookup(Some("/x".into()), env(&[("SP_CONFIG", "/y")]), none), Lookup::Explicit("/x".into()));
+        assert_eq!(lookup(None, env(&[("SP_CONFIG", "/y")]), none), Lookup::Explicit("/y".into()));
+        let all = |_: &Path| true;
+        assert_eq!(
+            lookup(None, env(&[("XDG_CONFIG_HOME", "/xdg"), ("HOME", "/h")]), all),
+            Lookup::Found("/xdg/sallyport/policy.json".into())
+        );
+        assert_eq!(lookup(None, env(&[("HOME", "/h")]), all), Lookup::Found("/h/.config/sallyport/policy.json".into()));
+        let etc_only = |p: &Path| p == Path::new("/etc/sallyport/policy.json");
+        assert_eq!(lookup(None, env(&[("HOME", "/h")]), etc_only), Lookup::Found("/etc/sallyport/policy.json".into()));
+        assert!(matches!(lookup(None, env(&[]), none), Lookup::None(c) if c.len() == 1));
+    }
+}

@@ -1,0 +1,368 @@
+//! The `sp mcp` loop: one line in, at most one message out, single-threaded, blocking.
+//!
+//! ```text
+//!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out
+//!    └───────┴────────┘          │            │            │           │
+//!    malformed: -32700/-32600    │ -32601/    │ isError    │ isError   │ isError
+//!    with id null, then close    │ -32602/    │ SP_BAD_    │ SP_DENIED │ SP_TIMEOUT/...
+//!    (exit 3)                    │ -32002     │ ARGUMENTS  │           │ (an execution)
+//!                                └── refused but well-formed: session stays open ──┘
+//! ```
+//!
+//! Every JSON-RPC error code is chosen in one place, [`RpcError::code`]. Rejections (input
+//! refused before execution) and executions (an authorized action ran, whatever its
+//! outcome) are counted apart in [`Stats`]. A rejection never reaches the executor.
+//!
+//! The loop is generic over input, output and executor so tests drive it with byte
+//! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{BufRead, Write};
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+use crate::authorize::{authorize, Action};
+use crate::exec::{ExecError, Executor, HttpOutcome};
+use crate::frame::{FrameError, FrameReader};
+use crate::json::{self, JsonError};
+use crate::jsonrpc::{self, Id, Message, ShapeError};
+use crate::out::ProtocolWriter;
+use crate::policy::Policy;
+use crate::secret::Vault;
+use crate::session::{Refusal, Session, Step};
+use crate::tools::{self, CallError, ToolCall};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub max_line_bytes: usize,
+    /// Close the session after any refused request, not only after malformed input.
+    pub close_on_refusal: bool,
+    /// Test aid (`SP_TEST_PANIC=request`): panic when the first frame arrives.
+    pub panic_on_first_frame: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES, close_on_refusal: false, panic_on_first_frame: false }
+    }
+}
+
+/// Why the loop ended. [`Exit::code`] is the process exit status (documented in `sp(1)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// stdin reached a clean end.
+    Eof,
+    /// Writing to the client failed (it went away).
+    ClientGone,
+    /// A malformed frame or message: answered, then closed.
+    Malformed,
+    /// A refusal under `--close-on-refusal`.
+    Refused,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Eof | Exit::ClientGone => 0,
+            Exit::Malformed => 3,
+            Exit::Refused => 4,
+        }
+    }
+}
+
+/// Everything that is answered with a JSON-RPC error, and its code.
+#[derive(Debug, PartialEq)]
+pub enum RpcError {
+    Frame(FrameError),
+    Json(JsonError),
+    Shape(ShapeError),
+    Lifecycle(Refusal),
+    Call(CallError),
+}
+
+impl RpcError {
+    /// The one mapping from refusals to JSON-RPC codes.
+    pub fn code(&self) -> i64 {
+        match self {
+            RpcError::Frame(FrameError::TooLong { .. }) => -32600,
+            RpcError::Frame(_) | RpcError::Json(_) => -32700,
+            RpcError::Shape(_) => -32600,
+            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => -32601,
+            RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
+            // LSP's ServerNotInitialized; MCP leaves the code open.
+            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized) => -32002,
+        }
+    }
+
+    /// Malformed input closes the session: the peer may have lost framing.
+    pub fn closes_session(&self) -> bool {
+        matches!(self, RpcError::Frame(_) | RpcError::Json(_) | RpcError::Shape(_))
+    }
+
+    /// The counter key.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RpcError::Frame(f) => f.reason(),
+            RpcError::Json(JsonError::DuplicateKey { .. }) => "json_duplicate_key",
+            RpcError::Json(JsonError::TooDeep { .. }) => "json_too_deep",
+            RpcError::Json(JsonError::Syntax(_)) => "json_parse",
+            RpcError::Shape(_) => "invalid_request",
+            RpcError::Lifecycle(Refusal::NotInitialized { .. }) => "not_initialized",
+            RpcError::Lifecycle(Refusal::AlreadyInitialized) => "already_initialized",
+            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => "method_not_found",
+            RpcError::Lifecycle(Refusal::InvalidParams(_)) => "invalid_params",
+            RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
+            RpcError::Call(_) => "invalid_params",
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RpcError::Frame(e) => write!(f, "parse error: {e}"),
+            RpcError::Json(e) => write!(f, "parse error: {e}"),
+            RpcError::Shape(e) => write!(f, "invalid request: {e}"),
+            RpcError::Lifecycle(e) => e.fmt(f),
+            RpcError::Call(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Rejections and executions, counted apart.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Input refused before any action, by reason.
+    pub rejections: BTreeMap<&'static str, u64>,
+    /// Authorized actions that ran, by `tool:outcome`.
+    pub executions: BTreeMap<String, u64>,
+}
+
+impl Stats {
+    pub fn rejected(&self) -> u64 {
+        self.rejections.values().sum()
+    }
+    pub fn executed(&self) -> u64 {
+        self.executions.values().sum()
+    }
+    /// One line for stderr at exit.
+    pub fn summary(&self) -> String {
+        let list = |m: Vec<(String, u64)>| m.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        format!(
+            "executions={} [{}] rejections={} [{}]",
+            self.executed(),
+            list(self.executions.iter().map(|(k, v)| (k.clone(), *v)).collect()),
+            self.rejected(),
+            list(self.rejections.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
+        )
+    }
+}
+
+pub struct Server<'p, E> {
+    policy: &'p Policy,
+    executor: E,
+    options: Options,
+    vault: Vault,
+    session: Session,
+    pub stats: Stats,
+}
+
+impl<'p, E: Executor> Server<'p, E> {
+    pub fn new(policy: &'p Policy, executor: E, options: Options) -> Self {
+        Server { policy, executor, options, vault: Vault::new(), session: Session::AwaitingInit, stats: Stats::default() }
+    }
+
+    pub fn executor(&self) -> &E {
+        &self.executor
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Serves until end of input, a closed client, or a reason to close.
+    pub fn serve<R: BufRead, W: Write>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
+        let mut frames = FrameReader::new(input, self.options.max_line_bytes);
+        let mut first = true;
+        loop {
+            let frame = match frames.next_frame() {
+                None => return Exit::Eof,
+                Some(Ok(frame)) => frame,
+                Some(Err(FrameError::Io(kind))) => {
+                    // stdin itself is broken: nobody to answer on that channel's behalf.
+                    log::error!("reading stdin failed: {kind}");
+                    self.reject("frame_io");
+                    return Exit::Malformed;
+                }
+                Some(Err(e)) => return self.close_malformed(out, RpcError::Frame(e)),
+            };
+            if first && self.options.panic_on_first_frame {
+                panic!("SP_TEST_PANIC=request: panicking on the first frame as asked");
+            }
+            first = false;
+            let value = match json::parse(&frame.text) {
+                Ok(v) => v,
+                Err(e) => return self.close_malformed(out, RpcError::Json(e)),
+            };
+            let message = match jsonrpc::classify(value) {
+                Ok(m) => m,
+                Err(e) => return self.close_malformed(out, RpcError::Shape(e)),
+            };
+            if let Some(exit) = self.message(message, out) {
+                return exit;
+            }
+        }
+    }
+
+    fn reject(&mut self, reason: &'static str) {
+        *self.stats.rejections.entry(reason).or_default() += 1;
+    }
+
+    fn close_malformed<W: Write>(&mut self, out: &mut ProtocolWriter<W>, err: RpcError) -> Exit {
+        log::warn!("closing the session: {err}");
+        self.reject(err.reason());
+        match out.send(&error_response(None, &err)) {
+            Ok(()) => Exit::Malformed,
+            Err(_) => Exit::ClientGone,
+        }
+    }
+
+    /// Handles one well-formed message; `Some(exit)` ends the session.
+    fn message<W: Write>(&mut self, message: Message, out: &mut ProtocolWriter<W>) -> Option<Exit> {
+        let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
+        let (next, step) = session.handle(&message);
+        self.session = next;
+        let id = match message {
+            Message::Notification { method, .. } => {
+                log::debug!("notification {method:?}");
+                return None;
+            }
+            Message::Request { id, .. } => id,
+        };
+        let (response, refused) = match step {
+            Step::Ignore => return None,
+            Step::Reply(result) => (result_response(&id, result), false),
+            Step::ListTools => (result_response(&id, json!({"tools": tools::definitions()})), false),
+            Step::Refuse(r) => self.refuse_rpc(&id, RpcError::Lifecycle(r)),
+            Step::CallTool(params) => self.call_tool(&id, params),
+        };
+        if out.send(&response).is_err() {
+            return Some(Exit::ClientGone);
+        }
+        (refused && self.options.close_on_refusal).then_some(Exit::Refused)
+    }
+
+    fn refuse_rpc(&mut self, id: &Id, err: RpcError) -> (Value, bool) {
+        log::info!("refused: {err}");
+        self.reject(err.reason());
+        (error_response(Some(id), &err), true)
+    }
+
+    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &str, message: String) -> (Value, bool) {
+        log::info!("refused ({code}): {message}");
+        self.reject(reason);
+        (result_response(id, tool_error(code, &message)), true)
+    }
+
+    /// The tool pipeline: args -> authorize -> execute -> scrub.
+    fn call_tool(&mut self, id: &Id, params: Option<Value>) -> (Value, bool) {
+        let request = match tools::call_request(params) {
+            Ok(r) => r,
+            Err(e) => return self.refuse_rpc(id, RpcError::Call(e)),
+        };
+        let call = match ToolCall::parse(&request) {
+            Ok(c) => c,
+            Err(e) => return self.refuse_tool(id, "bad_arguments", "SP_BAD_ARGUMENTS", e.to_string()),
+        };
+        let action = match authorize(self.policy, call) {
+            Ok(a) => a,
+            Err(d) => return self.refuse_tool(id, "denied", "SP_DENIED", d.to_string()),
+        };
+        let (tool, outcome, mut result) = match action {
+            Action::Inventory(inv) => (tools::INVENTORY, "ok", tool_ok(inv.action().0.clone())),
+            Action::Http(http) => {
+                let a = http.action();
+                log::info!(
+                    "executing {} {}://{}:{}{} ({}{})",
+                    a.method,
+                    a.url.scheme(),
+                    a.url.host_str().unwrap_or_default(),
+                    a.url.port_or_known_default().unwrap_or_default(),
+                    a.url.path(),
+                    a.rule,
+                    a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
+                );
+                match self.executor.http(&http, &mut self.vault) {
+                    Ok(o) => (tools::HTTP_REQUEST, "ok", tool_ok(http_result(&o))),
+                    Err(e) => {
+                        log::warn!("http.request failed: {e}");
+                        (tools::HTTP_REQUEST, e.code(), exec_error(&e))
+                    }
+                }
+            }
+        };
+        *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
+        // The single redaction point: nothing in a result leaves without passing here.
+        self.vault.scrub(&mut result);
+        (result_response(id, result), false)
+    }
+}
+
+fn result_response(id: &Id, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+}
+
+fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.map_or(Value::Null, Id::to_value),
+        "error": {"code": err.code(), "message": err.to_string()}
+    })
+}
+
+fn tool_ok(structured: Value) -> Value {
+    json!({
+        "content": [{"type": "text", "text": structured.to_string()}],
+        "structuredContent": structured,
+        "isError": false
+    })
+}
+
+pub fn tool_error(code: &str, message: &str) -> Value {
+    json!({
+        "content": [{"type": "text", "text": format!("{code}: {message}")}],
+        "structuredContent": {"error": {"code": code, "message": message}},
+        "isError": true
+    })
+}
+
+fn exec_error(e: &ExecError) -> Value {
+    tool_error(e.code(), &e.to_string())
+}
+
+/// `{status, headers, json | body | body_base64, truncated}`.
+fn http_result(o: &HttpOutcome) -> Value {
+    let mut headers = Map::new();
+    for (name, value) in &o.headers {
+        match headers.get_mut(name) {
+            Some(Value::String(prev)) => {
+                prev.push_str(", ");
+                prev.push_str(value);
+            }
+            _ => {
+                headers.insert(name.clone(), Value::String(value.clone()));
+            }
+        }
+    }
+    let mut r = json!({"status": o.status, "headers": headers, "truncated": o.truncated});
+    match std::str::from_utf8(&o.body) {
+        Ok(text) => match (o.truncated, json::parse(text)) {
+            (false, Ok(v)) if !text.trim().is_empty() => r["json"] = v,
+            _ => r["body"] = Value::String(text.to_owned()),
+        },
+        Err(_) => r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&o.body)),
+    }
+    r
+}

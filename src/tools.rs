@@ -1,0 +1,474 @@
+//! Stage 5: `tools/call` params -> a typed tool call, or the reason it is refused.
+//!
+//! Two levels of refusal (MCP 2025-11-25, "Tools: error handling"):
+//! - the call itself is malformed (params not an object, `name` missing or not a string,
+//!   `arguments` not an object, an unknown tool): a JSON-RPC error -32602, [`CallError`];
+//! - a known tool's arguments fail their checks: a tool result with `isError: true` and
+//!   code `SP_BAD_ARGUMENTS`, [`ArgError`], so the model can read the reason and retry.
+//!
+//! Both keep the session open and nothing is executed. Checks are hand-written, every
+//! unknown argument is refused, and nothing here touches the network: a URL is parsed
+//! and normalised, never resolved.
+
+use std::fmt;
+
+use serde_json::{json, Map, Value};
+
+use crate::jsonrpc::kind_of;
+use crate::policy::{is_name, is_token, Method};
+
+pub const MAX_URL_BYTES: usize = 16 * 1024;
+pub const MAX_HEADERS: usize = 100;
+pub const MAX_HEADER_NAME_BYTES: usize = 128;
+pub const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
+pub const MAX_QUERY_PARAMS: usize = 100;
+
+pub const HTTP_REQUEST: &str = "http.request";
+pub const INVENTORY: &str = "sp.inventory";
+
+/// Headers the agent may never set: credentials, framing and routing belong to `sp`.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "keep-alive",
+    "proxy-connection",
+    "expect",
+];
+
+/// Framing and routing headers, which cannot carry a credential either.
+pub fn is_hop_header(lower: &str) -> bool {
+    RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
+}
+
+/// The tools offered by `tools/list`.
+pub fn definitions() -> Value {
+    let methods: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+    json!([
+        {
+            "name": HTTP_REQUEST,
+            "title": "HTTP request",
+            "description": "Send one HTTP request to an API the operator allows. Credentials are \
+                injected by the gateway: name one with `credential` (see sp.inventory) or \
+                let the gateway pick the one bound to the URL. Never put secrets in arguments. \
+                The result has the status, response headers, and the body (as `json` when it \
+                parses, else `body`), with `truncated` set when the body was cut at the limit.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "method": {"type": "string", "enum": methods},
+                    "url": {"type": "string", "description": "Absolute http:// or https:// URL, no user:password, no #fragment", "maxLength": MAX_URL_BYTES},
+                    "headers": {"type": "object", "description": "Extra request headers (Authorization, Cookie, Host and framing headers are refused)", "additionalProperties": {"type": "string"}, "maxProperties": MAX_HEADERS},
+                    "query": {"type": "object", "description": "Query parameters appended to the URL", "additionalProperties": {"type": "string"}, "maxProperties": MAX_QUERY_PARAMS},
+                    "body": {"type": "string", "description": "Request body (not allowed with GET or HEAD)"},
+                    "credential": {"type": "string", "description": "Name of a credential from sp.inventory"}
+                },
+                "required": ["method", "url"],
+                "additionalProperties": false
+            },
+            "annotations": {"openWorldHint": true}
+        },
+        {
+            "name": INVENTORY,
+            "title": "What this gateway allows",
+            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts and paths they are bound to. Never returns a secret.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }
+    ])
+}
+
+/// A `tools/call` request that passed the JSON-RPC level checks.
+#[derive(Debug, PartialEq)]
+pub struct CallRequest {
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CallError {
+    ParamsNotObject { found: &'static str },
+    MissingName,
+    NameNotString,
+    ArgumentsNotObject { found: &'static str },
+    UnexpectedParam { name: String },
+    UnknownTool { name: String },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::ParamsNotObject { found } => write!(f, "tools/call params must be an object, found {found}"),
+            CallError::MissingName => f.write_str("tools/call params need a \"name\""),
+            CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
+            CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
+            CallError::UnexpectedParam { name } => write!(f, "unexpected tools/call param {:?}", short(name)),
+            CallError::UnknownTool { name } => write!(f, "unknown tool {:?}", short(name)),
+        }
+    }
+}
+
+/// Echoed names are cut short: a message must never carry a large agent-chosen payload.
+fn short(s: &str) -> String {
+    let mut out: String = s.chars().take(64).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
+    let mut map = match params {
+        Some(Value::Object(m)) => m,
+        Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
+        None => return Err(CallError::ParamsNotObject { found: "nothing" }),
+    };
+    if let Some(k) = map.keys().find(|k| !matches!(k.as_str(), "name" | "arguments" | "_meta")) {
+        return Err(CallError::UnexpectedParam { name: k.clone() });
+    }
+    let name = match map.remove("name") {
+        None => return Err(CallError::MissingName),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(CallError::NameNotString),
+    };
+    let arguments = match map.remove("arguments") {
+        None => Map::new(),
+        Some(Value::Object(a)) => a,
+        Some(other) => return Err(CallError::ArgumentsNotObject { found: kind_of(&other) }),
+    };
+    if name != HTTP_REQUEST && name != INVENTORY {
+        return Err(CallError::UnknownTool { name });
+    }
+    Ok(CallRequest { name, arguments })
+}
+
+/// A fully typed tool call. Only `parse` builds one.
+#[derive(Debug, Clone, PartialEq)]
+#[expect(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+pub enum ToolCall {
+    Http(HttpRequest),
+    Inventory,
+}
+
+/// `http.request` arguments after every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    pub method: Method,
+    /// Normalised URL with the `query` arguments appended.
+    pub url: url::Url,
+    /// Percent-decoded, dot-segment-free path: what policy path patterns match.
+    pub match_path: String,
+    /// Host as policy patterns see it (lowercase, no trailing dot, `[v6]`).
+    pub host: String,
+    pub port: u16,
+    pub default_port: u16,
+    /// Header names lowercased, checked, unique.
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+    pub credential: Option<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
+    Err(ArgError(msg.into()))
+}
+
+impl ToolCall {
+    pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
+        match call.name.as_str() {
+            HTTP_REQUEST => http_request(&call.arguments).map(ToolCall::Http),
+            INVENTORY => match call.arguments.keys().next() {
+                None => Ok(ToolCall::Inventory),
+                Some(k) => bad(format!("unknown argument {:?}: sp.inventory takes none", short(k))),
+            },
+            // call_request admits only known names.
+            other => bad(format!("unknown tool {:?}", short(other))),
+        }
+    }
+}
+
+fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ArgError> {
+    match args.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => bad(format!("{key:?} must be a string, found {}", kind_of(other))),
+    }
+}
+
+fn string_map<'a>(args: &'a Map<String, Value>, key: &str, max: usize) -> Result<Vec<(&'a str, &'a str)>, ArgError> {
+    let map = match args.get(key) {
+        None => return Ok(Vec::new()),
+        Some(Value::Object(m)) => m,
+        Some(other) => return bad(format!("{key:?} must be an object of strings, found {}", kind_of(other))),
+    };
+    if map.len() > max {
+        return bad(format!("{key:?} has {} entries; at most {max} are allowed", map.len()));
+    }
+    map.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.as_str(), s.as_str())),
+            other => bad(format!("{key:?}.{:?} must be a string, found {}", short(k), kind_of(other))),
+        })
+        .collect()
+}
+
+fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
+    const KNOWN: [&str; 6] = ["method", "url", "headers", "query", "body", "credential"];
+    if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return bad(format!("unknown argument {:?} (http.request takes: {})", short(k), KNOWN.join(", ")));
+    }
+    let method = match string_arg(args, "method")? {
+        None => return bad("\"method\" is required"),
+        Some(m) => Method::parse(m).ok_or_else(|| {
+            ArgError(format!("\"method\" must be one of GET, HEAD, POST, PUT, PATCH, DELETE, not {:?}", short(m)))
+        })?,
+    };
+    let Some(raw_url) = string_arg(args, "url")? else {
+        return bad("\"url\" is required");
+    };
+    let mut url = check_url(raw_url)?;
+
+    let query = string_map(args, "query", MAX_QUERY_PARAMS)?;
+    if !query.is_empty() {
+        let mut pairs = url.query_pairs_mut();
+        for (k, v) in &query {
+            if k.is_empty() {
+                return bad("query parameter names must not be empty");
+            }
+            pairs.append_pair(k, v);
+        }
+    }
+    if url.as_str().len() > MAX_URL_BYTES {
+        return bad(format!("the URL with its query is longer than {MAX_URL_BYTES} bytes"));
+    }
+
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for (name, value) in string_map(args, "headers", MAX_HEADERS)? {
+        if name.len() > MAX_HEADER_NAME_BYTES || !is_token(name) {
+            return bad(format!("header name {:?} is not a valid token of at most {MAX_HEADER_NAME_BYTES} bytes", short(name)));
+        }
+        let lower = name.to_ascii_lowercase();
+        if RESERVED_HEADERS.contains(&lower.as_str()) {
+            return bad(format!("header {name:?} is set by the gateway and may not be sent by the agent"));
+        }
+        if value.len() > MAX_HEADER_VALUE_BYTES || value.chars().any(|c| c.is_control()) {
+            return bad(format!("header {name:?} value must be at most {MAX_HEADER_VALUE_BYTES} bytes without control characters"));
+        }
+        if headers.iter().any(|(n, _)| *n == lower) {
+            return bad(format!("header {name:?} is given twice"));
+        }
+        headers.push((lower, value.to_owned()));
+    }
+
+    let body = string_arg(args, "body")?.map(str::to_owned);
+    if body.is_some() && matches!(method, Method::Get | Method::Head) {
+        return bad(format!("a body is not allowed with {method}"));
+    }
+    let credential = string_arg(args, "credential")?.map(str::to_owned);
+    if let Some(c) = &credential {
+        if !is_name(c) {
+            return bad("\"credential\" must be a credential name from sp.inventory");
+        }
+    }
+
+    let match_path = decoded_path(&url)?;
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let default_port = if url.scheme() == "https" { 443 } else { 80 };
+    let port = url.port().unwrap_or(default_port);
+    Ok(HttpRequest { method, url, match_path, host, port, default_port, headers, body, credential })
+}
+
+/// Characters a URL may contain as written by the agent: printable ASCII without space and
+/// without the characters WHATWG parsing would silently rewrite or drop (`\` becomes `/`,
+/// tabs and newlines vanish) — two parsers must not see two different URLs.
+fn url_char_ok(b: u8) -> bool {
+    b.is_ascii_graphic() && !b"\\\"<>^`{|}".contains(&b)
+}
+
+fn check_url(raw: &str) -> Result<url::Url, ArgError> {
+    if raw.len() > MAX_URL_BYTES {
+        return bad(format!("\"url\" is longer than {MAX_URL_BYTES} bytes"));
+    }
+    if let Some(b) = raw.bytes().find(|b| !url_char_ok(*b)) {
+        return bad(format!(
+            "\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"
+        ));
+    }
+    let mut url = url::Url::parse(raw).map_err(|e| ArgError(format!("\"url\" is not a valid absolute URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return bad("\"url\" must be http:// or https://");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return bad("\"url\" must not contain user:password@; credentials are injected by the gateway");
+    }
+    if url.fragment().is_some() {
+        return bad("\"url\" must not contain a #fragment");
+    }
+    let Some(host) = url.host_str().map(str::to_owned) else {
+        return bad("\"url\" needs a host");
+    };
+    if let Some(trimmed) = host.strip_suffix('.') {
+        if trimmed.is_empty() || trimmed.ends_with('.') {
+            return bad("\"url\" host is not valid");
+        }
+        url.set_host(Some(trimmed)).map_err(|_| ArgError("\"url\" host is not valid".into()))?;
+    }
+    Ok(url)
+}
+
+/// The path policy patterns match: percent-decoded segment by segment. A segment that
+/// would decode into a separator, a dot segment (also with `;params`, which some servers
+/// strip: `/v1/..;/admin`), a NUL or non-UTF-8 is refused, so a server cannot be made to
+/// see a different path than the policy did.
+fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
+    let mut out = String::new();
+    for seg in url.path().split('/').skip(1) {
+        let decoded = percent_decode(seg).ok_or_else(|| ArgError("\"url\" path is not valid percent-encoded UTF-8".into()))?;
+        let before_params = decoded.split(';').next().unwrap_or_default();
+        if decoded.contains(['/', '\\', '\0']) || before_params == "." || before_params == ".." {
+            return bad("\"url\" path has an encoded separator or dot segment; write the plain path");
+        }
+        out.push('/');
+        out.push_str(&decoded);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(v: Value) -> Result<CallRequest, CallError> {
+        call_request(Some(v))
+    }
+
+    fn http(args: Value) -> Result<HttpRequest, ArgError> {
+        let Value::Object(a) = args else { panic!() };
+        http_request(&a)
+    }
+
+    #[test]
+    fn call_params() {
+        assert_eq!(call_request(None), Err(CallError::ParamsNotObject { found: "nothing" }));
+        assert_eq!(call_request(Some(json!("x"))), Err(CallError::ParamsNotObject { found: "a string" }));
+        assert_eq!(call(json!({})), Err(CallError::MissingName));
+        assert_eq!(call(json!({"name": 1})), Err(CallError::NameNotString));
+        assert_eq!(
+            call(json!({"name": "http.request", "arguments": []})),
+            Err(CallError::ArgumentsNotObject { found: "an array" })
+        );
+        assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
+        assert_eq!(call(json!({"name": "sp.inventory", "x": 1})), Err(CallError::UnexpectedParam { name: "x".into() }));
+        assert!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": 1}})).is_ok());
+    }
+
+    #[test]
+    fn http_ok() {
+        let r = http(json!({"method": "GET", "url": "http://API.example.com./v1/a%20b/../c?x=1", "query": {"q": "a b&c"}, "headers": {"X-Trace": "1"}})).unwrap();
+        assert_eq!(r.host, "api.example.com");
+        assert_eq!(r.url.as_str(), "http://api.example.com/v1/c?x=1&q=a+b%26c");
+        assert_eq!(r.match_path, "/v1/c");
+        assert_eq!(r.port, 80);
+        assert_eq!(r.headers, vec![("x-trace".to_string(), "1".to_string())]);
+        let r = http(json!({"method": "POST", "url": "https://10.0.0.1:8443", "body": "{}", "credential": "gh"})).unwrap();
+        assert_eq!((r.port, r.default_port, r.match_path.as_str()), (8443, 443, "/"));
+        let r = http(json!({"method": "GET", "url": "http://0x7f.1/%7euser"})).unwrap();
+        assert_eq!((r.host.as_str(), r.match_path.as_str()), ("127.0.0.1", "/~user"));
+        let r = http(json!({"method": "GET", "url": "http://h/v1/%2e%2e/admin"})).unwrap();
+        assert_eq!(r.match_path, "/admin", "url crate resolves encoded dot segments");
+    }
+
+    #[test]
+    fn http_refused() {
+        let cases = vec![
+            json!({"url": "http://a/"}),
+            json!({"method": "get", "url": "http://a/"}),
+            json!({"method": "TRACE", "url": "http://a/"}),
+            json!({"method": "GET"}),
+            json!({"method": "GET", "url": 5}),
+            json!({"method": "GET", "url": "ftp://a/"}),
+            json!({"method": "GET", "url": "file:///etc/passwd"}),
+            json!({"method": "GET", "url": "/relative"}),
+            json!({"method": "GET", "url": "http://user:pw@a/"}),
+            json!({"method": "GET", "url": "http://user@a/"}),
+            json!({"method": "GET", "url": "http://a/#frag"}),
+            json!({"method": "GET", "url": "http://a/ b"}),
+            json!({"method": "GET", "url": "http://a/\tb"}),
+            json!({"method": "GET", "url": "http:\\\\a\\b"}),
+            json!({"method": "GET", "url": "http://ä.com/"}),
+            json!({"method": "GET", "url": "http://a/v1/x%2f..%2fadmin"}),
+            json!({"method": "GET", "url": "http://a/v1/..;/admin"}),
+            json!({"method": "GET", "url": "http://a/v1/%5c"}),
+            json!({"method": "GET", "url": "http://a/v1/%00"}),
+            json!({"method": "GET", "url": "http://a/v1/%ff"}),
+            json!({"method": "GET", "url": "http://a/v1/%zz"}),
+            json!({"method": "GET", "url": format!("http://a/{}", "x".repeat(MAX_URL_BYTES))}),
+            json!({"method": "GET", "url": "http://a/", "extra": 1}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"Authorization": "x"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"host": "x"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"Cookie": "x"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"Transfer-Encoding": "chunked"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"X-A": "a\r\nX-B: b"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"X A": "a"}}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"X-A": 1}}),
+            json!({"method": "GET", "url": "http://a/", "headers": "X-A: 1"}),
+            json!({"method": "GET", "url": "http://a/", "headers": {"x-a": "1", "X-A": "2"}}),
+            json!({"method": "GET", "url": "http://a/", "query": {"": "x"}}),
+            json!({"method": "GET", "url": "http://a/", "query": {"a": ["x"]}}),
+            json!({"method": "GET", "url": "http://a/", "body": "x"}),
+            json!({"method": "POST", "url": "http://a/", "body": {"a": 1}}),
+            json!({"method": "GET", "url": "http://a/", "credential": "../etc"}),
+            json!({"method": "GET", "url": "http://a/", "credential": 7}),
+        ];
+        for args in cases {
+            let shown = args.to_string();
+            assert!(http(args).is_err(), "accepted {shown}");
+        }
+        let many: Map<String, Value> = (0..=MAX_HEADERS).map(|i| (format!("x-{i}"), json!("v"))).collect();
+        assert!(http(json!({"method": "GET", "url": "http://a/", "headers": many})).is_err());
+    }
+
+    #[test]
+    fn schemas_are_closed_objects() {
+        for tool in definitions().as_array().unwrap() {
+            assert_eq!(tool["inputSchema"]["type"], "object");
+            assert_eq!(tool["inputSchema"]["additionalProperties"], false);
+        }
+    }
+}
