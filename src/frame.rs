@@ -6,9 +6,9 @@
 //! rest (the peer has lost framing, the session will close).
 //!
 //! ```text
-//!   bytes --read up to '\n'--> line ---strip one '\r'--> check NUL --> check UTF-8 --> Frame
-//!            |                                  |              |
-//!            +-- > max_bytes: TooLong           +-- Nul        +-- InvalidUtf8
+//!   bytes --read up to '\n'--> line --strip one '\r'--> no NUL --> no other '\r' --> UTF-8 --> Frame
+//!            |                                 |             |                 |
+//!            +-- > max_bytes: TooLong          +-- Nul       +-- StrayCr       +-- InvalidUtf8
 //!            +-- EOF with a partial line: EofMidLine (never executed)
 //! ```
 //!
@@ -36,6 +36,8 @@ pub enum FrameError {
     InvalidUtf8 { offset: usize },
     /// The line contains a NUL byte at `offset`.
     Nul { offset: usize },
+    /// A carriage return other than the one tolerated before the newline.
+    StrayCr { offset: usize },
     /// Input ended in the middle of a line (no terminating newline).
     EofMidLine { len: usize },
     /// Reading stdin failed.
@@ -50,6 +52,9 @@ impl fmt::Display for FrameError {
                 write!(f, "line is not valid UTF-8 (byte {offset})")
             }
             FrameError::Nul { offset } => write!(f, "line contains a NUL byte (byte {offset})"),
+            FrameError::StrayCr { offset } => {
+                write!(f, "line contains a carriage return (byte {offset}); only one before the newline is allowed")
+            }
             FrameError::EofMidLine { len } => {
                 write!(f, "input ended inside a line ({len} bytes without a newline)")
             }
@@ -65,6 +70,7 @@ impl FrameError {
             FrameError::TooLong { .. } => "frame_too_long",
             FrameError::InvalidUtf8 { .. } => "frame_bad_utf8",
             FrameError::Nul { .. } => "frame_nul",
+            FrameError::StrayCr { .. } => "frame_stray_cr",
             FrameError::EofMidLine { .. } => "frame_truncated",
             FrameError::Io(_) => "frame_io",
         }
@@ -122,6 +128,11 @@ fn check_line(raw: &[u8]) -> Result<Frame, FrameError> {
     if let Some(offset) = body.iter().position(|b| *b == 0) {
         return Err(FrameError::Nul { offset });
     }
+    // JSON would take a bare CR as whitespace, but a peer that emits one is not speaking
+    // newline-delimited frames (`a\rb\n` may be two messages to it).
+    if let Some(offset) = body.iter().position(|b| *b == b'\r') {
+        return Err(FrameError::StrayCr { offset });
+    }
     match std::str::from_utf8(body) {
         Ok(text) => Ok(Frame { text: text.to_owned(), raw_len }),
         Err(e) => Err(FrameError::InvalidUtf8 { offset: e.valid_up_to() }),
@@ -153,7 +164,8 @@ mod tests {
             (b"", vec![]),
             (b"a\n", vec![Ok("a")]),
             (b"a\r\n", vec![Ok("a")]),
-            (b"a\r\r\n", vec![Ok("a\r")]),
+            (b"a\r\r\n", vec![Err(FrameError::StrayCr { offset: 1 })]),
+            (b"a\rb\n", vec![Err(FrameError::StrayCr { offset: 1 })]),
             (b"a\nb\n", vec![Ok("a"), Ok("b")]),
             (b"\n", vec![Ok("")]),
             (b"abc", vec![Err(FrameError::EofMidLine { len: 3 })]),
@@ -179,6 +191,7 @@ mod tests {
             FrameError::TooLong { limit } => FrameError::TooLong { limit: *limit },
             FrameError::InvalidUtf8 { offset } => FrameError::InvalidUtf8 { offset: *offset },
             FrameError::Nul { offset } => FrameError::Nul { offset: *offset },
+            FrameError::StrayCr { offset } => FrameError::StrayCr { offset: *offset },
             FrameError::EofMidLine { len } => FrameError::EofMidLine { len: *len },
             FrameError::Io(k) => FrameError::Io(*k),
         }

@@ -1,0 +1,41 @@
+# sp (Sallyport) - the two commands a newcomer needs:
+#   make demo   build, start a loopback demo API, drive a scripted MCP session through sp mcp
+#   make test   everything .ci/run checks: clippy (warnings are errors), the Python MCP SDK
+#               smoke test, and the whole cargo suite against the release binary
+
+CARGO  ?= cargo
+PYTHON ?= python3
+VENV   ?= .venv
+SP     := target/release/sp
+
+.PHONY: all build test lint interop unit demo clean
+
+all: build
+
+build:
+	$(CARGO) build --release --locked
+
+lint:
+	$(CARGO) clippy --all-targets --locked -- -D warnings
+
+# The official Python MCP SDK, pinned, in a local venv (created on first use).
+$(VENV)/.stamp: tests/interop/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/interop/requirements.txt
+	touch $@
+
+interop: build $(VENV)/.stamp
+	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
+
+# --release: the process-level tests spawn the same optimised binary that ships.
+unit:
+	$(CARGO) test --release --locked
+
+test: lint interop unit
+
+demo: build
+	$(CARGO) run --quiet --release --locked --example demo -- $(SP)
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV)

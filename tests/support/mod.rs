@@ -1,0 +1,5 @@
+//! Shared test fixtures. Each integration test binary uses a part of it.
+#![allow(dead_code)]
+
+pub mod corpus;
+pub mod http_server;
