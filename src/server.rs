@@ -357,12 +357,19 @@ fn http_result(o: &HttpOutcome) -> Value {
         }
     }
     let mut r = json!({"status": o.status, "headers": headers, "truncated": o.truncated});
-    match std::str::from_utf8(&o.body) {
-        Ok(text) => match (o.truncated, json::parse(text)) {
+    // A truncated body may end inside a UTF-8 sequence: that tail alone is no reason
+    // to fall back to base64.
+    let text = match std::str::from_utf8(&o.body) {
+        Ok(t) => Some(t),
+        Err(e) if o.truncated && e.error_len().is_none() => std::str::from_utf8(&o.body[..e.valid_up_to()]).ok(),
+        Err(_) => None,
+    };
+    match text {
+        Some(text) => match (o.truncated, json::parse(text)) {
             (false, Ok(v)) if !text.trim().is_empty() => r["json"] = v,
             _ => r["body"] = Value::String(text.to_owned()),
         },
-        Err(_) => r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&o.body)),
+        None => r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&o.body)),
     }
     r
 }

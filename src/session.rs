@@ -101,7 +101,7 @@ impl Session {
             return (self, Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() }));
         }
         if method == "ping" {
-            return match optional_object(params, "ping") {
+            return match optional_object(params, "ping", &["_meta"]) {
                 Ok(_) => (self, Step::Reply(json!({}))),
                 Err(r) => (self, Step::Refuse(r)),
             };
@@ -112,7 +112,7 @@ impl Session {
                 Err(r) => (self, Step::Refuse(r)),
             },
             (_, "initialize") => (self, Step::Refuse(Refusal::AlreadyInitialized)),
-            (Session::Ready { .. }, "tools/list") => match optional_object(params, "tools/list") {
+            (Session::Ready { .. }, "tools/list") => match optional_object(params, "tools/list", &["_meta", "cursor"]) {
                 Ok(Some(p)) if p.contains_key("cursor") => {
                     (self, Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into())))
                 }
@@ -125,12 +125,16 @@ impl Session {
     }
 }
 
-/// Params that may be absent or an object (allowed members: `_meta` plus `extra`).
-fn optional_object<'a>(params: Option<&'a Value>, method: &str) -> Result<Option<&'a Map<String, Value>>, Refusal> {
+/// Params that may be absent or an object with only the `allowed` members.
+fn optional_object<'a>(
+    params: Option<&'a Value>,
+    method: &str,
+    allowed: &[&str],
+) -> Result<Option<&'a Map<String, Value>>, Refusal> {
     match params {
         None => Ok(None),
         Some(Value::Object(m)) => {
-            if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "_meta" | "cursor")) {
+            if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
                 return Err(Refusal::InvalidParams(format!("unexpected {method} param {:?}", short(k))));
             }
             Ok(Some(m))
