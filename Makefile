@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo clean
+.PHONY: all build test lint interop unit demo bench clean
 
 all: build
 
@@ -35,6 +35,10 @@ test: lint interop unit
 
 demo: build
 	$(CARGO) run --quiet --release --locked --example demo -- $(SP)
+
+# Figures (latency, memory, size), printed, never asserted.
+bench: build
+	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 
 clean:
 	$(CARGO) clean

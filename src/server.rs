@@ -373,3 +373,48 @@ fn http_result(o: &HttpOutcome) -> Value {
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_session_policy() {
+        let cases: Vec<(RpcError, i64, bool)> = vec![
+            (RpcError::Frame(FrameError::TooLong { limit: 1 }), -32600, true),
+            (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
+            (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
+            (RpcError::Json(JsonError::DuplicateKey { key: "a".into() }), -32700, true),
+            (RpcError::Shape(ShapeError::Batch), -32600, true),
+            (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
+            (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
+            (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32002, false),
+            (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
+        ];
+        for (e, code, closes) in cases {
+            assert_eq!((e.code(), e.closes_session()), (code, closes), "{e:?}");
+        }
+    }
+
+    fn outcome(body: &[u8], truncated: bool) -> Value {
+        http_result(&HttpOutcome {
+            status: 200,
+            headers: vec![("a".into(), "1".into()), ("a".into(), "2".into())],
+            body: body.to_vec(),
+            truncated,
+        })
+    }
+
+    #[test]
+    fn http_result_shapes() {
+        let r = outcome(br#"{"k":[1]}"#, false);
+        assert_eq!((r["json"].clone(), r["headers"]["a"].clone()), (json!({"k": [1]}), json!("1, 2")));
+        assert_eq!(outcome(br#"{"k":[1"#, true)["body"], r#"{"k":[1"#);
+        assert_eq!(outcome(b"plain", false)["body"], "plain");
+        assert_eq!(outcome(b"", false)["body"], "");
+        assert_eq!(outcome(b"\xff\x00", false)["body_base64"], "/wA=");
+        // cut inside "é" (0xc3 0xa9): still text
+        assert_eq!(outcome(b"caf\xc3", true)["body"], "caf");
+        assert!(outcome(b"caf\xc3", false).get("body_base64").is_some());
+    }
+}

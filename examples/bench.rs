@@ -1,0 +1,160 @@
+//! `make bench`: figures for the release binary, printed, never asserted.
+//!
+//! - cold start: spawn `sp mcp`, send initialize, read the answer (median of 50);
+//! - protocol round trip: `ping` through one session (median and p99 of 2000);
+//! - pipeline refusal: a denied `http.request` (median of 2000);
+//! - HTTP round trip: an authorized `http.request` to a loopback server (median of 500);
+//! - peak memory of `sp mcp` after all that (VmHWM from /proc);
+//! - binary size.
+//!
+//! Usage: `cargo run --release --example bench -- target/release/sp`
+
+#![allow(clippy::print_stdout, clippy::disallowed_macros)]
+
+#[path = "../tests/support/http_server.rs"]
+mod http_server;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Session {
+    fn start(sp: &str, policy: &std::path::Path) -> Session {
+        let mut child = Command::new(sp)
+            .args(["mcp", "-q", "--config"])
+            .arg(policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Session { child, stdin, stdout }
+    }
+
+    fn round_trip(&mut self, line: &str) -> String {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        answer
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+    }
+
+    fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+const READY: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
+    (median, p99)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
+    let api = http_server::TestServer::start();
+    let dir = std::env::temp_dir().join(format!("sp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("token");
+    std::fs::write(&secret, "bench-token\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let host = format!("127.0.0.1:{}", api.port);
+    let policy = dir.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({
+            "credentials": {"bench": {"source": {"file": secret}, "inject": {"bearer": {}}, "hosts": [host]}},
+            "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]}
+        })
+        .to_string(),
+    )
+    .unwrap();
+
+    let mut cold = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let mut s = Session::start(&sp, &policy);
+        let a = s.round_trip(INIT);
+        cold.push(t.elapsed());
+        assert!(a.contains("protocolVersion"), "bad initialize answer: {a}");
+        s.finish();
+    }
+
+    let mut s = Session::start(&sp, &policy);
+    s.round_trip(INIT);
+    s.send(READY);
+    let mut ping = Vec::new();
+    for i in 0..2000 {
+        let t = Instant::now();
+        let a = s.round_trip(&format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#));
+        ping.push(t.elapsed());
+        assert!(a.contains("\"result\""));
+    }
+    let denied_call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"DELETE","url":format!("http://{host}/x")}}}).to_string();
+    let mut denied = Vec::new();
+    for _ in 0..2000 {
+        let t = Instant::now();
+        let a = s.round_trip(&denied_call);
+        denied.push(t.elapsed());
+        assert!(a.contains("SP_DENIED"));
+    }
+    let ok_call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":format!("http://{host}/x")}}}).to_string();
+    let mut http = Vec::new();
+    for _ in 0..500 {
+        let t = Instant::now();
+        let a = s.round_trip(&ok_call);
+        http.push(t.elapsed());
+        assert!(a.contains("\"status\":200"), "{a}");
+    }
+    let rss = s.peak_rss_kib();
+    s.finish();
+    let size = std::fs::metadata(&sp).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let (cm, cp) = stats(cold);
+    let (pm, pp) = stats(ping);
+    let (dm, dp) = stats(denied);
+    let (hm, hp) = stats(http);
+    println!("sp bench ({sp})");
+    println!("  binary size                       {:.2} MiB", size as f64 / 1048576.0);
+    println!("  cold start to initialize answer   median {}  p99 {}  (n=50)", us(cm), us(cp));
+    println!("  ping round trip                   median {}  p99 {}  (n=2000)", us(pm), us(pp));
+    println!("  denied http.request round trip    median {}  p99 {}  (n=2000)", us(dm), us(dp));
+    println!("  loopback http.request round trip  median {}  p99 {}  (n=500, new connection each)", us(hm), us(hp));
+    match rss {
+        Some(k) => println!("  peak RSS of sp mcp                {:.2} MiB", k as f64 / 1024.0),
+        None => println!("  peak RSS of sp mcp                unavailable"),
+    }
+}
