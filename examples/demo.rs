@@ -125,8 +125,6 @@ fn main() {
     send("loading optional extension... done", "a stray debug line (not JSON)");
     let r = recv();
     println!("   <- error {} {} (id {}); sp closes the session", r["error"]["code"], r["error"]["message"], r["id"]);
-    drop(send);
-    drop(recv);
 
     let status = child.wait().expect("wait");
     let mut stderr = String::new();
