@@ -59,6 +59,9 @@ pub struct HttpAction {
     pub credential: Option<CredentialUse>,
     /// `http.allow[N]`: the rule that allowed the call.
     pub rule: String,
+    /// The allowing rule names this host exactly (no wildcard). Private destinations
+    /// (loopback, RFC 1918, CGNAT, ULA) are reachable only then (issue #3).
+    pub host_named_exactly: bool,
     pub timeout: Duration,
     pub max_response_bytes: u64,
 }
@@ -163,6 +166,7 @@ fn authorize_http(policy: &Policy, req: HttpRequest) -> Result<HttpAction, Denia
             inject: c.inject.clone(),
         }),
         rule: format!("http.allow[{}]", rule.index),
+        host_named_exactly: rule.hosts.iter().any(|h| h.is_exact() && h.matches(&req.host, req.port, req.default_port)),
         timeout: policy.http.timeout,
         max_response_bytes: policy.http.max_response_bytes,
     })
