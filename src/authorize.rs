@@ -77,6 +77,8 @@ pub enum Denial {
     CredentialNotBound { name: String, host: String, path: String },
     CredentialNeedsHttps { name: String },
     HeaderConflict { name: String, header: String },
+    QueryConflict { name: String, param: String },
+    BodyTooLarge { limit: u64 },
 }
 
 impl fmt::Display for Denial {
@@ -95,6 +97,12 @@ impl fmt::Display for Denial {
             Denial::HeaderConflict { name, header } => {
                 write!(f, "header {header:?} is reserved for credential {name:?}")
             }
+            Denial::QueryConflict { name, param } => {
+                write!(f, "query parameter {param:?} is reserved for credential {name:?}")
+            }
+            Denial::BodyTooLarge { limit } => {
+                write!(f, "the request body is larger than http.max_request_body_bytes ({limit})")
+            }
         }
     }
 }
@@ -109,6 +117,7 @@ pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
 fn binds(c: &Credential, req: &HttpRequest) -> bool {
     c.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
         && c.paths.iter().any(|p| p.matches(&req.match_path))
+        && c.methods.as_ref().is_none_or(|m| m.contains(&req.method))
 }
 
 pub fn is_loopback_literal(host: &str) -> bool {
@@ -150,10 +159,23 @@ fn authorize_http(policy: &Policy, req: HttpRequest) -> Result<HttpAction, Denia
         if req.url.scheme() != "https" && !is_loopback_literal(&req.host) {
             return Err(Denial::CredentialNeedsHttps { name: c.name.clone() });
         }
-        let header = c.inject.header_name();
-        if req.headers.iter().any(|(n, _)| *n == header) {
-            return Err(Denial::HeaderConflict { name: c.name.clone(), header });
+        match &c.inject {
+            Injection::Query { name } => {
+                if req.url.query_pairs().any(|(k, _)| k == name.as_str()) {
+                    return Err(Denial::QueryConflict { name: c.name.clone(), param: name.clone() });
+                }
+            }
+            other => {
+                let header = other.header_name().unwrap_or_default();
+                if req.headers.iter().any(|(n, _)| *n == header) {
+                    return Err(Denial::HeaderConflict { name: c.name.clone(), header });
+                }
+            }
         }
+    }
+    let limit = policy.http.max_request_body_bytes;
+    if req.body.as_ref().is_some_and(|b| b.len() as u64 > limit) {
+        return Err(Denial::BodyTooLarge { limit });
     }
     Ok(HttpAction {
         method: req.method,
@@ -208,13 +230,16 @@ mod tests {
             "credentials": {
                 "api": {"source": {"env": "API"}, "inject": {"bearer": {}}, "hosts": ["api.example.com"], "paths": ["/v1/*"]},
                 "keyed": {"source": {"env": "K"}, "inject": {"header": {"name": "X-Key"}}, "hosts": ["api.example.com"], "paths": ["/v2/*"]},
-                "local": {"source": {"env": "L"}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1:8080", "plain.example.com"]}
+                "local": {"source": {"env": "L"}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1:8080", "plain.example.com"]},
+                "q": {"source": {"env": "Q"}, "inject": {"query": {"name": "api_key"}}, "hosts": ["q.example.net"]},
+                "readonly": {"source": {"env": "R"}, "inject": {"basic": {}}, "hosts": ["ro.example.net"], "methods": ["GET"]}
             },
             "http": {"allow": [
                 {"hosts": ["api.example.com"], "methods": ["GET", "POST"], "paths": ["/v1/*", "/v2/*", "/public"]},
                 {"hosts": ["127.0.0.1:8080", "plain.example.com"], "methods": ["*"]},
-                {"hosts": ["*.example.org"]}
-            ]}
+                {"hosts": ["*.example.org"]},
+                {"hosts": ["q.example.net", "ro.example.net"], "methods": ["*"]}
+            ], "max_request_body_bytes": 64}
         });
         Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap()
     }
@@ -243,6 +268,11 @@ mod tests {
         assert_eq!((cred(&a), a.rule.as_str()), (Some("local"), "http.allow[1]"));
         let a = call(json!({"method": "HEAD", "url": "https://x.example.org/"})).unwrap();
         assert_eq!((cred(&a), a.rule.as_str()), (None, "http.allow[2]"));
+        let a = call(json!({"method": "GET", "url": "https://ro.example.net/x"})).unwrap();
+        assert_eq!(cred(&a), Some("readonly"));
+        // a credential limited to GET is not picked for POST: the request goes without it
+        let a = call(json!({"method": "POST", "url": "https://ro.example.net/x", "body": "{}"})).unwrap();
+        assert_eq!(cred(&a), None);
     }
 
     #[test]
@@ -260,6 +290,10 @@ mod tests {
             (json!({"method": "GET", "url": "https://api.example.com/v1/x", "credential": "nope"}), "no credential named"),
             (json!({"method": "GET", "url": "http://plain.example.com/"}), "only sent over https"),
             (json!({"method": "GET", "url": "https://api.example.com/v2/x", "headers": {"x-key": "mine"}}), "reserved for credential"),
+            (json!({"method": "GET", "url": "https://q.example.net/x?api_key=mine"}), "reserved for credential"),
+            (json!({"method": "GET", "url": "https://q.example.net/x", "query": {"api_key": "mine"}}), "reserved for credential"),
+            (json!({"method": "POST", "url": "https://q.example.net/x", "body": "x".repeat(65)}), "max_request_body_bytes"),
+            (json!({"method": "POST", "url": "https://ro.example.net/x", "credential": "readonly"}), "not bound"),
         ];
         for (args, want) in cases {
             let shown = args.to_string();

@@ -240,11 +240,7 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
     s += &format!("credentials: {}\n", policy.credentials.len());
     for c in policy.credentials.values() {
         let hosts: Vec<&str> = c.hosts.iter().map(|h| h.text.as_str()).collect();
-        let source = match &c.source {
-            crate::policy::SecretSource::File(p) => format!("file {}", p.display()),
-            crate::policy::SecretSource::Env(v) => format!("env {v}"),
-        };
-        s += &format!("  {}: {} -> {}\n", c.name, source, hosts.join(","));
+        s += &format!("  {}: {} -> {}\n", c.name, c.source.describe(), hosts.join(","));
     }
     text(stdout, &s)
 }

@@ -31,6 +31,8 @@ pub const DEFAULT_TIMEOUT_S: u64 = 30;
 pub const MAX_TIMEOUT_S: u64 = 3600;
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_RESPONSE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
+pub const MAX_REQUEST_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
@@ -194,24 +196,52 @@ impl PathPattern {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {
+    /// An owner-only file.
     File(PathBuf),
+    /// An environment variable of the `sp` process.
     Env(String),
+    /// A systemd credential: `$CREDENTIALS_DIRECTORY/<name>` (`LoadCredential=`,
+    /// `LoadCredentialEncrypted=`, `SetCredential=`), read like a file.
+    Systemd(String),
+    /// A command's stdout (argv, no shell), e.g. `pass show x`, `op read ...`,
+    /// `vault kv get -field=token ...`.
+    Command { argv: Vec<String>, timeout: Duration },
 }
+
+impl SecretSource {
+    /// For `sp check` and logs: where, never what.
+    pub fn describe(&self) -> String {
+        match self {
+            SecretSource::File(p) => format!("file {}", p.display()),
+            SecretSource::Env(v) => format!("env {v}"),
+            SecretSource::Systemd(n) => format!("systemd credential {n}"),
+            SecretSource::Command { argv, .. } => format!("command {}", argv[0]),
+        }
+    }
+}
+
+pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 10;
+pub const MAX_COMMAND_TIMEOUT_S: u64 = 300;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Injection {
     /// `Authorization: Bearer <secret>`
     Bearer,
+    /// `Authorization: Basic base64(<secret>)`, the secret being `user:password`.
+    Basic,
     /// `<name>: <format with {secret} replaced>`
     Header { name: String, format: String },
+    /// `?<name>=<secret>` appended to the query (percent-encoded).
+    Query { name: String },
 }
 
 impl Injection {
-    /// The header this injection sets, lowercase.
-    pub fn header_name(&self) -> String {
+    /// The header this injection sets, lowercase; `None` for query injection.
+    pub fn header_name(&self) -> Option<String> {
         match self {
-            Injection::Bearer => "authorization".into(),
-            Injection::Header { name, .. } => name.to_ascii_lowercase(),
+            Injection::Bearer | Injection::Basic => Some("authorization".into()),
+            Injection::Header { name, .. } => Some(name.to_ascii_lowercase()),
+            Injection::Query { .. } => None,
         }
     }
 }
@@ -223,6 +253,8 @@ pub struct Credential {
     pub inject: Injection,
     pub hosts: Vec<HostPattern>,
     pub paths: Vec<PathPattern>,
+    /// Methods the credential may be used with; `None`: any the allow rules permit.
+    pub methods: Option<Vec<Method>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +270,7 @@ pub struct HttpPolicy {
     pub allow: Vec<AllowRule>,
     pub timeout: Duration,
     pub max_response_bytes: u64,
+    pub max_request_body_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,6 +292,7 @@ impl Policy {
                 allow: Vec::new(),
                 timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
                 max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
             },
         }
     }
@@ -412,64 +446,140 @@ fn parse(root: &Value) -> Check<Policy> {
 }
 
 fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods"])?;
     let source_field = format!("{field}.source");
-    let source_v = map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?;
-    let source_map = object(source_v, &source_field, &["file", "env"])?;
-    let source = match (source_map.get("file"), source_map.get("env"), source_map.len()) {
-        (Some(f), None, 1) => {
-            let p = string(f, &format!("{source_field}.file"))?;
-            if !p.starts_with('/') {
-                return err(&format!("{source_field}.file"), "must be an absolute path");
-            }
-            SecretSource::File(PathBuf::from(p))
-        }
-        (None, Some(e), 1) => {
-            let var = string(e, &format!("{source_field}.env"))?;
-            if var.contains('=') || var.contains('\0') {
-                return err(&format!("{source_field}.env"), "is not a valid variable name");
-            }
-            SecretSource::Env(var.to_owned())
-        }
-        _ => return err(&source_field, "must be exactly one of {\"file\": PATH} or {\"env\": VAR}"),
-    };
+    let source = source(map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?, &source_field)?;
     let inject_field = format!("{field}.inject");
-    let inject_v = map.get("inject").ok_or_else(|| (inject_field.clone(), "is required".to_owned()))?;
-    let inject_map = object(inject_v, &inject_field, &["bearer", "header"])?;
-    let inject = match (inject_map.get("bearer"), inject_map.get("header"), inject_map.len()) {
-        (Some(b), None, 1) => {
-            object(b, &format!("{inject_field}.bearer"), &[])?;
-            Injection::Bearer
-        }
-        (None, Some(h), 1) => {
-            let hf = format!("{inject_field}.header");
-            let hm = object(h, &hf, &["name", "format"])?;
-            let hname = string(hm.get("name").unwrap_or(&Value::Null), &format!("{hf}.name"))?;
-            if !is_token(hname) || hname.len() > 128 {
-                return err(&format!("{hf}.name"), "must be a valid header name");
-            }
-            if crate::tools::is_hop_header(&hname.to_ascii_lowercase()) {
-                return err(&format!("{hf}.name"), format!("{hname:?} cannot carry a credential"));
-            }
-            let format = match hm.get("format") {
-                None => "{secret}".to_owned(),
-                Some(f) => string(f, &format!("{hf}.format"))?.to_owned(),
-            };
-            if format.matches("{secret}").count() != 1 || format.chars().any(|c| c.is_control()) {
-                return err(&format!("{hf}.format"), "must contain \"{secret}\" exactly once and no control characters");
-            }
-            Injection::Header { name: hname.to_owned(), format }
-        }
-        _ => return err(&inject_field, "must be exactly one of {\"bearer\": {}} or {\"header\": {...}}"),
-    };
+    let inject = injection(map.get("inject").ok_or_else(|| (inject_field.clone(), "is required".to_owned()))?, &inject_field)?;
     let hosts_field = format!("{field}.hosts");
     let hosts = hosts(map.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required: a credential is bound to hosts".to_owned()))?, &hosts_field)?;
     let paths = paths(map.get("paths"), &format!("{field}.paths"))?;
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths })
+    let methods = map.get("methods").map(|m| methods(m, &format!("{field}.methods"))).transpose()?;
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods })
+}
+
+const SOURCES: &str = "exactly one of {\"file\": PATH}, {\"env\": VAR}, {\"systemd\": NAME} or {\"command\": [ARGV...]}";
+
+fn source(v: &Value, field: &str) -> Check<SecretSource> {
+    let map = object(v, field, &["file", "env", "systemd", "command", "timeout_s"])?;
+    let kinds: Vec<&str> = ["file", "env", "systemd", "command"].into_iter().filter(|k| map.contains_key(*k)).collect();
+    let [kind] = kinds[..] else {
+        return err(field, format!("must be {SOURCES}"));
+    };
+    if kind != "command" && map.contains_key("timeout_s") {
+        return err(&format!("{field}.timeout_s"), "only applies to a command source");
+    }
+    let sub = format!("{field}.{kind}");
+    let value = &map[kind];
+    Ok(match kind {
+        "file" => {
+            let p = string(value, &sub)?;
+            if !p.starts_with('/') {
+                return err(&sub, "must be an absolute path");
+            }
+            SecretSource::File(PathBuf::from(p))
+        }
+        "env" => {
+            let var = string(value, &sub)?;
+            if var.contains('=') || var.contains('\0') {
+                return err(&sub, "is not a valid variable name");
+            }
+            SecretSource::Env(var.to_owned())
+        }
+        "systemd" => {
+            let n = string(value, &sub)?;
+            if n.contains('/') || n == "." || n == ".." || n.contains('\0') {
+                return err(&sub, "must be a credential name (a file name under $CREDENTIALS_DIRECTORY)");
+            }
+            SecretSource::Systemd(n.to_owned())
+        }
+        _ => {
+            let argv: Vec<String> = list(value, &sub)?
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match a {
+                    Value::String(s) if !s.contains('\0') => Ok(s.clone()),
+                    _ => err(&format!("{sub}[{i}]"), "must be a string"),
+                })
+                .collect::<Check<_>>()?;
+            if argv[0].is_empty() {
+                return err(&format!("{sub}[0]"), "must name a program");
+            }
+            let timeout_s = match map.get("timeout_s") {
+                None => DEFAULT_COMMAND_TIMEOUT_S,
+                Some(t) => int(t, &format!("{field}.timeout_s"), 1, MAX_COMMAND_TIMEOUT_S)?,
+            };
+            SecretSource::Command { argv, timeout: Duration::from_secs(timeout_s) }
+        }
+    })
+}
+
+fn injection(v: &Value, field: &str) -> Check<Injection> {
+    let map = object(v, field, &["bearer", "basic", "header", "query"])?;
+    let (kind, value) = match map.iter().next() {
+        Some((k, v)) if map.len() == 1 => (k.as_str(), v),
+        _ => return err(field, "must be exactly one of {\"bearer\": {}}, {\"basic\": {}}, {\"header\": {...}} or {\"query\": {...}}"),
+    };
+    let sub = format!("{field}.{kind}");
+    Ok(match kind {
+        "bearer" => {
+            object(value, &sub, &[])?;
+            Injection::Bearer
+        }
+        "basic" => {
+            object(value, &sub, &[])?;
+            Injection::Basic
+        }
+        "header" => {
+            let hm = object(value, &sub, &["name", "format"])?;
+            let hname = string(hm.get("name").unwrap_or(&Value::Null), &format!("{sub}.name"))?;
+            if !is_token(hname) || hname.len() > 128 {
+                return err(&format!("{sub}.name"), "must be a valid header name");
+            }
+            if crate::tools::is_hop_header(&hname.to_ascii_lowercase()) {
+                return err(&format!("{sub}.name"), format!("{hname:?} cannot carry a credential"));
+            }
+            let format = match hm.get("format") {
+                None => "{secret}".to_owned(),
+                Some(f) => string(f, &format!("{sub}.format"))?.to_owned(),
+            };
+            if format.matches("{secret}").count() != 1 || format.chars().any(|c| c.is_control()) {
+                return err(&format!("{sub}.format"), "must contain \"{secret}\" exactly once and no control characters");
+            }
+            Injection::Header { name: hname.to_owned(), format }
+        }
+        _ => {
+            let qm = object(value, &sub, &["name"])?;
+            let qname = string(qm.get("name").unwrap_or(&Value::Null), &format!("{sub}.name"))?;
+            if qname.len() > 128 || !qname.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+                return err(&format!("{sub}.name"), "must be a plain parameter name (letters, digits, '-', '.', '_', '~')");
+            }
+            Injection::Query { name: qname.to_owned() }
+        }
+    })
+}
+
+fn methods(m: &Value, field: &str) -> Check<Vec<Method>> {
+    let mut out = Vec::new();
+    for (j, s) in list(m, field)?.iter().enumerate() {
+        let f = format!("{field}[{j}]");
+        let s = string(s, &f)?;
+        if s == "*" {
+            out.extend(Method::ALL);
+            continue;
+        }
+        out.push(
+            Method::parse(s)
+                .ok_or_else(|| (f, format!("unknown method {s:?} (GET, HEAD, POST, PUT, PATCH, DELETE or \"*\")")))?,
+        );
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 fn http(v: &Value) -> Check<HttpPolicy> {
-    let map = object(v, "http", &["allow", "timeout_s", "max_response_bytes"])?;
+    let map = object(v, "http", &["allow", "timeout_s", "max_response_bytes", "max_request_body_bytes"])?;
     let mut allow = Vec::new();
     if let Some(a) = map.get("allow") {
         let Value::Array(rules) = a else {
@@ -482,24 +592,7 @@ fn http(v: &Value) -> Check<HttpPolicy> {
             let hosts = hosts(rm.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required".to_owned()))?, &hosts_field)?;
             let methods = match rm.get("methods") {
                 None => vec![Method::Get, Method::Head],
-                Some(m) => {
-                    let mf = format!("{field}.methods");
-                    let mut out = Vec::new();
-                    for (j, s) in list(m, &mf)?.iter().enumerate() {
-                        let f = format!("{mf}[{j}]");
-                        let s = string(s, &f)?;
-                        if s == "*" {
-                            out.extend(Method::ALL);
-                            continue;
-                        }
-                        out.push(Method::parse(s).ok_or_else(|| {
-                            (f, format!("unknown method {s:?} (GET, HEAD, POST, PUT, PATCH, DELETE or \"*\")"))
-                        })?);
-                    }
-                    out.sort();
-                    out.dedup();
-                    out
-                }
+                Some(m) => methods(m, &format!("{field}.methods"))?,
             };
             let paths = paths(rm.get("paths"), &format!("{field}.paths"))?;
             allow.push(AllowRule { index: i, hosts, methods, paths });
@@ -513,7 +606,11 @@ fn http(v: &Value) -> Check<HttpPolicy> {
         None => DEFAULT_MAX_RESPONSE_BYTES,
         Some(t) => int(t, "http.max_response_bytes", 1, MAX_RESPONSE_BYTES_CEILING)?,
     };
-    Ok(HttpPolicy { allow, timeout: Duration::from_secs(timeout_s), max_response_bytes })
+    let max_request_body_bytes = match map.get("max_request_body_bytes") {
+        None => DEFAULT_MAX_REQUEST_BODY_BYTES,
+        Some(t) => int(t, "http.max_request_body_bytes", 0, MAX_REQUEST_BODY_BYTES_CEILING)?,
+    };
+    Ok(HttpPolicy { allow, timeout: Duration::from_secs(timeout_s), max_response_bytes, max_request_body_bytes })
 }
 
 /// Where `sp` looks for a policy when `--config` is not given (issue #2):
@@ -582,6 +679,18 @@ mod tests {
         assert_eq!(p.http.timeout, Duration::from_secs(5));
         assert_eq!(p.http.allow[0].methods, vec![Method::Get, Method::Post]);
         assert_eq!(p.credentials["k"].paths, vec![PathPattern::Prefix(String::new())]);
+        let p = parse(&json!({"credentials": {
+            "sd": {"source": {"systemd": "api-token"}, "inject": {"basic": {}}, "hosts": ["a.com"], "methods": ["GET"]},
+            "cmd": {"source": {"command": ["pass", "show", "api"], "timeout_s": 20}, "inject": {"query": {"name": "api_key"}}, "hosts": ["a.com"]}
+        }}))
+        .unwrap();
+        assert_eq!(p.credentials["sd"].source, SecretSource::Systemd("api-token".into()));
+        assert_eq!(p.credentials["sd"].methods, Some(vec![Method::Get]));
+        assert_eq!(
+            p.credentials["cmd"].source,
+            SecretSource::Command { argv: vec!["pass".into(), "show".into(), "api".into()], timeout: Duration::from_secs(20) }
+        );
+        assert_eq!(p.credentials["cmd"].inject, Injection::Query { name: "api_key".into() });
     }
 
     #[test]
@@ -605,6 +714,16 @@ mod tests {
             (json!({"credentials": {"bad name": {}}}), "credentials.bad name"),
             (json!({"http": {"allow": [{"hosts": ["a.com:0"]}]}}), "http.allow[0].hosts[0]"),
             (json!({"http": {"allow": [{"hosts": ["*.10.0.0.1"]}]}}), "http.allow[0].hosts[0]"),
+            (json!({"http": {"max_request_body_bytes": -1}}), "http.max_request_body_bytes"),
+            (json!({"credentials": {"x": {"source": {"systemd": "../etc/shadow"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.systemd"),
+            (json!({"credentials": {"x": {"source": {"command": []}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command"),
+            (json!({"credentials": {"x": {"source": {"command": ["pass", 1]}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command[1]"),
+            (json!({"credentials": {"x": {"source": {"command": ["pass"], "timeout_s": 0}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.timeout_s"),
+            (json!({"credentials": {"x": {"source": {"env": "A", "timeout_s": 5}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.timeout_s"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"query": {"name": "a&b"}}, "hosts": ["a"]}}}), "credentials.x.inject.query.name"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"basic": {"user": "u"}}, "hosts": ["a"]}}}), "credentials.x.inject.basic.user"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}, "basic": {}}, "hosts": ["a"]}}}), "credentials.x.inject"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "methods": ["GET", "FETCH"]}}}), "credentials.x.methods[1]"),
         ];
         for (v, field) in cases {
             let shown = v.to_string();

@@ -1,25 +1,43 @@
 //! Secrets: read at the moment an authorized call needs one, remembered for redaction.
 //!
 //! A [`Secret`] prints as `Secret(***)` in `Debug` and has no `Display`: it cannot end up
-//! in a log line or an error message by accident. The [`Vault`] is the only reader; every
-//! value it reads is remembered for the rest of the process so [`Vault::scrub`] can
-//! replace any echo of it in a result before the result leaves (DESIGN.md, "redact").
+//! in a log line or an error message by accident, and its memory is zeroed when dropped
+//! (`zeroize`). The [`Vault`] is the only reader; every value it reads is remembered for
+//! the rest of the process, with its encodings, so [`Vault::scrub`] can replace any echo
+//! of it in a result before the result leaves (DESIGN.md, "redact").
 //!
-//! Secret files must be regular files owned by the effective user (or root) with no group
-//! or world permission bits, like OpenSSH demands of private keys. The checks run on the
-//! opened descriptor, so a file swapped between check and read is still checked.
+//! Sources (`sp-policy(5)`):
+//! - `file` and `systemd` (`$CREDENTIALS_DIRECTORY/<name>`): a regular file owned by the
+//!   effective user (or root) with no group or world permission bits, like OpenSSH
+//!   demands of private keys, at most 64 KiB, one trailing newline trimmed. The checks
+//!   run on the opened descriptor, so a file swapped between check and read is checked.
+//! - `env`: a variable of the `sp` process (MCP clients pass servers a filtered
+//!   environment: prefer the other sources).
+//! - `command`: argv, no shell, stdin `/dev/null`, stderr discarded (it could echo the
+//!   secret), stdout is the secret; it runs in its own process group, which is killed
+//!   when the timeout expires. A non-zero exit is an error whose message has the status
+//!   only.
+//!
+//! Redaction covers each secret raw, percent-encoded (upper and lower hex, form style,
+//! every byte encoded), JSON-escaped, and base64 (standard and URL-safe, with and without
+//! padding; for `basic` injection the secret is `user:password`, so this covers the
+//! Basic header form). A secret embedded inside a longer base64 text at an offset that
+//! is not a multiple of three cannot be recognised: no scrubber can; do not rely on it.
 
 use std::fmt;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::Value;
+use zeroize::Zeroizing;
 
-use crate::policy::{io_reason, SecretSource};
+use crate::policy::{io_reason, Injection, SecretSource};
 
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
-pub struct Secret(String);
+pub struct Secret(Zeroizing<String>);
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,6 +61,8 @@ pub enum SecretError {
     EnvMissing { credential: String, var: String },
     Empty { credential: String },
     Invalid { credential: String, why: &'static str },
+    NoCredentialsDirectory { credential: String },
+    Command { credential: String, why: String },
 }
 
 impl fmt::Display for SecretError {
@@ -63,6 +83,11 @@ impl fmt::Display for SecretError {
             }
             SecretError::Empty { credential } => write!(f, "credential {credential:?}: secret is empty"),
             SecretError::Invalid { credential, why } => write!(f, "credential {credential:?}: {why}"),
+            SecretError::NoCredentialsDirectory { credential } => write!(
+                f,
+                "credential {credential:?}: $CREDENTIALS_DIRECTORY is not set (run sp under systemd with LoadCredential=)"
+            ),
+            SecretError::Command { credential, why } => write!(f, "credential {credential:?}: secret command {why}"),
         }
     }
 }
@@ -70,9 +95,11 @@ impl fmt::Display for SecretError {
 /// Reads secrets and remembers each value read in this process, for redaction.
 #[derive(Default)]
 pub struct Vault {
-    /// (credential name, value), longest values first so overlapping secrets are
-    /// scrubbed whole.
-    seen: Vec<(String, String)>,
+    /// Every secret read, raw, to tell whether it is known already.
+    raw: Vec<Zeroizing<String>>,
+    /// (credential name, one encoding of a secret), longest first so overlapping
+    /// secrets and encodings are scrubbed whole.
+    seen: Vec<(String, Zeroizing<String>)>,
 }
 
 impl fmt::Debug for Vault {
@@ -87,13 +114,20 @@ impl Vault {
     }
 
     pub fn read(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
-        let value = match source {
+        let value = Zeroizing::new(match source {
             SecretSource::File(path) => read_file(credential, path)?,
+            SecretSource::Systemd(name) => {
+                let dir = std::env::var_os("CREDENTIALS_DIRECTORY")
+                    .filter(|d| !d.is_empty())
+                    .ok_or_else(|| SecretError::NoCredentialsDirectory { credential: credential.to_owned() })?;
+                read_file(credential, &std::path::Path::new(&dir).join(name))?
+            }
             SecretSource::Env(var) => std::env::var(var).map_err(|_| SecretError::EnvMissing {
                 credential: credential.to_owned(),
                 var: var.clone(),
             })?,
-        };
+            SecretSource::Command { argv, timeout } => run_command(credential, argv, *timeout)?,
+        });
         if value.is_empty() {
             return Err(SecretError::Empty { credential: credential.to_owned() });
         }
@@ -108,9 +142,38 @@ impl Vault {
     }
 
     fn remember(&mut self, credential: &str, value: &str) {
-        if !self.seen.iter().any(|(_, v)| v == value) {
-            self.seen.push((credential.to_owned(), value.to_owned()));
-            self.seen.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        if self.raw.iter().any(|v| v.as_str() == value) {
+            return;
+        }
+        self.raw.push(Zeroizing::new(value.to_owned()));
+        for variant in encodings(value) {
+            if !self.seen.iter().any(|(_, v)| **v == *variant) {
+                self.seen.push((credential.to_owned(), variant));
+            }
+        }
+        self.seen.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    }
+
+    /// Replaces every known encoding of every secret in raw bytes (a body that is not
+    /// UTF-8 is scrubbed this way before it is base64-encoded for the result).
+    pub fn scrub_bytes(&self, bytes: &mut Vec<u8>) {
+        for (name, secret) in &self.seen {
+            let needle = secret.as_bytes();
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                let marker = format!("[REDACTED:{name}]");
+                let mut out = Vec::with_capacity(bytes.len());
+                let mut i = 0;
+                while i < bytes.len() {
+                    if bytes[i..].starts_with(needle) {
+                        out.extend_from_slice(marker.as_bytes());
+                        i += needle.len();
+                    } else {
+                        out.push(bytes[i]);
+                        i += 1;
+                    }
+                }
+                *bytes = out;
+            }
         }
     }
 
@@ -144,6 +207,131 @@ impl Vault {
     }
 }
 
+/// Where an injected secret goes. Values are zeroed on drop.
+pub enum Placement {
+    Header { name: String, value: Zeroizing<String> },
+    Query { name: String, value: Zeroizing<String> },
+}
+
+/// Renders the secret the way the credential's injection says.
+pub fn place(inject: &Injection, secret: &Secret) -> Placement {
+    let s = secret.expose();
+    match inject {
+        Injection::Bearer => Placement::Header { name: "authorization".into(), value: Zeroizing::new(format!("Bearer {s}")) },
+        Injection::Basic => Placement::Header {
+            name: "authorization".into(),
+            value: Zeroizing::new(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(s))),
+        },
+        Injection::Header { name, format } => {
+            Placement::Header { name: name.clone(), value: Zeroizing::new(format.replace("{secret}", s)) }
+        }
+        Injection::Query { name } => Placement::Query { name: name.clone(), value: Zeroizing::new(s.to_owned()) },
+    }
+}
+
+/// The spellings of a secret that a server might echo back.
+fn encodings(raw: &str) -> Vec<Zeroizing<String>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let pct = |all: bool, upper: bool| -> String {
+        raw.bytes()
+            .map(|b| {
+                if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+                    (b as char).to_string()
+                } else if upper {
+                    format!("%{b:02X}")
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect()
+    };
+    let json = serde_json::to_string(raw).unwrap_or_default();
+    let mut out: Vec<String> = vec![
+        raw.to_owned(),
+        pct(false, true),
+        pct(false, false),
+        pct(true, true),
+        pct(true, false),
+        url::form_urlencoded::byte_serialize(raw.as_bytes()).collect(),
+        json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned(),
+        STANDARD.encode(raw),
+        STANDARD_NO_PAD.encode(raw),
+        URL_SAFE.encode(raw),
+        URL_SAFE_NO_PAD.encode(raw),
+    ];
+    out.sort();
+    out.dedup();
+    out.into_iter().filter(|v| !v.is_empty()).map(Zeroizing::new).collect()
+}
+
+fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
+    let group = rustix::process::Pid::from_child(&child);
+    let kill = |child: &mut std::process::Child| {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.kill();
+        let _ = child.wait();
+    };
+    let mut stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Zeroizing::new(Vec::new());
+        let read = (&mut stdout).take(MAX_SECRET_FILE_BYTES + 1).read_to_end(&mut buf);
+        let _ = tx.send(read.map(|_| buf));
+    });
+    let deadline = Instant::now() + timeout;
+    // Output ends when the command exits (or closes stdout); then wait for its status.
+    let bytes = match rx.recv_timeout(timeout) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            kill(&mut child);
+            return Err(fail(format!("output could not be read: {}", io_reason(&e))));
+        }
+        Err(_) => {
+            kill(&mut child);
+            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
+        }
+    };
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                kill(&mut child);
+                return Err(fail(format!("timed out after {}s", timeout.as_secs())));
+            }
+        }
+    };
+    if !status.success() {
+        return Err(fail(format!("failed ({status})")));
+    }
+    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+        return Err(fail(format!("printed more than {MAX_SECRET_FILE_BYTES} bytes")));
+    }
+    let mut text = String::from_utf8(bytes.to_vec()).map_err(|_| fail("printed something that is not UTF-8".into()))?;
+    trim_newline(&mut text);
+    Ok(text)
+}
+
+fn trim_newline(text: &mut String) {
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+}
+
 fn read_file(credential: &str, path: &std::path::Path) -> Result<String, SecretError> {
     let unreadable = |why: String| SecretError::Unreadable { credential: credential.to_owned(), why };
     let file = std::fs::File::open(path).map_err(|e| unreadable(io_reason(&e)))?;
@@ -171,12 +359,7 @@ fn read_file(credential: &str, path: &std::path::Path) -> Result<String, SecretE
     }
     let mut text = String::from_utf8(bytes)
         .map_err(|_| SecretError::Invalid { credential: credential.to_owned(), why: "secret file is not UTF-8" })?;
-    if text.ends_with('\n') {
-        text.pop();
-        if text.ends_with('\r') {
-            text.pop();
-        }
-    }
+    trim_newline(&mut text);
     Ok(text)
 }
 
@@ -214,11 +397,87 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_value() {
-        let s = Secret("hunter2".into());
+        let s = Secret(Zeroizing::new("hunter2".to_owned()));
         assert_eq!(format!("{s:?}"), "Secret(***)");
         let mut v = Vault::new();
         v.remember("c", "hunter2");
         assert!(!format!("{v:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn command_source() {
+        let cmd = |args: &[&str], t: u64| SecretSource::Command {
+            argv: args.iter().map(|a| a.to_string()).collect(),
+            timeout: Duration::from_secs(t),
+        };
+        let mut v = Vault::new();
+        let ok = v.read("c", &cmd(&["sh", "-c", "echo from-cmd; echo noise >&2"], 5)).unwrap();
+        assert_eq!(ok.expose(), "from-cmd");
+        let failed = v.read("c", &cmd(&["sh", "-c", "echo leaked-secret; exit 3"], 5)).unwrap_err();
+        assert!(failed.to_string().contains("failed (exit status: 3)"), "{failed}");
+        assert!(!failed.to_string().contains("leaked-secret"));
+        let t = Instant::now();
+        let slow = v.read("c", &cmd(&["sh", "-c", "sleep 30 & sleep 30"], 1)).unwrap_err();
+        assert!(slow.to_string().contains("timed out"), "{slow}");
+        assert!(t.elapsed() < Duration::from_secs(10), "the command was not killed");
+        let missing = v.read("c", &cmd(&["/nonexistent/sp-secret-tool"], 1)).unwrap_err();
+        assert!(missing.to_string().contains("could not be started"), "{missing}");
+    }
+
+    #[test]
+    fn systemd_source_uses_credentials_directory() {
+        // CREDENTIALS_DIRECTORY is read at use; this test owns the variable.
+        let p = temp("sd-cred", "from-systemd\n", 0o400);
+        std::env::set_var("CREDENTIALS_DIRECTORY", p.parent().unwrap());
+        let mut v = Vault::new();
+        assert_eq!(v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap().expose(), "from-systemd");
+        std::env::remove_var("CREDENTIALS_DIRECTORY");
+        assert_eq!(
+            v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap_err(),
+            SecretError::NoCredentialsDirectory { credential: "c".into() }
+        );
+    }
+
+    #[test]
+    fn placements() {
+        let s = Secret(Zeroizing::new("user:pa ss".to_owned()));
+        let header = |p: Placement| match p {
+            Placement::Header { name, value } => (name, value.to_string()),
+            Placement::Query { .. } => panic!(),
+        };
+        assert_eq!(header(place(&Injection::Bearer, &s)), ("authorization".into(), "Bearer user:pa ss".into()));
+        assert_eq!(header(place(&Injection::Basic, &s)), ("authorization".into(), "Basic dXNlcjpwYSBzcw==".into()));
+        let h = Injection::Header { name: "X-Key".into(), format: "Token {secret}!".into() };
+        assert_eq!(header(place(&h, &s)), ("X-Key".into(), "Token user:pa ss!".into()));
+        assert!(matches!(place(&Injection::Query { name: "k".into() }, &s), Placement::Query { name, value } if name == "k" && *value == "user:pa ss"));
+    }
+
+    #[test]
+    fn scrub_encodings() {
+        let mut v = Vault::new();
+        let secret = "us\"er:p@ss/w rd+é";
+        v.remember("c", secret);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(secret);
+        let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret);
+        let form: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        let json_escaped = serde_json::to_string(secret).unwrap();
+        for echo in [
+            secret.to_owned(),
+            "us%22er%3Ap%40ss%2Fw%20rd%2B%C3%A9".to_owned(),
+            "us%22er%3ap%40ss%2fw%20rd%2b%c3%a9".to_owned(),
+            form,
+            json_escaped[1..json_escaped.len() - 1].to_owned(),
+            format!("Basic {b64}"),
+            b64url,
+        ] {
+            let mut doc = json!({"body": format!("<<{echo}>>")});
+            v.scrub(&mut doc);
+            let prefix = if echo.starts_with("Basic ") { "Basic " } else { "" };
+            assert_eq!(doc["body"], format!("<<{prefix}[REDACTED:c]>>"), "{echo}");
+        }
+        let mut bytes = b"\xff\x00us\"er:p@ss/w rd+\xc3\xa9\x00".to_vec();
+        v.scrub_bytes(&mut bytes);
+        assert_eq!(bytes, b"\xff\x00[REDACTED:c]\x00");
     }
 
     #[test]

@@ -295,7 +295,12 @@ impl<'p, E: Executor> Server<'p, E> {
                     a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
                 );
                 match self.executor.http(&http, &mut self.vault) {
-                    Ok(o) => (tools::HTTP_REQUEST, "ok", tool_ok(http_result(&o))),
+                    Ok(mut o) => {
+                        // Raw bytes first: a body that is not UTF-8 is base64-encoded
+                        // below, where no string scrub could find the secret.
+                        self.vault.scrub_bytes(&mut o.body);
+                        (tools::HTTP_REQUEST, "ok", tool_ok(http_result(&o)))
+                    }
                     Err(e) => {
                         log::warn!("http.request failed: {e}");
                         (tools::HTTP_REQUEST, e.code(), exec_error(&e))
@@ -342,7 +347,7 @@ fn exec_error(e: &ExecError) -> Value {
     tool_error(e.code(), &e.to_string())
 }
 
-/// `{status, headers, json | body | body_base64, truncated}`.
+/// `{status, headers, json | body | body_base64 | body_withheld, truncated}`.
 fn http_result(o: &HttpOutcome) -> Value {
     let mut headers = Map::new();
     for (name, value) in &o.headers {
@@ -357,6 +362,14 @@ fn http_result(o: &HttpOutcome) -> Value {
         }
     }
     let mut r = json!({"status": o.status, "headers": headers, "truncated": o.truncated});
+    // No compression is requested, but a server may send it anyway: compressed bytes
+    // cannot be searched for secrets, so they are not passed on (issue #3).
+    if let Some((_, coding)) = o.headers.iter().find(|(n, v)| n == "content-encoding" && !v.eq_ignore_ascii_case("identity")) {
+        r["body_withheld"] = Value::String(format!(
+            "the response body is compressed ({coding}); compressed bodies cannot be scrubbed of secrets, so it is withheld"
+        ));
+        return r;
+    }
     // A truncated body may end inside a UTF-8 sequence: that tail alone is no reason
     // to fall back to base64.
     let text = match std::str::from_utf8(&o.body) {
@@ -416,5 +429,13 @@ mod tests {
         // cut inside "é" (0xc3 0xa9): still text
         assert_eq!(outcome(b"caf\xc3", true)["body"], "caf");
         assert!(outcome(b"caf\xc3", false).get("body_base64").is_some());
+        let gz = http_result(&HttpOutcome {
+            status: 200,
+            headers: vec![("content-encoding".into(), "gzip".into())],
+            body: b"\x1f\x8b".to_vec(),
+            truncated: false,
+        });
+        assert!(gz["body_withheld"].as_str().unwrap().contains("gzip"));
+        assert!(gz.get("body").is_none() && gz.get("body_base64").is_none());
     }
 }

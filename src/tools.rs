@@ -41,6 +41,8 @@ pub const RESERVED_HEADERS: &[&str] = &[
     "keep-alive",
     "proxy-connection",
     "expect",
+    // Only identity bodies can be scrubbed of secrets (issue #3).
+    "accept-encoding",
 ];
 
 /// Framing and routing headers, which cannot carry a credential either.

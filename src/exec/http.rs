@@ -18,8 +18,7 @@ use ureq::http::Request;
 
 use super::{ExecError, Executor, HttpOutcome};
 use crate::authorize::{Authorized, HttpAction};
-use crate::policy::Injection;
-use crate::secret::Vault;
+use crate::secret::{Placement, Vault};
 
 pub const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 
@@ -65,11 +64,14 @@ impl Executor for HttpExecutor {
         }
         if let Some(cred) = &action.credential {
             let secret = vault.read(&cred.name, &cred.source).map_err(ExecError::Secret)?;
-            let (name, value) = match &cred.inject {
-                Injection::Bearer => ("authorization".to_owned(), format!("Bearer {}", secret.expose())),
-                Injection::Header { name, format } => (name.clone(), format.replace("{secret}", secret.expose())),
-            };
-            builder = builder.header(name, value);
+            match crate::secret::place(&cred.inject, &secret) {
+                Placement::Header { name, value } => builder = builder.header(name, value.as_str()),
+                Placement::Query { name, value } => {
+                    let mut with_secret = action.url.clone();
+                    with_secret.query_pairs_mut().append_pair(&name, &value);
+                    builder = builder.uri(with_secret.as_str());
+                }
+            }
         }
         let agent = self.agent(action.timeout);
         let sent = match &action.body {
