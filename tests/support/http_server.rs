@@ -3,8 +3,14 @@
 //!
 //! It answers `Connection: close` so each request is one connection, which keeps the
 //! accept count equal to the number of requests that reached the network.
-//! Routes: a path registered with [`TestServer::route`] gets that response; any other
+//! Routes: a path registered with [`TestServer::route`] gets that response; a path
+//! registered with [`TestServer::echo_route`] gets the request's headers echoed back (in
+//! the body and as `X-Echo-*` response headers, to test secret scrubbing); any other
 //! path gets 200 with a JSON body echoing the method and path.
+//!
+//! [`TestServer::settle`] makes a fence request on a fresh connection: the listener
+//! accepts in FIFO order, so when it returns every connection opened before it has been
+//! counted. Fence connections are not counted or recorded.
 
 #![allow(dead_code)]
 
@@ -49,11 +55,28 @@ impl Reply {
     }
 }
 
+/// How an echo route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    /// 200, `application/json` body `{"<lowercase name>": "<value>", ...}` with every
+    /// request header, and `X-Echo-<Name>: <value>` response headers for `authorization`
+    /// and `x-api-key`.
+    Json,
+    /// 200, `application/octet-stream`: the bytes `FF FE` then every request header as
+    /// `name: value\n` (not UTF-8, so a client has to encode it).
+    Binary,
+}
+
+/// The path of [`TestServer::settle`]'s fence request.
+const FENCE: &str = "/__sp_test_fence__";
+
 #[derive(Default)]
 struct Shared {
     accepted: AtomicUsize,
+    fences: AtomicUsize,
     requests: Mutex<Vec<Recorded>>,
     routes: Mutex<HashMap<String, Reply>>,
+    echoes: Mutex<HashMap<String, Echo>>,
 }
 
 pub struct TestServer {
@@ -88,9 +111,24 @@ impl TestServer {
         self.shared.routes.lock().unwrap().insert(path.to_owned(), reply);
     }
 
-    /// Connections accepted so far.
+    /// Answers `path` by echoing the request headers back (see [`Echo`]).
+    pub fn echo_route(&self, path: &str, how: Echo) {
+        self.shared.echoes.lock().unwrap().insert(path.to_owned(), how);
+    }
+
+    /// Connections accepted so far (fence connections excluded).
     pub fn accepted(&self) -> usize {
-        self.shared.accepted.load(Ordering::SeqCst)
+        self.shared.accepted.load(Ordering::SeqCst) - self.shared.fences.load(Ordering::SeqCst)
+    }
+
+    /// Returns once every connection opened before this call has been accepted and
+    /// counted: one fence request on a new connection, answered in order.
+    pub fn settle(&self) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to own test server");
+        s.write_all(format!("GET {FENCE} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).expect("fence request");
+        let mut sink = Vec::new();
+        s.read_to_end(&mut sink).expect("fence response");
+        assert!(sink.starts_with(b"HTTP/1.1 204"), "fence answered {:?}", String::from_utf8_lossy(&sink));
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -124,10 +162,20 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let mut body = vec![0; len];
     reader.read_exact(&mut body)?;
     let path = target.split('?').next().unwrap_or_default().to_owned();
+    if path == FENCE {
+        shared.fences.fetch_add(1, Ordering::SeqCst);
+        let mut out = stream;
+        out.write_all(b"HTTP/1.1 204 X\r\nConnection: close\r\n\r\n")?;
+        return out.flush();
+    }
+    let echo = shared.echoes.lock().unwrap().get(&path).copied();
+    let reply = match echo {
+        Some(how) => echo_reply(how, &headers),
+        None => shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| {
+            Reply::json(200, &format!("{{\"method\":\"{method}\",\"path\":\"{path}\"}}"))
+        }),
+    };
     shared.requests.lock().unwrap().push(Recorded { method: method.clone(), target: target.clone(), headers, body });
-    let reply = shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| {
-        Reply::json(200, &format!("{{\"method\":\"{method}\",\"path\":\"{path}\"}}"))
-    });
     if reply.delay_ms > 0 {
         thread::sleep(std::time::Duration::from_millis(reply.delay_ms));
     }
@@ -140,4 +188,39 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     out.write_all(head.as_bytes())?;
     out.write_all(&reply.body)?;
     out.flush()
+}
+
+fn echo_reply(how: Echo, headers: &[(String, String)]) -> Reply {
+    match how {
+        Echo::Json => {
+            let quote = |s: &str| {
+                let mut q = String::from("\"");
+                for c in s.chars() {
+                    match c {
+                        '"' => q.push_str("\\\""),
+                        '\\' => q.push_str("\\\\"),
+                        c if (c as u32) < 0x20 => q.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => q.push(c),
+                    }
+                }
+                q.push('"');
+                q
+            };
+            let fields: Vec<String> = headers.iter().map(|(n, v)| format!("{}:{}", quote(n), quote(v))).collect();
+            let mut reply = Reply::json(200, &format!("{{{}}}", fields.join(",")));
+            for (n, v) in headers {
+                if n == "authorization" || n == "x-api-key" {
+                    reply.headers.push((format!("X-Echo-{n}"), v.clone()));
+                }
+            }
+            reply
+        }
+        Echo::Binary => {
+            let mut body = vec![0xff, 0xfe];
+            for (n, v) in headers {
+                body.extend_from_slice(format!("{n}: {v}\n").as_bytes());
+            }
+            Reply { status: 200, headers: vec![("Content-Type".into(), "application/octet-stream".into())], body, delay_ms: 0 }
+        }
+    }
 }

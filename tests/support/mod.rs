@@ -3,3 +3,4 @@
 
 pub mod corpus;
 pub mod http_server;
+pub mod process;

@@ -1,0 +1,451 @@
+//! Spawning the built `sp` binary (`CARGO_BIN_EXE_sp`) the way an MCP client does, and
+//! checking what it wrote.
+//!
+//! - [`Launch`] is one command line plus environment. The environment is always cleared
+//!   except `PATH` and what the test sets: clients pass a filtered environment, and a
+//!   test must not depend on the developer's `SP_CONFIG`, `HOME` or proxy variables.
+//! - [`Launch::run`] feeds stdin whole (from a thread, so a large input cannot deadlock
+//!   against a full stdout pipe) and collects everything: a [`Run`].
+//! - [`Session`] is an interactive exchange: write a request, read its answer, repeat.
+//! - [`check_protocol`] is the release criterion (MISSION.md, "Stdout cleanliness"): every
+//!   line is one complete JSON-RPC 2.0 response or notification ending in `\n`. Its error
+//!   is `non-protocol stdout on line N: b'...'` with the raw line; [`assert_protocol_only`]
+//!   adds the launch command and stderr, separately.
+
+#![allow(dead_code)]
+
+use std::collections::hash_map::RandomState;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use serde_json::{json, Value};
+
+/// The binary under test: `cargo test --release` builds the release one.
+pub fn sp_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sp")
+}
+
+/// A random hex string (128 bits, from std's per-process random hasher keys).
+pub fn random_hex() -> String {
+    let mut out = String::new();
+    for i in 0..2u64 {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u32(std::process::id());
+        let _ = write!(out, "{:016x}", h.finish());
+    }
+    out
+}
+
+/// A distinctive secret value: if it shows up anywhere it was not meant to, it is ours.
+pub fn canary() -> String {
+    format!("sp-canary-{}", random_hex())
+}
+
+/// A private temporary directory (mode 0700), removed on drop.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!("sp-{tag}-{}-{n}-{}", std::process::id(), &random_hex()[..8]));
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    /// Writes `name` with `content` and sets its mode.
+    pub fn file(&self, name: &str, content: &[u8], mode: u32) -> PathBuf {
+        let p = self.path.join(name);
+        std::fs::write(&p, content).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    /// `self.path/name` as a string (for arguments and policies).
+    pub fn join(&self, name: &str) -> String {
+        self.path.join(name).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// One command line for `sp` with its (otherwise empty) environment.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Launch {
+    pub fn new<S: AsRef<str>>(args: &[S]) -> Launch {
+        Launch { args: args.iter().map(|a| a.as_ref().to_owned()).collect(), env: Vec::new() }
+    }
+
+    /// `sp mcp --config FILE` plus `extra` arguments.
+    pub fn mcp(config: &Path, extra: &[&str]) -> Launch {
+        let mut args = vec!["mcp".to_owned(), "--config".to_owned(), config.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Launch { args, env: Vec::new() }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Launch {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(sp_bin());
+        c.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            c.env("PATH", path);
+        }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
+        c.args(&self.args);
+        c
+    }
+
+    /// The launch as a shell command line, for failure messages.
+    pub fn describe(&self) -> String {
+        let mut s = String::from("env -i PATH=\"$PATH\"");
+        for (k, v) in &self.env {
+            let _ = write!(s, " {k}={}", shell_quote(v));
+        }
+        let _ = write!(s, " {}", shell_quote(sp_bin()));
+        for a in &self.args {
+            let _ = write!(s, " {}", shell_quote(a));
+        }
+        s
+    }
+
+    pub fn spawn(&self) -> Child {
+        self.command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.describe()))
+    }
+
+    /// Runs to completion with `stdin` as the whole input (then EOF).
+    pub fn run(&self, stdin: &[u8]) -> Run {
+        let mut child = self.spawn();
+        let mut pipe = child.stdin.take().expect("piped stdin");
+        let input = stdin.to_vec();
+        // sp may stop reading early (a closed session): a failed write is expected then.
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+        let out = child.wait_with_output().expect("wait for sp");
+        writer.join().expect("stdin writer");
+        Run {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            cmd: self.describe(),
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// `run_sp(args, env, stdin)`: env is cleared except `PATH` plus `env`.
+pub fn run_sp(args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> Run {
+    let mut l = Launch::new(args);
+    for (k, v) in env {
+        l = l.env(k, v);
+    }
+    l.run(stdin)
+}
+
+/// A finished process.
+#[derive(Debug)]
+pub struct Run {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub cmd: String,
+}
+
+impl Run {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// The launch command and stderr, for assertion messages.
+    pub fn context(&self) -> String {
+        context(&self.cmd, &self.stderr, &self.stdout)
+    }
+
+    /// Asserts stdout is protocol only; returns the messages.
+    pub fn protocol(&self) -> Vec<Value> {
+        assert_protocol_only(&self.stdout, &self.cmd, &self.stderr)
+    }
+
+    pub fn assert_exit(&self, code: i32) {
+        assert_eq!(self.code(), Some(code), "exit status {:?}, want {code}\n{}", self.status, self.context());
+    }
+
+    /// The `sp: session ended (...)` line from stderr.
+    pub fn summary(&self) -> &str {
+        summary_line(&self.stderr).unwrap_or_else(|| panic!("no session summary on stderr\n{}", self.context()))
+    }
+}
+
+fn context(cmd: &str, stderr: &str, stdout: &[u8]) -> String {
+    format!("command: {cmd}\nstdout ({} bytes): {}\nstderr:\n{stderr}", stdout.len(), py_bytes(&stdout[..stdout.len().min(4096)]))
+}
+
+/// The exit summary line on stderr, if any.
+pub fn summary_line(stderr: &str) -> Option<&str> {
+    stderr.lines().find(|l| l.starts_with("sp: session ended ("))
+}
+
+/// Python-`bytes`-like repr: `b'text\n'`, with `\xNN` for anything not printable ASCII.
+pub fn py_bytes(bytes: &[u8]) -> String {
+    let mut s = String::from("b'");
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'\'' => s.push_str("\\'"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x20..=0x7e => s.push(b as char),
+            _ => {
+                let _ = write!(s, "\\x{b:02x}");
+            }
+        }
+    }
+    s.push('\'');
+    s
+}
+
+/// Is `line` (without its `\n`) one complete JSON-RPC 2.0 message that a server may
+/// send: a response (`id` string, integer or null, exactly one of `result`/`error`) or a
+/// notification (`method`, optional `params`, no `id`)? Compact: no surrounding space.
+pub fn protocol_message(line: &[u8]) -> Option<Value> {
+    if line.first() != Some(&b'{') || line.last() != Some(&b'}') {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let m = v.as_object()?;
+    if m.get("jsonrpc")? != "2.0" {
+        return None;
+    }
+    let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+    let ok = if m.contains_key("method") {
+        m["method"].is_string()
+            && !m.contains_key("id")
+            && keys.iter().all(|k| matches!(*k, "jsonrpc" | "method" | "params"))
+            && m.get("params").is_none_or(|p| p.is_object())
+    } else {
+        let id_ok = matches!(m.get("id"), Some(Value::String(_) | Value::Null)) || m.get("id").is_some_and(|i| i.is_i64() || i.is_u64());
+        let error_ok = m.get("error").is_none_or(|e| e["code"].is_i64() && e["message"].is_string());
+        id_ok && keys.len() == 3 && (m.contains_key("result") ^ m.contains_key("error")) && error_ok
+    };
+    ok.then_some(v)
+}
+
+/// Every line of `stdout` must be one protocol message ending in `\n`. The error names
+/// the first offending line, raw.
+pub fn check_protocol(stdout: &[u8]) -> Result<Vec<Value>, String> {
+    let mut msgs = Vec::new();
+    for (i, line) in stdout.split_inclusive(|b| *b == b'\n').enumerate() {
+        let body = line.strip_suffix(b"\n");
+        match body.and_then(protocol_message) {
+            Some(v) => msgs.push(v),
+            None => return Err(format!("non-protocol stdout on line {}: {}", i + 1, py_bytes(line))),
+        }
+    }
+    Ok(msgs)
+}
+
+/// Panics with the offending line, the command and stderr (separately) unless `stdout` is
+/// protocol only. Returns the messages.
+pub fn assert_protocol_only(stdout: &[u8], cmd: &str, stderr: &str) -> Vec<Value> {
+    match check_protocol(stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("{e}\ncommand: {cmd}\nstderr:\n{stderr}"),
+    }
+}
+
+/// The `initialize` request a client sends first.
+pub fn initialize(id: Value, version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "sallyport-tests", "version": "1"}
+    }})
+}
+
+pub fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+pub fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+/// Messages as newline-terminated lines, for stdin.
+pub fn lines(msgs: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in msgs {
+        out.extend_from_slice(m.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The tool error code of a `tools/call` result, if it is an error result.
+pub fn tool_error_code(result: &Value) -> Option<&str> {
+    if result["isError"] != true {
+        return None;
+    }
+    result["structuredContent"]["error"]["code"].as_str()
+}
+
+/// An interactive `sp mcp`: each request is written, then its one answer read.
+pub struct Session {
+    pub launch: Launch,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Option<JoinHandle<String>>,
+    /// Every byte read from stdout so far.
+    pub raw: Vec<u8>,
+    /// `/proc/self/fd` links of the test's ends of the stdout and stderr pipes
+    /// (`pipe:[inode]`; both ends of a pipe share it).
+    pub stdout_pipe: PathBuf,
+    pub stderr_pipe: PathBuf,
+}
+
+impl Session {
+    pub fn start(launch: Launch) -> Session {
+        let mut child = launch.spawn();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let link = |fd: i32| std::fs::read_link(format!("/proc/self/fd/{fd}")).expect("read /proc/self/fd");
+        let stdout_pipe = link(stdout.as_raw_fd());
+        let stderr_pipe = link(stderr.as_raw_fd());
+        let stderr = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        });
+        Session { launch, child, stdin, stdout: BufReader::new(stdout), stderr: Some(stderr), raw: Vec::new(), stdout_pipe, stderr_pipe }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the process, then panics with `msg`, the command and stderr.
+    fn fail(&mut self, msg: &str) -> ! {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        panic!("{msg}\ncommand: {}\nstdout so far: {}\nstderr:\n{stderr}", self.launch.describe(), py_bytes(&self.raw));
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let pipe = self.stdin.as_mut().expect("stdin still open");
+        if let Err(e) = pipe.write_all(bytes).and_then(|()| pipe.flush()) {
+            self.fail(&format!("writing to sp's stdin failed: {e}"));
+        }
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let mut line = msg.to_string().into_bytes();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Reads one line from stdout; it must be a protocol message.
+    pub fn read(&mut self) -> Value {
+        let mut line = Vec::new();
+        if let Err(e) = self.stdout.read_until(b'\n', &mut line) {
+            self.fail(&format!("reading sp's stdout failed: {e}"));
+        }
+        self.raw.extend_from_slice(&line);
+        if line.is_empty() {
+            self.fail("sp closed stdout while an answer was expected");
+        }
+        let n = self.raw.iter().filter(|b| **b == b'\n').count() + usize::from(!line.ends_with(b"\n"));
+        match line.strip_suffix(b"\n").and_then(protocol_message) {
+            Some(v) => v,
+            None => self.fail(&format!("non-protocol stdout on line {n}: {}", py_bytes(&line))),
+        }
+    }
+
+    /// Sends a request and returns its answer, which must carry the same id.
+    pub fn call(&mut self, msg: &Value) -> Value {
+        self.send(msg);
+        let answer = self.read();
+        if answer["id"] != msg["id"] {
+            self.fail(&format!("answer to id {} carries id {}: {answer}", msg["id"], answer["id"]));
+        }
+        answer
+    }
+
+    /// `initialize` with `version`, then `notifications/initialized`; returns the
+    /// initialize result.
+    pub fn ready(&mut self, version: &str) -> Value {
+        let answer = self.call(&initialize(json!(0), version));
+        if !answer["result"].is_object() {
+            self.fail(&format!("initialize failed: {answer}"));
+        }
+        self.send(&initialized());
+        answer["result"].clone()
+    }
+
+    /// `tools/call` and its `result` (panics on a JSON-RPC error).
+    pub fn tool(&mut self, id: i64, name: &str, arguments: Value) -> Value {
+        let answer = self.call(&tool_call(id, name, arguments));
+        if !answer["result"].is_object() {
+            self.fail(&format!("tools/call {name} got no result: {answer}"));
+        }
+        answer["result"].clone()
+    }
+
+    /// Closes stdin, reads the rest of stdout, waits for exit.
+    pub fn finish(mut self) -> Run {
+        drop(self.stdin.take());
+        let mut rest = Vec::new();
+        let _ = self.stdout.read_to_end(&mut rest);
+        self.raw.extend_from_slice(&rest);
+        let status = self.child.wait().expect("wait for sp");
+        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        Run { status, stdout: std::mem::take(&mut self.raw), stderr, cmd: self.launch.describe() }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A test that failed mid-session must not leave sp running.
+        if self.stderr.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
