@@ -79,6 +79,7 @@ pub enum Denial {
     HeaderConflict { name: String, header: String },
     QueryConflict { name: String, param: String },
     BodyTooLarge { limit: u64 },
+    HttpsOnly,
 }
 
 impl fmt::Display for Denial {
@@ -100,6 +101,7 @@ impl fmt::Display for Denial {
             Denial::QueryConflict { name, param } => {
                 write!(f, "query parameter {param:?} is reserved for credential {name:?}")
             }
+            Denial::HttpsOnly => f.write_str("the policy allows https:// URLs only (http.https_only)"),
             Denial::BodyTooLarge { limit } => {
                 write!(f, "the request body is larger than http.max_request_body_bytes ({limit})")
             }
@@ -109,7 +111,7 @@ impl fmt::Display for Denial {
 
 pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
     match call {
-        ToolCall::Http(req) => authorize_http(policy, req).map(|a| Action::Http(Authorized(a))),
+        ToolCall::Http(req) => authorize_http(policy, req, true).map(|a| Action::Http(Authorized(a))),
         ToolCall::Inventory => Ok(Action::Inventory(Authorized(inventory(policy)))),
     }
 }
@@ -124,7 +126,65 @@ pub fn is_loopback_literal(host: &str) -> bool {
     host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
-fn authorize_http(policy: &Policy, req: HttpRequest) -> Result<HttpAction, Denial> {
+/// Why a redirect was not followed; the 3xx is returned to the agent as data.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RedirectStop {
+    Credentialed,
+    TooMany { limit: u32 },
+    CrossOrigin { to: String },
+    BadLocation(String),
+    Denied(Denial),
+}
+
+impl fmt::Display for RedirectStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedirectStop::Credentialed => f.write_str("a request that carries a credential never follows redirects"),
+            RedirectStop::TooMany { limit } => write!(f, "more than http.max_redirects ({limit}) redirects"),
+            RedirectStop::CrossOrigin { to } => write!(f, "redirects are followed only within the same origin, not to {to}"),
+            RedirectStop::BadLocation(m) => write!(f, "the Location cannot be followed: {m}"),
+            RedirectStop::Denied(d) => write!(f, "the redirect target is not allowed: {d}"),
+        }
+    }
+}
+
+/// Authorizes one redirect hop (issue #3): only for a request without a credential,
+/// within `max_redirects`, to the same scheme, host and port, and through the same
+/// allow rules as a fresh call. The hop never picks up a credential, even one bound to
+/// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a
+/// POST) become GET without a body, as browsers do; 307 and 308 keep method and body.
+pub fn authorize_redirect(
+    policy: &Policy,
+    previous: &Authorized<HttpAction>,
+    hops_so_far: u32,
+    status: u16,
+    location: &str,
+) -> Result<Authorized<HttpAction>, RedirectStop> {
+    let prev = &previous.0;
+    if prev.credential.is_some() {
+        return Err(RedirectStop::Credentialed);
+    }
+    if hops_so_far >= policy.http.max_redirects {
+        return Err(RedirectStop::TooMany { limit: policy.http.max_redirects });
+    }
+    let next = crate::tools::redirect_target(&prev.url, location).map_err(|e| RedirectStop::BadLocation(e.0))?;
+    if next.origin() != prev.url.origin() {
+        return Err(RedirectStop::CrossOrigin { to: next.origin().ascii_serialization() });
+    }
+    let (method, body) = match (status, prev.method) {
+        (307 | 308, m) => (m, prev.body.clone()),
+        (_, Method::Head) => (Method::Head, None),
+        (303, _) | (301 | 302, Method::Post) => (Method::Get, None),
+        (_, m) => (m, prev.body.clone()),
+    };
+    let req = HttpRequest::new(method, next, prev.headers.clone(), body, None).map_err(|e| RedirectStop::BadLocation(e.0))?;
+    authorize_http(policy, req, false).map(Authorized).map_err(RedirectStop::Denied)
+}
+
+fn authorize_http(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, Denial> {
+    if policy.http.https_only && req.url.scheme() != "https" {
+        return Err(Denial::HttpsOnly);
+    }
     let rule = policy
         .http
         .allow
@@ -153,7 +213,8 @@ fn authorize_http(policy: &Policy, req: HttpRequest) -> Result<HttpAction, Denia
             }
             Some(c)
         }
-        None => policy.credentials.values().find(|c| binds(c, &req)),
+        None if may_pick_credential => policy.credentials.values().find(|c| binds(c, &req)),
+        None => None,
     };
     if let Some(c) = credential {
         if req.url.scheme() != "https" && !is_loopback_literal(&req.host) {
@@ -300,6 +361,43 @@ mod tests {
             let got = call(args).map(|a| a.rule).unwrap_err().to_string();
             assert!(got.contains(want), "{shown}: {got}");
         }
+    }
+
+    fn action(args: Value) -> Authorized<HttpAction> {
+        Authorized(call(args).unwrap())
+    }
+
+    #[test]
+    fn redirects() {
+        let p = policy();
+        let plain = action(json!({"method": "GET", "url": "https://x.example.org/a/b"}));
+        let hop = |prev: &Authorized<HttpAction>, hops: u32, status: u16, loc: &str| authorize_redirect(&p, prev, hops, status, loc);
+        let next = hop(&plain, 0, 302, "../c?q=1#frag").unwrap();
+        assert_eq!(next.0.url.as_str(), "https://x.example.org/c?q=1");
+        assert_eq!(next.0.credential, None);
+        assert_eq!(hop(&plain, 5, 302, "/c").unwrap_err(), RedirectStop::TooMany { limit: 5 });
+        for loc in ["https://y.example.org/", "http://x.example.org/", "https://x.example.org:8443/", "//evil.com/"] {
+            assert!(matches!(hop(&plain, 0, 301, loc), Err(RedirectStop::CrossOrigin { .. })), "{loc}");
+        }
+        assert!(matches!(hop(&plain, 0, 302, "https://u:p@x.example.org/"), Err(RedirectStop::BadLocation(_))));
+        let credentialed = action(json!({"method": "GET", "url": "https://api.example.com/v1/users"}));
+        assert_eq!(hop(&credentialed, 0, 302, "/v1/other").unwrap_err(), RedirectStop::Credentialed);
+        // same origin, but the allow rule does not cover the new path
+        let public = action(json!({"method": "POST", "url": "https://api.example.com/public", "body": "x"}));
+        assert!(matches!(hop(&public, 0, 307, "/admin"), Err(RedirectStop::Denied(Denial::NoRule { .. }))));
+        // a hop onto a path with a bound credential still goes without it
+        let to_bound = hop(&public, 0, 307, "/v1/users").unwrap();
+        assert_eq!((to_bound.0.method, to_bound.0.body.as_deref(), to_bound.0.credential.as_ref()), (Method::Post, Some("x"), None));
+        let see_other = hop(&public, 0, 303, "/v1/users").unwrap();
+        assert_eq!((see_other.0.method, see_other.0.body.as_deref()), (Method::Get, None));
+    }
+
+    #[test]
+    fn https_only() {
+        let mut p = policy();
+        p.http.https_only = true;
+        let req = call_request(Some(json!({"name": "http.request", "arguments": {"method": "DELETE", "url": "http://127.0.0.1:8080/x"}}))).unwrap();
+        assert!(matches!(authorize(&p, ToolCall::parse(&req).unwrap()), Err(Denial::HttpsOnly)));
     }
 
     #[test]

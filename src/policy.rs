@@ -32,6 +32,8 @@ pub const MAX_TIMEOUT_S: u64 = 3600;
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_RESPONSE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
+pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
+pub const MAX_REDIRECTS_CEILING: u64 = 20;
 pub const MAX_REQUEST_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -271,6 +273,19 @@ pub struct HttpPolicy {
     pub timeout: Duration,
     pub max_response_bytes: u64,
     pub max_request_body_bytes: u64,
+    /// Hops an uncredentialed request may follow (same origin only, each re-authorized).
+    pub max_redirects: u32,
+    /// Refuse every `http://` URL.
+    pub https_only: bool,
+    /// Private CA roots (DER), replacing the built-in Mozilla roots when set.
+    pub ca_certs: Option<CaBundle>,
+}
+
+/// Certificates loaded from `http.ca_file` at startup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundle {
+    pub path: PathBuf,
+    pub der: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +308,9 @@ impl Policy {
                 timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
                 max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
+                max_redirects: DEFAULT_MAX_REDIRECTS,
+                https_only: false,
+                ca_certs: None,
             },
         }
     }
@@ -579,7 +597,11 @@ fn methods(m: &Value, field: &str) -> Check<Vec<Method>> {
 }
 
 fn http(v: &Value) -> Check<HttpPolicy> {
-    let map = object(v, "http", &["allow", "timeout_s", "max_response_bytes", "max_request_body_bytes"])?;
+    let map = object(
+        v,
+        "http",
+        &["allow", "timeout_s", "max_response_bytes", "max_request_body_bytes", "max_redirects", "https_only", "ca_file"],
+    )?;
     let mut allow = Vec::new();
     if let Some(a) = map.get("allow") {
         let Value::Array(rules) = a else {
@@ -610,7 +632,52 @@ fn http(v: &Value) -> Check<HttpPolicy> {
         None => DEFAULT_MAX_REQUEST_BODY_BYTES,
         Some(t) => int(t, "http.max_request_body_bytes", 0, MAX_REQUEST_BODY_BYTES_CEILING)?,
     };
-    Ok(HttpPolicy { allow, timeout: Duration::from_secs(timeout_s), max_response_bytes, max_request_body_bytes })
+    let max_redirects = match map.get("max_redirects") {
+        None => DEFAULT_MAX_REDIRECTS,
+        Some(t) => int(t, "http.max_redirects", 0, MAX_REDIRECTS_CEILING)? as u32,
+    };
+    let https_only = match map.get("https_only") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return err("http.https_only", "must be true or false"),
+    };
+    let ca_certs = match map.get("ca_file") {
+        None => None,
+        Some(f) => Some(ca_bundle(string(f, "http.ca_file")?).map_err(|m| ("http.ca_file".to_owned(), m))?),
+    };
+    Ok(HttpPolicy {
+        allow,
+        timeout: Duration::from_secs(timeout_s),
+        max_response_bytes,
+        max_request_body_bytes,
+        max_redirects,
+        https_only,
+        ca_certs,
+    })
+}
+
+/// Reads a PEM bundle at startup, so a bad `ca_file` stops `sp` before it serves.
+fn ca_bundle(path: &str) -> Result<CaBundle, String> {
+    if !path.starts_with('/') {
+        return Err("must be an absolute path".into());
+    }
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {path}: {}", io_reason(&e)))?;
+    if !meta.is_file() || meta.len() > 4 * 1024 * 1024 {
+        return Err(format!("{path} is not a regular file of at most 4 MiB"));
+    }
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {path}: {}", io_reason(&e)))?;
+    let mut der = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => der.push(c.der().to_vec()),
+            Ok(_) => {}
+            Err(_) => return Err(format!("{path} is not a valid PEM file")),
+        }
+    }
+    if der.is_empty() {
+        return Err(format!("{path} holds no certificate"));
+    }
+    Ok(CaBundle { path: PathBuf::from(path), der })
 }
 
 /// Where `sp` looks for a policy when `--config` is not given (issue #2):
@@ -715,6 +782,11 @@ mod tests {
             (json!({"http": {"allow": [{"hosts": ["a.com:0"]}]}}), "http.allow[0].hosts[0]"),
             (json!({"http": {"allow": [{"hosts": ["*.10.0.0.1"]}]}}), "http.allow[0].hosts[0]"),
             (json!({"http": {"max_request_body_bytes": -1}}), "http.max_request_body_bytes"),
+            (json!({"http": {"max_redirects": 21}}), "http.max_redirects"),
+            (json!({"http": {"https_only": "yes"}}), "http.https_only"),
+            (json!({"http": {"ca_file": "/nonexistent/ca.pem"}}), "http.ca_file"),
+            (json!({"http": {"ca_file": "/etc/hostname"}}), "http.ca_file"),
+            (json!({"http": {"ca_file": "relative.pem"}}), "http.ca_file"),
             (json!({"credentials": {"x": {"source": {"systemd": "../etc/shadow"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.systemd"),
             (json!({"credentials": {"x": {"source": {"command": []}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command"),
             (json!({"credentials": {"x": {"source": {"command": ["pass", 1]}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command[1]"),

@@ -23,7 +23,7 @@ use std::io::{BufRead, Write};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use crate::authorize::{authorize, Action};
+use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
 use crate::exec::{ExecError, Executor, HttpOutcome};
 use crate::frame::{FrameError, FrameReader};
 use crate::json::{self, JsonError};
@@ -282,36 +282,69 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let (tool, outcome, mut result) = match action {
             Action::Inventory(inv) => (tools::INVENTORY, "ok", tool_ok(inv.action().0.clone())),
-            Action::Http(http) => {
-                let a = http.action();
-                log::info!(
-                    "executing {} {}://{}:{}{} ({}{})",
-                    a.method,
-                    a.url.scheme(),
-                    a.url.host_str().unwrap_or_default(),
-                    a.url.port_or_known_default().unwrap_or_default(),
-                    a.url.path(),
-                    a.rule,
-                    a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
-                );
-                match self.executor.http(&http, &mut self.vault) {
-                    Ok(mut o) => {
-                        // Raw bytes first: a body that is not UTF-8 is base64-encoded
-                        // below, where no string scrub could find the secret.
-                        self.vault.scrub_bytes(&mut o.body);
-                        (tools::HTTP_REQUEST, "ok", tool_ok(http_result(&o)))
-                    }
-                    Err(e) => {
-                        log::warn!("http.request failed: {e}");
-                        (tools::HTTP_REQUEST, e.code(), exec_error(&e))
-                    }
+            Action::Http(http) => match self.run_http(http) {
+                Ok(result) => (tools::HTTP_REQUEST, "ok", tool_ok(result)),
+                Err(e) => {
+                    log::warn!("http.request failed: {e}");
+                    (tools::HTTP_REQUEST, e.code(), exec_error(&e))
                 }
-            }
+            },
         };
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // The single redaction point: nothing in a result leaves without passing here.
         self.vault.scrub(&mut result);
         (result_response(id, result), false)
+    }
+}
+
+impl<E: Executor> Server<'_, E> {
+    /// Runs an authorized request and, for a request without a credential, follows
+    /// same-origin redirects, each hop authorized again (`authorize_redirect`) and run
+    /// through the executor (and so through its destination checks) like the first.
+    fn run_http(&mut self, first: Authorized<HttpAction>) -> Result<Value, ExecError> {
+        let mut current = first;
+        let mut hops = 0;
+        loop {
+            let a = current.action();
+            log::info!(
+                "executing {} {}://{}:{}{} ({}{})",
+                a.method,
+                a.url.scheme(),
+                a.url.host_str().unwrap_or_default(),
+                a.url.port_or_known_default().unwrap_or_default(),
+                a.url.path(),
+                a.rule,
+                a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
+            );
+            let mut outcome = self.executor.http(&current, &mut self.vault)?;
+            // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
+            // no string scrub could find the secret.
+            self.vault.scrub_bytes(&mut outcome.body);
+            let mut result = http_result(&outcome);
+            // The URL as authorized: an injected query credential is not part of it.
+            result["final_url"] = Value::String(current.action().url.to_string());
+            result["redirects"] = Value::from(hops);
+            let location = matches!(outcome.status, 301 | 302 | 303 | 307 | 308)
+                .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
+                .flatten();
+            let Some(location) = location else {
+                result["redirect_refused"] = Value::Bool(false);
+                return Ok(result);
+            };
+            match authorize_redirect(self.policy, &current, hops, outcome.status, &location) {
+                Ok(next) => {
+                    current = next;
+                    hops += 1;
+                }
+                Err(stop) => {
+                    log::info!("redirect not followed: {stop}");
+                    result["redirect_refused"] = Value::Bool(true);
+                    result["redirect_reason"] = Value::String(stop.to_string());
+                    result["location"] = Value::String(location);
+                    return Ok(result);
+                }
+            }
+        }
     }
 }
 

@@ -288,11 +288,32 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
         }
     }
 
-    let match_path = decoded_path(&url)?;
-    let host = url.host_str().unwrap_or_default().to_owned();
-    let default_port = if url.scheme() == "https" { 443 } else { 80 };
-    let port = url.port().unwrap_or(default_port);
-    Ok(HttpRequest { method, url, match_path, host, port, default_port, headers, body, credential })
+    HttpRequest::new(method, url, headers, body, credential)
+}
+
+impl HttpRequest {
+    /// Derives what the policy matches from an already checked URL.
+    pub fn new(
+        method: Method,
+        url: url::Url,
+        headers: Vec<(String, String)>,
+        body: Option<String>,
+        credential: Option<String>,
+    ) -> Result<HttpRequest, ArgError> {
+        let match_path = decoded_path(&url)?;
+        let host = url.host_str().unwrap_or_default().to_owned();
+        let default_port = if url.scheme() == "https" { 443 } else { 80 };
+        let port = url.port().unwrap_or(default_port);
+        Ok(HttpRequest { method, url, match_path, host, port, default_port, headers, body, credential })
+    }
+}
+
+/// A redirect's `Location`, resolved against the request URL and held to the same
+/// checks as a URL the agent wrote (the fragment, never sent, is dropped).
+pub fn redirect_target(base: &url::Url, location: &str) -> Result<url::Url, ArgError> {
+    let mut joined = base.join(location).map_err(|e| ArgError(format!("Location is not a valid URL: {e}")))?;
+    joined.set_fragment(None);
+    check_url(joined.as_str())
 }
 
 /// Characters a URL may contain as written by the agent: printable ASCII without space and
