@@ -433,6 +433,47 @@ fn fd1_points_at_stderr_and_the_protocol_fd_is_private() {
     run.assert_exit(0);
 }
 
+/// A child process writing to what it believes is sp's stdout: a credential `command`
+/// source that writes to `/proc/$PPID/fd/1` (sp's fd 1) and lists its own descriptors
+/// there. The stray line must land on stderr, and the child must hold no descriptor on
+/// the protocol pipe (the private fd is close-on-exec).
+#[test]
+fn a_child_writing_to_fd_1_reaches_stderr_not_the_protocol() {
+    let server = TestServer::start();
+    let dir = TempDir::new("child");
+    let secret = canary();
+    let script = r#"{ printf 'stray-from-child fds:'; for f in /proc/$$/fd/*; do printf ' %s' "$(readlink "$f")"; done; echo; } > /proc/$PPID/fd/1; echo "$0""#;
+    let policy = json!({
+        "credentials": {"cmd": {
+            "source": {"command": ["/bin/sh", "-c", script, secret]},
+            "inject": {"bearer": {}},
+            "hosts": [format!("127.0.0.1:{}", server.port)]
+        }},
+        "http": {"allow": [{"hosts": [format!("127.0.0.1:{}", server.port)], "methods": ["GET"]}]}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&policy, &[]));
+    s.ready("2025-06-18");
+    let r = s.tool(1, "http.request", json!({"method": "GET", "url": format!("http://127.0.0.1:{}/x", server.port)}));
+    assert_eq!(r["isError"], false, "{r}");
+    let stdout_pipe = s.stdout_pipe.display().to_string();
+    let stderr_pipe = s.stderr_pipe.display().to_string();
+    let run = s.finish();
+    run.protocol();
+    run.assert_exit(0);
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {secret}").as_str()), "the command ran");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("stray-from-child fds:"))
+        .unwrap_or_else(|| panic!("the child's write to fd 1 did not reach stderr\n{}", run.context()));
+    let fds: Vec<&str> = line["stray-from-child fds:".len()..].split_whitespace().collect();
+    assert!(fds.contains(&stderr_pipe.as_str()), "{line}");
+    assert!(!fds.contains(&stdout_pipe.as_str()), "the child inherited the protocol pipe: {line}");
+    assert!(!String::from_utf8_lossy(&run.stdout).contains("stray"), "{}", run.context());
+}
+
 // ---------------------------------------------------------------------------------------
 // Human-facing commands
 
