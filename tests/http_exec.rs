@@ -4,8 +4,9 @@
 //! What must hold: an authorized `http.request` reaches the server exactly once, carrying
 //! the credential the policy injects; the agent's side (the whole of stdout) never holds
 //! the secret, even when the server echoes it back in its body or headers; statuses are
-//! results; denials, timeouts and refused connections are `isError` results with stable
-//! codes; proxy variables in the environment are ignored; the exit summary on stderr
+//! results; a credentialed request never follows a redirect (an uncredentialed one
+//! follows same-origin hops only); denials, timeouts and refused connections are
+//! `isError` results with stable codes; proxy variables in the environment are ignored; the exit summary on stderr
 //! counts executions and rejections right.
 
 mod support;
@@ -74,11 +75,17 @@ fn ready(launch: Launch) -> Session {
 /// Calls `http.request`; the server must see exactly one new request. Returns the tool
 /// result and that request.
 fn exec_once(s: &mut Session, server: &TestServer, id: i64, args: Value) -> (Value, Recorded) {
+    let (result, mut seen) = exec_n(s, server, id, args, 1);
+    (result, seen.remove(0))
+}
+
+/// Calls `http.request`; the server must see exactly `n` new requests (redirect hops).
+fn exec_n(s: &mut Session, server: &TestServer, id: i64, args: Value, n: usize) -> (Value, Vec<Recorded>) {
     let before = server.requests().len();
     let result = s.tool(id, "http.request", args.clone());
     let seen = server.requests();
-    assert_eq!(seen.len(), before + 1, "{args}: want exactly one request at the server, result {result}");
-    (result, seen[before].clone())
+    assert_eq!(seen.len(), before + n, "{args}: want exactly {n} request(s) at the server, result {result}");
+    (result, seen[before..].to_vec())
 }
 
 /// Calls `http.request`; it must be denied and the server must see no connection.
@@ -168,7 +175,7 @@ fn tools_list_offers_http_request_and_inventory() {
 }
 
 /// The main path, one session: inventory, credentialed requests (bearer and header
-/// format), a POST, statuses, a redirect, JSON, binary and truncated bodies, denials;
+/// format), a POST, statuses, redirects, JSON, binary and truncated bodies, denials;
 /// then the counters at exit.
 #[test]
 fn authorized_session_end_to_end() {
@@ -181,9 +188,15 @@ fn authorized_session_end_to_end() {
     server.echo_route("/v1/binary", Echo::Binary);
     server.route("/open/missing", Reply::text(404, "no such thing"));
     server.route("/open/boom", Reply::json(500, r#"{"error":"internal"}"#));
-    let mut redirect = Reply::text(302, "");
-    redirect.headers.push(("Location".into(), url("/open/target")));
-    server.route("/open/redirect", redirect);
+    let elsewhere = TestServer::start();
+    let redirect = |status: u16, to: String| {
+        let mut r = Reply::text(status, "");
+        r.headers.push(("Location".into(), to));
+        r
+    };
+    server.route("/v1/redirect", redirect(302, url("/v1/target")));
+    server.route("/open/redirect", redirect(302, url("/open/target")));
+    server.route("/open/away", redirect(307, format!("http://127.0.0.1:{}/open/x", elsewhere.port)));
     server.route("/open/json", Reply::json(200, r#"{"a":[1,2,{"b":null}],"s":"\u00e9"}"#));
     server.route("/open/big", Reply::text(200, &"0123456789".repeat(1000)));
 
@@ -242,11 +255,26 @@ fn authorized_session_end_to_end() {
     assert_ok(&r, 500);
     assert_eq!(sc(&r)["json"], json!({"error": "internal"}), "{r}");
 
-    // A redirect is data: returned, not followed.
-    let (r, seen) = exec_once(&mut s, &server, 16, json!({"method": "GET", "url": url("/open/redirect")}));
+    // A request that carries a credential never follows a redirect: the 3xx is data.
+    let (r, seen) = exec_once(&mut s, &server, 16, json!({"method": "GET", "url": url("/v1/redirect")}));
     assert_ok(&r, 302);
-    assert_eq!(sc(&r)["headers"]["location"], url("/open/target"), "{r}");
-    assert_eq!(seen.target, "/open/redirect");
+    assert_eq!(sc(&r)["headers"]["location"], url("/v1/target"), "{r}");
+    assert_eq!(sc(&r)["redirect_refused"], true, "{r}");
+    assert_eq!(seen.target, "/v1/redirect");
+    // Uncredentialed, same origin: followed (issue #3), every hop at the server once.
+    let (r, seen) = exec_n(&mut s, &server, 24, json!({"method": "GET", "url": url("/open/redirect")}), 2);
+    assert_ok(&r, 200);
+    assert_eq!(sc(&r)["final_url"], url("/open/target"), "{r}");
+    let targets: Vec<&str> = seen.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(targets, ["/open/redirect", "/open/target"]);
+    assert!(seen.iter().all(|r| r.header("authorization").is_none()));
+    // Uncredentialed, to another origin: not followed; the other server sees nothing.
+    let (r, seen) = exec_once(&mut s, &server, 25, json!({"method": "GET", "url": url("/open/away")}));
+    assert_ok(&r, 307);
+    assert_eq!(sc(&r)["redirect_refused"], true, "{r}");
+    assert_eq!(seen.target, "/open/away");
+    elsewhere.settle();
+    assert_eq!(elsewhere.accepted(), 0, "a cross-origin redirect was followed");
 
     // JSON comes back as `json`.
     let (r, _) = exec_once(&mut s, &server, 17, json!({"method": "GET", "url": url("/open/json")}));
@@ -292,11 +320,11 @@ fn authorized_session_end_to_end() {
     assert_no_secret(&run, &[&st.api_secret, &st.keyed_secret], &[&st.dir.join(""), "api.token", "keyed.token"]);
     server.settle();
     assert_eq!(server.accepted(), server.requests().len(), "one connection per request, nothing else");
-    assert_eq!(server.requests().len(), 10);
-    assert!(server.requests().iter().all(|r| r.target != "/open/target"), "the redirect was followed");
+    assert_eq!(server.requests().len(), 13);
+    assert!(server.requests().iter().all(|r| r.target != "/v1/target"), "a credentialed redirect was followed");
     assert_eq!(
         run.summary(),
-        "sp: session ended (Eof): executions=11 [http.request:ok=10 sp.inventory:ok=1] rejections=3 [denied=3]",
+        "sp: session ended (Eof): executions=13 [http.request:ok=12 sp.inventory:ok=1] rejections=3 [denied=3]",
         "{}",
         run.context()
     );
