@@ -385,3 +385,33 @@ fn proxy_variables_are_ignored() {
     assert_eq!(proxy.accepted(), 0, "the proxy from the environment was used: {:?}", proxy.requests());
     assert_no_secret(&run, &[&st.api_secret], &[]);
 }
+
+/// A response cut at `max_response_bytes` in the middle of an echoed secret: the part
+/// before the cut is still the secret's prefix and reaches the agent, because redaction
+/// matches whole values only. An agent that can pad the echo (a header or query it
+/// chooses, echoed before the credential) picks where the cut falls, so it can read all
+/// but the last character of the secret.
+#[test]
+#[ignore = "bug: a secret cut by truncation is not redacted; its prefix reaches the agent"]
+fn truncation_inside_an_echoed_secret_leaks_no_prefix() {
+    let server = TestServer::start();
+    let pad = "x".repeat(100);
+    let body_len = pad.len() + "Bearer ".len() + canary().len();
+    // The cap falls one byte before the end of the secret.
+    let st = setup(server.port, 9, json!({"max_response_bytes": body_len - 1}));
+    let secret = &st.api_secret;
+    server.route("/v1/leak", Reply::text(200, &format!("{pad}Bearer {secret}")));
+    let mut s = ready(Launch::mcp(&st.policy, &[]));
+    let (r, seen) = exec_once(&mut s, &server, 1, json!({"method": "GET", "url": format!("http://127.0.0.1:{}/v1/leak", server.port)}));
+    assert_eq!(seen.header("authorization"), Some(format!("Bearer {secret}").as_str()));
+    assert_ok(&r, 200);
+    assert_eq!(sc(&r)["truncated"], true, "{r}");
+    let run = s.finish();
+    run.protocol();
+    let prefix = &secret[..secret.len() - 1];
+    assert!(
+        !String::from_utf8_lossy(&run.stdout).contains(prefix),
+        "all but the last character of the secret reached the agent: {}",
+        sc(&r)["body"]
+    );
+}

@@ -349,6 +349,26 @@ fn malformed_input_exits_3_with_protocol_only_stdout() {
     assert_eq!(server.accepted(), 0, "the request after the garbage was never read");
 }
 
+#[test]
+fn close_on_refusal_exits_4_with_protocol_only_stdout() {
+    let server = TestServer::start();
+    let f = fixture(server.port, 0o600);
+    let url = format!("http://127.0.0.1:{}/v1/x", server.port);
+    let input = lines(&[
+        initialize(json!(1), "2025-06-18"),
+        initialized(),
+        tool_call(2, "http.request", json!({"method": "DELETE", "url": url})),
+        http_get(3, url.clone()),
+    ]);
+    let run = Launch::mcp(&f.policy, &["--close-on-refusal", "-vvv"]).run(&input);
+    let msgs = run.protocol();
+    run.assert_exit(4);
+    assert_eq!(msgs.len(), 2, "{}", run.context());
+    assert_eq!(tool_error_code(&msgs[1]["result"]), Some("SP_DENIED"), "{}", run.context());
+    server.settle();
+    assert_eq!(server.accepted(), 0, "the request after the refusal was never read");
+}
+
 // ---------------------------------------------------------------------------------------
 // The client goes away
 
