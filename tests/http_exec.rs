@@ -196,6 +196,7 @@ fn authorized_session_end_to_end() {
     };
     server.route("/v1/redirect", redirect(302, url("/v1/target")));
     server.route("/open/redirect", redirect(302, url("/open/target")));
+    server.route("/open/to-v1", redirect(302, url("/v1/target")));
     server.route("/open/away", redirect(307, format!("http://127.0.0.1:{}/open/x", elsewhere.port)));
     server.route("/open/json", Reply::json(200, r#"{"a":[1,2,{"b":null}],"s":"\u00e9"}"#));
     server.route("/open/big", Reply::text(200, &"0123456789".repeat(1000)));
@@ -268,6 +269,11 @@ fn authorized_session_end_to_end() {
     let targets: Vec<&str> = seen.iter().map(|r| r.target.as_str()).collect();
     assert_eq!(targets, ["/open/redirect", "/open/target"]);
     assert!(seen.iter().all(|r| r.header("authorization").is_none()));
+    // Uncredentialed, same origin, into a credentialed path: the hop carries no credential.
+    let (r, seen) = exec_n(&mut s, &server, 26, json!({"method": "GET", "url": url("/open/to-v1")}), 2);
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(seen[1].target, "/v1/target");
+    assert_eq!(seen[1].header("authorization"), None, "a redirect hop picked up a credential");
     // Uncredentialed, to another origin: not followed; the other server sees nothing.
     let (r, seen) = exec_once(&mut s, &server, 25, json!({"method": "GET", "url": url("/open/away")}));
     assert_ok(&r, 307);
@@ -320,11 +326,12 @@ fn authorized_session_end_to_end() {
     assert_no_secret(&run, &[&st.api_secret, &st.keyed_secret], &[&st.dir.join(""), "api.token", "keyed.token"]);
     server.settle();
     assert_eq!(server.accepted(), server.requests().len(), "one connection per request, nothing else");
-    assert_eq!(server.requests().len(), 13);
-    assert!(server.requests().iter().all(|r| r.target != "/v1/target"), "a credentialed redirect was followed");
+    assert_eq!(server.requests().len(), 15);
+    let to_v1_target = server.requests().iter().filter(|r| r.target == "/v1/target").count();
+    assert_eq!(to_v1_target, 1, "only the uncredentialed hop reaches /v1/target; a credentialed redirect was followed");
     assert_eq!(
         run.summary(),
-        "sp: session ended (Eof): executions=13 [http.request:ok=12 sp.inventory:ok=1] rejections=3 [denied=3]",
+        "sp: session ended (Eof): executions=14 [http.request:ok=13 sp.inventory:ok=1] rejections=3 [denied=3]",
         "{}",
         run.context()
     );
