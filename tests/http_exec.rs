@@ -155,14 +155,16 @@ fn tools_list_offers_http_request_and_inventory() {
     let list = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("no tools: {list}"));
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["http.request", "sp.inventory"], "{list}");
+    // ssh.exec joins them once the SSH issue lands.
+    assert!(names.contains(&"http.request") && names.contains(&"sp.inventory"), "{list}");
+    assert!(names.iter().all(|n| ["http.request", "sp.inventory", "ssh.exec"].contains(n)), "{list}");
     for t in tools {
         let schema = &t["inputSchema"];
         assert_eq!(schema["type"], "object", "{t}");
         assert_eq!(schema["additionalProperties"], false, "{t}");
         assert!(t["description"].as_str().is_some_and(|d| !d.is_empty()), "{t}");
     }
-    let http = &tools[0]["inputSchema"];
+    let http = &tools.iter().find(|t| t["name"] == "http.request").expect("http.request")["inputSchema"];
     assert_eq!(http["required"], json!(["method", "url"]));
     for p in ["method", "url", "headers", "query", "body", "credential"] {
         assert!(http["properties"][p].is_object(), "http.request lacks {p}: {http}");
