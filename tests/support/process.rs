@@ -44,9 +44,34 @@ pub fn random_hex() -> String {
     out
 }
 
+/// Every canary handed out in this test process.
+static CANARIES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 /// A distinctive secret value: if it shows up anywhere it was not meant to, it is ours.
+/// Every canary is registered; every finished `sp` run ([`Run::new`]) is checked for all
+/// of them in stdout and stderr (issue #3, "canary test across the suite").
 pub fn canary() -> String {
-    format!("sp-canary-{}", random_hex())
+    let c = format!("sp-canary-{}", random_hex());
+    CANARIES.lock().unwrap_or_else(|e| e.into_inner()).push(c.clone());
+    c
+}
+
+/// Panics if any canary reached sp's stdout or stderr.
+fn assert_no_canary(stdout: &[u8], stderr: &str, cmd: &str) {
+    let out = String::from_utf8_lossy(stdout);
+    for c in CANARIES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for place in [("stdout", &*out), ("stderr", stderr)] {
+            assert!(!place.1.contains(c.as_str()), "a secret canary reached sp's {}\ncommand: {cmd}\nstderr:\n{stderr}", place.0);
+        }
+    }
+}
+
+impl Run {
+    /// Every finished run goes through here: the canary check cannot be forgotten.
+    fn new(status: ExitStatus, stdout: Vec<u8>, stderr: String, cmd: String) -> Run {
+        assert_no_canary(&stdout, &stderr, &cmd);
+        Run { status, stdout, stderr, cmd }
+    }
 }
 
 /// A private temporary directory (mode 0700), removed on drop.
@@ -151,12 +176,7 @@ impl Launch {
         });
         let out = child.wait_with_output().expect("wait for sp");
         writer.join().expect("stdin writer");
-        Run {
-            status: out.status,
-            stdout: out.stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            cmd: self.describe(),
-        }
+        Run::new(out.status, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned(), self.describe())
     }
 }
 
@@ -436,7 +456,7 @@ impl Session {
         self.raw.extend_from_slice(&rest);
         let status = self.child.wait().expect("wait for sp");
         let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
-        Run { status, stdout: std::mem::take(&mut self.raw), stderr, cmd: self.launch.describe() }
+        Run::new(status, std::mem::take(&mut self.raw), stderr, self.launch.describe())
     }
 }
 
