@@ -1,63 +1,144 @@
 //! The HTTP executor: blocking ureq, every risky default set explicitly.
 //!
+//! - destination safety first (`dest.rs`): the host is resolved once, every address is
+//!   checked (link-local, metadata, multicast, broadcast, unspecified and reserved
+//!   addresses always refused; loopback, RFC 1918, CGNAT and unique-local ones only under
+//!   a rule that names the host exactly), and ureq connects only to the checked addresses
+//!   through a pinned resolver, so a second DNS answer cannot change the target. A
+//!   refused destination is `SP_BLOCKED`: nothing is sent and the credential is not read;
 //! - no proxy, ever, whatever `HTTP_PROXY`/`ALL_PROXY` say (a proxy hides the real
 //!   destination from the policy);
-//! - no redirects: a 3xx comes back as data (following them is issue #3's business);
+//! - ureq follows no redirects: a 3xx comes back as data (`server.rs` follows same-origin
+//!   ones hop by hop, and every hop comes through here again, resolved and checked anew);
 //! - statuses are results (`http_status_as_error(false)`);
-//! - `timeout_s` from the policy bounds the whole exchange, body included;
+//! - `timeout_s` from the policy bounds the whole exchange, name lookup and body
+//!   included;
 //! - the body is read up to `max_response_bytes` and then the connection is dropped: a
 //!   huge response is truncated while streaming, never buffered whole;
 //! - no compression is requested (ureq is built without gzip), so what is scrubbed is
-//!   what the server sent.
+//!   what the server sent;
+//! - connections are pooled per host and port only while that host resolves to the same
+//!   checked addresses: when the answer changes, the pool is dropped, so a connection
+//!   opened under an earlier answer is never reused for a later one.
 //!
 //! The credential is read here, at the moment of use, and injected as the policy says.
 
+use std::collections::HashMap;
 use std::io::Read;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ureq::http::Request;
+use ureq::unversioned::transport::DefaultConnector;
 
+use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
 use super::{ExecError, Executor, HttpOutcome};
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{Placement, Vault};
 
 pub const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 
-#[derive(Default)]
+/// Distinct host:port pairs remembered per pool before it is dropped and started afresh.
+const MAX_POOLED_DESTINATIONS: usize = 256;
+
 pub struct HttpExecutor {
-    /// Built on first use, then reused (connection pool); keyed by timeout.
-    agent: Option<(std::time::Duration, ureq::Agent)>,
+    lookup: Arc<dyn Lookup>,
+    /// Test seam: every checked address must also pass this before ureq may dial it. It
+    /// can only refuse, never admit; the SSRF tests use it so that nothing but loopback
+    /// is ever dialed even if the check had a bug.
+    dial_filter: Option<Box<dyn Fn(IpAddr) -> bool>>,
+    /// Built on first use, then reused (connection pool) while answers stay the same.
+    pool: Option<Pool>,
+    /// Dials made through pools since dropped.
+    retired_dials: u64,
+}
+
+struct Pool {
+    agent: ureq::Agent,
+    resolver: PinnedResolver,
+    /// The checked addresses (sorted) each host:port's connections were opened under.
+    opened_under: HashMap<(String, u16), Vec<SocketAddr>>,
+}
+
+impl Pool {
+    fn new() -> Pool {
+        let config = ureq::Agent::config_builder()
+            .proxy(None)
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .https_only(false)
+            .user_agent(USER_AGENT)
+            .build();
+        let resolver = PinnedResolver::new();
+        let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver.clone());
+        Pool { agent, resolver, opened_under: HashMap::new() }
+    }
+}
+
+impl Default for HttpExecutor {
+    fn default() -> HttpExecutor {
+        HttpExecutor::with_lookup(SystemLookup)
+    }
 }
 
 impl HttpExecutor {
+    /// Resolves names with the system resolver.
     pub fn new() -> HttpExecutor {
         HttpExecutor::default()
     }
 
-    fn agent(&mut self, timeout: std::time::Duration) -> &ureq::Agent {
-        if self.agent.as_ref().is_none_or(|(t, _)| *t != timeout) {
-            let config = ureq::Agent::config_builder()
-                .proxy(None)
-                .max_redirects(0)
-                .http_status_as_error(false)
-                .https_only(false)
-                .user_agent(USER_AGENT)
-                .timeout_global(Some(timeout))
-                .timeout_connect(Some(timeout))
-                .build();
-            self.agent = Some((timeout, ureq::Agent::new_with_config(config)));
+    /// Resolves names with `lookup` (tests inject DNS answers here).
+    pub fn with_lookup(lookup: impl Lookup) -> HttpExecutor {
+        HttpExecutor { lookup: Arc::new(lookup), dial_filter: None, pool: None, retired_dials: 0 }
+    }
+
+    /// Refuses to dial any checked address for which `allow` is false (`SP_UNAVAILABLE`,
+    /// nothing sent). Only narrows what the destination check admits.
+    pub fn restrict_dial(mut self, allow: impl Fn(IpAddr) -> bool + 'static) -> HttpExecutor {
+        self.dial_filter = Some(Box::new(allow));
+        self
+    }
+
+    /// How many times ureq was handed checked addresses to connect to (or to reuse a
+    /// pooled connection to).
+    pub fn dials(&self) -> u64 {
+        self.retired_dials + self.pool.as_ref().map_or(0, |p| p.resolver.dials())
+    }
+
+    /// The agent, with `checked` pinned as the only destination it may resolve.
+    fn agent_for(&mut self, checked: Checked) -> &ureq::Agent {
+        let key = (checked.host().to_owned(), checked.port());
+        let mut set = checked.addrs().to_vec();
+        set.sort();
+        let stale = self.pool.as_ref().is_none_or(|p| match p.opened_under.get(&key) {
+            Some(before) => *before != set,
+            None => p.opened_under.len() >= MAX_POOLED_DESTINATIONS,
+        });
+        if stale {
+            if let Some(old) = self.pool.take() {
+                self.retired_dials += old.resolver.dials();
+            }
         }
-        &self.agent.as_ref().expect("set above").1
+        let pool = self.pool.get_or_insert_with(Pool::new);
+        pool.opened_under.insert(key, set);
+        pool.resolver.pin(checked);
+        &pool.agent
     }
 }
 
 impl Executor for HttpExecutor {
     fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
         let action = authorized.action();
+        let started = Instant::now();
         let target = format!(
             "{}:{}",
             action.url.host_str().unwrap_or_default(),
             action.url.port_or_known_default().unwrap_or_default()
         );
+        // Before anything is read or sent: resolve once, check every address.
+        let checked = dest::resolve_and_check(&self.lookup, &action.url, action.host_named_exactly, action.timeout)
+            .map_err(dest_error)?;
         let mut builder = Request::builder().method(action.method.as_str()).uri(action.url.as_str());
         for (name, value) in &action.headers {
             builder = builder.header(name.as_str(), value.as_str());
@@ -73,10 +154,19 @@ impl Executor for HttpExecutor {
                 }
             }
         }
-        let agent = self.agent(action.timeout);
+        if let Some(allow) = &self.dial_filter {
+            if let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip())) {
+                return Err(ExecError::Unavailable(format!("{target}: {} is outside the dial restriction; not dialed", a.ip())));
+            }
+        }
+        let remaining = action.timeout.saturating_sub(started.elapsed());
+        if remaining.is_zero() {
+            return Err(ExecError::Timeout(format!("{target}: timed out")));
+        }
+        let agent = self.agent_for(checked);
         let sent = match &action.body {
-            Some(body) => builder.body(body.clone()).map(|r| agent.run(r)),
-            None => builder.body(()).map(|r| agent.run(r)),
+            Some(body) => builder.body(body.clone()).map(|r| run(agent, r, remaining)),
+            None => builder.body(()).map(|r| run(agent, r, remaining)),
         };
         let response = sent
             .map_err(|_| ExecError::Upstream("the request could not be built".into()))?
@@ -103,6 +193,24 @@ impl Executor for HttpExecutor {
     }
 }
 
+/// Runs `request` with the time left of the policy timeout (the lookup spent the rest).
+fn run<S: ureq::AsSendBody>(
+    agent: &ureq::Agent,
+    request: Request<S>,
+    remaining: Duration,
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    let request = agent.configure_request(request).timeout_global(Some(remaining)).timeout_connect(Some(remaining)).build();
+    agent.run(request)
+}
+
+fn dest_error(e: DestError) -> ExecError {
+    match e {
+        DestError::Blocked(m) => ExecError::Blocked(m),
+        DestError::Timeout(m) => ExecError::Timeout(m),
+        DestError::NotFound(m) | DestError::Failed(m) => ExecError::Unavailable(m),
+    }
+}
+
 fn classify(e: ureq::Error, target: &str) -> ExecError {
     match e {
         ureq::Error::Timeout(_) => ExecError::Timeout(format!("{target}: timed out")),
@@ -117,6 +225,11 @@ fn classify(e: ureq::Error, target: &str) -> ExecError {
 
 fn classify_io(e: &std::io::Error, target: &str) -> ExecError {
     use std::io::ErrorKind::*;
+    // The pinned resolver refused a host or port that was not checked (cannot happen
+    // while ureq follows no redirects and uses no proxy; refused all the same).
+    if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<dest::Unpinned>()) {
+        return ExecError::Blocked(format!("{target}: not connecting: {inner}"));
+    }
     // ureq wraps its own errors (a timeout while reading the body) in io::Error.
     if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()) {
         if matches!(inner, ureq::Error::Timeout(_)) {

@@ -5,6 +5,7 @@
 //! can get here. Tests put a recording executor behind this trait to prove that rejected
 //! input never arrives (`calls == []`); the real one is [`http::HttpExecutor`].
 
+pub mod dest;
 pub mod http;
 
 use std::fmt;
@@ -34,6 +35,9 @@ pub struct HttpOutcome {
 #[derive(Debug, PartialEq, Eq)]
 pub enum ExecError {
     Secret(SecretError),
+    /// The destination resolves to an address the policy may not reach (`dest.rs`);
+    /// nothing was sent.
+    Blocked(String),
     Timeout(String),
     Unavailable(String),
     Upstream(String),
@@ -44,6 +48,7 @@ impl ExecError {
     pub fn code(&self) -> &'static str {
         match self {
             ExecError::Secret(_) | ExecError::Unavailable(_) => "SP_UNAVAILABLE",
+            ExecError::Blocked(_) => "SP_BLOCKED",
             ExecError::Timeout(_) => "SP_TIMEOUT",
             ExecError::Upstream(_) => "SP_UPSTREAM",
         }
@@ -54,7 +59,7 @@ impl fmt::Display for ExecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ExecError::Secret(e) => e.fmt(f),
-            ExecError::Timeout(m) | ExecError::Unavailable(m) | ExecError::Upstream(m) => f.write_str(m),
+            ExecError::Blocked(m) | ExecError::Timeout(m) | ExecError::Unavailable(m) | ExecError::Upstream(m) => f.write_str(m),
         }
     }
 }
