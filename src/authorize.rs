@@ -35,10 +35,12 @@ impl<A> Authorized<A> {
 }
 
 #[derive(Debug)]
-#[expect(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+#[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
 pub enum Action {
     Http(Authorized<HttpAction>),
     Inventory(Authorized<Inventory>),
+    /// `ssh.exec` (issue #4): built only in [`authorize`], checked by `ssh::authorize`.
+    Ssh(Authorized<crate::ssh::SshAction>),
 }
 
 /// The credential an authorized HTTP call carries: where to read it and how to inject
@@ -80,11 +82,14 @@ pub enum Denial {
     QueryConflict { name: String, param: String },
     BodyTooLarge { limit: u64 },
     HttpsOnly,
+    /// An `ssh.exec` refusal (unknown host, command not on the list, timeout too long).
+    Ssh(crate::ssh::SshDenial),
 }
 
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Denial::Ssh(d) => d.fmt(f),
             Denial::NoRule { method, host, port, path } => {
                 write!(f, "no http.allow rule permits {method} {host}:{port}{path}")
             }
@@ -113,6 +118,7 @@ pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
     match call {
         ToolCall::Http(req) => authorize_http(policy, req, true).map(|a| Action::Http(Authorized(a))),
         ToolCall::Inventory => Ok(Action::Inventory(Authorized(inventory(policy)))),
+        ToolCall::Ssh(call) => crate::ssh::authorize(&policy.ssh, call).map(|a| Action::Ssh(Authorized(a))).map_err(Denial::Ssh),
     }
 }
 
@@ -277,7 +283,7 @@ fn inventory(policy: &Policy) -> Inventory {
         .collect();
     Inventory(json!({
         "http": {"allow": allow, "credentials": credentials},
-        "ssh": {"hosts": []},
+        "ssh": {"hosts": crate::ssh::inventory(&policy.ssh)},
     }))
 }
 
@@ -309,7 +315,7 @@ mod tests {
         let req = call_request(Some(json!({"name": "http.request", "arguments": args}))).unwrap();
         match authorize(&policy(), ToolCall::parse(&req).unwrap())? {
             Action::Http(a) => Ok(a.0),
-            Action::Inventory(_) => panic!(),
+            Action::Inventory(_) | Action::Ssh(_) => panic!(),
         }
     }
 

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::exec::http::HttpExecutor;
+use crate::exec::Executors;
 use crate::frame::DEFAULT_MAX_LINE_BYTES;
 use crate::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
@@ -198,7 +198,7 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
     };
     let mut out = stdout.into_protocol();
-    let mut server = Server::new(&policy, HttpExecutor::new(), options);
+    let mut server = Server::new(&policy, Executors::new(), options);
     let exit = server.serve(std::io::stdin().lock(), &mut out);
     if !args.quiet {
         eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());
@@ -242,6 +242,7 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
         let hosts: Vec<&str> = c.hosts.iter().map(|h| h.text.as_str()).collect();
         s += &format!("  {}: {} -> {}\n", c.name, c.source.describe(), hosts.join(","));
     }
+    s += &crate::ssh::check_summary(&policy.ssh);
     text(stdout, &s)
 }
 

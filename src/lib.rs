@@ -21,4 +21,5 @@ pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod session;
+pub mod ssh;
 pub mod tools;

@@ -295,6 +295,8 @@ pub struct Policy {
     /// Sorted by name: "the first bound credential" means the first by name.
     pub credentials: BTreeMap<String, Credential>,
     pub http: HttpPolicy,
+    /// `ssh.exec` hosts and host-key handling (issue #4, `ssh/policy.rs`).
+    pub ssh: crate::ssh::SshPolicy,
 }
 
 impl Policy {
@@ -312,6 +314,7 @@ impl Policy {
                 https_only: false,
                 ca_certs: None,
             },
+            ssh: crate::ssh::SshPolicy::default(),
         }
     }
 
@@ -442,7 +445,7 @@ pub fn is_name(s: &str) -> bool {
 }
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http"])?;
+    let top = object(root, "", &["credentials", "http", "ssh"])?;
     let mut credentials = BTreeMap::new();
     if let Some(c) = top.get("credentials") {
         let Value::Object(defs) = c else {
@@ -460,7 +463,11 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(h) => http(h)?,
         None => Policy::deny_all().http,
     };
-    Ok(Policy { origin: None, credentials, http })
+    let ssh = match top.get("ssh") {
+        Some(v) => crate::ssh::policy::parse(v)?,
+        None => crate::ssh::SshPolicy::default(),
+    };
+    Ok(Policy { origin: None, credentials, http, ssh })
 }
 
 fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {

@@ -141,6 +141,32 @@ impl Vault {
         Ok(Secret(value))
     }
 
+    /// An SSH private key file (issue #4): the same checks as a `file` source (owner-only,
+    /// at most 64 KiB, read through the opened descriptor), but the text is kept whole,
+    /// newlines included. The whole key and each of its base64 body lines are remembered
+    /// for redaction, so a key echoed whole or line by line never leaves in a result.
+    pub fn read_key_file(&mut self, credential: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
+        let mut text = Zeroizing::new(read_file(credential, path)?);
+        if text.trim().is_empty() {
+            return Err(SecretError::Empty { credential: credential.to_owned() });
+        }
+        if text.contains('\0') {
+            return Err(SecretError::Invalid { credential: credential.to_owned(), why: "key file contains NUL" });
+        }
+        let lines: Vec<Zeroizing<String>> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.len() >= 16 && !l.starts_with("-----") && !l.contains(':'))
+            .map(|l| Zeroizing::new(l.to_owned()))
+            .collect();
+        for line in &lines {
+            self.remember(credential, line);
+        }
+        self.remember(credential, &text);
+        text.push('\n');
+        Ok(Secret(text))
+    }
+
     fn remember(&mut self, credential: &str, value: &str) {
         if self.raw.iter().any(|v| v.as_str() == value) {
             return;

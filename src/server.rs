@@ -289,6 +289,7 @@ impl<'p, E: Executor> Server<'p, E> {
                     (tools::HTTP_REQUEST, e.code(), exec_error(&e))
                 }
             },
+            Action::Ssh(ssh) => self.run_ssh(&ssh),
         };
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // The single redaction point: nothing in a result leaves without passing here.
@@ -343,6 +344,40 @@ impl<E: Executor> Server<'_, E> {
                     result["location"] = Value::String(location);
                     return Ok(result);
                 }
+            }
+        }
+    }
+}
+
+impl<E: Executor> Server<'_, E> {
+    /// `ssh.exec` (issue #4): run, scrub the raw output bytes, shape the result. A
+    /// timeout is an error result that still carries the output collected until then.
+    fn run_ssh(&mut self, ssh: &Authorized<crate::ssh::SshAction>) -> (&'static str, &'static str, Value) {
+        let a = ssh.action();
+        log::info!("executing ssh.exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
+        log::debug!("ssh.exec command on {}: {:?}", a.host, a.command);
+        let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome| {
+            vault.scrub_bytes(&mut o.stdout);
+            vault.scrub_bytes(&mut o.stderr);
+        };
+        match self.executor.ssh(ssh, &mut self.vault) {
+            Ok(mut o) => {
+                log::info!("ssh.exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
+                scrub(&self.vault, &mut o);
+                (crate::ssh::SSH_EXEC, "ok", tool_ok(o.to_json()))
+            }
+            Err(mut e) => {
+                log::warn!("ssh.exec on {} failed: {e}", a.host);
+                let mut result = tool_error(e.code(), &e.to_string());
+                if let Some(o) = e.partial_mut() {
+                    scrub(&self.vault, o);
+                    let partial = o.to_json();
+                    if let (Some(sc), Value::Object(fields)) = (result["structuredContent"].as_object_mut(), &partial) {
+                        sc.extend(fields.clone());
+                    }
+                    result["content"][0]["text"] = Value::String(format!("{}: {e}\n{partial}", e.code()));
+                }
+                (crate::ssh::SSH_EXEC, e.code(), result)
             }
         }
     }

@@ -80,10 +80,11 @@ pub fn definitions() -> Value {
         {
             "name": INVENTORY,
             "title": "What this gateway allows",
-            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts and paths they are bound to. Never returns a secret.",
+            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts and paths they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        }
+        },
+        crate::ssh::args::definition()
     ])
 }
 
@@ -145,7 +146,7 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         Some(Value::Object(a)) => a,
         Some(other) => return Err(CallError::ArgumentsNotObject { found: kind_of(&other) }),
     };
-    if name != HTTP_REQUEST && name != INVENTORY {
+    if name != HTTP_REQUEST && name != INVENTORY && name != crate::ssh::SSH_EXEC {
         return Err(CallError::UnknownTool { name });
     }
     Ok(CallRequest { name, arguments })
@@ -153,10 +154,12 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
 
 /// A fully typed tool call. Only `parse` builds one.
 #[derive(Debug, Clone, PartialEq)]
-#[expect(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+#[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
 pub enum ToolCall {
     Http(HttpRequest),
     Inventory,
+    /// `ssh.exec` (issue #4, `ssh/args.rs`).
+    Ssh(crate::ssh::SshExec),
 }
 
 /// `http.request` arguments after every check.
@@ -194,6 +197,7 @@ impl ToolCall {
     pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
         match call.name.as_str() {
             HTTP_REQUEST => http_request(&call.arguments).map(ToolCall::Http),
+            crate::ssh::SSH_EXEC => crate::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
             INVENTORY => match call.arguments.keys().next() {
                 None => Ok(ToolCall::Inventory),
                 Some(k) => bad(format!("unknown argument {:?}: sp.inventory takes none", short(k))),

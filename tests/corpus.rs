@@ -7,7 +7,8 @@
 mod support;
 
 use sallyport::authorize::{Authorized, HttpAction};
-use sallyport::exec::{ExecError, Executor, HttpOutcome};
+use sallyport::exec::{ExecError, Executor, HttpOutcome, SshError, SshOutcome};
+use sallyport::ssh::SshAction;
 use sallyport::out::ProtocolWriter;
 use sallyport::secret::Vault;
 use sallyport::server::{Exit, Options, Server};
@@ -25,6 +26,13 @@ impl Executor for Recording {
     fn http(&mut self, action: &Authorized<HttpAction>, _vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
         self.calls.push(action.action().url.to_string());
         Ok(HttpOutcome { status: 200, headers: vec![], body: b"{}".to_vec(), truncated: false })
+    }
+
+    /// `ssh <host> <command>`: the corpus commands end with `/corpus/<name>`.
+    fn ssh(&mut self, action: &Authorized<SshAction>, _vault: &mut Vault) -> Result<SshOutcome, SshError> {
+        let a = action.action();
+        self.calls.push(format!("ssh {} {}", a.host, a.command));
+        Ok(SshOutcome { host: a.host.clone(), exit_status: Some(0), ..SshOutcome::default() })
     }
 }
 
@@ -120,4 +128,28 @@ fn close_on_refusal() {
     assert_eq!(Exit::Refused.code(), 4);
     assert!(server.executor().calls.is_empty());
     assert_eq!(out.written(), 2, "init answer and the -32601 only");
+}
+
+/// The ssh control: a valid `ssh.exec` through the same entry point reaches the recorder
+/// exactly once (so the ssh cases' `calls == []` means something), and an allowed
+/// command on the listed host does too.
+#[test]
+fn ssh_control_reaches_the_recorder() {
+    let policy = corpus::policy(PORT);
+    let mut input = corpus::prelude_ready();
+    for (id, host, command) in [(1, "corpus", "echo /corpus/ssh_control; id"), (2, "corpus-listed", "systemctl status nginx")] {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "ssh.exec", "arguments": {"host": host, "command": command}}});
+        input.extend_from_slice(call.to_string().as_bytes());
+        input.push(b'\n');
+    }
+    let mut server = Server::new(&policy, Recording::default(), Options::default());
+    let mut out = ProtocolWriter::new(Vec::new());
+    assert_eq!(server.serve(&input[..], &mut out), Exit::Eof);
+    assert_eq!(server.executor().calls, vec!["ssh corpus echo /corpus/ssh_control; id", "ssh corpus-listed systemctl status nginx"]);
+    assert_eq!((server.stats.executed(), server.stats.rejected()), (2, 0), "{}", server.stats.summary());
+    let raw = out.into_inner();
+    let answers: Vec<Value> = raw.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    assert_eq!(answers[1]["result"]["structuredContent"]["exit_status"], 0, "{answers:?}");
+    assert_eq!(answers[1]["result"]["isError"], false);
 }

@@ -7,16 +7,49 @@
 
 pub mod dest;
 pub mod http;
+pub mod ssh;
 
 use std::fmt;
 
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{SecretError, Vault};
+pub use ssh::{SshError, SshOutcome};
 
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which
     /// remembers it for redaction) only now, after authorization.
     fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError>;
+
+    /// Runs one authorized SSH command (issue #4); key, passphrase and password files are
+    /// read through `vault` at connection time. The default refuses, so an executor built
+    /// for HTTP only fails closed.
+    fn ssh(&mut self, action: &Authorized<crate::ssh::SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
+        let _ = (action, vault);
+        Err(SshError::Unavailable("this executor does not run ssh.exec".into()))
+    }
+}
+
+/// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
+#[derive(Default)]
+pub struct Executors {
+    pub http: http::HttpExecutor,
+    pub ssh: ssh::SshExecutor,
+}
+
+impl Executors {
+    pub fn new() -> Executors {
+        Executors::default()
+    }
+}
+
+impl Executor for Executors {
+    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
+        self.http.http(action, vault)
+    }
+
+    fn ssh(&mut self, action: &Authorized<crate::ssh::SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
+        self.ssh.run(action, vault)
+    }
 }
 
 /// What came back. A status is a result, never an error.

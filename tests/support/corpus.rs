@@ -73,12 +73,18 @@ pub fn load() -> Vec<Case> {
     cases
 }
 
-/// Allows every method and path on 127.0.0.1:PORT, with a credential bound to it: any
-/// input that slipped through validation would execute.
+/// Allows every method and path on 127.0.0.1:PORT, with a credential bound to it, and
+/// two SSH hosts on 127.0.0.1:PORT (`corpus`: any command; `corpus-listed`: `uptime`,
+/// `systemctl status *`): any input that slipped through validation would execute (and
+/// connect to PORT).
 pub fn policy_json(port: u16) -> String {
     format!(
         r#"{{"credentials": {{"corpus": {{"source": {{"env": "SP_CORPUS_TOKEN"}}, "inject": {{"bearer": {{}}}}, "hosts": ["127.0.0.1:{port}"]}}}},
-            "http": {{"allow": [{{"hosts": ["127.0.0.1:{port}"], "methods": ["*"], "paths": ["/*"]}}]}}}}"#
+            "http": {{"allow": [{{"hosts": ["127.0.0.1:{port}"], "methods": ["*"], "paths": ["/*"]}}]}},
+            "ssh": {{"known_hosts": "/nonexistent/sp-corpus/known_hosts", "hosts": {{
+                "corpus": {{"address": "127.0.0.1", "port": {port}, "user": "corpus", "auth": {{"agent": true}}}},
+                "corpus-listed": {{"address": "127.0.0.1", "port": {port}, "user": "corpus", "auth": {{"agent": true}},
+                                   "commands": ["uptime", "systemctl status *"]}}}}}}}}"#
     )
 }
 

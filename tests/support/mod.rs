@@ -4,3 +4,4 @@
 pub mod corpus;
 pub mod http_server;
 pub mod process;
+pub mod sshd;

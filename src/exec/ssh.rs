@@ -1,0 +1,624 @@
+//! The SSH executor: libssh2 through the `ssh2` crate, blocking, one process, one thread.
+//!
+//! ```text
+//!  run(Authorized<SshAction>)
+//!   ├─ kept session for this inventory host? ── keepalive + open a channel ──ok──┐
+//!   │        └─ failed (server restarted, connection dropped): drop it, go on ↓   │
+//!   ├─ connect: resolve, try each address (connect_timeout_s, TCP_NODELAY)        │
+//!   │  handshake (offering host key types already in known_hosts first)           │
+//!   │  host key vs known_hosts ── revoked / changed / unknown under strict ─> SP_HOST_KEY
+//!   │  authenticate (key file / password file / agent) ────── failure ──────> SP_AUTH
+//!   │  accept-new and unknown: record the key now (locked append) ─ conflict ─> SP_HOST_KEY
+//!   │  open a channel ────────────────────────────────────────────────────────────┤
+//!   └─ exec ─> feed stdin, EOF ─> drain stdout+stderr (one budget) ─> remote close ─> exit status
+//!                         └─ timeout_s reached: close channel + connection ─> SP_TIMEOUT + output
+//! ```
+//!
+//! Decisions (issue #4 leaves them open; `sp(1)` repeats them):
+//! - Host keys are checked before *any* authentication request, none-method included:
+//!   a refused server never sees the user name. See `ssh/known_hosts.rs` for the rules.
+//! - Sessions are kept per inventory host for the life of the `sp mcp` process. With a
+//!   single thread, nothing runs between calls: keepalives (`ssh.keepalive_s`) go out
+//!   while a command runs and before each call, not while `sp` waits for the client. A
+//!   session the server or a middlebox dropped meanwhile is detected when the next call
+//!   opens its channel; `sp` then reconnects once, transparently. Nothing is retried
+//!   once the `exec` request has been sent: a command that may have started never runs
+//!   twice (the call fails with `SP_UPSTREAM` instead).
+//! - `timeout_s` counts from the `exec` request to the remote close; connecting
+//!   (DNS, TCP, handshake, authentication, channel) is bounded by `ssh.connect_timeout_s`
+//!   per step. Name resolution uses the system resolver and has its timeout.
+//! - On timeout the channel is closed and so is the whole connection: nothing of the
+//!   command stays attached to `sp`, and the server frees the session slot it would
+//!   otherwise keep for a still-running command (OpenSSH counts those against
+//!   `MaxSessions` on a reused connection). The command loses its stdin (EOF), stdout
+//!   and stderr: it ends with SIGPIPE at its next write. It is **not signalled**: the
+//!   RFC 4254 "signal" request needs `libssh2_channel_signal_ex`, which the `ssh2` crate
+//!   does not bind (and its generic request call refuses a second request on a channel),
+//!   so a command that neither reads nor writes runs on the server to its own end.
+//!   Operators who need a hard limit put `timeout N` in the allowed command patterns.
+//!   The next call reconnects.
+//! - Without `stdin` the command's standard input is empty (EOF at once), so `cat`
+//!   and friends do not wait for input that never comes.
+//! - stdout and stderr share one budget (`ssh.max_output_bytes`), filled in arrival
+//!   order; past it `sp` keeps draining (so the command is not blocked on a full
+//!   window), counts every byte (`stdout_bytes`, `stderr_bytes`) and sets `truncated`.
+//!   Output is returned as text: invalid UTF-8 becomes U+FFFD (after the secrets were
+//!   scrubbed from the raw bytes), and a cut inside a character is trimmed.
+//! - `exit_status` is `null` when the command was killed by a signal; `exit_signal`
+//!   ("TERM", "KILL", ...) is present only then.
+//! - Key, passphrase and password files are read through the [`Vault`] at each
+//!   connection (owner-only, bounded) and remembered for redaction. libssh2 copies the
+//!   key into its own buffers for the duration of the authentication call; those copies
+//!   are outside what `sp` can zero.
+//! - Host key algorithms: the types recorded for the host first, then Ed25519, ECDSA,
+//!   RSA-SHA2; SHA-1 `ssh-rsa` and DSA only for a host whose recorded key needs them.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use ssh2::{Channel, ErrorCode, HashType, MethodType, Session};
+
+use crate::authorize::Authorized;
+use crate::policy::SecretSource;
+use crate::secret::{SecretError, Vault};
+use crate::ssh::known_hosts::{self, KnownHosts, Recorded, Verdict};
+use crate::ssh::{HostKeyPolicy, SshAction, SshAuth};
+
+const LIBSSH2_ERROR_EAGAIN: i32 = -37;
+const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
+const LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED: i32 = -22;
+
+/// A command that ran to its end (whatever its exit status).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SshOutcome {
+    pub host: String,
+    pub exit_status: Option<i32>,
+    pub exit_signal: Option<String>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Bytes the command wrote to each stream, including what did not fit.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub truncated: bool,
+    pub duration_ms: u64,
+    /// `SHA256:<base64>` of the server's host key, as `ssh-keygen -l` prints it.
+    pub host_key_fingerprint: String,
+}
+
+impl SshOutcome {
+    /// The tool result (`structuredContent`). Scrub `stdout`/`stderr` bytes first.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "host": self.host,
+            "exit_status": self.exit_status,
+            "stdout": text(&self.stdout, self.truncated),
+            "stderr": text(&self.stderr, self.truncated),
+            "truncated": self.truncated,
+            "stdout_bytes": self.stdout_bytes,
+            "stderr_bytes": self.stderr_bytes,
+            "duration_ms": self.duration_ms,
+            "host_key_fingerprint": self.host_key_fingerprint,
+        });
+        if let Some(sig) = &self.exit_signal {
+            v["exit_signal"] = json!(sig);
+        }
+        v
+    }
+}
+
+fn text(bytes: &[u8], truncated: bool) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => t.to_owned(),
+        Err(e) if truncated && e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+/// Why an authorized `ssh.exec` produced no outcome. Messages name the inventory host,
+/// address and port, never a secret.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SshError {
+    /// Unknown (under `strict`), changed, revoked, or the known_hosts file is unusable.
+    HostKey(String),
+    Auth(String),
+    Secret(SecretError),
+    Unavailable(String),
+    /// The command outlived its timeout: what it printed until then.
+    Timeout { message: String, partial: Box<SshOutcome> },
+    Upstream(String),
+}
+
+impl SshError {
+    /// The stable machine code in the tool result.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SshError::HostKey(_) => "SP_HOST_KEY",
+            SshError::Auth(_) => "SP_AUTH",
+            SshError::Secret(_) | SshError::Unavailable(_) => "SP_UNAVAILABLE",
+            SshError::Timeout { .. } => "SP_TIMEOUT",
+            SshError::Upstream(_) => "SP_UPSTREAM",
+        }
+    }
+
+    pub fn partial(&self) -> Option<&SshOutcome> {
+        match self {
+            SshError::Timeout { partial, .. } => Some(partial),
+            _ => None,
+        }
+    }
+
+    pub fn partial_mut(&mut self) -> Option<&mut SshOutcome> {
+        match self {
+            SshError::Timeout { partial, .. } => Some(partial),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SshError::Secret(e) => e.fmt(f),
+            SshError::Timeout { message, .. } => f.write_str(message),
+            SshError::HostKey(m) | SshError::Auth(m) | SshError::Unavailable(m) | SshError::Upstream(m) => f.write_str(m),
+        }
+    }
+}
+
+/// One authenticated connection.
+struct Conn {
+    session: Session,
+    /// A second descriptor for the same socket, to wait on with `poll`.
+    socket: TcpStream,
+    fingerprint: String,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.session.set_blocking(true);
+        self.session.set_timeout(1000);
+        let _ = self.session.disconnect(None, "sp: closing", None);
+    }
+}
+
+/// Keeps one session per inventory host.
+#[derive(Default)]
+pub struct SshExecutor {
+    sessions: HashMap<String, Conn>,
+    connects: u64,
+}
+
+fn ms(d: Duration) -> u32 {
+    d.as_millis().clamp(1, u128::from(u32::MAX)) as u32
+}
+
+fn is_code(e: &ssh2::Error, code: i32) -> bool {
+    e.code() == ErrorCode::Session(code)
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+}
+
+impl SshExecutor {
+    pub fn new() -> SshExecutor {
+        SshExecutor::default()
+    }
+
+    /// TCP connections opened so far (tests and the exit summary use it).
+    pub fn connects(&self) -> u64 {
+        self.connects
+    }
+
+    pub fn run(&mut self, authorized: &Authorized<SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
+        let a = authorized.action();
+        let started = Instant::now();
+        let mut channel = None;
+        if let Some(conn) = self.sessions.get(&a.host) {
+            match open_channel(conn, a) {
+                Ok(ch) => channel = Some(ch),
+                Err(why) => {
+                    log::info!("ssh {}: the kept session is gone ({why}); reconnecting once", a.host);
+                    self.sessions.remove(&a.host);
+                }
+            }
+        }
+        let channel = match channel {
+            Some(ch) => ch,
+            None => {
+                let conn = connect(a, vault)?;
+                self.connects += 1;
+                let ch = open_channel(&conn, a)
+                    .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
+                self.sessions.insert(a.host.clone(), conn);
+                ch
+            }
+        };
+        let conn = &self.sessions[&a.host];
+        let (result, keep) = execute(conn, channel, a, started);
+        if !keep {
+            log::info!("ssh {}: closing the connection", a.host);
+            self.sessions.remove(&a.host);
+        }
+        result
+    }
+}
+
+fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
+    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let addrs: Vec<_> = (a.address.as_str(), a.port)
+        .to_socket_addrs()
+        .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?
+        .collect();
+    let mut last = String::from("no address");
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, a.connect_timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                last = if e.kind() == std::io::ErrorKind::TimedOut {
+                    format!("{addr}: timed out after {}s", a.connect_timeout.as_secs())
+                } else {
+                    format!("{addr}: {}", crate::policy::io_reason(&e))
+                };
+                log::debug!("{target}: {last}");
+            }
+        }
+    }
+    Err(SshError::Unavailable(format!("{target}: cannot connect ({last})")))
+}
+
+fn connect(a: &SshAction, vault: &mut Vault) -> Result<Conn, SshError> {
+    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
+    let stream = resolve_and_connect(a)?;
+    // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
+    stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
+    let socket = stream.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
+    let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
+    session.set_tcp_stream(stream);
+    session.set_blocking(true);
+    session.set_timeout(ms(a.connect_timeout));
+    let supported = session.supported_algs(MethodType::HostKey).unwrap_or_default();
+    let wanted = known_hosts::host_key_preference(&known.known_types(&a.address, a.port));
+    let prefs: Vec<&str> = wanted.split(',').filter(|alg| supported.contains(alg)).collect();
+    if !prefs.is_empty() {
+        let _ = session.method_pref(MethodType::HostKey, &prefs.join(","));
+    }
+    session.handshake().map_err(|e| {
+        if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
+            SshError::Unavailable(format!("{target}: SSH handshake timed out"))
+        } else {
+            SshError::Unavailable(format!("{target}: SSH handshake failed: {}", e.message()))
+        }
+    })?;
+    let (blob, fingerprint) = match (session.host_key(), session.host_key_hash(HashType::Sha256)) {
+        (Some((blob, _)), Some(hash)) => {
+            (blob.to_vec(), format!("SHA256:{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(hash)))
+        }
+        _ => return Err(SshError::Upstream(format!("{target}: the server sent no host key"))),
+    };
+    let key_type = known_hosts::blob_type(&blob).unwrap_or("?").to_owned();
+    let file = a.known_hosts.display();
+    let conn = Conn { session, socket, fingerprint: fingerprint.clone() };
+    // The verdict comes before any authentication request: a refused server never
+    // learns the user name (drop(conn) disconnects).
+    let record = match known.check(&a.address, a.port, &blob) {
+        Verdict::Known { .. } => false,
+        Verdict::Unknown if a.host_key_policy == HostKeyPolicy::AcceptNew => true,
+        Verdict::Unknown => {
+            return Err(SshError::HostKey(format!(
+                "{target}: host key {key_type} {fingerprint} is not in {file}; the strict host key policy refuses unknown keys \
+                 (add it to known_hosts after checking the fingerprint out of band)"
+            )))
+        }
+        Verdict::Changed { line } => {
+            return Err(SshError::HostKey(format!(
+                "{target}: HOST KEY CHANGED: the server presents {key_type} {fingerprint}, {file} line {line} holds another key \
+                 of that type; refused (someone may be intercepting the connection, or the host was reinstalled)"
+            )))
+        }
+        Verdict::OtherTypes { types } => {
+            return Err(SshError::HostKey(format!(
+                "{target}: the server presents a {key_type} key ({fingerprint}) but {file} only knows {} key(s) for it; refused",
+                types.join(", ")
+            )))
+        }
+        Verdict::Revoked { line } => {
+            return Err(SshError::HostKey(format!(
+                "{target}: host key {key_type} {fingerprint} is marked @revoked in {file} line {line}; refused"
+            )))
+        }
+    };
+    authenticate(&conn.session, a, vault)?;
+    if record {
+        match known_hosts::record(&a.known_hosts, &a.address, a.port, &blob) {
+            Ok(Recorded::Added) => log::warn!("{target}: accept-new: recorded host key {key_type} {fingerprint} in {file}"),
+            Ok(Recorded::AlreadyKnown) => {}
+            Err(e) => return Err(SshError::HostKey(format!("{target}: accept-new could not record the host key: {e}"))),
+        }
+    }
+    if !a.keepalive.is_zero() {
+        conn.session.set_keepalive(false, a.keepalive.as_secs().min(u64::from(u32::MAX)) as u32);
+    }
+    log::info!("{target}: connected as {} ({key_type} {fingerprint})", a.user);
+    Ok(conn)
+}
+
+fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(), SshError> {
+    let target = format!("ssh {} ({}@{}:{})", a.host, a.user, a.address, a.port);
+    let credential = format!("ssh:{}", a.host);
+    let failed = |what: &str, e: ssh2::Error| {
+        if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
+            SshError::Unavailable(format!("{target}: {what} timed out"))
+        } else {
+            SshError::Auth(format!("{target}: {what} failed: {}", e.message()))
+        }
+    };
+    match &a.auth {
+        SshAuth::Key { key_file, passphrase_file } => {
+            let key = vault.read_key_file(&credential, key_file).map_err(SshError::Secret)?;
+            let passphrase = match passphrase_file {
+                Some(p) => Some(vault.read(&credential, &SecretSource::File(p.clone())).map_err(SshError::Secret)?),
+                None => None,
+            };
+            session.userauth_pubkey_memory(&a.user, None, key.expose(), passphrase.as_ref().map(|p| p.expose())).map_err(|e| {
+                // LIBSSH2_ERROR_FILE: the key could not be decoded.
+                if is_code(&e, -16) {
+                    SshError::Auth(format!(
+                        "{target}: the key file could not be decoded (wrong or missing passphrase_file, or an unsupported format)"
+                    ))
+                } else {
+                    failed("public key authentication", e)
+                }
+            })?;
+        }
+        SshAuth::Password { password_file } => {
+            let pw = vault.read(&credential, &SecretSource::File(password_file.clone())).map_err(SshError::Secret)?;
+            session.userauth_password(&a.user, pw.expose()).map_err(|e| failed("password authentication", e))?;
+        }
+        SshAuth::Agent => {
+            let mut agent = session.agent().map_err(|e| failed("agent authentication", e))?;
+            agent
+                .connect()
+                .map_err(|_| SshError::Auth(format!("{target}: no SSH agent reachable (is SSH_AUTH_SOCK set for sp?)")))?;
+            agent.list_identities().map_err(|e| failed("listing agent keys", e))?;
+            let ids = agent.identities().map_err(|e| failed("listing agent keys", e))?;
+            let ok = ids.iter().any(|id| agent.userauth(&a.user, id).is_ok());
+            let _ = agent.disconnect();
+            if !ok {
+                return Err(SshError::Auth(format!("{target}: none of the agent's {} key(s) was accepted", ids.len())));
+            }
+        }
+    }
+    if !session.authenticated() {
+        return Err(SshError::Auth(format!("{target}: the server did not accept the authentication")));
+    }
+    Ok(())
+}
+
+/// Liveness check and channel in one: both fail on a dead connection, and neither can
+/// have started a command.
+fn open_channel(conn: &Conn, a: &SshAction) -> Result<Channel, String> {
+    let s = &conn.session;
+    s.set_blocking(true);
+    s.set_timeout(ms(a.connect_timeout));
+    if !a.keepalive.is_zero() {
+        s.keepalive_send().map_err(|e| e.message().to_owned())?;
+    }
+    s.channel_session().map_err(|e| e.message().to_owned())
+}
+
+/// Output of one command, under one budget.
+struct Collector {
+    budget: u64,
+    out: SshOutcome,
+}
+
+impl Collector {
+    fn push(&mut self, stderr: bool, data: &[u8]) {
+        let used = (self.out.stdout.len() + self.out.stderr.len()) as u64;
+        let room = self.budget.saturating_sub(used) as usize;
+        let take = room.min(data.len());
+        if take < data.len() {
+            self.out.truncated = true;
+        }
+        let (buf, total) = if stderr {
+            (&mut self.out.stderr, &mut self.out.stderr_bytes)
+        } else {
+            (&mut self.out.stdout, &mut self.out.stdout_bytes)
+        };
+        buf.extend_from_slice(&data[..take]);
+        *total += data.len() as u64;
+    }
+}
+
+/// Reads everything available now on both streams. `Ok(true)`: something arrived.
+fn drain(channel: &mut Channel, collector: &mut Collector) -> Result<bool, String> {
+    let mut buf = [0u8; 32 * 1024];
+    let mut any = false;
+    for stderr in [false, true] {
+        let mut stream = channel.stream(i32::from(stderr));
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    collector.push(stderr, &buf[..n]);
+                    any = true;
+                }
+                Err(e) if would_block(&e) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// Waits until the socket is ready in the direction libssh2 is blocked on, or `until`.
+fn wait(conn: &Conn, until: Instant) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut flags = PollFlags::IN;
+    if matches!(conn.session.block_directions(), ssh2::BlockDirections::Outbound | ssh2::BlockDirections::Both) {
+        flags |= PollFlags::OUT;
+    }
+    // Wake at least once a second: keepalives and the deadline are checked by the caller.
+    let left = until.saturating_duration_since(Instant::now()).min(Duration::from_secs(1));
+    let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+    let mut fds = [PollFd::new(&conn.socket, flags)];
+    let _ = poll(&mut fds, Some(&ts));
+}
+
+enum Step {
+    Done,
+    TimedOut,
+}
+
+/// Runs the command on an open channel. Returns the result and whether the connection
+/// can be kept.
+fn execute(conn: &Conn, mut channel: Channel, a: &SshAction, started: Instant) -> (Result<SshOutcome, SshError>, bool) {
+    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let s = &conn.session;
+    let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
+    s.set_timeout(ms(exec_timeout));
+    if let Err(e) = channel.exec(&a.command) {
+        // A denied request started nothing; anything else may have reached the server.
+        let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
+        let msg = if keep {
+            format!("{target}: the server refused to run the command")
+        } else {
+            format!("{target}: the connection failed while starting the command ({}); it is not retried, it may have started", e.message())
+        };
+        return (Err(SshError::Upstream(msg)), keep);
+    }
+    let deadline = Instant::now() + a.timeout;
+    let mut collector = Collector {
+        budget: a.max_output_bytes,
+        out: SshOutcome { host: a.host.clone(), host_key_fingerprint: conn.fingerprint.clone(), ..SshOutcome::default() },
+    };
+    s.set_blocking(false);
+    let step = pump(conn, &mut channel, a, deadline, &mut collector);
+    let finish = |mut c: Collector| {
+        c.out.duration_ms = started.elapsed().as_millis() as u64;
+        c.out
+    };
+    match step {
+        Ok(Step::Done) => {
+            let status = channel.exit_status().ok();
+            let signal = channel.exit_signal().ok().and_then(|s| s.exit_signal).filter(|s| !s.is_empty());
+            s.set_blocking(true);
+            let _ = channel.close();
+            let mut out = finish(collector);
+            out.exit_signal = signal;
+            out.exit_status = if out.exit_signal.is_some() { None } else { status };
+            (Ok(out), true)
+        }
+        Ok(Step::TimedOut) => {
+            // Best effort: the connection is closed next in any case (module docs).
+            let _ = channel.close();
+            s.set_blocking(true);
+            let message = format!(
+                "{target}: the command ran longer than {}s; its channel and the connection were closed                  (the command loses its input and output; it is not signalled)",
+                a.timeout.as_secs()
+            );
+            (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
+        }
+        Err(why) => {
+            s.set_blocking(true);
+            (
+                Err(SshError::Upstream(format!("{target}: the connection failed while the command ran ({why}); it is not retried"))),
+                false,
+            )
+        }
+    }
+}
+
+/// Feeds stdin, drains output, waits for the remote end to close.
+fn pump(conn: &Conn, channel: &mut Channel, a: &SshAction, deadline: Instant, c: &mut Collector) -> Result<Step, String> {
+    let s = &conn.session;
+    let mut stdin: &[u8] = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
+    let mut eof_sent = false;
+    loop {
+        let mut progress = false;
+        while !stdin.is_empty() {
+            match channel.write(stdin) {
+                Ok(0) => break,
+                Ok(n) => {
+                    stdin = &stdin[n..];
+                    progress = true;
+                }
+                Err(e) if would_block(&e) => break,
+                // The command closed its stdin: the rest is not wanted.
+                Err(_) => stdin = &[],
+            }
+        }
+        if stdin.is_empty() && !eof_sent {
+            match channel.send_eof() {
+                Err(e) if is_code(&e, LIBSSH2_ERROR_EAGAIN) => {}
+                _ => eof_sent = true,
+            }
+        }
+        progress |= drain(channel, c)?;
+        if channel.eof() {
+            break;
+        }
+        if !a.keepalive.is_zero() {
+            let _ = s.keepalive_send();
+        }
+        if Instant::now() >= deadline {
+            return Ok(Step::TimedOut);
+        }
+        if !progress {
+            wait(conn, deadline);
+        }
+    }
+    // Output is complete; the exit status arrives with (or before) the remote close.
+    loop {
+        match channel.wait_close() {
+            Ok(()) => return Ok(Step::Done),
+            Err(e) if is_code(&e, LIBSSH2_ERROR_EAGAIN) => {}
+            Err(e) => return Err(e.message().to_owned()),
+        }
+        drain(channel, c)?;
+        if Instant::now() >= deadline {
+            return Ok(Step::TimedOut);
+        }
+        wait(conn, deadline);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_budget_for_both_streams() {
+        let mut c = Collector { budget: 10, out: SshOutcome::default() };
+        c.push(false, b"123456");
+        c.push(true, b"abcdef");
+        c.push(false, b"zz");
+        assert_eq!((c.out.stdout.as_slice(), c.out.stderr.as_slice()), (&b"123456"[..], &b"abcd"[..]));
+        assert_eq!((c.out.stdout_bytes, c.out.stderr_bytes, c.out.truncated), (8, 6, true));
+    }
+
+    #[test]
+    fn result_shape() {
+        let o = SshOutcome {
+            host: "web1".into(),
+            exit_status: None,
+            exit_signal: Some("TERM".into()),
+            stdout: b"caf\xc3".to_vec(),
+            stderr: b"\xff".to_vec(),
+            truncated: true,
+            ..SshOutcome::default()
+        };
+        let v = o.to_json();
+        assert_eq!((v["stdout"].as_str(), v["stderr"].as_str()), (Some("caf"), Some("\u{fffd}")));
+        assert_eq!((v["exit_status"].clone(), v["exit_signal"].clone()), (Value::Null, json!("TERM")));
+        let plain = SshOutcome { exit_status: Some(3), ..SshOutcome::default() }.to_json();
+        assert!(plain.get("exit_signal").is_none());
+        assert_eq!(plain["exit_status"], 3);
+    }
+}

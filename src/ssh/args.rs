@@ -1,0 +1,137 @@
+//! `ssh.exec` arguments: `{host, command, timeout_s?, stdin?}`, hand-checked, unknown
+//! names refused (stage 5 of the pipeline, like `tools.rs` does for `http.request`).
+//!
+//! Nothing here knows the policy: whether the host exists, whether the command is on
+//! its list and whether `timeout_s` is within `ssh.timeout_s` is authorization's call.
+
+use serde_json::{json, Map, Value};
+
+use crate::jsonrpc::kind_of;
+use crate::tools::ArgError;
+
+pub const SSH_EXEC: &str = "ssh.exec";
+/// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).
+pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
+pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
+
+/// `ssh.exec` arguments after every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshExec {
+    pub host: String,
+    pub command: String,
+    pub timeout_s: Option<u64>,
+    pub stdin: Option<String>,
+}
+
+/// The `tools/list` entry.
+pub fn definition() -> Value {
+    json!({
+        "name": SSH_EXEC,
+        "title": "Run a command over SSH",
+        "description": "Run one command on an SSH host the operator allows, by inventory name (see sp.inventory). \
+            The gateway holds the key, verifies the host key and reuses the connection. The command goes to the \
+            remote user's shell; when the host has a command list it must match one of its patterns exactly \
+            (`*` = one plain argument) and may not contain ; & | ` $( > < or newlines. A non-zero exit status is a \
+            normal result. stdout and stderr share one output budget; `truncated` says it was reached.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "host": {"type": "string", "description": "Host name from sp.inventory"},
+                "command": {"type": "string", "description": "Command line to run", "maxLength": MAX_COMMAND_BYTES},
+                "timeout_s": {"type": "integer", "minimum": 1, "maximum": super::policy::MAX_TIMEOUT_S, "description": "Seconds before the command is stopped (at most the operator's limit)"},
+                "stdin": {"type": "string", "description": "Text fed to the command's standard input", "maxLength": MAX_STDIN_BYTES}
+            },
+            "required": ["host", "command"],
+            "additionalProperties": false
+        },
+        "annotations": {"destructiveHint": true, "openWorldHint": true}
+    })
+}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
+    Err(ArgError(msg.into()))
+}
+
+pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
+    const KNOWN: [&str; 4] = ["host", "command", "timeout_s", "stdin"];
+    if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        let shown: String = k.chars().take(64).collect();
+        return bad(format!("unknown argument {shown:?} (ssh.exec takes: {})", KNOWN.join(", ")));
+    }
+    let string = |key: &str| -> Result<Option<&str>, ArgError> {
+        match args.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => bad(format!("{key:?} must be a string, found {}", kind_of(other))),
+        }
+    };
+    let host = match string("host")? {
+        None => return bad("\"host\" is required"),
+        Some(h) if super::policy::is_host_name(h) => h.to_owned(),
+        Some(_) => return bad("\"host\" must be a host name from sp.inventory"),
+    };
+    let command = match string("command")? {
+        None => return bad("\"command\" is required"),
+        Some("") => return bad("\"command\" must not be empty"),
+        Some(c) if c.len() > MAX_COMMAND_BYTES => return bad(format!("\"command\" is longer than {MAX_COMMAND_BYTES} bytes")),
+        // A C string cannot carry it, and no shell would see what was sent.
+        Some(c) if c.contains('\0') => return bad("\"command\" must not contain NUL"),
+        Some(c) => c.to_owned(),
+    };
+    let timeout_s = match args.get("timeout_s") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=super::policy::MAX_TIMEOUT_S).contains(&n) && !v.is_f64() => Some(n),
+            _ => return bad(format!("\"timeout_s\" must be an integer from 1 to {}", super::policy::MAX_TIMEOUT_S)),
+        },
+    };
+    let stdin = match string("stdin")? {
+        Some(s) if s.len() > MAX_STDIN_BYTES => return bad(format!("\"stdin\" is longer than {MAX_STDIN_BYTES} bytes")),
+        s => s.map(str::to_owned),
+    };
+    Ok(SshExec { host, command, timeout_s, stdin })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: Value) -> Result<SshExec, ArgError> {
+        let Value::Object(m) = v else { panic!() };
+        parse(&m)
+    }
+
+    #[test]
+    fn accepted() {
+        let a = p(json!({"host": "web1", "command": "uptime"})).unwrap();
+        assert_eq!(a, SshExec { host: "web1".into(), command: "uptime".into(), timeout_s: None, stdin: None });
+        let a = p(json!({"host": "web1", "command": "cat", "timeout_s": 5, "stdin": "x\ny"})).unwrap();
+        assert_eq!((a.timeout_s, a.stdin.as_deref()), (Some(5), Some("x\ny")));
+    }
+
+    #[test]
+    fn refused() {
+        for v in [
+            json!({}),
+            json!({"command": "x"}),
+            json!({"host": "web1"}),
+            json!({"host": 1, "command": "x"}),
+            json!({"host": "../x", "command": "x"}),
+            json!({"host": "", "command": "x"}),
+            json!({"host": "web1", "command": ""}),
+            json!({"host": "web1", "command": ["ls"]}),
+            json!({"host": "web1", "command": "a\u{0}b"}),
+            json!({"host": "web1", "command": "x".repeat(MAX_COMMAND_BYTES + 1)}),
+            json!({"host": "web1", "command": "x", "timeout_s": 0}),
+            json!({"host": "web1", "command": "x", "timeout_s": 1.5}),
+            json!({"host": "web1", "command": "x", "timeout_s": 3601}),
+            json!({"host": "web1", "command": "x", "timeout_s": "5"}),
+            json!({"host": "web1", "command": "x", "stdin": 5}),
+            json!({"host": "web1", "command": "x", "Host": "web2"}),
+            json!({"host": "web1", "command": "x", "user": "root"}),
+        ] {
+            let shown = v.to_string();
+            assert!(p(v).is_err(), "accepted {shown}");
+        }
+    }
+}

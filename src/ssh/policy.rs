@@ -1,0 +1,401 @@
+//! The `ssh` section of the policy (`sp-policy(5)`, issue #4), parsed from the JSON value
+//! with errors that name the field (`ssh.hosts.web1.auth.key_file: must be an absolute
+//! path`). Unknown fields are refused at every level, like the rest of the policy.
+//!
+//! ```json
+//! "ssh": {
+//!   "known_hosts": "/etc/sallyport/known_hosts",
+//!   "host_key_policy": "strict",
+//!   "timeout_s": 60, "connect_timeout_s": 10, "keepalive_s": 30,
+//!   "max_output_bytes": 8388608,
+//!   "hosts": {
+//!     "web1": {"address": "10.0.0.5", "port": 22, "user": "deploy",
+//!              "auth": {"key_file": "/etc/sallyport/keys/deploy", "passphrase_file": "/etc/sallyport/keys/deploy.pass"},
+//!              "commands": ["systemctl status *", "uptime"],
+//!              "hide_address": false}
+//!   }
+//! }
+//! ```
+//!
+//! Decisions the issue left open:
+//! - `known_hosts` has no default and is required as soon as a host is listed: which
+//!   file vouches for host keys is too important to guess (`~/.ssh/known_hosts` of
+//!   whichever user runs `sp` is rarely what the operator means).
+//! - `user` is required: no fallback to `$USER` (MCP clients pass filtered
+//!   environments).
+//! - `address` is a host name or an IP literal (IPv6 with or without brackets), stored
+//!   lowercase without brackets; it is also the name looked up in `known_hosts`.
+//! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
+//!   opened only when a call needs them, never at load time.
+//! - `hide_address: true` keeps `address` and `port` out of `sp.inventory`.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::commands::CommandPattern;
+
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+pub const MAX_TIMEOUT_S: u64 = 3600;
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
+pub const MAX_CONNECT_TIMEOUT_S: u64 = 300;
+pub const DEFAULT_KEEPALIVE_S: u64 = 30;
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKeyPolicy {
+    /// Unknown or changed key: refused before authentication.
+    Strict,
+    /// Unknown key: recorded after authentication succeeds. Changed: refused.
+    AcceptNew,
+}
+
+impl HostKeyPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostKeyPolicy::Strict => "strict",
+            HostKeyPolicy::AcceptNew => "accept-new",
+        }
+    }
+}
+
+/// How `sp` proves who it is. Paths only: the files are read at use (`secret.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshAuth {
+    Key { key_file: PathBuf, passphrase_file: Option<PathBuf> },
+    Password { password_file: PathBuf },
+    /// The agent at `$SSH_AUTH_SOCK` of the `sp` process.
+    Agent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshHost {
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    pub auth: SshAuth,
+    /// `None`: any command (full shell access as `user`).
+    pub commands: Option<Vec<CommandPattern>>,
+    pub hide_address: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshPolicy {
+    pub known_hosts: Option<PathBuf>,
+    pub host_key_policy: HostKeyPolicy,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Zero: no keepalive messages.
+    pub keepalive: Duration,
+    pub max_output_bytes: u64,
+    pub hosts: BTreeMap<String, SshHost>,
+}
+
+impl Default for SshPolicy {
+    fn default() -> SshPolicy {
+        SshPolicy {
+            known_hosts: None,
+            host_key_policy: HostKeyPolicy::Strict,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
+            keepalive: Duration::from_secs(DEFAULT_KEEPALIVE_S),
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            hosts: BTreeMap::new(),
+        }
+    }
+}
+
+/// (field, message), as the rest of the policy parser reports them.
+pub type Check<T> = Result<T, (String, String)>;
+
+fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+    Err((field.to_owned(), message.into()))
+}
+
+fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
+    let Value::Object(map) = v else {
+        return err(field, "must be an object");
+    };
+    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return err(&format!("{field}.{k}"), format!("unknown field (expected one of: {})", allowed.join(", ")));
+    }
+    Ok(map)
+}
+
+fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s),
+        Value::String(_) => err(field, "must not be empty"),
+        _ => err(field, "must be a string"),
+    }
+}
+
+fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => err(field, format!("must be an integer from {min} to {max}")),
+    }
+}
+
+fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
+    let p = string(v, field)?;
+    if !p.starts_with('/') || p.contains('\0') {
+        return err(field, "must be an absolute path");
+    }
+    Ok(PathBuf::from(p))
+}
+
+fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
+    map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
+}
+
+/// Host names the agent uses: the same alphabet as credential names.
+pub fn is_host_name(s: &str) -> bool {
+    crate::policy::is_name(s)
+}
+
+/// A remote login name: portable POSIX user names, plus what `useradd` accepts in
+/// practice; never something an SSH server or a log line could misread.
+pub fn is_user(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && !s.starts_with('-')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// A DNS name or an IP literal, normalised (lowercase, IPv6 without brackets).
+pub fn normalize_address(s: &str) -> Option<String> {
+    let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+    if let Ok(v6) = bare.parse::<Ipv6Addr>() {
+        return Some(v6.to_string());
+    }
+    if s != bare {
+        return None;
+    }
+    if let Ok(v4) = bare.parse::<Ipv4Addr>() {
+        return Some(v4.to_string());
+    }
+    let name = bare.strip_suffix('.').unwrap_or(bare).to_ascii_lowercase();
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
+}
+
+pub fn parse(v: &Value) -> Check<SshPolicy> {
+    let map = object(
+        v,
+        "ssh",
+        &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts"],
+    )?;
+    let mut p = SshPolicy::default();
+    if let Some(k) = map.get("known_hosts") {
+        p.known_hosts = Some(abs_path(k, "ssh.known_hosts")?);
+    }
+    if let Some(h) = map.get("host_key_policy") {
+        p.host_key_policy = match string(h, "ssh.host_key_policy")? {
+            "strict" => HostKeyPolicy::Strict,
+            "accept-new" => HostKeyPolicy::AcceptNew,
+            other => return err("ssh.host_key_policy", format!("must be \"strict\" or \"accept-new\", not {other:?}")),
+        };
+    }
+    if let Some(t) = map.get("timeout_s") {
+        p.timeout = Duration::from_secs(int(t, "ssh.timeout_s", 1, MAX_TIMEOUT_S)?);
+    }
+    if let Some(t) = map.get("connect_timeout_s") {
+        p.connect_timeout = Duration::from_secs(int(t, "ssh.connect_timeout_s", 1, MAX_CONNECT_TIMEOUT_S)?);
+    }
+    if let Some(t) = map.get("keepalive_s") {
+        p.keepalive = Duration::from_secs(int(t, "ssh.keepalive_s", 0, MAX_TIMEOUT_S)?);
+    }
+    if let Some(t) = map.get("max_output_bytes") {
+        p.max_output_bytes = int(t, "ssh.max_output_bytes", 1, MAX_OUTPUT_BYTES_CEILING)?;
+    }
+    if let Some(h) = map.get("hosts") {
+        let Value::Object(defs) = h else {
+            return err("ssh.hosts", "must be an object mapping names to hosts");
+        };
+        for (name, def) in defs {
+            let field = format!("ssh.hosts.{name}");
+            if !is_host_name(name) {
+                return err(&field, "a host name is 1-64 letters, digits, '_', '.' or '-'");
+            }
+            p.hosts.insert(name.clone(), host(name, def, &field)?);
+        }
+    }
+    if !p.hosts.is_empty() && p.known_hosts.is_none() {
+        return err("ssh.known_hosts", "is required when ssh.hosts lists a host (host keys are always verified)");
+    }
+    Ok(p)
+}
+
+fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address"])?;
+    let af = format!("{field}.address");
+    let address = normalize_address(string(required(map, "address", field)?, &af)?)
+        .ok_or_else(|| (af.clone(), "must be a host name or an IP address (no port, no user@)".to_owned()))?;
+    let port = match map.get("port") {
+        None => 22,
+        Some(v) => int(v, &format!("{field}.port"), 1, 65535)? as u16,
+    };
+    let uf = format!("{field}.user");
+    let user = string(required(map, "user", field)?, &uf)?;
+    if !is_user(user) {
+        return err(&uf, "must be a user name (letters, digits, '.', '_', '-'; not starting with '-')");
+    }
+    let auth = auth(required(map, "auth", field)?, &format!("{field}.auth"))?;
+    let commands = match map.get("commands") {
+        None => None,
+        Some(c) => {
+            let cf = format!("{field}.commands");
+            let Value::Array(items) = c else {
+                return err(&cf, "must be an array of command patterns");
+            };
+            if items.is_empty() {
+                return err(&cf, "must not be empty (leave it out to allow any command)");
+            }
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let f = format!("{cf}[{i}]");
+                out.push(CommandPattern::parse(string(item, &f)?).map_err(|m| (f, m))?);
+            }
+            Some(out)
+        }
+    };
+    let hide_address = match map.get("hide_address") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return err(&format!("{field}.hide_address"), "must be true or false"),
+    };
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address })
+}
+
+fn auth(v: &Value, field: &str) -> Check<SshAuth> {
+    let map = object(v, field, &["key_file", "passphrase_file", "password_file", "agent"])?;
+    let kinds: Vec<&str> = ["key_file", "password_file", "agent"].into_iter().filter(|k| map.contains_key(*k)).collect();
+    let [kind] = kinds[..] else {
+        return err(
+            field,
+            "must be exactly one of {\"key_file\": PATH[, \"passphrase_file\": PATH]}, {\"password_file\": PATH} or {\"agent\": true}",
+        );
+    };
+    if kind != "key_file" && map.contains_key("passphrase_file") {
+        return err(&format!("{field}.passphrase_file"), "only applies with key_file");
+    }
+    Ok(match kind {
+        "key_file" => SshAuth::Key {
+            key_file: abs_path(&map["key_file"], &format!("{field}.key_file"))?,
+            passphrase_file: map.get("passphrase_file").map(|p| abs_path(p, &format!("{field}.passphrase_file"))).transpose()?,
+        },
+        "password_file" => SshAuth::Password { password_file: abs_path(&map["password_file"], &format!("{field}.password_file"))? },
+        _ => match map["agent"] {
+            Value::Bool(true) => SshAuth::Agent,
+            _ => return err(&format!("{field}.agent"), "must be true (leave it out to use another method)"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn full_example() {
+        let p = parse(&json!({
+            "known_hosts": "/etc/sallyport/known_hosts",
+            "host_key_policy": "accept-new",
+            "timeout_s": 5, "connect_timeout_s": 3, "keepalive_s": 0, "max_output_bytes": 100,
+            "hosts": {
+                "web1": {"address": "WEB1.Example.com.", "user": "deploy",
+                         "auth": {"key_file": "/k", "passphrase_file": "/p"},
+                         "commands": ["systemctl status *", "uptime"]},
+                "db": {"address": "[::1]", "port": 2222, "user": "root", "auth": {"password_file": "/pw"}, "hide_address": true},
+                "ag": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}
+            }
+        }))
+        .unwrap();
+        assert_eq!(p.host_key_policy, HostKeyPolicy::AcceptNew);
+        assert_eq!((p.timeout, p.keepalive, p.max_output_bytes), (Duration::from_secs(5), Duration::ZERO, 100));
+        let web = &p.hosts["web1"];
+        assert_eq!((web.address.as_str(), web.port), ("web1.example.com", 22));
+        assert_eq!(web.auth, SshAuth::Key { key_file: "/k".into(), passphrase_file: Some("/p".into()) });
+        assert_eq!(web.commands.as_ref().unwrap().len(), 2);
+        let db = &p.hosts["db"];
+        assert_eq!((db.address.as_str(), db.port, db.hide_address), ("::1", 2222, true));
+        assert_eq!(p.hosts["ag"].auth, SshAuth::Agent);
+        assert_eq!(p.hosts["ag"].commands, None);
+        assert_eq!(parse(&json!({})).unwrap(), SshPolicy::default());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let host = |h: Value| json!({"known_hosts": "/kh", "hosts": {"web1": h}});
+        let ok_auth = json!({"agent": true});
+        let cases = vec![
+            (json!([]), "ssh"),
+            (json!({"know_hosts": "/x"}), "ssh.know_hosts"),
+            (json!({"known_hosts": "rel"}), "ssh.known_hosts"),
+            (json!({"host_key_policy": "tofu"}), "ssh.host_key_policy"),
+            (json!({"timeout_s": 0}), "ssh.timeout_s"),
+            (json!({"connect_timeout_s": 301}), "ssh.connect_timeout_s"),
+            (json!({"keepalive_s": -1}), "ssh.keepalive_s"),
+            (json!({"max_output_bytes": 0}), "ssh.max_output_bytes"),
+            (json!({"hosts": []}), "ssh.hosts"),
+            (json!({"hosts": {"web1": {"address": "a", "user": "u", "auth": {"agent": true}}}}), "ssh.known_hosts"),
+            (json!({"known_hosts": "/kh", "hosts": {"bad name": {}}}), "ssh.hosts.bad name"),
+            (host(json!({"user": "u", "auth": ok_auth})), "ssh.hosts.web1.address"),
+            (host(json!({"address": "u@h", "user": "u", "auth": ok_auth})), "ssh.hosts.web1.address"),
+            (host(json!({"address": "h:22", "user": "u", "auth": ok_auth})), "ssh.hosts.web1.address"),
+            (host(json!({"address": "-h", "user": "u", "auth": ok_auth})), "ssh.hosts.web1.address"),
+            (host(json!({"address": "h", "port": 0, "user": "u", "auth": ok_auth})), "ssh.hosts.web1.port"),
+            (host(json!({"address": "h", "port": 65536, "user": "u", "auth": ok_auth})), "ssh.hosts.web1.port"),
+            (host(json!({"address": "h", "auth": ok_auth})), "ssh.hosts.web1.user"),
+            (host(json!({"address": "h", "user": "-oProxyCommand=x", "auth": ok_auth})), "ssh.hosts.web1.user"),
+            (host(json!({"address": "h", "user": "u"})), "ssh.hosts.web1.auth"),
+            (host(json!({"address": "h", "user": "u", "auth": {}})), "ssh.hosts.web1.auth"),
+            (host(json!({"address": "h", "user": "u", "auth": {"key_file": "k"}})), "ssh.hosts.web1.auth.key_file"),
+            (host(json!({"address": "h", "user": "u", "auth": {"key_file": "/k", "passphrase_file": "p"}})), "ssh.hosts.web1.auth.passphrase_file"),
+            (host(json!({"address": "h", "user": "u", "auth": {"key_file": "/k", "agent": true}})), "ssh.hosts.web1.auth"),
+            (host(json!({"address": "h", "user": "u", "auth": {"agent": true, "passphrase_file": "/p"}})), "ssh.hosts.web1.auth.passphrase_file"),
+            (host(json!({"address": "h", "user": "u", "auth": {"agent": false}})), "ssh.hosts.web1.auth.agent"),
+            (host(json!({"address": "h", "user": "u", "auth": {"password_file": 1}})), "ssh.hosts.web1.auth.password_file"),
+            (host(json!({"address": "h", "user": "u", "auth": {"pasword_file": "/p"}})), "ssh.hosts.web1.auth.pasword_file"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": []})), "ssh.hosts.web1.commands"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": "uptime"})), "ssh.hosts.web1.commands"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": ["uptime", "a; b"]})), "ssh.hosts.web1.commands[1]"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": [7]})), "ssh.hosts.web1.commands[0]"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "hide_address": "yes"})), "ssh.hosts.web1.hide_address"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "key": "/x"})), "ssh.hosts.web1.key"),
+        ];
+        for (v, field) in cases {
+            let shown = v.to_string();
+            assert_eq!(parse(&v).unwrap_err().0, field, "{shown}");
+        }
+    }
+
+    #[test]
+    fn addresses() {
+        for (a, want) in [
+            ("Host.EXAMPLE.com", Some("host.example.com")),
+            ("127.0.0.1", Some("127.0.0.1")),
+            ("::1", Some("::1")),
+            ("[::1]", Some("::1")),
+            ("[FE80::1]", Some("fe80::1")),
+            ("[127.0.0.1]", None),
+            ("a b", None),
+            ("a/b", None),
+            ("", None),
+            ("a..b", None),
+        ] {
+            assert_eq!(normalize_address(a).as_deref(), want, "{a}");
+        }
+    }
+}
