@@ -39,6 +39,7 @@ demo: build
 # Figures (latency, memory, size), printed, never asserted.
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
+	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 
 clean:
 	$(CARGO) clean

@@ -550,3 +550,41 @@ fn corpus_ssh_cases_never_reach_sshd() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(w.sshd.connections(), 0, "a corpus case reached sshd:\n{}", w.sshd.log());
 }
+
+/// stdin larger than the SSH window while the command echoes it: stdin is fed and
+/// output drained in the same loop, so neither side blocks the other.
+#[test]
+fn large_stdin_and_output_do_not_deadlock() {
+    let Some(w) = World::new() else { return };
+    let mut s = w.session(&w.simple_policy(json!({})));
+    let input: String = (0..40_000).map(|i| format!("line {i:05} of the input\n")).collect();
+    assert!(input.len() > 512 * 1024);
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": "cat; cat /dev/null >&2", "stdin": input, "timeout_s": 30}));
+    assert_eq!(r["isError"], false, "{}", &r.to_string()[..300.min(r.to_string().len())]);
+    assert_eq!(sc(&r)["stdout"].as_str().map(str::len), Some(input.len()));
+    assert!(sc(&r)["stdout"] == input.as_str());
+    s.finish();
+}
+
+/// `sp check` describes the ssh section: where the key lives, never what it holds.
+#[test]
+fn sp_check_summarises_ssh_hosts() {
+    let Some(w) = World::new() else { return };
+    let policy = w.policy(json!({"hosts": {
+        "web1": w.host(w.key_auth(), json!({"commands": ["uptime"]})),
+        "open": w.host(json!({"agent": true}), json!({}))
+    }}));
+    let run = Launch::new(&["check", "--config", &policy.display().to_string()]).run(b"");
+    run.assert_exit(0);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(out.contains("ssh: 2 host(s)") && out.contains("host key policy strict"), "{out}");
+    assert!(out.contains("1 command pattern(s)") && out.contains("ANY command"), "{out}");
+    let key = std::fs::read_to_string(&w.sshd.client_key).unwrap();
+    assert!(!out.contains(key.lines().nth(1).unwrap()), "{out}");
+    // a field-precise error for a broken ssh section
+    let bad = w.dir.file("bad.json", br#"{"ssh": {"known_hosts": "/kh", "hosts": {"web1": {"address": "h", "user": "u", "auth": {"key_file": "relative"}}}}}"#, 0o600);
+    let run = Launch::new(&["check", "--config", &bad.display().to_string()]).run(b"");
+    run.assert_exit(1);
+    assert!(run.stderr.contains("ssh.hosts.web1.auth.key_file: must be an absolute path"), "{}", run.stderr);
+    assert_eq!(w.sshd.connections(), 0);
+}

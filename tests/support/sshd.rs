@@ -23,7 +23,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::TempDir;
+/// The fixture's directory (mode 0755 for sshd's checks), removed on drop. Not
+/// `process::TempDir`: `examples/bench_ssh.rs` includes this file on its own.
+pub struct Dir {
+    pub path: PathBuf,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("sp-sshd-{}-{n}-{nanos:08x}", std::process::id()));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Dir { path }
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
 
 pub const SSHD: &str = "/usr/sbin/sshd";
 
@@ -79,7 +101,7 @@ fn free_port() -> u16 {
 }
 
 pub struct Sshd {
-    pub dir: TempDir,
+    pub dir: Dir,
     pub port: u16,
     pub user: String,
     /// The client key in `authorized_keys` (mode 0600, no passphrase).
@@ -95,8 +117,7 @@ pub struct Sshd {
 
 impl Sshd {
     pub fn start() -> Sshd {
-        let dir = TempDir::new("sshd");
-        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = Dir::new();
         let _ = std::fs::create_dir_all("/run/sshd");
         let host_public = keygen(&dir.path, "host_ed25519", "ed25519", "");
         let client_public = keygen(&dir.path, "client", "ed25519", "");
@@ -166,7 +187,9 @@ impl Sshd {
                 doomed.extend(children_of(doomed[i]));
                 i += 1;
             }
-            for pid in doomed.iter().rev() {
+            // Parents first: a connection's sshd must die before the command it runs,
+            // or it could still report the command's death to the client as an exit.
+            for pid in &doomed {
                 if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
                     let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                 }

@@ -1,0 +1,183 @@
+//! `make bench`, SSH part (issue #4): 100 sequential `true` commands on a loopback
+//! OpenSSH server, three ways, printed as wall times and ratios, never asserted:
+//!
+//! - `sp mcp`: one process, 100 `ssh.exec` calls (start, initialize and the one
+//!   connection included);
+//! - `ssh` with connection sharing (`ControlMaster=auto`, `ControlPersist`): 100
+//!   processes, the first one sets up the master;
+//! - plain `ssh`: 100 processes, 100 connections and logins.
+//!
+//! The server is a private `sshd` on 127.0.0.1 (`tests/support/sshd.rs`). Without
+//! `/usr/sbin/sshd` the figure is skipped with a message and exit status 0.
+//!
+//! Usage: `cargo run --release --example bench_ssh -- target/release/sp`
+
+#![allow(clippy::print_stdout, clippy::disallowed_macros)]
+
+#[path = "../tests/support/sshd.rs"]
+mod sshd;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+const N: usize = 100;
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+fn through_sp(sp: &str, policy: &std::path::Path) -> Duration {
+    let t = Instant::now();
+    let mut child = Command::new(sp)
+        .args(["mcp", "-q", "--config"])
+        .arg(policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn sp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut round_trip = |line: String| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        answer
+    };
+    round_trip(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}).to_string());
+    // A ping answers after the notification was read: one round trip, no reply to it.
+    round_trip(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":"p","method":"ping"}"#.to_string());
+    for i in 0..N {
+        let a = round_trip(
+            json!({"jsonrpc":"2.0","id":i + 1,"method":"tools/call","params":{"name":"ssh.exec","arguments":{"host":"bench","command":"true"}}})
+                .to_string(),
+        );
+        assert!(a.contains("\"exit_status\":0"), "ssh.exec failed: {a}");
+    }
+    let elapsed = t.elapsed();
+    drop(stdin);
+    let _ = child.wait();
+    elapsed
+}
+
+fn through_ssh(base: &[String], extra: &[String]) -> Duration {
+    let t = Instant::now();
+    for _ in 0..N {
+        let status = Command::new("ssh").args(extra).args(base).arg("true").stdin(Stdio::null()).status().expect("run ssh");
+        assert!(status.success(), "ssh failed: {status}");
+    }
+    t.elapsed()
+}
+
+/// What every method pays per command on the server: sshd runs the user's login shell
+/// as `SHELL -c true`, with `SSH_CLIENT` set, so bash reads `~/.bashrc`. Timed locally,
+/// spawned the same way, to separate the remote shell's start from transport costs.
+fn shell_floor(user: &str) -> Option<Duration> {
+    let entry = String::from_utf8(Command::new("getent").args(["passwd", user]).output().ok()?.stdout).ok()?;
+    let fields: Vec<&str> = entry.trim().split(':').collect();
+    let (home, shell) = (fields.get(5)?, fields.get(6)?);
+    let t = Instant::now();
+    for _ in 0..N {
+        let ok = Command::new(shell)
+            .args(["-c", "true"])
+            .env_clear()
+            .env("HOME", home)
+            .env("USER", user)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("SSH_CLIENT", "127.0.0.1 40000 22")
+            .stdin(Stdio::null())
+            .status()
+            .ok()?
+            .success();
+        if !ok {
+            return None;
+        }
+    }
+    Some(t.elapsed())
+}
+
+fn main() {
+    let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
+    if !std::path::Path::new(sshd::SSHD).exists() {
+        println!("sp ssh bench: skipped: {} is not installed (apt-get install openssh-server)", sshd::SSHD);
+        return;
+    }
+    if Command::new("ssh").arg("-V").stderr(Stdio::null()).status().is_err() {
+        println!("sp ssh bench: skipped: no ssh client (apt-get install openssh-client)");
+        return;
+    }
+    let server = sshd::Sshd::start();
+    let dir = &server.dir.path;
+    let known_hosts = dir.join("bench_known_hosts");
+    std::fs::write(&known_hosts, format!("{}\n", server.known_hosts_line())).unwrap();
+    let policy = dir.join("bench_policy.json");
+    std::fs::write(
+        &policy,
+        json!({"ssh": {"known_hosts": known_hosts, "hosts": {"bench": {
+            "address": "127.0.0.1", "port": server.port, "user": server.user,
+            "auth": {"key_file": server.client_key}}}}})
+        .to_string(),
+    )
+    .unwrap();
+
+    let base: Vec<String> = [
+        "-F", "/dev/null", "-q", "-T",
+        "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes",
+        "-o", &format!("UserKnownHostsFile={}", known_hosts.display()),
+        "-i", &server.client_key.display().to_string(),
+        "-p", &server.port.to_string(), "-l", &server.user, "127.0.0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let control = dir.join("cm");
+    let shared: Vec<String> = [
+        "-o".to_string(),
+        "ControlMaster=auto".into(),
+        "-o".into(),
+        format!("ControlPath={}", control.display()),
+        "-o".into(),
+        "ControlPersist=60".into(),
+    ]
+    .to_vec();
+
+    let t_sp = through_sp(&sp, &policy);
+    let t_cm = through_ssh(&base, &shared);
+    let t_plain = through_ssh(&base, &[]);
+    // End the control master this bench started.
+    let _ = Command::new("ssh").args(&shared).args(["-O", "exit"]).args(&base).stderr(Stdio::null()).status();
+    let logins = server.logins();
+    let floor = shell_floor(&server.user);
+    drop(server);
+
+    let per = |d: Duration| d.as_secs_f64() * 1e3 / N as f64;
+    println!("sp ssh bench ({sp}): {N} sequential `true` on a loopback sshd, wall time");
+    println!("                                                  total    per call  vs sp   per call vs sp");
+    for (name, d) in [
+        ("sp mcp, ssh.exec (one process, one session)", t_sp),
+        ("ssh -o ControlMaster=auto -o ControlPersist", t_cm),
+        ("plain ssh (one login per call)", t_plain),
+    ] {
+        println!(
+            "  {name:<44} {:>10} {:>8.1} ms {:>5.2}x  {:>+8.1} ms",
+            ms(d),
+            per(d),
+            d.as_secs_f64() / t_sp.as_secs_f64(),
+            per(d) - per(t_sp)
+        );
+    }
+    match floor {
+        Some(f) => println!(
+            "  in every line: the remote shell's own start (`$SHELL -c true` with the user's rc files, timed locally) {:.1} ms per call",
+            per(f)
+        ),
+        None => println!("  (the remote shell's start could not be timed locally)"),
+    }
+    println!("  logins seen by sshd: {logins} (sp 1 + control master 1 + plain {N})");
+}
