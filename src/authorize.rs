@@ -14,6 +14,10 @@
 //!    [::1]), so tests and local sidecars work;
 //! 4. the agent may not set the header the credential is injected into.
 //!
+//! SSH rules (issue #4, `ssh/mod.rs`): the host must be in `ssh.hosts`, the command must
+//! match one of its `commands` patterns when it has a list, and `timeout_s` may not
+//! exceed `ssh.timeout_s`.
+//!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Sallyport (`sp`): an MCP gateway that lets AI agents act on HTTP APIs without ever
+//! Sallyport (`sp`): an MCP gateway that lets AI agents act on HTTP APIs and SSH hosts without ever
 //! holding the credentials.
 //!
 //! One module per pipeline stage (DESIGN.md), each with one input and one output type:
@@ -8,7 +8,9 @@
 //! ```
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
-//! executors; `policy` is the operator's file. Only `out` may touch stdout.
+//! executors; `policy` is the operator's file. Only `out` may touch stdout. `ssh` holds
+//! what `ssh.exec` needs before execution (policy section, arguments, allow-list,
+//! known_hosts); its executor is `exec::ssh`.
 
 pub mod authorize;
 pub mod cli;
