@@ -25,12 +25,14 @@ sp - an MCP gateway: agents act on HTTP APIs without holding the credentials
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE]
+  sp audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp --version
   sp --help
 
 Commands:
   mcp      serve MCP over stdin/stdout (started by an MCP client)
   check    validate a policy file and print a summary
+  audit    check or print an audit journal (sp audit --help)
 
 Options:
   -c, --config FILE       policy file (default: $SP_CONFIG, then
@@ -124,6 +126,10 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
     if std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
         panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
     }
+    // `sp audit ...` has arguments of its own (issue #5, `audit_cli.rs`).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "audit") {
+        return crate::audit_cli::run(stdout, std::env::args_os().skip(2));
+    }
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) => {
@@ -198,8 +204,29 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
     };
     let mut out = stdout.into_protocol();
-    let mut server = Server::new(&policy, Executors::new(), options);
+    // Issue #5: no journal, no service. The start row proves the journal takes writes.
+    let journal = crate::audit::Journal::for_policy(&policy.audit, |k| std::env::var(k).ok()).and_then(|mut j| {
+        let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| p.display().to_string());
+        let start = crate::audit::Row::new("start")
+            .set("decision", policy.approval.mode.as_str())
+            .set("target", origin)
+            .set("reason", format!("sp {} pid {}", env!("CARGO_PKG_VERSION"), std::process::id()));
+        j.write(start).map(|_| j)
+    });
+    let journal = match journal {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("sp: {e}; refusing to serve without it");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    if let Some(p) = journal.path() {
+        log::info!("audit journal {} (session {})", p.display(), journal.session());
+    }
+    let mut server = Server::new(&policy, Executors::new(), options).with_journal(journal);
     let exit = server.serve(std::io::stdin().lock(), &mut out);
+    let end = crate::audit::Row::new("end").set("decision", format!("{exit:?}").to_lowercase()).set("reason", server.stats.summary());
+    server.journal.record(end);
     if !args.quiet {
         eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());
     }
@@ -243,6 +270,8 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
         s += &format!("  {}: {} -> {}\n", c.name, c.source.describe(), hosts.join(","));
     }
     s += &crate::ssh::check_summary(&policy.ssh);
+    s += &crate::audit::check_summary(&policy.audit, |k| std::env::var(k).ok());
+    s += &crate::approve::check_summary(&policy.approval);
     text(stdout, &s)
 }
 

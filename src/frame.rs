@@ -88,6 +88,12 @@ impl<R: BufRead> FrameReader<R> {
         FrameReader { inner, max_bytes, line: Vec::new() }
     }
 
+    /// The bytes read for the last frame (or the part read before it failed), without
+    /// the newline: what a malformed frame's journal fingerprint covers (issue #5).
+    pub fn raw(&self) -> &[u8] {
+        &self.line
+    }
+
     /// The next frame, `None` on a clean end of input. After an error the caller must
     /// stop reading: framing is lost.
     pub fn next_frame(&mut self) -> Option<Result<Frame, FrameError>> {

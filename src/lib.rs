@@ -12,6 +12,9 @@
 //! what `ssh.exec` needs before execution (policy section, arguments, allow-list,
 //! known_hosts); its executor is `exec::ssh`.
 
+pub mod approve;
+pub mod audit;
+pub mod audit_cli;
 pub mod authorize;
 pub mod cli;
 pub mod exec;

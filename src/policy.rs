@@ -297,6 +297,10 @@ pub struct Policy {
     pub http: HttpPolicy,
     /// `ssh.exec` hosts and host-key handling (issue #4, `ssh/policy.rs`).
     pub ssh: crate::ssh::SshPolicy,
+    /// The `audit` section (issue #5, `audit.rs`).
+    pub audit: crate::audit::AuditPolicy,
+    /// `mode`, `approval` and the `approve` flags (issue #5, `approve.rs`).
+    pub approval: crate::approve::ApprovalPolicy,
 }
 
 impl Policy {
@@ -315,6 +319,8 @@ impl Policy {
                 ca_certs: None,
             },
             ssh: crate::ssh::SshPolicy::default(),
+            audit: crate::audit::AuditPolicy::default(),
+            approval: crate::approve::ApprovalPolicy::default(),
         }
     }
 
@@ -445,7 +451,13 @@ pub fn is_name(s: &str) -> bool {
 }
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http", "ssh"])?;
+    // Issue #5: `mode`, `approval` and `audit`; the `approve` flags are taken out of
+    // credentials and SSH hosts here, so their own parsers below never see them.
+    object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode"])?;
+    let (stripped, approval) = crate::approve::parse_policy(root)?;
+    let audit = crate::audit::parse_policy(root.get("audit"))?;
+    let root = &stripped;
+    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode"])?;
     let mut credentials = BTreeMap::new();
     if let Some(c) = top.get("credentials") {
         let Value::Object(defs) = c else {
@@ -467,7 +479,7 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => crate::ssh::policy::parse(v)?,
         None => crate::ssh::SshPolicy::default(),
     };
-    Ok(Policy { origin: None, credentials, http, ssh })
+    Ok(Policy { origin: None, credentials, http, ssh, audit, approval })
 }
 
 fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {

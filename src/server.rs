@@ -167,11 +167,30 @@ pub struct Server<'p, E> {
     vault: Vault,
     session: Session,
     pub stats: Stats,
+    /// The audit journal (issue #5); [`crate::audit::Journal::off`] unless `with_journal`.
+    pub journal: crate::audit::Journal,
+    /// What the journal rows for the current request carry.
+    audit: crate::audit::Context,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
     pub fn new(policy: &'p Policy, executor: E, options: Options) -> Self {
-        Server { policy, executor, options, vault: Vault::new(), session: Session::AwaitingInit, stats: Stats::default() }
+        Server {
+            policy,
+            executor,
+            options,
+            vault: Vault::new(),
+            session: Session::AwaitingInit,
+            stats: Stats::default(),
+            journal: crate::audit::Journal::off(),
+            audit: crate::audit::Context::default(),
+        }
+    }
+
+    /// Journals every decision to `journal` (issue #5).
+    pub fn with_journal(mut self, journal: crate::audit::Journal) -> Self {
+        self.journal = journal;
+        self
     }
 
     pub fn executor(&self) -> &E {
@@ -194,9 +213,14 @@ impl<'p, E: Executor> Server<'p, E> {
                     // stdin itself is broken: nobody to answer on that channel's behalf.
                     log::error!("reading stdin failed: {kind}");
                     self.reject("frame_io");
+                    self.audit_raw(frames.raw());
+                    self.journal_reject("frame_io", "", &format!("reading stdin failed: {kind}"));
                     return Exit::Malformed;
                 }
-                Some(Err(e)) => return self.close_malformed(out, RpcError::Frame(e)),
+                Some(Err(e)) => {
+                    self.audit_raw(frames.raw());
+                    return self.close_malformed(out, RpcError::Frame(e));
+                }
             };
             if first && self.options.panic_on_first_frame {
                 panic!("SP_TEST_PANIC=request: panicking on the first frame as asked");
@@ -204,11 +228,17 @@ impl<'p, E: Executor> Server<'p, E> {
             first = false;
             let value = match json::parse(&frame.text) {
                 Ok(v) => v,
-                Err(e) => return self.close_malformed(out, RpcError::Json(e)),
+                Err(e) => {
+                    self.audit_raw(frames.raw());
+                    return self.close_malformed(out, RpcError::Json(e));
+                }
             };
             let message = match jsonrpc::classify(value) {
                 Ok(m) => m,
-                Err(e) => return self.close_malformed(out, RpcError::Shape(e)),
+                Err(e) => {
+                    self.audit_raw(frames.raw());
+                    return self.close_malformed(out, RpcError::Shape(e));
+                }
             };
             if let Some(exit) = self.message(message, out) {
                 return exit;
@@ -223,6 +253,7 @@ impl<'p, E: Executor> Server<'p, E> {
     fn close_malformed<W: Write>(&mut self, out: &mut ProtocolWriter<W>, err: RpcError) -> Exit {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
+        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
         match out.send(&error_response(None, &err)) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
@@ -231,6 +262,10 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
     fn message<W: Write>(&mut self, message: Message, out: &mut ProtocolWriter<W>) -> Option<Exit> {
+        // Issue #5: every row written for this request carries its fingerprint.
+        if let Message::Request { method, params, .. } = &message {
+            self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(method, params.as_ref())), ..Default::default() };
+        }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let (next, step) = session.handle(&message);
         self.session = next;
@@ -257,12 +292,14 @@ impl<'p, E: Executor> Server<'p, E> {
     fn refuse_rpc(&mut self, id: &Id, err: RpcError) -> (Value, bool) {
         log::info!("refused: {err}");
         self.reject(err.reason());
+        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
         (error_response(Some(id), &err), true)
     }
 
     fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &str, message: String) -> (Value, bool) {
         log::info!("refused ({code}): {message}");
         self.reject(reason);
+        self.journal_reject(reason, code, &message);
         (result_response(id, tool_error(code, &message)), true)
     }
 
@@ -272,14 +309,21 @@ impl<'p, E: Executor> Server<'p, E> {
             Ok(r) => r,
             Err(e) => return self.refuse_rpc(id, RpcError::Call(e)),
         };
+        self.audit.tool = Some(request.name.clone());
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
             Err(e) => return self.refuse_tool(id, "bad_arguments", "SP_BAD_ARGUMENTS", e.to_string()),
         };
+        self.audit.target = crate::audit::call_target(&call);
         let action = match authorize(self.policy, call) {
             Ok(a) => a,
             Err(d) => return self.refuse_tool(id, "denied", "SP_DENIED", d.to_string()),
         };
+        // Issue #5: the approver for approve-flagged credentials and hosts, then the
+        // intent row, durable before anything runs; if it cannot be written, nothing runs.
+        if let Err((reason, code, message)) = self.audit_gate(&action) {
+            return self.refuse_tool(id, reason, code, message);
+        }
         let (tool, outcome, mut result) = match action {
             Action::Inventory(inv) => (tools::INVENTORY, "ok", tool_ok(inv.action().0.clone())),
             Action::Http(http) => match self.run_http(http) {
@@ -294,6 +338,7 @@ impl<'p, E: Executor> Server<'p, E> {
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // The single redaction point: nothing in a result leaves without passing here.
         self.vault.scrub(&mut result);
+        self.journal_result(outcome, &result);
         (result_response(id, result), false)
     }
 }
@@ -317,7 +362,13 @@ impl<E: Executor> Server<'_, E> {
                 a.rule,
                 a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
             );
+            if hops > 0 {
+                // Issue #5: each redirect hop is an effect of its own: its intent row first.
+                let (target, rule) = (crate::audit::http_target(a.method.as_str(), &a.url), a.rule.clone());
+                self.journal_intent(Some(target), Some(rule), Some(format!("redirect hop {hops}"))).map_err(ExecError::Unavailable)?;
+            }
             let mut outcome = self.executor.http(&current, &mut self.vault)?;
+            self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
             // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
             // no string scrub could find the secret.
             self.vault.scrub_bytes(&mut outcome.body);
@@ -380,6 +431,89 @@ impl<E: Executor> Server<'_, E> {
                 (crate::ssh::SSH_EXEC, e.code(), result)
             }
         }
+    }
+}
+
+// Issue #5: the journal calls (`audit.rs`). Every row carries `self.audit`: the request's
+// fingerprint, tool, target, rule and credential name, as far as the pipeline got.
+impl<E: Executor> Server<'_, E> {
+    /// A malformed frame: its length and the fingerprint of its raw bytes, never the bytes.
+    fn audit_raw(&mut self, raw: &[u8]) {
+        self.audit = crate::audit::Context {
+            request_fp: Some(crate::audit::raw_fp(raw)),
+            bytes_in: Some(raw.len() as u64),
+            ..Default::default()
+        };
+    }
+
+    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
+    fn journal_reject(&mut self, reason: &str, code: &str, message: &str) {
+        let mut text = Value::String(message.to_owned());
+        self.vault.scrub(&mut text);
+        let code = (!code.is_empty()).then(|| code.to_owned());
+        let row = self.audit.row("reject").set("decision", reason).set("code", code).set("reason", text);
+        self.journal.record(row);
+    }
+
+    /// An `intent` row, durable before the effect. `Err` carries the agent's message.
+    fn journal_intent(&mut self, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), String> {
+        let mut row = self.audit.row("intent").set("decision", self.audit.intent.unwrap_or("allow")).set("reason", note);
+        if let Some(t) = target {
+            row = row.set("target", t);
+        }
+        if let Some(r) = rule {
+            row = row.set("rule", r);
+        }
+        self.journal.write(row).map(drop).map_err(|e| {
+            log::error!("{e}");
+            format!("the action was not run: {e}")
+        })
+    }
+
+    /// Approval (when the credential or host asks for it), then the first intent row.
+    fn audit_gate(&mut self, action: &Action) -> Result<(), (&'static str, &'static str, String)> {
+        let (rule, credential) = match action {
+            Action::Http(a) => (Some(a.action().rule.clone()), a.action().credential.as_ref().map(|c| c.name.clone())),
+            Action::Ssh(a) => (Some(a.action().rule.clone()), None),
+            Action::Inventory(_) => (None, None),
+        };
+        self.audit.rule = rule;
+        self.audit.credential = credential;
+        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, action) {
+            crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
+            crate::approve::Gate::Refuse { reason, code, message } => return Err((reason, code, message)),
+        }
+        self.journal_intent(None, None, None).map_err(|m| ("audit_unavailable", "SP_UNAVAILABLE", m))?;
+        self.audit.started = Some(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// The `result` row of an execution (after scrubbing: it reads the error message).
+    fn journal_result(&mut self, outcome: &str, result: &Value) {
+        let sc = &result["structuredContent"];
+        let ok = outcome == "ok";
+        let mut row = self
+            .audit
+            .row("result")
+            .set("decision", if ok { "ok" } else { "error" })
+            .set("code", (!ok).then(|| outcome.to_owned()))
+            .set("duration_ms", self.audit.elapsed_ms())
+            .set("reason", sc["error"]["message"].as_str().map(str::to_owned));
+        if let Some((status, bytes, truncated)) = self.audit.http {
+            row = row.set("status", status).set("bytes_out", bytes).set("truncated", truncated);
+            if let Some(n) = sc["redirects"].as_u64().filter(|n| *n > 0) {
+                row = row.set("reason", format!("followed {n} redirect(s)"));
+            }
+        }
+        if sc.get("host_key_fingerprint").is_some() {
+            let bytes = sc["stdout_bytes"].as_u64().unwrap_or(0) + sc["stderr_bytes"].as_u64().unwrap_or(0);
+            row = row
+                .set("exit_status", sc["exit_status"].clone())
+                .set("bytes_out", bytes)
+                .set("truncated", sc["truncated"].clone())
+                .set("host_key_fp", sc["host_key_fingerprint"].clone());
+        }
+        self.journal.record(row);
     }
 }
 

@@ -1,0 +1,467 @@
+//! Out-of-band approval (issue #5): a human's yes, asked by a program the operator
+//! chose, for each call that uses an approve-flagged credential or SSH host.
+//!
+//! ```text
+//!  Authorized<Action> ── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
+//!                          │yes
+//!                          ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
+//!                          └─ mode enforce ─> approver(argv, stdin = description)
+//!                                │ exit 0 ──────────> approval "approved" ─> intent "approved" ─> execute
+//!                                │ exit ≠ 0 ────────> approval "refused"  ─┐
+//!                                │ timeout ─────────> approval "timeout"  ─┼─> SP_NOT_APPROVED, nothing runs
+//!                                └ signal / no start > approval "failed"  ─┘
+//! ```
+//!
+//! The approver runs with argv (no shell) in its own process group; its stdin is one
+//! JSON line describing the exact action (tool, target, credential or host name, rule,
+//! `request_fp`, and the request itself: method, URL with the agent's query, agent
+//! headers and body, or SSH host, user, address, port, command and stdin; bodies and
+//! stdin cut at 64 KiB). It never holds a secret: credentials are injected after this
+//! point, and variables that are `env` credential sources are removed from its
+//! environment. The same facts are in `SP_APPROVAL_TOOL`, `SP_APPROVAL_TARGET`,
+//! `SP_APPROVAL_SUBJECT`, `SP_APPROVAL_SESSION` and `SP_APPROVAL_FP` for scripts that
+//! do not parse JSON. Its stdout and stderr are its own pipes, read by `sp` and logged at
+//! info level on stderr (at most 16 KiB each); they never reach the protocol stream.
+//! Exit 0 is yes; any other exit, death by a signal, failure to start, or no answer
+//! within `approval.timeout_s` (the whole process group is then killed) is no. Each
+//! approval covers one call. The decision, the approver's exit status and the time
+//! taken are journaled before anything runs.
+//!
+//! MCP elicitation is not approval: the client could answer it itself, so the model's
+//! side would be approving its own action.
+//!
+//! Policy (parsed here, called from `policy.rs`): `"mode": "enforce" | "observe"`,
+//! `"approval": {"command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120}`, and
+//! `"approve": true` on a credential or an SSH host. The flags are taken out of the
+//! credential and host objects before their own parsers see them, so the approval
+//! policy lives in one place ([`ApprovalPolicy`]).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::audit::{Context, Journal};
+use crate::authorize::Action;
+use crate::policy::{Policy, SecretSource};
+
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+pub const MAX_TIMEOUT_S: u64 = 3600;
+/// Bodies and stdin shown to the approver are cut here.
+pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
+const MAX_LOGGED_BYTES: u64 = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Approve-flagged actions wait for the approver.
+    #[default]
+    Enforce,
+    /// Everything the policy allows runs without asking; rows say `observe`.
+    Observe,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    pub mode: Mode,
+    /// `approval.command`: argv, `argv[0]` absolute.
+    pub command: Option<Vec<String>>,
+    pub timeout: Duration,
+    /// Credentials with `"approve": true`.
+    pub credentials: BTreeSet<String>,
+    /// SSH hosts with `"approve": true`.
+    pub ssh_hosts: BTreeSet<String>,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> ApprovalPolicy {
+        ApprovalPolicy {
+            mode: Mode::Enforce,
+            command: None,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            credentials: BTreeSet::new(),
+            ssh_hosts: BTreeSet::new(),
+        }
+    }
+}
+
+type Check<T> = Result<T, (String, String)>;
+
+fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+    Err((field.to_owned(), message.into()))
+}
+
+/// Reads `mode`, `approval` and every `approve` flag; returns the policy document with
+/// the flags removed (for the credential and SSH parsers) and the approval policy.
+pub fn parse_policy(root: &Value) -> Check<(Value, ApprovalPolicy)> {
+    let mut p = ApprovalPolicy::default();
+    let mut doc = root.clone();
+    if let Some(m) = root.get("mode") {
+        p.mode = match m.as_str() {
+            Some("enforce") => Mode::Enforce,
+            Some("observe") => Mode::Observe,
+            _ => return err("mode", "must be \"enforce\" or \"observe\""),
+        };
+    }
+    if let Some(a) = root.get("approval") {
+        let Value::Object(map) = a else {
+            return err("approval", "must be an object");
+        };
+        let allowed = ["command", "timeout_s"];
+        if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return err(&format!("approval.{k}"), format!("unknown field (expected one of: {})", allowed.join(", ")));
+        }
+        let argv = match map.get("command") {
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match a {
+                    Value::String(s) if !s.contains('\0') && (i > 0 || s.starts_with('/')) => Ok(s.clone()),
+                    Value::String(_) if i == 0 => err("approval.command[0]", "must be an absolute path to the approver"),
+                    _ => err(&format!("approval.command[{i}]"), "must be a string"),
+                })
+                .collect::<Check<Vec<String>>>()?,
+            Some(_) => return err("approval.command", "must be a non-empty array: [PROGRAM, ARGS...]"),
+            None => return err("approval.command", "is required"),
+        };
+        p.command = Some(argv);
+        if let Some(t) = map.get("timeout_s") {
+            match t.as_u64() {
+                Some(n) if (1..=MAX_TIMEOUT_S).contains(&n) => p.timeout = Duration::from_secs(n),
+                _ => return err("approval.timeout_s", format!("must be an integer from 1 to {MAX_TIMEOUT_S}")),
+            }
+        }
+    }
+    let mut flagged = Vec::new();
+    if let Some(Value::Object(creds)) = doc.get_mut("credentials") {
+        take_flags(creds, "credentials", &mut p.credentials, &mut flagged)?;
+    }
+    if let Some(Value::Object(hosts)) = doc.get_mut("ssh").and_then(|s| s.get_mut("hosts")) {
+        take_flags(hosts, "ssh.hosts", &mut p.ssh_hosts, &mut flagged)?;
+    }
+    if let (Some(field), None, Mode::Enforce) = (flagged.first(), &p.command, p.mode) {
+        return err(field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
+    }
+    Ok((doc, p))
+}
+
+fn take_flags(defs: &mut Map<String, Value>, section: &str, into: &mut BTreeSet<String>, flagged: &mut Vec<String>) -> Check<()> {
+    for (name, def) in defs.iter_mut() {
+        let Value::Object(def) = def else { continue };
+        let field = format!("{section}.{name}.approve");
+        match def.remove("approve") {
+            None | Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) => {
+                into.insert(name.clone());
+                flagged.push(field);
+            }
+            Some(_) => return err(&field, "must be true or false"),
+        }
+    }
+    Ok(())
+}
+
+/// `sp check`'s lines.
+pub fn check_summary(p: &ApprovalPolicy) -> String {
+    let list = |s: &BTreeSet<String>| if s.is_empty() { "none".to_owned() } else { s.iter().cloned().collect::<Vec<_>>().join(",") };
+    let command = p.command.as_ref().map_or("none".to_owned(), |c| c[0].clone());
+    format!(
+        "mode: {}\napproval: command {command}, timeout {}s; credentials: {}; ssh hosts: {}\n",
+        p.mode.as_str(),
+        p.timeout.as_secs(),
+        list(&p.credentials),
+        list(&p.ssh_hosts)
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// The gate
+
+/// What the server does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Run it; the intent row's `decision`.
+    Run { intent: &'static str },
+    /// Do not run it: a rejection with this counter key, code and message.
+    Refuse { reason: &'static str, code: &'static str, message: String },
+}
+
+/// Asks for approval when the action needs it and journals the answer. A journal that
+/// cannot take the approval row refuses the action (`SP_UNAVAILABLE`).
+pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action) -> Gate {
+    let p = &policy.approval;
+    let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
+    let subject = match action {
+        Action::Http(a) => a.action().credential.as_ref().map(|c| c.name.clone()).filter(|n| p.credentials.contains(n)),
+        Action::Ssh(a) => Some(a.action().host.clone()).filter(|h| p.ssh_hosts.contains(h)),
+        Action::Inventory(_) => None,
+    };
+    let Some(subject) = subject else {
+        return Gate::Run { intent: plain };
+    };
+    let (answer, intent) = match (p.mode, &p.command) {
+        (Mode::Enforce, Some(argv)) => {
+            let description = describe(action, ctx, journal.session());
+            let env = [
+                ("SP_APPROVAL_TOOL", ctx.tool.clone().unwrap_or_default()),
+                ("SP_APPROVAL_TARGET", ctx.target.clone().unwrap_or_default()),
+                ("SP_APPROVAL_SUBJECT", subject.clone()),
+                ("SP_APPROVAL_SESSION", journal.session().to_owned()),
+                ("SP_APPROVAL_FP", ctx.request_fp.clone().unwrap_or_default()),
+            ];
+            let hidden: Vec<&str> = policy
+                .credentials
+                .values()
+                .filter_map(|c| match &c.source {
+                    SecretSource::Env(v) => Some(v.as_str()),
+                    _ => None,
+                })
+                .collect();
+            log::info!("asking the approver about {} ({subject})", ctx.target.as_deref().unwrap_or("an action"));
+            (ask(argv, p.timeout, &description, &env, &hidden), "approved")
+        }
+        _ => (
+            Answer { decision: "observed", exit: None, why: "approval would be asked (mode observe): not asked".into(), duration_ms: 0 },
+            "observe",
+        ),
+    };
+    log::info!("approval: {} ({})", answer.decision, answer.why);
+    let row = ctx
+        .row("approval")
+        .set("decision", answer.decision)
+        .set("reason", answer.why.clone())
+        .set("approver_exit", answer.exit)
+        .set("duration_ms", answer.duration_ms);
+    if let Err(e) = journal.write(row) {
+        log::error!("{e}");
+        return Gate::Refuse { reason: "audit_unavailable", code: "SP_UNAVAILABLE", message: format!("the action was not run: {e}") };
+    }
+    match answer.decision {
+        "approved" | "observed" => Gate::Run { intent },
+        _ => Gate::Refuse { reason: "not_approved", code: "SP_NOT_APPROVED", message: format!("the operator's approver did not approve this call: {}", answer.why) },
+    }
+}
+
+/// The approver's stdin: the exact action, no secret.
+pub fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
+    let shown = |s: &str| -> (String, bool) {
+        if s.len() <= MAX_SHOWN_BYTES {
+            return (s.to_owned(), false);
+        }
+        let mut end = MAX_SHOWN_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        (s[..end].to_owned(), true)
+    };
+    let request = match action {
+        Action::Http(a) => {
+            let a = a.action();
+            let headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            let mut r = json!({"method": a.method.as_str(), "url": a.url.as_str(), "headers": headers});
+            if let Some(body) = &a.body {
+                let (b, cut) = shown(body);
+                r["body"] = json!(b);
+                r["body_truncated"] = json!(cut);
+            }
+            r
+        }
+        Action::Ssh(a) => {
+            let a = a.action();
+            let mut r = json!({"host": a.host, "user": a.user, "address": a.address, "port": a.port, "command": a.command});
+            if let Some(stdin) = &a.stdin {
+                let (s, cut) = shown(stdin);
+                r["stdin"] = json!(s);
+                r["stdin_truncated"] = json!(cut);
+            }
+            r
+        }
+        Action::Inventory(_) => json!({}),
+    };
+    json!({
+        "version": 1,
+        "session": session,
+        "tool": ctx.tool,
+        "target": ctx.target,
+        "credential": ctx.credential,
+        "rule": ctx.rule,
+        "request_fp": ctx.request_fp,
+        "request": request,
+    })
+}
+
+/// The approver's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// `approved`, `refused`, `timeout`, `failed` (or `observed`, never asked).
+    pub decision: &'static str,
+    pub exit: Option<i32>,
+    pub why: String,
+    pub duration_ms: u64,
+}
+
+/// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
+pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let started = Instant::now();
+    let answer = |decision, exit, why: String| Answer { decision, exit, why, duration_ms: started.elapsed().as_millis() as u64 };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    for var in hidden_env {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return answer("failed", None, format!("{} could not be started: {}", argv[0], crate::policy::io_reason(&e))),
+    };
+    let group = rustix::process::Pid::from_child(&child);
+    let kill_group = || {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    };
+    // Its own pipes, drained by threads so a chatty approver never blocks on them.
+    for (name, pipe) in [("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>))] {
+        if let Some(pipe) = pipe {
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe.take(MAX_LOGGED_BYTES)).split(b'\n').map_while(Result::ok) {
+                    log::info!("approver {name}: {}", String::from_utf8_lossy(&line).escape_debug());
+                }
+            });
+        }
+    }
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut line = description.to_string().into_bytes();
+        line.push(b'\n');
+        // An approver that does not read its stdin must not hold us up.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&line);
+        });
+    }
+    let deadline = started + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // Nothing it started outlives the call.
+                kill_group();
+                return match (status.code(), status.signal()) {
+                    (Some(0), _) => answer("approved", Some(0), "the approver exited 0".into()),
+                    (Some(code), _) => answer("refused", Some(code), format!("the approver exited {code}")),
+                    (None, Some(sig)) => answer("failed", None, format!("the approver was killed by signal {sig}")),
+                    (None, None) => answer("failed", None, "the approver ended without a status".into()),
+                };
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                kill_group();
+                let _ = child.kill();
+                let _ = child.wait();
+                return answer("timeout", None, format!("the approver did not answer within {}s", timeout.as_secs()));
+            }
+            Err(e) => {
+                kill_group();
+                let _ = child.kill();
+                let _ = child.wait();
+                return answer("failed", None, format!("waiting for the approver failed: {e}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_taken_out_and_collected() {
+        let (doc, p) = parse_policy(&json!({
+            "mode": "enforce",
+            "approval": {"command": ["/usr/local/bin/sp-approve", "--x"], "timeout_s": 30},
+            "credentials": {"a": {"approve": true, "hosts": ["x"]}, "b": {"approve": false}},
+            "ssh": {"hosts": {"web": {"approve": true}}}
+        }))
+        .unwrap();
+        assert!(doc["credentials"]["a"].get("approve").is_none() && doc["credentials"]["b"].get("approve").is_none());
+        assert!(doc["ssh"]["hosts"]["web"].get("approve").is_none());
+        assert_eq!(p.credentials.iter().collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(p.ssh_hosts.iter().collect::<Vec<_>>(), vec!["web"]);
+        assert_eq!(p.timeout, Duration::from_secs(30));
+        let (_, p) = parse_policy(&json!({"mode": "observe", "credentials": {"a": {"approve": true}}})).unwrap();
+        assert_eq!((p.mode, p.command), (Mode::Observe, None));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        for (v, field) in [
+            (json!({"mode": "audit"}), "mode"),
+            (json!({"approval": {"command": []}}), "approval.command"),
+            (json!({"approval": {"command": ["sp-approve"]}}), "approval.command[0]"),
+            (json!({"approval": {"command": ["/a", 1]}}), "approval.command[1]"),
+            (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s"),
+            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd"),
+            (json!({"approval": {}}), "approval.command"),
+            (json!({"credentials": {"a": {"approve": "yes"}}}), "credentials.a.approve"),
+            (json!({"credentials": {"a": {"approve": true}}}), "credentials.a.approve"),
+            (json!({"ssh": {"hosts": {"w": {"approve": true}}}}), "ssh.hosts.w.approve"),
+        ] {
+            assert_eq!(parse_policy(&v).unwrap_err().0, field, "{v}");
+        }
+    }
+
+    fn script(body: &str) -> (std::path::PathBuf, Vec<String>) {
+        let dir = std::env::temp_dir().join(format!("sp-approve-unit-{}-{}", std::process::id(), crate::audit::session_id()));
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("approver");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        (dir, vec![path.display().to_string()])
+    }
+
+    #[test]
+    fn exit_codes_timeouts_and_signals() {
+        let d = json!({"tool": "x"});
+        for (body, decision, exit) in [
+            ("cat >/dev/null; exit 0", "approved", Some(0)),
+            ("exit 1", "refused", Some(1)),
+            ("echo yes; exit 3", "refused", Some(3)),
+            ("kill -SEGV $$", "failed", None),
+        ] {
+            let (dir, argv) = script(body);
+            let a = ask(&argv, Duration::from_secs(10), &d, &[], &[]);
+            assert_eq!((a.decision, a.exit), (decision, exit), "{body}: {}", a.why);
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        let (dir, argv) = script("sleep 30 & sleep 30");
+        let t = Instant::now();
+        let a = ask(&argv, Duration::from_secs(1), &d, &[], &[]);
+        assert_eq!(a.decision, "timeout");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        std::fs::remove_dir_all(dir).unwrap();
+        let a = ask(&["/nonexistent/approver".into()], Duration::from_secs(1), &d, &[], &[]);
+        assert_eq!(a.decision, "failed");
+    }
+
+    #[test]
+    fn env_sources_are_hidden_and_facts_are_given() {
+        let (dir, argv) = script(&format!("env > {}/env; cat > {}/stdin", "$(dirname $0)", "$(dirname $0)"));
+        std::env::set_var("SP_APPROVE_UNIT_SECRET", "hunter2");
+        let a = ask(&argv, Duration::from_secs(10), &json!({"tool": "t"}), &[("SP_APPROVAL_TOOL", "t".into())], &["SP_APPROVE_UNIT_SECRET"]);
+        assert_eq!(a.decision, "approved");
+        let env = std::fs::read_to_string(dir.join("env")).unwrap();
+        assert!(env.contains("SP_APPROVAL_TOOL=t") && !env.contains("hunter2"), "{env}");
+        assert_eq!(std::fs::read_to_string(dir.join("stdin")).unwrap(), "{\"tool\":\"t\"}\n");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,270 @@
+//! `sp audit verify|tail|show` (issue #5): read a journal written by `sp mcp`.
+//!
+//! ```text
+//! sp audit verify FILE [--anchor HASH]   exit 0: whole; 1: broken (first bad row named) or unreadable
+//! sp audit tail FILE [-n N] [--json]     the last N rows (default 10)
+//! sp audit show FILE [--json]            every row
+//! ```
+//!
+//! `verify` checks the whole chain from the first row (see `audit.rs` for the hash),
+//! names the first broken row by its line number and why (edited, out of order, a gap,
+//! a torn last row after a crash, a chain that does not start at genesis or the anchor),
+//! and on success prints the row count and the last hash: record that hash elsewhere
+//! (or rely on the syslog copy) and pass it as `--anchor` next time, so that a file
+//! rewritten from scratch or cut at its end is caught too.
+//!
+//! `tail` and `show` print a table for people, with control characters escaped (targets
+//! and reasons hold text the agent chose), or with `--json` the rows exactly as stored.
+//! They do not verify; a line that is not a row is reported on stderr and makes the exit
+//! status 1. Usage errors exit 2. Output goes to stdout: these commands never run inside
+//! `sp mcp`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use crate::audit;
+use crate::out::StdoutHandle;
+
+pub const USAGE: &str = "\
+Usage:
+  sp audit verify FILE [--anchor HASH]
+  sp audit tail FILE [-n N] [--json]
+  sp audit show FILE [--json]
+
+  verify   check the hash chain; exit 0 only when the journal is whole
+  tail     print the last N rows (default 10)
+  show     print every row
+
+Options:
+      --anchor HASH  a hash recorded earlier (the last line of a previous verify, the
+                     syslog copy): it must be in the file, or be the first row's prev
+  -n, --lines N      how many rows tail prints
+      --json         the rows as stored, one JSON object per line
+  -h, --help         this help
+";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sub {
+    Verify { anchor: Option<String> },
+    Tail { lines: usize, json: bool },
+    Show { json: bool },
+    Help,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct AuditArgs {
+    pub sub: Sub,
+    pub file: PathBuf,
+}
+
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut sub = None;
+    let mut file = None;
+    let (mut anchor, mut lines, mut json) = (None, None, false);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
+            Long("anchor") => anchor = Some(p.value().map_err(|e| e.to_string())?.to_string_lossy().into_owned()),
+            Short('n') | Long("lines") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or("-n takes a number")?);
+            }
+            Long("json") => json = true,
+            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
+            Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let sub = sub.ok_or("sp audit needs a command: verify, tail or show (try: sp audit --help)")?;
+    let file = file.ok_or_else(|| format!("sp audit {sub} needs a journal FILE"))?;
+    let only = |flag: &str, ok: bool| if ok { Ok(()) } else { Err(format!("{flag} does not apply to sp audit {sub}")) };
+    let sub = match sub.as_str() {
+        "verify" => {
+            only("-n", lines.is_none())?;
+            only("--json", !json)?;
+            Sub::Verify { anchor }
+        }
+        "tail" => {
+            only("--anchor", anchor.is_none())?;
+            Sub::Tail { lines: lines.unwrap_or(10), json }
+        }
+        "show" => {
+            only("--anchor", anchor.is_none())?;
+            only("-n", lines.is_none())?;
+            Sub::Show { json }
+        }
+        other => return Err(format!("unknown audit command {other:?} (verify, tail or show)")),
+    };
+    Ok(AuditArgs { sub, file })
+}
+
+/// `sp audit ...`: `argv` is what follows `audit`.
+pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = match parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(crate::cli::EXIT_USAGE);
+        }
+    };
+    let mut out = stdout.into_text();
+    if args.sub == Sub::Help {
+        return finish(out.write_all(USAGE.as_bytes()), 0);
+    }
+    let bytes = match std::fs::read(&args.file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("sp: {}: {}", args.file.display(), crate::policy::io_reason(&e));
+            return ExitCode::from(crate::cli::EXIT_FATAL);
+        }
+    };
+    let name = args.file.display().to_string();
+    match args.sub {
+        Sub::Verify { anchor } => match audit::verify(&bytes, anchor.as_deref()) {
+            Ok(v) => {
+                let seqs = match (v.first_seq, v.last_seq) {
+                    (Some(a), Some(b)) => format!(", seq {a}..{b}"),
+                    _ => String::new(),
+                };
+                let anchored = match v.anchor_row {
+                    Some(0) => ", continuing the anchor".to_owned(),
+                    Some(n) => format!(", anchor found at row {n}"),
+                    None => String::new(),
+                };
+                let text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
+                finish(out.write_all(text.as_bytes()), 0)
+            }
+            Err(b) => {
+                let text = if b.row == 0 { format!("{name}: {}\n", b.why) } else { format!("{name}: row {} {}\n", b.row, b.why) };
+                let _ = out.write_all(text.as_bytes());
+                eprintln!("sp: {name}: the journal is not whole (row {})", b.row);
+                ExitCode::from(crate::cli::EXIT_FATAL)
+            }
+        },
+        Sub::Tail { lines, json } => print_rows(&mut out, &name, &bytes, Some(lines), json),
+        Sub::Show { json } => print_rows(&mut out, &name, &bytes, None, json),
+        Sub::Help => unreachable!("handled above"),
+    }
+}
+
+fn finish(r: std::io::Result<()>, code: u8) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::from(code),
+        Err(_) => ExitCode::from(crate::cli::EXIT_FATAL),
+    }
+}
+
+fn print_rows(out: &mut impl Write, name: &str, bytes: &[u8], last: Option<usize>, json: bool) -> ExitCode {
+    let mut lines: Vec<(usize, &[u8])> = bytes.split(|b| *b == b'\n').enumerate().map(|(i, l)| (i + 1, l)).collect();
+    if bytes.ends_with(b"\n") || bytes.is_empty() {
+        lines.pop();
+    }
+    if let Some(n) = last {
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+    }
+    let mut text = String::new();
+    if !json {
+        text.push_str(&format!(
+            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<14}  {}\n",
+            "SEQ", "TIME (UTC)", "SESSION", "KIND", "DECISION", "TOOL", "CODE/STATUS", "TARGET / REASON"
+        ));
+    }
+    let mut bad = 0;
+    for (n, line) in lines {
+        let row = std::str::from_utf8(line).ok().and_then(|t| crate::json::parse(t).ok());
+        let Some(Value::Object(row)) = row else {
+            eprintln!("sp: {name}: row {n} is not a journal row");
+            bad += 1;
+            continue;
+        };
+        if json {
+            text.push_str(&String::from_utf8_lossy(line));
+            text.push('\n');
+            continue;
+        }
+        let s = |k: &str| match row.get(k) {
+            Some(Value::String(v)) => v.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(v) => v.to_string(),
+        };
+        let outcome = if row.contains_key("code") {
+            s("code")
+        } else if row.contains_key("status") {
+            s("status")
+        } else if row.contains_key("exit_status") {
+            format!("exit {}", s("exit_status"))
+        } else {
+            String::new()
+        };
+        let mut detail = s("target");
+        let reason = s("reason");
+        if !reason.is_empty() {
+            detail = if detail.is_empty() { reason } else { format!("{detail} ({reason})") };
+        }
+        let mut extra = Vec::new();
+        if let Some(b) = row.get("bytes_out") {
+            extra.push(format!("{b} bytes"));
+        }
+        if row.get("truncated") == Some(&Value::Bool(true)) {
+            extra.push("truncated".into());
+        }
+        if let Some(ms) = row.get("duration_ms") {
+            extra.push(format!("{ms} ms"));
+        }
+        if !extra.is_empty() {
+            detail = format!("{detail} [{}]", extra.join(", "));
+        }
+        let session: String = s("session").chars().take(8).collect();
+        text.push_str(&format!(
+            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<14}  {}\n",
+            s("seq"),
+            safe(&s("ts")),
+            safe(&session),
+            safe(&s("kind")),
+            safe(&s("decision")),
+            safe(&s("tool")),
+            safe(&outcome),
+            safe(&detail)
+        ));
+    }
+    let written = out.write_all(text.as_bytes());
+    finish(written, if bad > 0 { crate::cli::EXIT_FATAL } else { 0 })
+}
+
+/// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
+/// operator's terminal.
+pub fn safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<AuditArgs, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn parses() {
+        assert_eq!(p(&["verify", "/j", "--anchor", "ab"]).unwrap().sub, Sub::Verify { anchor: Some("ab".into()) });
+        assert_eq!(p(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
+        assert_eq!(p(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
+        assert_eq!(p(&["--help"]).unwrap().sub, Sub::Help);
+        for bad in [&[][..], &["verify"], &["frob", "/j"], &["show", "/j", "-n", "2"], &["verify", "/j", "--json"], &["tail", "/j", "-n", "x"], &["show", "/a", "/b"]] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(safe("GET /a\u{1b}[31m\u{9b}x\n"), "GET /a\\u{1b}[31m\\u{9b}x\\n");
+    }
+}
