@@ -7,6 +7,11 @@
 //!   processes, the first one sets up the master;
 //! - plain `ssh`: 100 processes, 100 connections and logins.
 //!
+//! The three run interleaved (one command of each in turn) so that load from elsewhere
+//! falls on all alike. Every command also pays the remote shell's start (`$SHELL -c
+//! true`, which for bash reads `~/.bashrc` under sshd); it is timed locally and printed,
+//! since on a machine with a heavy `~/.bashrc` it dominates every line.
+//!
 //! The server is a private `sshd` on 127.0.0.1 (`tests/support/sshd.rs`). Without
 //! `/usr/sbin/sshd` the figure is skipped with a message and exit status 0.
 //!
@@ -29,50 +34,59 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
 
-fn through_sp(sp: &str, policy: &std::path::Path) -> Duration {
-    let t = Instant::now();
-    let mut child = Command::new(sp)
-        .args(["mcp", "-q", "--config"])
-        .arg(policy)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn sp");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut round_trip = |line: String| {
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
-        answer
-    };
-    round_trip(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}).to_string());
-    // A ping answers after the notification was read: one round trip, no reply to it.
-    round_trip(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":"p","method":"ping"}"#.to_string());
-    for i in 0..N {
-        let a = round_trip(
-            json!({"jsonrpc":"2.0","id":i + 1,"method":"tools/call","params":{"name":"ssh.exec","arguments":{"host":"bench","command":"true"}}})
-                .to_string(),
-        );
-        assert!(a.contains("\"exit_status\":0"), "ssh.exec failed: {a}");
-    }
-    let elapsed = t.elapsed();
-    drop(stdin);
-    let _ = child.wait();
-    elapsed
+/// One `sp mcp` process, driven like an MCP client.
+struct Sp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    id: usize,
 }
 
-fn through_ssh(base: &[String], extra: &[String]) -> Duration {
-    let t = Instant::now();
-    for _ in 0..N {
-        let status = Command::new("ssh").args(extra).args(base).arg("true").stdin(Stdio::null()).status().expect("run ssh");
-        assert!(status.success(), "ssh failed: {status}");
+impl Sp {
+    fn start(sp: &str, policy: &std::path::Path) -> Sp {
+        let mut child = Command::new(sp)
+            .args(["mcp", "-q", "--config"])
+            .arg(policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Sp { child, stdin, stdout, id: 0 };
+        s.round_trip(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}).to_string());
+        // The ping is answered after the notification was read: one round trip.
+        s.round_trip("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}".into());
+        s
     }
-    t.elapsed()
+
+    fn round_trip(&mut self, line: String) -> String {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        answer
+    }
+
+    fn exec_true(&mut self) {
+        self.id += 1;
+        let call = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":"ssh.exec","arguments":{"host":"bench","command":"true"}}});
+        let a = self.round_trip(call.to_string());
+        assert!(a.contains("\"exit_status\":0"), "ssh.exec failed: {a}");
+    }
+
+    fn finish(self) {
+        drop(self.stdin);
+        let mut child = self.child;
+        let _ = child.wait();
+    }
+}
+
+fn ssh_true(base: &[String], extra: &[String]) {
+    let status = Command::new("ssh").args(extra).args(base).arg("true").stdin(Stdio::null()).status().expect("run ssh");
+    assert!(status.success(), "ssh failed: {status}");
 }
 
 /// What every method pays per command on the server: sshd runs the user's login shell
@@ -147,9 +161,25 @@ fn main() {
     ]
     .to_vec();
 
-    let t_sp = through_sp(&sp, &policy);
-    let t_cm = through_ssh(&base, &shared);
-    let t_plain = through_ssh(&base, &[]);
+    // Interleaved, one command of each kind in turn, so that load from elsewhere on the
+    // machine falls on the three alike. sp's start and initialize count towards sp; the
+    // master's setup towards the first shared call.
+    let (mut t_sp, mut t_cm, mut t_plain) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let t = Instant::now();
+    let mut client = Sp::start(&sp, &policy);
+    t_sp += t.elapsed();
+    for _ in 0..N {
+        let t = Instant::now();
+        client.exec_true();
+        t_sp += t.elapsed();
+        let t = Instant::now();
+        ssh_true(&base, &shared);
+        t_cm += t.elapsed();
+        let t = Instant::now();
+        ssh_true(&base, &[]);
+        t_plain += t.elapsed();
+    }
+    client.finish();
     // End the control master this bench started.
     let _ = Command::new("ssh").args(&shared).args(["-O", "exit"]).args(&base).stderr(Stdio::null()).status();
     let logins = server.logins();
