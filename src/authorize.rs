@@ -259,7 +259,13 @@ fn authorize_http(policy: &Policy, req: HttpRequest, may_pick_credential: bool) 
             inject: c.inject.clone(),
         }),
         rule: format!("http.allow[{}]", rule.index),
-        host_named_exactly: rule.hosts.iter().any(|h| h.is_exact() && h.matches(&req.host, req.port, req.default_port)),
+        // Any allow rule that permits this call and names the host exactly counts, not
+        // only the first match (a `*.corp` rule listed before `db.corp` must not hide it).
+        host_named_exactly: policy.http.allow.iter().any(|r| {
+            r.methods.contains(&req.method)
+                && r.paths.iter().any(|p| p.matches(&req.match_path))
+                && r.hosts.iter().any(|h| h.is_exact() && h.matches(&req.host, req.port, req.default_port))
+        }),
         timeout: policy.http.timeout,
         max_response_bytes: policy.http.max_response_bytes,
     })
@@ -283,7 +289,13 @@ fn inventory(policy: &Policy) -> Inventory {
     let credentials: Vec<Value> = policy
         .credentials
         .values()
-        .map(|c| json!({"name": c.name, "hosts": texts(&c.hosts), "paths": paths(&c.paths)}))
+        .map(|c| {
+            let mut v = json!({"name": c.name, "hosts": texts(&c.hosts), "paths": paths(&c.paths)});
+            if let Some(m) = &c.methods {
+                v["methods"] = json!(m.iter().map(|m| m.as_str()).collect::<Vec<_>>());
+            }
+            v
+        })
         .collect();
     Inventory(json!({
         "http": {"allow": allow, "credentials": credentials},

@@ -204,9 +204,13 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
     };
     let mut out = stdout.into_protocol();
+    let mut executors = Executors::new();
+    executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| std::env::var(k).ok()).and_then(|mut j| {
-        let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| p.display().to_string());
+        let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
+            std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()
+        });
         let start = crate::audit::Row::new("start")
             .set("decision", policy.approval.mode.as_str())
             .set("target", origin)
@@ -223,7 +227,7 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
     if let Some(p) = journal.path() {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
-    let mut server = Server::new(&policy, Executors::new(), options).with_journal(journal);
+    let mut server = Server::new(&policy, executors, options).with_journal(journal);
     let exit = server.serve(std::io::stdin().lock(), &mut out);
     let end = crate::audit::Row::new("end").set("decision", format!("{exit:?}").to_lowercase()).set("reason", server.stats.summary());
     server.journal.record(end);

@@ -39,6 +39,11 @@ pub fn take_stdout() -> io::Result<StdoutHandle> {
     let original = io::stdout();
     // `try_clone_to_owned` uses F_DUPFD_CLOEXEC: the copy is close-on-exec and >= 3.
     let private = original.as_fd().try_clone_to_owned()?;
+    // The Rust runtime reopens a closed fd 1 on /dev/null before main. Then nobody can
+    // read the answers, so serving (and acting) would be blind: refuse.
+    if is_dev_null(&private) {
+        return Err(io::Error::other("it is /dev/null or was closed: nothing could read the answers"));
+    }
     let redirected = match rustix::stdio::dup2_stdout(io::stderr()) {
         Ok(()) => Ok(()),
         Err(_) => File::options()
@@ -48,6 +53,17 @@ pub fn take_stdout() -> io::Result<StdoutHandle> {
     };
     redirected?;
     Ok(StdoutHandle(private))
+}
+
+fn is_dev_null(fd: &OwnedFd) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(ours) = fd.try_clone().map(File::from).and_then(|f| f.metadata()) else {
+        return false;
+    };
+    let Ok(null) = std::fs::metadata("/dev/null") else {
+        return false;
+    };
+    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
 }
 
 impl StdoutHandle {

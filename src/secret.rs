@@ -120,7 +120,7 @@ impl Vault {
                 let dir = std::env::var_os("CREDENTIALS_DIRECTORY")
                     .filter(|d| !d.is_empty())
                     .ok_or_else(|| SecretError::NoCredentialsDirectory { credential: credential.to_owned() })?;
-                read_file(credential, &std::path::Path::new(&dir).join(name))?
+                read_file_checked(credential, &std::path::Path::new(&dir).join(name), SYSTEMD_MODE_MASK)?
             }
             SecretSource::Env(var) => std::env::var(var).map_err(|_| SecretError::EnvMissing {
                 credential: credential.to_owned(),
@@ -178,6 +178,19 @@ impl Vault {
             }
         }
         self.seen.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    }
+
+    /// For a body cut at the size limit: a tail that is the beginning of a secret (in any
+    /// known encoding) is replaced too, so a truncation cannot leak a secret's prefix.
+    pub fn scrub_truncated_tail(&self, bytes: &mut Vec<u8>) {
+        for (name, secret) in &self.seen {
+            let needle = secret.as_bytes();
+            if let Some(k) = (1..needle.len()).rev().find(|k| bytes.ends_with(&needle[..*k])) {
+                bytes.truncate(bytes.len() - k);
+                bytes.extend_from_slice(format!("[REDACTED:{name}]").as_bytes());
+                return;
+            }
+        }
     }
 
     /// Replaces every known encoding of every secret in raw bytes (a body that is not
@@ -358,7 +371,18 @@ fn trim_newline(text: &mut String) {
     }
 }
 
+/// Permission bits a `file` source must not have: group and world.
+const FILE_MODE_MASK: u32 = 0o077;
+/// For `systemd` sources only world bits: systemd makes credentials root-owned 0400 and
+/// grants the service user read access through an ACL, which shows as group bits
+/// (the ACL mask); the directory itself is private to the service.
+const SYSTEMD_MODE_MASK: u32 = 0o007;
+
 fn read_file(credential: &str, path: &std::path::Path) -> Result<String, SecretError> {
+    read_file_checked(credential, path, FILE_MODE_MASK)
+}
+
+fn read_file_checked(credential: &str, path: &std::path::Path, forbidden_mode: u32) -> Result<String, SecretError> {
     let unreadable = |why: String| SecretError::Unreadable { credential: credential.to_owned(), why };
     let file = std::fs::File::open(path).map_err(|e| unreadable(io_reason(&e)))?;
     let meta = file.metadata().map_err(|e| unreadable(io_reason(&e)))?;
@@ -366,7 +390,7 @@ fn read_file(credential: &str, path: &std::path::Path) -> Result<String, SecretE
         return Err(unreadable("not a regular file".into()));
     }
     let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
+    if mode & forbidden_mode != 0 {
         return Err(SecretError::TooOpen { credential: credential.to_owned(), mode });
     }
     let me = rustix::process::geteuid().as_raw();
@@ -504,6 +528,29 @@ mod tests {
         let mut bytes = b"\xff\x00us\"er:p@ss/w rd+\xc3\xa9\x00".to_vec();
         v.scrub_bytes(&mut bytes);
         assert_eq!(bytes, b"\xff\x00[REDACTED:c]\x00");
+    }
+
+    #[test]
+    fn truncated_tail() {
+        let mut v = Vault::new();
+        v.remember("c", "SECRETVALUE");
+        let mut body = b"token: SECRE".to_vec();
+        v.scrub_bytes(&mut body);
+        v.scrub_truncated_tail(&mut body);
+        assert_eq!(body, b"token: [REDACTED:c]");
+        let mut clean = b"token: nothing".to_vec();
+        v.scrub_truncated_tail(&mut clean);
+        assert_eq!(clean, b"token: nothing");
+    }
+
+    #[test]
+    fn systemd_mode_rule() {
+        // group bits are how systemd's ACL shows; world bits are still refused
+        let p = temp("sd-acl", "x", 0o440);
+        assert!(read_file_checked("c", &p, SYSTEMD_MODE_MASK).is_ok());
+        assert!(read_file_checked("c", &p, FILE_MODE_MASK).is_err());
+        let w = temp("sd-world", "x", 0o404);
+        assert!(read_file_checked("c", &w, SYSTEMD_MODE_MASK).is_err());
     }
 
     #[test]

@@ -328,8 +328,11 @@ impl<'p, E: Executor> Server<'p, E> {
             Action::Inventory(inv) => (tools::INVENTORY, "ok", tool_ok(inv.action().0.clone())),
             Action::Http(http) => match self.run_http(http) {
                 Ok(result) => (tools::HTTP_REQUEST, "ok", tool_ok(result)),
-                Err(e) => {
-                    log::warn!("http.request failed: {e}");
+                // SP_BLOCKED too: the destination check runs after the intent row, in
+                // the executor (it resolves names), so it is an execution whose outcome
+                // is the block, journaled as intent + result like any other.
+                Err((e, hops)) => {
+                    log::warn!("http.request failed after {hops} redirect hop(s): {e}");
                     (tools::HTTP_REQUEST, e.code(), exec_error(&e))
                 }
             },
@@ -347,7 +350,8 @@ impl<E: Executor> Server<'_, E> {
     /// Runs an authorized request and, for a request without a credential, follows
     /// same-origin redirects, each hop authorized again (`authorize_redirect`) and run
     /// through the executor (and so through its destination checks) like the first.
-    fn run_http(&mut self, first: Authorized<HttpAction>) -> Result<Value, ExecError> {
+    /// On error, also says how many redirect hops had already run (for the log).
+    fn run_http(&mut self, first: Authorized<HttpAction>) -> Result<Value, (ExecError, u32)> {
         let mut current = first;
         let mut hops = 0;
         loop {
@@ -365,13 +369,16 @@ impl<E: Executor> Server<'_, E> {
             if hops > 0 {
                 // Issue #5: each redirect hop is an effect of its own: its intent row first.
                 let (target, rule) = (crate::audit::http_target(a.method.as_str(), &a.url), a.rule.clone());
-                self.journal_intent(Some(target), Some(rule), Some(format!("redirect hop {hops}"))).map_err(ExecError::Unavailable)?;
+                self.journal_intent(Some(target), Some(rule), Some(format!("redirect hop {hops}"))).map_err(|m| (ExecError::Unavailable(m), hops))?;
             }
-            let mut outcome = self.executor.http(&current, &mut self.vault)?;
+            let mut outcome = self.executor.http(&current, &mut self.vault).map_err(|e| (e, hops))?;
             self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
             // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
             // no string scrub could find the secret.
             self.vault.scrub_bytes(&mut outcome.body);
+            if outcome.truncated {
+                self.vault.scrub_truncated_tail(&mut outcome.body);
+            }
             let mut result = http_result(&outcome);
             // The URL as authorized: an injected query credential is not part of it.
             result["final_url"] = Value::String(current.action().url.to_string());

@@ -272,7 +272,8 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
         if RESERVED_HEADERS.contains(&lower.as_str()) {
             return bad(format!("header {name:?} is set by the gateway and may not be sent by the agent"));
         }
-        if value.len() > MAX_HEADER_VALUE_BYTES || value.chars().any(|c| c.is_control()) {
+        // RFC 9110 5.5: a field value may hold HTAB; no other control character.
+        if value.len() > MAX_HEADER_VALUE_BYTES || value.chars().any(|c| c.is_control() && c != '\t') {
             return bad(format!("header {name:?} value must be at most {MAX_HEADER_VALUE_BYTES} bytes without control characters"));
         }
         if headers.iter().any(|(n, _)| *n == lower) {

@@ -411,13 +411,11 @@ fn client_closes_stdout_before_sp_writes() {
     assert!(stderr.contains("sp: session ended (ClientGone)"), "{ctx}");
 }
 
-/// Started with fd 1 closed there is no protocol stream, and `out::take_stdout` says sp
-/// must then exit without serving. But Rust's runtime reopens a closed fd 0/1/2 on
-/// `/dev/null` before `main`, so `take_stdout` sees an open stdout and sp serves a
-/// session nobody can read: here it executes a credentialed request whose answer goes to
-/// `/dev/null`, and exits 0.
+/// Started with fd 1 closed there is no protocol stream. Rust's runtime reopens a closed
+/// fd 0/1/2 on `/dev/null` before `main`, so `out::take_stdout` refuses a stdout that is
+/// `/dev/null`: sp exits 1 without serving, and the credentialed request in the input
+/// never reaches the loopback server. (Regression test: it used to serve blind.)
 #[test]
-#[ignore = "bug: with fd 1 closed at exec, sp serves into /dev/null (and executes) instead of exiting 1"]
 fn closed_stdout_at_start_is_fatal() {
     let server = TestServer::start();
     let f = fixture(server.port, 0o600);

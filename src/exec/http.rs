@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ureq::http::Request;
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::unversioned::transport::DefaultConnector;
 
 use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
@@ -52,6 +53,9 @@ pub struct HttpExecutor {
     pool: Option<Pool>,
     /// Dials made through pools since dropped.
     retired_dials: u64,
+    /// `http.ca_file` roots; `None`: the built-in Mozilla roots (webpki-roots), so a
+    /// static binary on a minimal container does not depend on the host's CA store.
+    roots: Option<Arc<Vec<Vec<u8>>>>,
 }
 
 struct Pool {
@@ -62,8 +66,17 @@ struct Pool {
 }
 
 impl Pool {
-    fn new() -> Pool {
+    fn new(roots: Option<&Arc<Vec<Vec<u8>>>>) -> Pool {
+        let root_certs = match roots {
+            Some(der) => {
+                let certs: Vec<Certificate<'static>> = der.iter().map(|d| Certificate::from_der(d).to_owned()).collect();
+                RootCerts::new_with_certs(&certs)
+            }
+            None => RootCerts::WebPki,
+        };
+        let tls = TlsConfig::builder().root_certs(root_certs).build();
         let config = ureq::Agent::config_builder()
+            .tls_config(tls)
             .proxy(None)
             .max_redirects(0)
             .http_status_as_error(false)
@@ -90,7 +103,14 @@ impl HttpExecutor {
 
     /// Resolves names with `lookup` (tests inject DNS answers here).
     pub fn with_lookup(lookup: impl Lookup) -> HttpExecutor {
-        HttpExecutor { lookup: Arc::new(lookup), dial_filter: None, pool: None, retired_dials: 0 }
+        HttpExecutor { lookup: Arc::new(lookup), dial_filter: None, pool: None, retired_dials: 0, roots: None }
+    }
+
+    /// Trusts exactly these CA certificates (DER) instead of the built-in roots.
+    pub fn with_roots(mut self, roots: Option<&crate::policy::CaBundle>) -> HttpExecutor {
+        self.roots = roots.map(|b| Arc::new(b.der.clone()));
+        self.pool = None;
+        self
     }
 
     /// Refuses to dial any checked address for which `allow` is false (`SP_UNAVAILABLE`,
@@ -120,7 +140,8 @@ impl HttpExecutor {
                 self.retired_dials += old.resolver.dials();
             }
         }
-        let pool = self.pool.get_or_insert_with(Pool::new);
+        let roots = self.roots.clone();
+        let pool = self.pool.get_or_insert_with(|| Pool::new(roots.as_ref()));
         pool.opened_under.insert(key, set);
         pool.resolver.pin(checked);
         &pool.agent
@@ -242,6 +263,12 @@ fn classify_io(e: &std::io::Error, target: &str) -> ExecError {
         ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
             ExecError::Upstream(format!("{target}: connection closed by the server"))
         }
+        // rustls reports a failed handshake (an untrusted certificate, a name mismatch)
+        // as InvalidData wrapping its own error, whose text names the reason.
+        InvalidData => match e.get_ref() {
+            Some(inner) => ExecError::Unavailable(format!("{target}: TLS failed: {inner}")),
+            None => ExecError::Upstream(format!("{target}: invalid data from the server")),
+        },
         k => ExecError::Unavailable(format!("{target}: {k}")),
     }
 }

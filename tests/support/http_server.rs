@@ -84,8 +84,21 @@ pub struct TestServer {
     shared: Arc<Shared>,
 }
 
+/// A connection after the accept step: plain TCP, or TLS wrapped around it.
+pub trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// Turns an accepted TCP connection into the stream HTTP is spoken on.
+pub type Wrap = Arc<dyn Fn(TcpStream) -> std::io::Result<Box<dyn Conn>> + Send + Sync>;
+
 impl TestServer {
     pub fn start() -> TestServer {
+        TestServer::start_wrapped(Arc::new(|tcp| Ok(Box::new(tcp) as Box<dyn Conn>)))
+    }
+
+    /// A server whose connections go through `wrap` first (e.g. a TLS handshake, see
+    /// tests/support/tls.rs). The accept count includes connections whose wrap failed.
+    pub fn start_wrapped(wrap: Wrap) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared::default());
@@ -95,8 +108,12 @@ impl TestServer {
                 let Ok(stream) = stream else { continue };
                 s.accepted.fetch_add(1, Ordering::SeqCst);
                 let s = s.clone();
+                let wrap = wrap.clone();
                 thread::spawn(move || {
-                    let _ = handle(stream, &s);
+                    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    if let Ok(conn) = wrap(stream) {
+                        let _ = handle(conn, &s);
+                    }
                 });
             }
         });
@@ -136,9 +153,8 @@ impl TestServer {
     }
 }
 
-fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
+fn handle(stream: Box<dyn Conn>, shared: &Shared) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut parts = line.split_whitespace();
@@ -164,7 +180,7 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let path = target.split('?').next().unwrap_or_default().to_owned();
     if path == FENCE {
         shared.fences.fetch_add(1, Ordering::SeqCst);
-        let mut out = stream;
+        let out = reader.get_mut();
         out.write_all(b"HTTP/1.1 204 X\r\nConnection: close\r\n\r\n")?;
         return out.flush();
     }
@@ -179,7 +195,7 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     if reply.delay_ms > 0 {
         thread::sleep(std::time::Duration::from_millis(reply.delay_ms));
     }
-    let mut out = stream;
+    let out = reader.get_mut();
     let mut head = format!("HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n", reply.status, reply.body.len());
     for (n, v) in &reply.headers {
         head.push_str(&format!("{n}: {v}\r\n"));

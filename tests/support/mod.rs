@@ -5,3 +5,4 @@ pub mod corpus;
 pub mod http_server;
 pub mod process;
 pub mod sshd;
+pub mod tls;
