@@ -4,13 +4,15 @@
 //! One module per pipeline stage (DESIGN.md), each with one input and one output type:
 //!
 //! ```text
-//! stdin -> frame -> json -> jsonrpc -> session -> tools -> authorize -> exec -> secret (scrub) -> out
+//! stdin -> frame -> json -> jsonrpc -> session -> tools -> authorize -> [approve] -> audit (intent) -> exec -> secret (scrub) -> out
 //! ```
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
 //! executors; `policy` is the operator's file. Only `out` may touch stdout. `ssh` holds
 //! what `ssh.exec` needs before execution (policy section, arguments, allow-list,
-//! known_hosts); its executor is `exec::ssh`.
+//! known_hosts); its executor is `exec::ssh`. `audit` is the hash-chained journal every
+//! decision is written to (the intent row before any effect), `approve` the out-of-band
+//! approver, `audit_cli` the `sp audit` commands (issue #5).
 
 pub mod approve;
 pub mod audit;

@@ -262,7 +262,9 @@ fn crash_safety_kill_9_mid_session() {
         drop(stdin);
     }
     let all = rows(&f.journal);
-    assert!(of_kind(&all, "start").len() >= 10, "most runs got past startup: {}", all.len());
+    let (starts, ends) = (of_kind(&all, "start").len(), of_kind(&all, "end").len());
+    eprintln!("kill -9 x20: {starts} started, {ends} ended, {} intents, {} results", of_kind(&all, "intent").len(), of_kind(&all, "result").len());
+    assert!(starts >= 10 && ends < starts, "most runs got past startup, and were killed mid-session");
     assert_whole(&f.journal);
     // A torn row left behind (power loss): the next sp cuts it off and says so.
     let mut file = std::fs::OpenOptions::new().append(true).open(&f.journal).unwrap();
@@ -743,4 +745,103 @@ fn tail_and_show_print_rows_for_people_and_as_json() {
     let check = run_sp(&["check", "--config", &f.policy.display().to_string()], &[], b"");
     let out = String::from_utf8_lossy(&check.stdout);
     assert!(out.contains(&format!("audit: journal {j}, fsync yes")) && out.contains("mode: enforce"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------
+// ssh.exec: result rows and approve-flagged hosts
+
+#[test]
+fn ssh_rows_and_host_approval() {
+    use support::sshd::{self, Sshd};
+    if !sshd::available() {
+        return;
+    }
+    let sshd = Sshd::start();
+    let dir = TempDir::new("audit-ssh");
+    let known_hosts = dir.file("known_hosts", format!("{}\n", sshd.known_hosts_line()).as_bytes(), 0o600);
+    let host = |approve: bool| {
+        json!({"address": "127.0.0.1", "port": sshd.port, "user": sshd.user, "auth": {"key_file": sshd.client_key}, "approve": approve})
+    };
+    let journal = dir.path.join("audit.jsonl");
+    for (answer, runs) in [(0, true), (1, false)] {
+        let approver = dir.file(&format!("approver{answer}"), format!("#!/bin/sh\ncat > \"$0.stdin\"\nexit {answer}\n").as_bytes(), 0o700);
+        let policy = json!({
+            "ssh": {"known_hosts": known_hosts, "connect_timeout_s": 5, "hosts": {"guarded": host(true), "open": host(false)}},
+            "approval": {"command": [approver], "timeout_s": 10},
+            "audit": {"path": journal}
+        });
+        let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+        let before = sshd.connections();
+        let mut s = Session::start(Launch::mcp(&policy, &[]));
+        s.ready("2025-06-18");
+        let r = s.tool(1, "ssh.exec", json!({"host": "guarded", "command": "echo hi"}));
+        if runs {
+            assert_eq!((r["isError"].as_bool(), r["structuredContent"]["exit_status"].as_i64()), (Some(false), Some(0)), "{r}");
+        } else {
+            assert_eq!(tool_error_code(&r), Some("SP_NOT_APPROVED"), "{r}");
+            assert_eq!(sshd.connections(), before, "a refused call reached sshd");
+        }
+        let r = s.tool(2, "ssh.exec", json!({"host": "open", "command": "echo oops >&2; exit 3"}));
+        assert_eq!(r["structuredContent"]["exit_status"], 3, "{r}");
+        s.finish().assert_exit(0);
+        let told: Value = serde_json::from_str(&std::fs::read_to_string(approver.with_extension("stdin")).unwrap()).unwrap();
+        assert_eq!((told["tool"].as_str(), told["request"]["command"].as_str()), (Some("ssh.exec"), Some("echo hi")));
+        assert_eq!(told["request"]["host"], "guarded");
+    }
+    let all = rows(&journal);
+    let approvals: Vec<&str> = of_kind(&all, "approval").iter().map(|r| r["decision"].as_str().unwrap()).collect();
+    assert_eq!(approvals, ["approved", "refused"]);
+    let results = of_kind(&all, "result");
+    assert_eq!(results.len(), 3, "{all:#?}");
+    let guarded = results[0];
+    assert_eq!(guarded["target"], "guarded echo hi");
+    assert_eq!((guarded["exit_status"].as_i64(), guarded["bytes_out"].as_u64(), guarded["truncated"].as_bool()), (Some(0), Some(3), Some(false)));
+    assert!(guarded["host_key_fp"].as_str().unwrap().starts_with("SHA256:"), "{guarded}");
+    assert_eq!((results[1]["exit_status"].as_i64(), results[1]["bytes_out"].as_u64()), (Some(3), Some(5)));
+    let rule = of_kind(&all, "intent")[0]["rule"].as_str().unwrap().to_owned();
+    assert!(rule.starts_with("ssh.hosts.guarded"), "{rule}");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(!text.contains("PRIVATE KEY"));
+    assert_whole(&journal);
+}
+
+// ---------------------------------------------------------------------------------------
+// Several sessions, one journal
+
+#[test]
+fn concurrent_sessions_share_one_chain() {
+    let server = TestServer::start();
+    let f = fixture(server.port, json!({}), false);
+    let base = server.base();
+    let sessions: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = Session::start(f.launch());
+            s.ready("2025-06-18");
+            s
+        })
+        .collect();
+    let threads: Vec<_> = sessions
+        .into_iter()
+        .map(|mut s| {
+            let base = base.clone();
+            std::thread::spawn(move || {
+                for id in 1..=10 {
+                    let path = if id % 3 == 0 { "/nope" } else { "/open/x" };
+                    s.tool(id, "http.request", get(format!("{base}{path}")));
+                }
+                s.finish()
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().assert_exit(0);
+    }
+    assert_whole(&f.journal);
+    let all = rows(&f.journal);
+    // 4 x (start + 7 x (intent + result) + 3 rejects + end)
+    assert_eq!(all.len(), 4 * (1 + 14 + 3 + 1));
+    let sessions: std::collections::BTreeSet<&str> = all.iter().map(|r| r["session"].as_str().unwrap()).collect();
+    assert_eq!(sessions.len(), 4);
+    let switches = all.windows(2).filter(|w| w[0]["session"] != w[1]["session"]).count();
+    assert!(switches > 3, "the sessions' rows interleave in one chain ({switches} switches)");
 }
