@@ -65,8 +65,9 @@ pub struct HttpAction {
     pub credential: Option<CredentialUse>,
     /// `http.allow[N]`: the rule that allowed the call.
     pub rule: String,
-    /// The allowing rule names this host exactly (no wildcard). Private destinations
-    /// (loopback, RFC 1918, CGNAT, ULA) are reachable only then (issue #3).
+    /// Some allow rule that permits this call names the host exactly (no wildcard).
+    /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then
+    /// (issue #3).
     pub host_named_exactly: bool,
     pub timeout: Duration,
     pub max_response_bytes: u64,

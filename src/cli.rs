@@ -20,7 +20,7 @@ pub const EXIT_FATAL: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 pub const USAGE: &str = "\
-sp - an MCP gateway: agents act on HTTP APIs without holding the credentials
+sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the credentials
 
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
@@ -188,6 +188,13 @@ fn load_policy(args: &Args) -> Result<Policy, String> {
 
 fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
     init_logging(args);
+    let mut out = match stdout.into_protocol() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
     let policy = match load_policy(args) {
         Ok(p) => p,
         Err(e) => {
@@ -198,12 +205,14 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
     if let Some(origin) = &policy.origin {
         log::info!("policy {} loaded", origin.display());
     }
+    for h in policy.ssh.hosts.values().filter(|h| h.commands.is_none()) {
+        log::warn!("ssh host {} has no command list: the agent may run ANY command there as {}", h.name, h.user);
+    }
     let options = Options {
         max_line_bytes: args.max_line_bytes,
         close_on_refusal: args.close_on_refusal,
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
     };
-    let mut out = stdout.into_protocol();
     let mut executors = Executors::new();
     executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
@@ -257,11 +266,17 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
     };
     let mut s = format!("{}: ok\n", path.display());
     s += &format!(
-        "http: {} allow rule(s), timeout {}s, max response {} bytes\n",
+        "http: {} allow rule(s), timeout {}s, max response {} bytes, max request body {} bytes, max redirects {}{}\n",
         policy.http.allow.len(),
         policy.http.timeout.as_secs(),
-        policy.http.max_response_bytes
+        policy.http.max_response_bytes,
+        policy.http.max_request_body_bytes,
+        policy.http.max_redirects,
+        if policy.http.https_only { ", https only" } else { "" }
     );
+    if let Some(ca) = &policy.http.ca_certs {
+        s += &format!("  TLS roots: {} certificate(s) from {} (instead of the built-in roots)\n", ca.der.len(), ca.path.display());
+    }
     for r in &policy.http.allow {
         let hosts: Vec<&str> = r.hosts.iter().map(|h| h.text.as_str()).collect();
         let methods: Vec<&str> = r.methods.iter().map(|m| m.as_str()).collect();
@@ -271,7 +286,9 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
     s += &format!("credentials: {}\n", policy.credentials.len());
     for c in policy.credentials.values() {
         let hosts: Vec<&str> = c.hosts.iter().map(|h| h.text.as_str()).collect();
-        s += &format!("  {}: {} -> {}\n", c.name, c.source.describe(), hosts.join(","));
+        let paths: Vec<String> = c.paths.iter().map(|p| p.text()).collect();
+        let methods = c.methods.as_ref().map_or("any method".to_owned(), |m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","));
+        s += &format!("  {}: {} -> {} {} ({})\n", c.name, c.source.describe(), hosts.join(","), paths.join(","), methods);
     }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| std::env::var(k).ok());

@@ -39,11 +39,6 @@ pub fn take_stdout() -> io::Result<StdoutHandle> {
     let original = io::stdout();
     // `try_clone_to_owned` uses F_DUPFD_CLOEXEC: the copy is close-on-exec and >= 3.
     let private = original.as_fd().try_clone_to_owned()?;
-    // The Rust runtime reopens a closed fd 1 on /dev/null before main. Then nobody can
-    // read the answers, so serving (and acting) would be blind: refuse.
-    if is_dev_null(&private) {
-        return Err(io::Error::other("it is /dev/null or was closed: nothing could read the answers"));
-    }
     let redirected = match rustix::stdio::dup2_stdout(io::stderr()) {
         Ok(()) => Ok(()),
         Err(_) => File::options()
@@ -67,9 +62,15 @@ fn is_dev_null(fd: &OwnedFd) -> bool {
 }
 
 impl StdoutHandle {
-    /// The protocol stream for `sp mcp`.
-    pub fn into_protocol(self) -> ProtocolWriter<File> {
-        ProtocolWriter::new(File::from(self.0))
+    /// The protocol stream for `sp mcp`. Refused when it is `/dev/null`: the Rust
+    /// runtime reopens a closed fd 1 there before `main`, and then nobody could read the
+    /// answers, so serving (and acting) would be blind. (`sp --version >/dev/null` and
+    /// the other human commands are fine.)
+    pub fn into_protocol(self) -> io::Result<ProtocolWriter<File>> {
+        if is_dev_null(&self.0) {
+            return Err(io::Error::other("standard output is not usable: it is /dev/null or was closed: nothing could read the answers"));
+        }
+        Ok(ProtocolWriter::new(File::from(self.0)))
     }
 
     /// Plain text for the human-facing commands (`sp check`, `--help`, `--version`),

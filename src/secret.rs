@@ -9,8 +9,10 @@
 //! Sources (`sp-policy(5)`):
 //! - `file` and `systemd` (`$CREDENTIALS_DIRECTORY/<name>`): a regular file owned by the
 //!   effective user (or root) with no group or world permission bits, like OpenSSH
-//!   demands of private keys, at most 64 KiB, one trailing newline trimmed. The checks
-//!   run on the opened descriptor, so a file swapped between check and read is checked.
+//!   demands of private keys (for `systemd`, group bits are allowed: systemd grants the
+//!   service user access through an ACL, which shows as group bits), at most 64 KiB, one
+//!   trailing newline trimmed. The checks run on the opened descriptor, so a file swapped
+//!   between check and read is checked.
 //! - `env`: a variable of the `sp` process (MCP clients pass servers a filtered
 //!   environment: prefer the other sources).
 //! - `command`: argv, no shell, stdin `/dev/null`, stderr discarded (it could echo the

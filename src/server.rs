@@ -414,21 +414,28 @@ impl<E: Executor> Server<'_, E> {
         let a = ssh.action();
         log::info!("executing ssh.exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
         log::debug!("ssh.exec command on {}: {:?}", a.host, a.command);
-        let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome| {
+        // `cut`: the output may end inside a secret (truncated, or a timeout's partial
+        // output), so a tail that begins a secret is scrubbed too.
+        let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome, cut: bool| {
             vault.scrub_bytes(&mut o.stdout);
             vault.scrub_bytes(&mut o.stderr);
+            if cut {
+                vault.scrub_truncated_tail(&mut o.stdout);
+                vault.scrub_truncated_tail(&mut o.stderr);
+            }
         };
         match self.executor.ssh(ssh, &mut self.vault) {
             Ok(mut o) => {
                 log::info!("ssh.exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
-                scrub(&self.vault, &mut o);
+                let cut = o.truncated;
+                scrub(&self.vault, &mut o, cut);
                 (crate::ssh::SSH_EXEC, "ok", tool_ok(o.to_json()))
             }
             Err(mut e) => {
                 log::warn!("ssh.exec on {} failed: {e}", a.host);
                 let mut result = tool_error(e.code(), &e.to_string());
                 if let Some(o) = e.partial_mut() {
-                    scrub(&self.vault, o);
+                    scrub(&self.vault, o, true);
                     let partial = o.to_json();
                     if let (Some(sc), Value::Object(fields)) = (result["structuredContent"].as_object_mut(), &partial) {
                         sc.extend(fields.clone());

@@ -167,10 +167,11 @@ fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> 
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
         "serverInfo": {"name": "sallyport", "title": "Sallyport", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Sallyport runs HTTP requests for you under the operator's policy and injects \
-            credentials itself: you never see or send a secret. Call sp.inventory to learn which hosts, \
-            methods, paths and credential names are allowed, then http.request. Refusals come back as \
-            tool results with isError and a code (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason."
+        "instructions": "Sallyport runs HTTP requests and SSH commands for you under the operator's \
+            policy and injects credentials itself: you never see or send a secret. Call sp.inventory to \
+            learn which hosts, methods, paths, credential names and SSH hosts are allowed, then \
+            http.request or ssh.exec. Refusals come back as tool results with isError and a code \
+            (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason."
     });
     Ok((version, result))
 }

@@ -67,7 +67,7 @@ pub fn definitions() -> Value {
                 "properties": {
                     "method": {"type": "string", "enum": methods},
                     "url": {"type": "string", "description": "Absolute http:// or https:// URL, no user:password, no #fragment", "maxLength": MAX_URL_BYTES},
-                    "headers": {"type": "object", "description": "Extra request headers (Authorization, Cookie, Host and framing headers are refused)", "additionalProperties": {"type": "string"}, "maxProperties": MAX_HEADERS},
+                    "headers": {"type": "object", "description": "Extra request headers (Authorization, Cookie, Host, Accept-Encoding and framing headers are refused)", "additionalProperties": {"type": "string"}, "maxProperties": MAX_HEADERS},
                     "query": {"type": "object", "description": "Query parameters appended to the URL", "additionalProperties": {"type": "string"}, "maxProperties": MAX_QUERY_PARAMS},
                     "body": {"type": "string", "description": "Request body (not allowed with GET or HEAD)"},
                     "credential": {"type": "string", "description": "Name of a credential from sp.inventory"}
@@ -80,7 +80,7 @@ pub fn definitions() -> Value {
         {
             "name": INVENTORY,
             "title": "What this gateway allows",
-            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts and paths they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
+            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts, paths and (when limited) methods they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         },

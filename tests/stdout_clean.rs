@@ -583,3 +583,15 @@ fn check_rejects_a_bad_policy_naming_the_field() {
     assert_eq!(run.stdout, b"", "{}", run.context());
     assert!(run.stderr.contains("/nonexistent/policy.json"), "{}", run.context());
 }
+
+/// The /dev/null refusal is for `sp mcp` only: `sp --version >/dev/null` in a packaging
+/// script must keep working.
+#[test]
+fn human_commands_may_write_to_dev_null() {
+    let status = std::process::Command::new(support::process::sp_bin())
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run sp --version");
+    assert_eq!(status.code(), Some(0));
+}

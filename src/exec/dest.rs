@@ -26,8 +26,9 @@
 //! | broadcast | `255.255.255.255` |
 //! | reserved | `240.0.0.0/4` (future use), `192.0.0.0/24` (IETF protocol assignments: DS-Lite, NAT64 discovery, PCP/TURN anycast), `100::/64` (discard-only) |
 //!
-//! **Private**, reachable only when the `http.allow` rule that allowed the request names
-//! the host exactly (no `*.` wildcard; `HttpAction::host_named_exactly`):
+//! **Private**, reachable only when an `http.allow` rule that permits the request names
+//! the host exactly (no `*.` wildcard; any such rule, not only the first match;
+//! `HttpAction::host_named_exactly`):
 //!
 //! | class | ranges |
 //! |---|---|

@@ -54,7 +54,7 @@ pub struct HttpExecutor {
     /// Dials made through pools since dropped.
     retired_dials: u64,
     /// `http.ca_file` roots; `None`: the built-in Mozilla roots (webpki-roots), so a
-    /// static binary on a minimal container does not depend on the host's CA store.
+    /// binary on a minimal container does not depend on the host's CA store.
     roots: Option<Arc<Vec<Vec<u8>>>>,
 }
 
@@ -238,8 +238,8 @@ fn classify(e: ureq::Error, target: &str) -> ExecError {
         ureq::Error::HostNotFound => ExecError::Unavailable(format!("{target}: host not found")),
         ureq::Error::ConnectionFailed => ExecError::Unavailable(format!("{target}: connection failed")),
         ureq::Error::Io(io) => classify_io(&io, target),
-        ureq::Error::Tls(_) => ExecError::Unavailable(format!("{target}: TLS failed")),
-        ureq::Error::Rustls(_) => ExecError::Unavailable(format!("{target}: TLS failed")),
+        ureq::Error::Tls(why) => ExecError::Unavailable(format!("{target}: TLS failed: {why}")),
+        ureq::Error::Rustls(e) => ExecError::Unavailable(format!("{target}: TLS failed: {e}")),
         _ => ExecError::Upstream(format!("{target}: the server's response could not be read as HTTP")),
     }
 }

@@ -25,8 +25,9 @@
 //!   once the `exec` request has been sent: a command that may have started never runs
 //!   twice (the call fails with `SP_UPSTREAM` instead).
 //! - `timeout_s` counts from the `exec` request to the remote close; connecting
-//!   (DNS, TCP, handshake, authentication, channel) is bounded by `ssh.connect_timeout_s`
-//!   per step. Name resolution uses the system resolver and has its timeout.
+//!   (TCP, handshake, authentication, channel) is bounded by `ssh.connect_timeout_s` per
+//!   step. Name resolution uses the system resolver and has only the resolver's own
+//!   timeout (resolv.conf), not ours.
 //! - On timeout the channel is closed and so is the whole connection: nothing of the
 //!   command stays attached to `sp`, and the server frees the session slot it would
 //!   otherwise keep for a still-running command (OpenSSH counts those against
@@ -520,7 +521,8 @@ fn execute(conn: &Conn, mut channel: Channel, a: &SshAction, started: Instant) -
             let _ = channel.close();
             s.set_blocking(true);
             let message = format!(
-                "{target}: the command ran longer than {}s; its channel and the connection were closed                  (the command loses its input and output; it is not signalled)",
+                "{target}: the command ran longer than {}s; its channel and the connection were closed \
+                 (the command loses its input and output; it is not signalled)",
                 a.timeout.as_secs()
             );
             (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
