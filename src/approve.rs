@@ -335,8 +335,19 @@ pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str
     for (name, pipe) in [("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>))] {
         if let Some(pipe) = pipe {
             std::thread::spawn(move || {
-                for line in BufReader::new(pipe.take(MAX_LOGGED_BYTES)).split(b'\n').map_while(Result::ok) {
-                    log::info!("approver {name}: {}", String::from_utf8_lossy(&line).escape_debug());
+                // Logged up to a cap, then drained unread: a chatty approver never blocks.
+                let (mut reader, mut logged) = (BufReader::new(pipe), 0u64);
+                loop {
+                    let mut line = Vec::new();
+                    match (&mut reader).take(4096).read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) if logged < MAX_LOGGED_BYTES => {
+                            logged += n as u64;
+                            let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
+                            log::info!("approver {name}: {}", text.escape_debug());
+                        }
+                        Ok(_) => {}
+                    }
                 }
             });
         }
@@ -443,6 +454,10 @@ mod tests {
             assert_eq!((a.decision, a.exit), (decision, exit), "{body}: {}", a.why);
             std::fs::remove_dir_all(dir).unwrap();
         }
+        // Far more output than a pipe holds: still answered by its exit, not a timeout.
+        let (dir, argv) = script("head -c 1000000 /dev/zero; head -c 1000000 /dev/zero >&2; exit 0");
+        assert_eq!(ask(&argv, Duration::from_secs(10), &d, &[], &[]).decision, "approved");
+        std::fs::remove_dir_all(dir).unwrap();
         let (dir, argv) = script("sleep 30 & sleep 30");
         let t = Instant::now();
         let a = ask(&argv, Duration::from_secs(1), &d, &[], &[]);

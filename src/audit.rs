@@ -54,7 +54,8 @@
 //!   `$HOME/.local/state/sallyport/audit.jsonl` (the XDG default), the directories
 //!   created `0700`. With neither variable set (MCP clients often pass a filtered
 //!   environment), there is no journal and one warning on stderr. `"path": null` turns
-//!   the journal off explicitly. A journal that is configured or defaulted but cannot be
+//!   the journal off explicitly (a syslog copy, if set, still gets each row, without
+//!   `seq`, `prev` and `hash`). A journal that is configured or defaulted but cannot be
 //!   opened stops `sp mcp` at startup (exit 1): it never serves unjournaled.
 //! - syslog copy: `"syslog": true` (or `{"socket": PATH, "facility": NAME}`) sends every
 //!   row, after it is in the file, as one datagram to `/dev/log` in the traditional
@@ -615,6 +616,11 @@ impl Journal {
         m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
         m.insert("session".into(), Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
+            // No file ("path": null, or no default location): the syslog copy, if any,
+            // still gets the row, without the chain fields only a file can give.
+            if let Some(s) = self.syslog.as_mut() {
+                s.send(&serialize_row(&m, false), notice);
+            }
             return Ok(None);
         };
         let line = file.append(m)?;

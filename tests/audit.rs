@@ -845,3 +845,65 @@ fn concurrent_sessions_share_one_chain() {
     let switches = all.windows(2).filter(|w| w[0]["session"] != w[1]["session"]).count();
     assert!(switches > 3, "the sessions' rows interleave in one chain ({switches} switches)");
 }
+
+// ---------------------------------------------------------------------------------------
+// The malformed-input corpus, journaled
+
+/// Every corpus case through the binary with a journal: a rejected input is one `reject`
+/// row and no `intent` row (the action layer never saw it); the `exec` control cases are
+/// one intent and one result; the chain verifies; the credential never appears.
+#[test]
+fn every_corpus_case_leaves_a_reject_row_and_no_intent() {
+    use support::corpus::{self, Expect};
+    let cases = corpus::load();
+    assert!(cases.len() >= 40 && cases.iter().any(|c| c.expect == Expect::Exec), "the corpus lost cases");
+    let dir = TempDir::new("audit-corpus");
+    let token = canary();
+    let run_case = |case: &corpus::Case| -> Result<(), String> {
+        let server = TestServer::start();
+        let journal = dir.path.join(format!("{}.jsonl", case.name));
+        let mut policy: Value = serde_json::from_str(&corpus::policy_json(server.port)).unwrap();
+        policy["audit"] = json!({"path": journal, "fsync": false});
+        let policy = dir.file(&format!("{}.policy.json", case.name), policy.to_string().as_bytes(), 0o600);
+        let max_line = corpus::MAX_LINE.to_string();
+        let run = Launch::mcp(&policy, &["--max-line-bytes", &max_line]).env("SP_CORPUS_TOKEN", &token).run(&case.stdin(server.port));
+        let fail = |what: String| Err(format!("{}: {what}\n  reason: {}\n  stderr: {}", case.name, case.reason, run.stderr.trim_end()));
+        let all = rows(&journal);
+        let count = |kind: &str| of_kind(&all, kind).len();
+        let want = match case.expect {
+            Expect::Exec => (1, 1, 0),
+            Expect::Silent => (0, 0, 0),
+            _ => (0, 0, 1),
+        };
+        if (count("intent"), count("result"), count("reject")) != want {
+            return fail(format!("want (intent, result, reject) = {want:?}, journal: {all:#?}"));
+        }
+        if let Some(r) = of_kind(&all, "reject").first() {
+            let summary = support::process::summary_line(&run.stderr).unwrap_or_default();
+            let key = r["decision"].as_str().unwrap_or_default();
+            if !summary.contains(&format!("[{key}=1]")) || r["request_fp"].as_str().map(str::len) != Some(64) {
+                return fail(format!("reject row {r} does not match the summary {summary:?}"));
+            }
+        }
+        if std::fs::read_to_string(&journal).unwrap().contains(&token) {
+            return fail("the credential reached the journal".into());
+        }
+        let v = verify(&journal, &[]);
+        if v.code() != Some(0) {
+            return fail(format!("the journal does not verify: {}", String::from_utf8_lossy(&v.stdout)));
+        }
+        Ok(())
+    };
+    let workers = 4;
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let chunk: Vec<&corpus::Case> = cases.iter().skip(w).step_by(workers).collect();
+                let run_case = &run_case;
+                scope.spawn(move || chunk.into_iter().filter_map(|c| run_case(c).err()).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("worker")).collect()
+    });
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n\n"));
+}
