@@ -69,7 +69,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -613,9 +613,9 @@ impl Journal {
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
         let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
-        m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
         m.insert("session".into(), Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
+            m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
             // No file ("path": null, or no default location): the syslog copy, if any,
             // still gets the row, without the chain fields only a file can give.
             if let Some(s) = self.syslog.as_mut() {
@@ -765,7 +765,6 @@ impl FileJournal {
                 .set("bytes_in", len as u64)
                 .set("request_fp", fp)
                 .0;
-            m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
             m.insert("session".into(), Value::String(session.to_owned()));
             self.append_locked(m).map_err(|e| e.to_string())?;
         }
@@ -824,6 +823,8 @@ impl FileJournal {
 
     fn append_locked(&mut self, mut row: Map<String, Value>) -> Result<String, AuditError> {
         let write_err = |why: String| AuditError::Write { path: self.path.clone(), why };
+        // Stamped under the lock: across writers, `ts` follows `seq`.
+        row.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
         row.insert("seq".into(), Value::from(self.seq + 1));
         row.insert("prev".into(), Value::String(self.prev.clone()));
         let hash = row_hash(&self.prev, &row);
@@ -968,34 +969,55 @@ pub struct Broken {
     pub why: String,
 }
 
-/// Verifies a journal from its first row. The first row's `prev` must be [`GENESIS`] or
-/// `anchor`; with `anchor`, it must also be the first row's `prev` or some row's `hash`
-/// (the file holds the state the operator recorded, unchanged). Rows other writers
-/// interleaved are one chain: `seq` rises by one per row across sessions.
-pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
-    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    // `split` yields an empty piece after a final newline; anything else there is torn.
-    let tail = lines.pop().unwrap_or_default();
-    let mut parsed: Vec<Result<ParsedRow, String>> = lines.iter().map(|l| parse_row(l)).collect();
-    if !tail.is_empty() {
-        parsed.push(Err(format!(
-            "is torn: the file ends inside it ({} bytes, no newline): the writer stopped mid-row (a crash); rows 1..{} are whole",
-            tail.len(),
-            lines.len()
-        )));
+/// One line of a journal: its bytes without the newline, and whether it had one.
+/// Lines longer than [`MAX_ROW_BYTES`] come back cut, as not terminated.
+pub fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<(Vec<u8>, bool)>> {
+    let mut line = Vec::new();
+    let n = r.by_ref().take(MAX_ROW_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
+    if n == 0 {
+        return Ok(None);
     }
-    let positions: std::collections::HashMap<&str, usize> =
-        parsed.iter().enumerate().filter_map(|(i, r)| r.as_ref().ok().map(|r| (r.hash.as_str(), i))).collect();
-    let mut prev_hash: Option<String> = None;
-    let mut prev_seq = 0;
-    let mut first_seq = None;
-    let mut anchor_row = None;
+    let terminated = line.last() == Some(&b'\n');
+    if terminated {
+        line.pop();
+    }
+    Ok(Some((line, terminated)))
+}
+
+/// Verifies a journal held in memory (see [`verify_reader`]).
+pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
+    verify_reader(std::io::Cursor::new(bytes), anchor)
+}
+
+/// Verifies a journal from its first row, streaming (memory does not grow with the
+/// file). The first row's `prev` must be [`GENESIS`] or `anchor`; with `anchor`, it
+/// must also be the first row's `prev` or some row's `hash` (the file holds the state
+/// the operator recorded, unchanged). Rows other writers interleaved are one chain:
+/// `seq` rises by one per row across sessions. When a row does not chain on, a second
+/// pass finds where its `prev` is, to tell a swap from a removal.
+pub fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
     if anchor.is_some_and(|a| !is_hash(a)) {
         return Err(Broken { row: 0, why: "the anchor must be 64 lowercase hex digits (a row's hash)".into() });
     }
-    for (i, r) in parsed.iter().enumerate() {
-        let n = i as u64 + 1;
-        let row = r.as_ref().map_err(|why| Broken { row: n, why: why.clone() })?;
+    let mut prev_hash: Option<String> = None;
+    let (mut prev_seq, mut first_seq, mut anchor_row, mut n) = (0, None, None, 0u64);
+    loop {
+        let line = read_line(&mut r).map_err(|e| Broken { row: n + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
+        let Some((line, terminated)) = line else { break };
+        n += 1;
+        if !terminated {
+            let why = if line.len() > MAX_ROW_BYTES {
+                "is longer than 1 MiB: not a row sp wrote (edited or corrupted)".to_owned()
+            } else {
+                format!(
+                    "is torn: the file ends inside it ({} bytes, no newline): the writer stopped mid-row (a crash); rows 1..{} are whole",
+                    line.len(),
+                    n - 1
+                )
+            };
+            return Err(Broken { row: n, why });
+        }
+        let row = parse_row(&line).map_err(|why| Broken { row: n, why })?;
         match &prev_hash {
             None => {
                 let starts = row.prev == GENESIS || Some(row.prev.as_str()) == anchor;
@@ -1013,15 +1035,18 @@ pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
                 first_seq = Some(row.seq);
             }
             Some(expected) if row.prev != *expected => {
-                let why = match positions.get(row.prev.as_str()) {
-                    Some(&j) if j > i => format!("is out of order: it chains on from row {}, which comes after it (rows were swapped or moved)", j + 1),
-                    Some(&j) => format!("is out of order: it chains on from row {} instead of row {} (rows were moved or duplicated)", j + 1, i),
+                let why = match find_hash(&mut r, &row.prev) {
+                    Some(j) if j > n => format!("is out of order: it chains on from row {j}, which comes after it (rows were swapped or moved)"),
+                    Some(j) => format!("is out of order: it chains on from row {j} instead of row {} (rows were moved or duplicated)", n - 1),
                     None if row.seq > prev_seq + 1 => format!(
                         "follows a gap: seq jumps from {prev_seq} to {} and its prev matches no row (row(s) removed before it)",
                         row.seq
                     ),
                     None if row.seq <= prev_seq => format!("is out of order: seq {} after seq {prev_seq}", row.seq),
-                    None => format!("does not chain on from row {i}: its prev is not that row's hash (a row was edited and re-hashed, or replaced)"),
+                    None => format!(
+                        "does not chain on from row {}: its prev is not that row's hash (a row was edited and re-hashed, or replaced)",
+                        n - 1
+                    ),
                 };
                 return Err(Broken { row: n, why });
             }
@@ -1033,23 +1058,35 @@ pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
         if Some(row.hash.as_str()) == anchor {
             anchor_row = Some(n);
         }
-        prev_hash = Some(row.hash.clone());
+        prev_hash = Some(row.hash);
         prev_seq = row.seq;
     }
     if let (Some(a), None) = (anchor, anchor_row) {
         return Err(Broken {
-            row: parsed.len() as u64 + 1,
+            row: n + 1,
             why: format!("the anchor {a} is neither the first row's prev nor any row's hash: the rows it pinned were removed or rewritten"),
         });
     }
-    let rows = parsed.len() as u64;
     Ok(Verified {
-        rows,
+        rows: n,
         first_seq,
-        last_seq: (rows > 0).then_some(prev_seq),
+        last_seq: (n > 0).then_some(prev_seq),
         last_hash: prev_hash.unwrap_or_else(|| anchor.unwrap_or(GENESIS).to_owned()),
         anchor_row,
     })
+}
+
+/// The line number of the row whose `hash` is `hash`, if any (a second pass).
+fn find_hash<R: BufRead + Seek>(r: &mut R, hash: &str) -> Option<u64> {
+    r.seek(SeekFrom::Start(0)).ok()?;
+    let mut n = 0;
+    while let Ok(Some((line, _))) = read_line(r) {
+        n += 1;
+        if parse_row(&line).is_ok_and(|row| row.hash == hash) {
+            return Some(n);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

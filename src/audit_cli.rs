@@ -20,7 +20,7 @@
 //! `sp mcp`.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -117,8 +117,8 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
     if args.sub == Sub::Help {
         return finish(out.write_all(USAGE.as_bytes()), 0);
     }
-    let bytes = match std::fs::read(&args.file) {
-        Ok(b) => b,
+    let file = match std::fs::File::open(&args.file) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("sp: {}: {}", args.file.display(), crate::policy::io_reason(&e));
             return ExitCode::from(crate::cli::EXIT_FATAL);
@@ -126,7 +126,7 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
     };
     let name = args.file.display().to_string();
     match args.sub {
-        Sub::Verify { anchor } => match audit::verify(&bytes, anchor.as_deref()) {
+        Sub::Verify { anchor } => match audit::verify_reader(BufReader::new(file), anchor.as_deref()) {
             Ok(v) => {
                 let seqs = match (v.first_seq, v.last_seq) {
                     (Some(a), Some(b)) => format!(", seq {a}..{b}"),
@@ -147,8 +147,18 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
                 ExitCode::from(crate::cli::EXIT_FATAL)
             }
         },
-        Sub::Tail { lines, json } => print_rows(&mut out, &name, &bytes, Some(lines), json),
-        Sub::Show { json } => print_rows(&mut out, &name, &bytes, None, json),
+        Sub::Tail { lines, json } => match last_lines(file, lines) {
+            Ok(tail) => print_rows(&mut out, &name, tail.into_iter().map(Ok), json),
+            Err(e) => {
+                eprintln!("sp: {name}: {}", crate::policy::io_reason(&e));
+                ExitCode::from(crate::cli::EXIT_FATAL)
+            }
+        },
+        Sub::Show { json } => {
+            let mut reader = BufReader::new(file);
+            let lines = std::iter::from_fn(move || audit::read_line(&mut reader).transpose());
+            print_rows(&mut out, &name, lines.map(|l| l.map(|(bytes, _)| bytes)), json)
+        }
         Sub::Help => unreachable!("handled above"),
     }
 }
@@ -160,33 +170,65 @@ fn finish(r: std::io::Result<()>, code: u8) -> ExitCode {
     }
 }
 
-fn print_rows(out: &mut impl Write, name: &str, bytes: &[u8], last: Option<usize>, json: bool) -> ExitCode {
-    let mut lines: Vec<(usize, &[u8])> = bytes.split(|b| *b == b'\n').enumerate().map(|(i, l)| (i + 1, l)).collect();
-    if bytes.ends_with(b"\n") || bytes.is_empty() {
-        lines.pop();
+/// The last `n` lines of a file, read backwards from its end in blocks.
+fn last_lines(mut file: std::fs::File, n: usize) -> std::io::Result<Vec<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let size = file.seek(SeekFrom::End(0))?;
+    let mut start = size;
+    let mut buf: Vec<u8> = Vec::new();
+    // n lines need n newlines before them (plus the file's final one), or the start.
+    while start > 0 && buf.iter().filter(|b| **b == b'\n').count() <= n {
+        let block = start.min(64 * 1024);
+        start -= block;
+        let mut chunk = vec![0; block as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut chunk)?;
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
     }
-    if let Some(n) = last {
+    let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+    let mut lines: Vec<Vec<u8>> = body.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    if start > 0 || lines.len() > n {
+        // The first piece may be a partial line (or there are more than asked).
         let skip = lines.len().saturating_sub(n);
         lines.drain(..skip);
     }
-    let mut text = String::new();
+    if buf.is_empty() {
+        lines.clear();
+    }
+    Ok(lines)
+}
+
+fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std::io::Result<Vec<u8>>>, json: bool) -> ExitCode {
+    let mut out = std::io::BufWriter::new(out);
     if !json {
-        text.push_str(&format!(
+        let header = format!(
             "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<14}  {}\n",
             "SEQ", "TIME (UTC)", "SESSION", "KIND", "DECISION", "TOOL", "CODE/STATUS", "TARGET / REASON"
-        ));
+        );
+        if out.write_all(header.as_bytes()).is_err() {
+            return ExitCode::from(crate::cli::EXIT_FATAL);
+        }
     }
     let mut bad = 0;
-    for (n, line) in lines {
-        let row = std::str::from_utf8(line).ok().and_then(|t| crate::json::parse(t).ok());
+    for (i, line) in lines.enumerate() {
+        let Ok(line) = line else {
+            eprintln!("sp: {name}: reading failed");
+            return ExitCode::from(crate::cli::EXIT_FATAL);
+        };
+        let row = std::str::from_utf8(&line).ok().and_then(|t| crate::json::parse(t).ok());
         let Some(Value::Object(row)) = row else {
-            eprintln!("sp: {name}: row {n} is not a journal row");
+            eprintln!("sp: {name}: line {} of this listing is not a journal row", i + 1);
             bad += 1;
             continue;
         };
+        let mut text = String::new();
         if json {
-            text.push_str(&String::from_utf8_lossy(line));
+            text.push_str(&String::from_utf8_lossy(&line));
             text.push('\n');
+            if out.write_all(text.as_bytes()).is_err() {
+                return ExitCode::from(crate::cli::EXIT_FATAL);
+            }
             continue;
         }
         let s = |k: &str| match row.get(k) {
@@ -233,9 +275,11 @@ fn print_rows(out: &mut impl Write, name: &str, bytes: &[u8], last: Option<usize
             safe(&outcome),
             safe(&detail)
         ));
+        if out.write_all(text.as_bytes()).is_err() {
+            return ExitCode::from(crate::cli::EXIT_FATAL);
+        }
     }
-    let written = out.write_all(text.as_bytes());
-    finish(written, if bad > 0 { crate::cli::EXIT_FATAL } else { 0 })
+    finish(out.flush(), if bad > 0 { crate::cli::EXIT_FATAL } else { 0 })
 }
 
 /// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
@@ -261,6 +305,26 @@ mod tests {
         for bad in [&[][..], &["verify"], &["frob", "/j"], &["show", "/j", "-n", "2"], &["verify", "/j", "--json"], &["tail", "/j", "-n", "x"], &["show", "/a", "/b"]] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn last_lines_reads_from_the_end() {
+        let path = std::env::temp_dir().join(format!("sp-audit-cli-{}-{}", std::process::id(), crate::audit::session_id()));
+        let long = "x".repeat(70_000);
+        for (text, n, want) in [
+            ("a\nb\nc\n".to_owned(), 2, vec!["b", "c"]),
+            ("a\nb\nc\n".to_owned(), 10, vec!["a", "b", "c"]),
+            ("a\nb\nc".to_owned(), 1, vec!["c"]),
+            (String::new(), 3, vec![]),
+            ("a\n".to_owned(), 0, vec![]),
+            (format!("{long}\n{long}\nend\n"), 2, vec![long.as_str(), "end"]),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let got = last_lines(std::fs::File::open(&path).unwrap(), n).unwrap();
+            let got: Vec<String> = got.into_iter().map(|l| String::from_utf8(l).unwrap()).collect();
+            assert_eq!(got, want, "{:?} -n {n}", &text[..text.len().min(20)]);
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
