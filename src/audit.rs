@@ -137,7 +137,7 @@ fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
     Err((field.to_owned(), message.into()))
 }
 
-const FACILITIES: [(&str, u8); 13] = [
+const FACILITIES: [(&str, u8); 12] = [
     ("user", 1),
     ("daemon", 3),
     ("auth", 4),
@@ -150,7 +150,6 @@ const FACILITIES: [(&str, u8); 13] = [
     ("local5", 21),
     ("local6", 22),
     ("local7", 23),
-    ("security", 13),
 ];
 
 fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {

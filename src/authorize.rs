@@ -298,10 +298,20 @@ fn inventory(policy: &Policy) -> Inventory {
             v
         })
         .collect();
-    Inventory(json!({
+    let mut inv = json!({
         "http": {"allow": allow, "credentials": credentials},
         "ssh": {"hosts": crate::ssh::inventory(&policy.ssh)},
-    }))
+    });
+    // Issue #5: the agent learns which calls wait for a human's approval.
+    let approval = &policy.approval;
+    for (list, flagged) in [("/http/credentials", &approval.credentials), ("/ssh/hosts", &approval.ssh_hosts)] {
+        for entry in inv.pointer_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+            if entry["name"].as_str().is_some_and(|n| flagged.contains(n)) {
+                entry["approve"] = json!(true);
+            }
+        }
+    }
+    Inventory(inv)
 }
 
 #[cfg(test)]

@@ -171,7 +171,9 @@ fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> 
             policy and injects credentials itself: you never see or send a secret. Call sp.inventory to \
             learn which hosts, methods, paths, credential names and SSH hosts are allowed, then \
             http.request or ssh.exec. Refusals come back as tool results with isError and a code \
-            (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason."
+            (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason. Calls with some credentials or SSH hosts \
+            wait for the operator's out-of-band approval (SP_NOT_APPROVED when refused), and every call \
+            is recorded in the operator's audit journal."
     });
     Ok((version, result))
 }

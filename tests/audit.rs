@@ -701,6 +701,11 @@ fn observe_mode_runs_without_asking_and_says_so() {
     s.ready("2025-06-18");
     assert_eq!(s.tool(1, "http.request", get(format!("{}/v1/a", server.base())))["isError"], false);
     assert_eq!(tool_error_code(&s.tool(2, "http.request", get(format!("{}/nope", server.base())))), Some("SP_DENIED"));
+    // The inventory tells the agent which credentials wait for approval.
+    let inv = s.tool(3, "sp.inventory", json!({}));
+    let creds = inv["structuredContent"]["http"]["credentials"].as_array().unwrap().clone();
+    let flag = |name: &str| creds.iter().find(|c| c["name"] == name).map(|c| c["approve"].clone());
+    assert_eq!((flag("api"), flag("envtok")), (Some(json!(true)), Some(Value::Null)), "{inv}");
     s.finish().assert_exit(0);
     let all = rows(&f.journal);
     assert_eq!(all[0]["decision"], "observe");
