@@ -802,14 +802,14 @@ impl FileJournal {
     /// Reads the rows another `sp` appended since our last write; each must verify and
     /// chain on from the last row we know.
     fn catch_up(&mut self, size: u64) -> Result<(), String> {
-        let mut buf = Vec::new();
         let mut f = &self.file;
-        f.seek(SeekFrom::Start(self.size)).and_then(|_| f.take(size - self.size).read_to_end(&mut buf)).map_err(|e| io_why(&e))?;
-        if buf.last() != Some(&b'\n') {
-            return Err("another writer left a partial row".into());
-        }
-        for line in buf[..buf.len() - 1].split(|b| *b == b'\n') {
-            let row = parse_row(line).map_err(|why| format!("a row appended by another writer {why}"))?;
+        f.seek(SeekFrom::Start(self.size)).map_err(|e| io_why(&e))?;
+        let mut r = std::io::BufReader::new(f.take(size - self.size));
+        while let Some((line, terminated)) = read_line(&mut r).map_err(|e| io_why(&e))? {
+            if !terminated {
+                return Err("another writer left a partial row".into());
+            }
+            let row = parse_row(&line).map_err(|why| format!("a row appended by another writer {why}"))?;
             if row.prev != self.prev || row.seq != self.seq + 1 {
                 return Err(format!("a row appended by another writer (seq {}) does not chain on from seq {}", row.seq, self.seq));
             }

@@ -368,7 +368,7 @@ fn lock_held_by_another_process() {
 #[test]
 fn journal_replaced_or_truncated_mid_session_stops_all_actions() {
     let server = TestServer::start();
-    for how in ["replaced", "truncated", "removed"] {
+    for (how, says) in [("replaced", "replaced"), ("truncated", "truncated"), ("removed", "removed"), ("forged", "another writer")] {
         let f = fixture(server.port, json!({}), false);
         let mut s = Session::start(f.launch());
         s.ready("2025-06-18");
@@ -379,6 +379,15 @@ fn journal_replaced_or_truncated_mid_session_stops_all_actions() {
                 std::fs::rename(&other, &f.journal).unwrap();
             }
             "truncated" => std::fs::OpenOptions::new().write(true).open(&f.journal).unwrap().set_len(10).unwrap(),
+            "forged" => {
+                // A row appended behind sp's back, well-formed but not chained.
+                let last = rows(&f.journal).pop().unwrap();
+                let mut forged = last.clone();
+                forged["seq"] = json!(last["seq"].as_u64().unwrap() + 1);
+                forged["prev"] = json!("ab".repeat(32));
+                let mut file = std::fs::OpenOptions::new().append(true).open(&f.journal).unwrap();
+                std::io::Write::write_all(&mut file, format!("{forged}\n").as_bytes()).unwrap();
+            }
             _ => std::fs::remove_file(&f.journal).unwrap(),
         }
         server.settle();
@@ -386,7 +395,7 @@ fn journal_replaced_or_truncated_mid_session_stops_all_actions() {
         for id in 2..4 {
             let r = s.tool(id, "http.request", get(format!("{}/open/b", server.base())));
             assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{how}: {r}");
-            assert!(r["structuredContent"]["error"]["message"].as_str().unwrap().contains(how), "{how}: {r}");
+            assert!(r["structuredContent"]["error"]["message"].as_str().unwrap().contains(says), "{how}: {r}");
         }
         server.settle();
         assert_eq!(server.accepted(), before, "{how}: a request ran after the journal stopped");
