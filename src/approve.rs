@@ -41,6 +41,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::fields::{err, Check};
+
 use serde_json::{json, Map, Value};
 
 use crate::audit::{Context, Journal};
@@ -93,12 +95,6 @@ impl Default for ApprovalPolicy {
             ssh_hosts: BTreeSet::new(),
         }
     }
-}
-
-type Check<T> = Result<T, (String, String)>;
-
-fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
-    Err((field.to_owned(), message.into()))
 }
 
 /// Reads `mode`, `approval` and every `approve` flag; returns the policy document with

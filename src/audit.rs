@@ -77,6 +77,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use crate::fields::{err, Check};
 
 /// `prev` of the first row of a file.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -131,11 +132,6 @@ impl Default for AuditPolicy {
     }
 }
 
-type Check<T> = Result<T, (String, String)>;
-
-fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
-    Err((field.to_owned(), message.into()))
-}
 
 const FACILITIES: [(&str, u8); 12] = [
     ("user", 1),

@@ -20,6 +20,7 @@ pub mod audit_cli;
 pub mod authorize;
 pub mod cli;
 pub mod exec;
+pub mod fields;
 pub mod frame;
 pub mod json;
 pub mod jsonrpc;

@@ -23,8 +23,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::fields::{err, int, list, object, string, Check};
 use crate::json;
 
 pub const DEFAULT_TIMEOUT_S: u64 = 30;
@@ -374,39 +375,6 @@ impl fmt::Display for PolicyError {
     }
 }
 
-type Check<T> = Result<T, (String, String)>;
-
-fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
-    Err((field.to_owned(), message.into()))
-}
-
-fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
-    let Value::Object(map) = v else {
-        return err(field, "must be an object");
-    };
-    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        let at = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
-        return err(&at, format!("unknown field (expected one of: {})", allowed.join(", ")));
-    }
-    Ok(map)
-}
-
-fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
-    match v {
-        Value::String(s) if !s.is_empty() => Ok(s),
-        Value::String(_) => err(field, "must not be empty"),
-        _ => err(field, "must be a string"),
-    }
-}
-
-fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
-    match v {
-        Value::Array(a) if !a.is_empty() => Ok(a),
-        Value::Array(_) => err(field, "must not be empty"),
-        _ => err(field, "must be an array"),
-    }
-}
-
 fn hosts(v: &Value, field: &str) -> Check<Vec<HostPattern>> {
     list(v, field)?
         .iter()
@@ -430,13 +398,6 @@ fn paths(v: Option<&Value>, field: &str) -> Check<Vec<PathPattern>> {
             PathPattern::parse(string(p, &f)?).map_err(|m| (f, m))
         })
         .collect()
-}
-
-fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
-    match v.as_u64() {
-        Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => err(field, format!("must be an integer from {min} to {max}")),
-    }
 }
 
 /// An HTTP header field name: an RFC 9110 token.

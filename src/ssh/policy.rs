@@ -34,9 +34,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::commands::CommandPattern;
+use crate::fields::{abs_path, err, int, object, required, string, Check};
 
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 pub const MAX_TIMEOUT_S: u64 = 3600;
@@ -108,50 +109,6 @@ impl Default for SshPolicy {
             hosts: BTreeMap::new(),
         }
     }
-}
-
-/// (field, message), as the rest of the policy parser reports them.
-pub type Check<T> = Result<T, (String, String)>;
-
-fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
-    Err((field.to_owned(), message.into()))
-}
-
-fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
-    let Value::Object(map) = v else {
-        return err(field, "must be an object");
-    };
-    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return err(&format!("{field}.{k}"), format!("unknown field (expected one of: {})", allowed.join(", ")));
-    }
-    Ok(map)
-}
-
-fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
-    match v {
-        Value::String(s) if !s.is_empty() => Ok(s),
-        Value::String(_) => err(field, "must not be empty"),
-        _ => err(field, "must be a string"),
-    }
-}
-
-fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
-    match v.as_u64() {
-        Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => err(field, format!("must be an integer from {min} to {max}")),
-    }
-}
-
-fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
-    let p = string(v, field)?;
-    if !p.starts_with('/') || p.contains('\0') {
-        return err(field, "must be an absolute path");
-    }
-    Ok(PathBuf::from(p))
-}
-
-fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
-    map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
 }
 
 /// Host names the agent uses: the same alphabet as credential names.

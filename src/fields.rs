@@ -1,0 +1,64 @@
+//! Field checks shared by every policy section parser (`policy.rs`, `ssh/policy.rs`,
+//! `approve.rs`, `audit.rs`): each failure is `(field, message)`, so an error names the
+//! exact field (`ssh.hosts.web1.port: must be an integer from 1 to 65535`).
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+/// A check's result: the value, or `(field, message)`.
+pub type Check<T> = Result<T, (String, String)>;
+
+pub fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+    Err((field.to_owned(), message.into()))
+}
+
+/// An object whose keys are all in `allowed` (unknown fields are refused: a typo must
+/// not silently widen or narrow access). `field` empty means the top level.
+pub fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
+    let Value::Object(map) = v else {
+        return err(field, "must be an object");
+    };
+    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let at = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
+        return err(&at, format!("unknown field (expected one of: {})", allowed.join(", ")));
+    }
+    Ok(map)
+}
+
+/// A non-empty string.
+pub fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s),
+        Value::String(_) => err(field, "must not be empty"),
+        _ => err(field, "must be a string"),
+    }
+}
+
+/// A non-empty array.
+pub fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
+    match v {
+        Value::Array(a) if !a.is_empty() => Ok(a),
+        Value::Array(_) => err(field, "must not be empty"),
+        _ => err(field, "must be an array"),
+    }
+}
+
+pub fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => err(field, format!("must be an integer from {min} to {max}")),
+    }
+}
+
+pub fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
+    let p = string(v, field)?;
+    if !p.starts_with('/') || p.contains('\0') {
+        return err(field, "must be an absolute path");
+    }
+    Ok(PathBuf::from(p))
+}
+
+pub fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
+    map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
+}
