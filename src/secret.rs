@@ -39,6 +39,9 @@ use crate::policy::{io_reason, Injection, SecretSource};
 
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
+/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces.
+pub const MIN_TAIL_MATCH: usize = 4;
+
 pub struct Secret(Zeroizing<String>);
 
 impl fmt::Debug for Secret {
@@ -182,12 +185,16 @@ impl Vault {
         self.seen.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
     }
 
-    /// For a body cut at the size limit: a tail that is the beginning of a secret (in any
-    /// known encoding) is replaced too, so a truncation cannot leak a secret's prefix.
+    /// For output cut at a size limit (or by a timeout): a tail of at least
+    /// [`MIN_TAIL_MATCH`] bytes that is the beginning of a secret (in any known encoding)
+    /// is replaced too, so a cut cannot leak a secret's prefix. Shorter tails are left:
+    /// with dozens of encodings remembered, a one- or two-byte match would redact the end
+    /// of nearly every truncated output; what can leak is at most the first three bytes.
     pub fn scrub_truncated_tail(&self, bytes: &mut Vec<u8>) {
         for (name, secret) in &self.seen {
             let needle = secret.as_bytes();
-            if let Some(k) = (1..needle.len()).rev().find(|k| bytes.ends_with(&needle[..*k])) {
+            let shortest = MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
+            if let Some(k) = (shortest..needle.len()).rev().find(|k| bytes.ends_with(&needle[..*k])) {
                 bytes.truncate(bytes.len() - k);
                 bytes.extend_from_slice(format!("[REDACTED:{name}]").as_bytes());
                 return;
@@ -543,6 +550,13 @@ mod tests {
         let mut clean = b"token: nothing".to_vec();
         v.scrub_truncated_tail(&mut clean);
         assert_eq!(clean, b"token: nothing");
+        // three bytes are below the threshold: left as they are
+        let mut short = b"xxSEC".to_vec();
+        v.scrub_truncated_tail(&mut short);
+        assert_eq!(short, b"xxSEC");
+        let mut four = b"xxSECR".to_vec();
+        v.scrub_truncated_tail(&mut four);
+        assert_eq!(four, b"xx[REDACTED:c]");
     }
 
     #[test]
