@@ -96,7 +96,9 @@ fn main() {
         &policy,
         json!({
             "credentials": {"bench": {"source": {"file": secret}, "inject": {"bearer": {}}, "hosts": [host]}},
-            "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]}
+            "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]},
+            // A journal like production's (fsync per row), kept out of the user's own.
+            "audit": {"path": dir.join("audit.jsonl")}
         })
         .to_string(),
     )

@@ -135,7 +135,9 @@ fn main() {
         &policy,
         json!({"ssh": {"known_hosts": known_hosts, "hosts": {"bench": {
             "address": "127.0.0.1", "port": server.port, "user": server.user,
-            "auth": {"key_file": server.client_key}}}}})
+            "auth": {"key_file": server.client_key}}}},
+            // A journal like production's (fsync per row), kept out of the user's own.
+            "audit": {"path": dir.join("bench_audit.jsonl")}})
         .to_string(),
     )
     .unwrap();

@@ -37,7 +37,8 @@ fn main() {
         "credentials": {
             "demo-api": {"source": {"file": secret}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"]}
         },
-        "http": {"allow": [{"hosts": [host], "methods": ["GET", "POST"], "paths": ["/v1/*"]}], "timeout_s": 5}
+        "http": {"allow": [{"hosts": [host], "methods": ["GET", "POST"], "paths": ["/v1/*"]}], "timeout_s": 5},
+        "audit": {"path": dir.join("audit.jsonl")}
     });
     let policy_path = dir.join("policy.json");
     std::fs::write(&policy_path, serde_json::to_string_pretty(&policy).unwrap()).expect("write policy");
@@ -134,10 +135,20 @@ fn main() {
     println!("\nsp exited with status {}", status.code().map_or("signal".into(), |c| c.to_string()));
     println!("{summary}");
     println!("requests that reached the demo API: {} (the denied and refused ones never left sp)", api.requests().len());
-    let leaked = stderr.contains(&token) || transcript.contains(&token);
-    println!("token seen by the agent or in sp's logs: {}", if leaked { "YES (bug!)" } else { "no" });
+    let journal_path = dir.join("audit.jsonl");
+    let journal = std::fs::read_to_string(&journal_path).unwrap_or_default();
+    let kinds: Vec<String> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|row| row["kind"].as_str().map(str::to_owned))
+        .collect();
+    println!("audit journal {}: {} rows ({})", journal_path.display(), kinds.len(), kinds.join(" "));
+    let verify = Command::new(&sp).args(["audit", "verify"]).arg(&journal_path).output().expect("sp audit verify");
+    println!("sp audit verify: {}", String::from_utf8_lossy(&verify.stdout).trim());
+    let leaked = stderr.contains(&token) || transcript.contains(&token) || journal.contains(&token);
+    println!("token seen by the agent, in sp's logs or in the journal: {}", if leaked { "YES (bug!)" } else { "no" });
     let _ = std::fs::remove_dir_all(&dir);
-    if leaked || api.requests().len() != 2 || status.code() != Some(3) {
+    if leaked || api.requests().len() != 2 || status.code() != Some(3) || !verify.status.success() {
         std::process::exit(1);
     }
 }
