@@ -24,7 +24,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
-use crate::exec::{ExecError, Executor, HttpOutcome};
+use crate::exec::{ExecError, Executor, HttpOutcome, Progress};
 use crate::frame::{FrameError, FrameReader};
 use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
@@ -281,7 +281,7 @@ impl<'p, E: Executor> Server<'p, E> {
             Step::Reply(result) => (result_response(&id, result), false),
             Step::ListTools => (result_response(&id, json!({"tools": tools::definitions()})), false),
             Step::Refuse(r) => self.refuse_rpc(&id, RpcError::Lifecycle(r)),
-            Step::CallTool(params) => self.call_tool(&id, params),
+            Step::CallTool(params) => self.call_tool(&id, params, out),
         };
         if out.send(&response).is_err() {
             return Some(Exit::ClientGone);
@@ -304,7 +304,7 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// The tool pipeline: args -> authorize -> execute -> scrub.
-    fn call_tool(&mut self, id: &Id, params: Option<Value>) -> (Value, bool) {
+    fn call_tool<W: Write>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>) -> (Value, bool) {
         let request = match tools::call_request(params) {
             Ok(r) => r,
             Err(e) => return self.refuse_rpc(id, RpcError::Call(e)),
@@ -336,7 +336,16 @@ impl<'p, E: Executor> Server<'p, E> {
                     (tools::HTTP_REQUEST, e.code(), exec_error(&e))
                 }
             },
-            Action::Ssh(ssh) => self.run_ssh(&ssh),
+            Action::Ssh(ssh) => {
+                // The executor gets only this: progress notifications for this call's
+                // token. A failed write is ignored here; the final answer's write will
+                // notice a client that went away.
+                let mut send = |note: &Value| {
+                    let _ = out.send(note);
+                };
+                let mut progress = Progress::new(request.progress_token.clone(), &mut send);
+                self.run_ssh(&ssh, &mut progress)
+            }
         };
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // The single redaction point: nothing in a result leaves without passing here.
@@ -410,7 +419,7 @@ impl<E: Executor> Server<'_, E> {
 impl<E: Executor> Server<'_, E> {
     /// `ssh.exec` (issue #4): run, scrub the raw output bytes, shape the result. A
     /// timeout is an error result that still carries the output collected until then.
-    fn run_ssh(&mut self, ssh: &Authorized<crate::ssh::SshAction>) -> (&'static str, &'static str, Value) {
+    fn run_ssh(&mut self, ssh: &Authorized<crate::ssh::SshAction>, progress: &mut Progress<'_>) -> (&'static str, &'static str, Value) {
         let a = ssh.action();
         log::info!("executing ssh.exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
         log::debug!("ssh.exec command on {}: {:?}", a.host, a.command);
@@ -424,7 +433,7 @@ impl<E: Executor> Server<'_, E> {
                 vault.scrub_truncated_tail(&mut o.stderr);
             }
         };
-        match self.executor.ssh(ssh, &mut self.vault) {
+        match self.executor.ssh(ssh, &mut self.vault, progress) {
             Ok(mut o) => {
                 log::info!("ssh.exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
                 let cut = o.truncated;

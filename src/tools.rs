@@ -93,6 +93,8 @@ pub fn definitions() -> Value {
 pub struct CallRequest {
     pub name: String,
     pub arguments: Map<String, Value>,
+    /// `_meta.progressToken` (a string or an integer), if the client wants progress.
+    pub progress_token: Option<Value>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -102,6 +104,7 @@ pub enum CallError {
     NameNotString,
     ArgumentsNotObject { found: &'static str },
     UnexpectedParam { name: String },
+    BadMeta,
     UnknownTool { name: String },
 }
 
@@ -113,6 +116,9 @@ impl fmt::Display for CallError {
             CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
             CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
             CallError::UnexpectedParam { name } => write!(f, "unexpected tools/call param {:?}", short(name)),
+            CallError::BadMeta => {
+                f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer")
+            }
             CallError::UnknownTool { name } => write!(f, "unknown tool {:?}", short(name)),
         }
     }
@@ -146,10 +152,22 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         Some(Value::Object(a)) => a,
         Some(other) => return Err(CallError::ArgumentsNotObject { found: kind_of(&other) }),
     };
+    // MCP "Progress": the token is a string or an integer; other `_meta` members are
+    // the client's business and ignored.
+    let progress_token = match map.remove("_meta") {
+        None => None,
+        Some(Value::Object(meta)) => match meta.get("progressToken") {
+            None => None,
+            Some(t @ Value::String(_)) => Some(t.clone()),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n.clone())),
+            Some(_) => return Err(CallError::BadMeta),
+        },
+        Some(_) => return Err(CallError::BadMeta),
+    };
     if name != HTTP_REQUEST && name != INVENTORY && name != crate::ssh::SSH_EXEC {
         return Err(CallError::UnknownTool { name });
     }
-    Ok(CallRequest { name, arguments })
+    Ok(CallRequest { name, arguments, progress_token })
 }
 
 /// A fully typed tool call. Only `parse` builds one.
@@ -423,7 +441,12 @@ mod tests {
         );
         assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
         assert_eq!(call(json!({"name": "sp.inventory", "x": 1})), Err(CallError::UnexpectedParam { name: "x".into() }));
-        assert!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": 1}})).is_ok());
+        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
+        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
+        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);
+        for meta in [json!("x"), json!({"progressToken": 1.5}), json!({"progressToken": null}), json!({"progressToken": {}})] {
+            assert_eq!(call(json!({"name": "sp.inventory", "_meta": meta})), Err(CallError::BadMeta));
+        }
     }
 
     #[test]

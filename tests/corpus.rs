@@ -7,7 +7,7 @@
 mod support;
 
 use sallyport::authorize::{Authorized, HttpAction};
-use sallyport::exec::{ExecError, Executor, HttpOutcome, SshError, SshOutcome};
+use sallyport::exec::{ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
 use sallyport::ssh::SshAction;
 use sallyport::out::ProtocolWriter;
 use sallyport::secret::Vault;
@@ -29,7 +29,7 @@ impl Executor for Recording {
     }
 
     /// `ssh <host> <command>`: the corpus commands end with `/corpus/<name>`.
-    fn ssh(&mut self, action: &Authorized<SshAction>, _vault: &mut Vault) -> Result<SshOutcome, SshError> {
+    fn ssh(&mut self, action: &Authorized<SshAction>, _vault: &mut Vault, _progress: &mut Progress<'_>) -> Result<SshOutcome, SshError> {
         let a = action.action();
         self.calls.push(format!("ssh {} {}", a.host, a.command));
         Ok(SshOutcome { host: a.host.clone(), exit_status: Some(0), ..SshOutcome::default() })

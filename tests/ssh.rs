@@ -590,3 +590,41 @@ fn sp_check_summarises_ssh_hosts() {
     assert!(run.stderr.contains("ssh.hosts.web1.auth.key_file: must be an absolute path"), "{}", run.stderr);
     assert_eq!(w.sshd.connections(), 0);
 }
+
+/// Issue #4: with `_meta.progressToken`, a long command reports `notifications/progress`
+/// (token echoed, progress increasing, counts only: never output) before its answer;
+/// without a token, nothing but the answer is written.
+#[test]
+fn progress_notifications_for_a_long_command() {
+    let Some(w) = World::new() else { return };
+    let mut s = w.session(&w.simple_policy(json!({})));
+    let command = "echo secret-looking-output; sleep 2.5; echo done";
+    s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ssh.exec", "arguments": {"host": "web1", "command": command}, "_meta": {"progressToken": "tok-1"}}}));
+    let mut notes = Vec::new();
+    let answer = loop {
+        let m = s.read();
+        if m.get("id").is_some() {
+            break m;
+        }
+        notes.push(m);
+    };
+    assert_eq!(answer["id"], 1);
+    assert_eq!(sc(&answer["result"])["stdout"], "secret-looking-output\ndone\n", "{answer}");
+    assert!(notes.len() >= 2, "want a notification a second during 2.5 s, got {notes:?}");
+    let mut last = 0;
+    for n in &notes {
+        assert_eq!(n["method"], "notifications/progress", "{n}");
+        assert_eq!(n["params"]["progressToken"], "tok-1", "{n}");
+        let p = n["params"]["progress"].as_u64().expect("numeric progress");
+        assert!(p > last, "progress must increase: {notes:?}");
+        last = p;
+        assert!(!n.to_string().contains("secret-looking-output"), "output leaked into a notification: {n}");
+    }
+    // The same command without a token: the next message is the answer itself.
+    s.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "ssh.exec", "arguments": {"host": "web1", "command": "sleep 1.5; echo quiet"}}}));
+    let m = s.read();
+    assert_eq!(m["id"], 2, "a notification without a progressToken: {m}");
+    s.finish().protocol();
+}

@@ -10,6 +10,9 @@ pub mod http;
 pub mod ssh;
 
 use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{SecretError, Vault};
@@ -23,9 +26,68 @@ pub trait Executor {
     /// Runs one authorized SSH command (issue #4); key, passphrase and password files are
     /// read through `vault` at connection time. The default refuses, so an executor built
     /// for HTTP only fails closed.
-    fn ssh(&mut self, action: &Authorized<crate::ssh::SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
-        let _ = (action, vault);
+    /// `progress` reports on a long command when the client asked for it.
+    fn ssh(
+        &mut self,
+        action: &Authorized<crate::ssh::SshAction>,
+        vault: &mut Vault,
+        progress: &mut Progress<'_>,
+    ) -> Result<SshOutcome, SshError> {
+        let _ = (action, vault, progress);
         Err(SshError::Unavailable("this executor does not run ssh.exec".into()))
+    }
+}
+
+/// The narrow handle the protocol writer lends an executor (MCP "Progress"): it can emit
+/// `notifications/progress` for the call's own `progressToken`, at most once a second,
+/// with counts only (never output, which is not yet scrubbed), and nothing else. Without
+/// a token from the client it does nothing.
+pub struct Progress<'a> {
+    token: Option<Value>,
+    sink: Option<&'a mut dyn FnMut(&Value)>,
+    started: Instant,
+    last: Option<Instant>,
+    sent: u64,
+}
+
+impl<'a> Progress<'a> {
+    pub const INTERVAL: Duration = Duration::from_secs(1);
+
+    pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(&Value)) -> Progress<'a> {
+        Progress { token, sink: Some(sink), started: Instant::now(), last: None, sent: 0 }
+    }
+
+    /// A handle that reports nothing.
+    pub fn none() -> Progress<'static> {
+        Progress { token: None, sink: None, started: Instant::now(), last: None, sent: 0 }
+    }
+
+    /// Called often by a running executor; sends a notification when a second has passed
+    /// since the start or the previous one. `progress` is the whole seconds elapsed, so
+    /// it increases with every notification, as MCP requires.
+    pub fn tick(&mut self, output_bytes: u64) {
+        let (Some(token), Some(sink)) = (&self.token, self.sink.as_mut()) else { return };
+        let now = Instant::now();
+        if now.duration_since(self.last.unwrap_or(self.started)) < Self::INTERVAL {
+            return;
+        }
+        self.last = Some(now);
+        self.sent += 1;
+        let secs = now.duration_since(self.started).as_secs();
+        sink(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": token,
+                "progress": secs.max(self.sent),
+                "message": format!("running for {secs} s, {output_bytes} bytes of output so far")
+            }
+        }));
+    }
+
+    /// Notifications sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
     }
 }
 
@@ -47,8 +109,13 @@ impl Executor for Executors {
         self.http.http(action, vault)
     }
 
-    fn ssh(&mut self, action: &Authorized<crate::ssh::SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
-        self.ssh.run(action, vault)
+    fn ssh(
+        &mut self,
+        action: &Authorized<crate::ssh::SshAction>,
+        vault: &mut Vault,
+        progress: &mut Progress<'_>,
+    ) -> Result<SshOutcome, SshError> {
+        self.ssh.run(action, vault, progress)
     }
 }
 

@@ -215,7 +215,12 @@ impl SshExecutor {
         self.connects
     }
 
-    pub fn run(&mut self, authorized: &Authorized<SshAction>, vault: &mut Vault) -> Result<SshOutcome, SshError> {
+    pub fn run(
+        &mut self,
+        authorized: &Authorized<SshAction>,
+        vault: &mut Vault,
+        progress: &mut super::Progress<'_>,
+    ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
         let started = Instant::now();
         let mut channel = None;
@@ -240,7 +245,7 @@ impl SshExecutor {
             }
         };
         let conn = &self.sessions[&a.host];
-        let (result, keep) = execute(conn, channel, a, started);
+        let (result, keep) = execute(conn, channel, a, started, progress);
         if !keep {
             log::info!("ssh {}: closing the connection", a.host);
             self.sessions.remove(&a.host);
@@ -479,7 +484,13 @@ enum Step {
 
 /// Runs the command on an open channel. Returns the result and whether the connection
 /// can be kept.
-fn execute(conn: &Conn, mut channel: Channel, a: &SshAction, started: Instant) -> (Result<SshOutcome, SshError>, bool) {
+fn execute(
+    conn: &Conn,
+    mut channel: Channel,
+    a: &SshAction,
+    started: Instant,
+    progress: &mut super::Progress<'_>,
+) -> (Result<SshOutcome, SshError>, bool) {
     let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
     let s = &conn.session;
     let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
@@ -500,7 +511,7 @@ fn execute(conn: &Conn, mut channel: Channel, a: &SshAction, started: Instant) -
         out: SshOutcome { host: a.host.clone(), host_key_fingerprint: conn.fingerprint.clone(), ..SshOutcome::default() },
     };
     s.set_blocking(false);
-    let step = pump(conn, &mut channel, a, deadline, &mut collector);
+    let step = pump(conn, &mut channel, a, deadline, &mut collector, progress);
     let finish = |mut c: Collector| {
         c.out.duration_ms = started.elapsed().as_millis() as u64;
         c.out
@@ -538,7 +549,14 @@ fn execute(conn: &Conn, mut channel: Channel, a: &SshAction, started: Instant) -
 }
 
 /// Feeds stdin, drains output, waits for the remote end to close.
-fn pump(conn: &Conn, channel: &mut Channel, a: &SshAction, deadline: Instant, c: &mut Collector) -> Result<Step, String> {
+fn pump(
+    conn: &Conn,
+    channel: &mut Channel,
+    a: &SshAction,
+    deadline: Instant,
+    c: &mut Collector,
+    report: &mut super::Progress<'_>,
+) -> Result<Step, String> {
     let s = &conn.session;
     let mut stdin: &[u8] = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
     let mut eof_sent = false;
@@ -566,6 +584,8 @@ fn pump(conn: &Conn, channel: &mut Channel, a: &SshAction, deadline: Instant, c:
         if channel.eof() {
             break;
         }
+        // `wait` wakes at least once a second, so this ticks at least that often.
+        report.tick(c.out.stdout_bytes + c.out.stderr_bytes);
         if !a.keepalive.is_zero() {
             let _ = s.keepalive_send();
         }
