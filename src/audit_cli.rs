@@ -203,7 +203,7 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
     let mut out = std::io::BufWriter::new(out);
     if !json {
         let header = format!(
-            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<14}  {}\n",
+            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<16}  {}\n",
             "SEQ", "TIME (UTC)", "SESSION", "KIND", "DECISION", "TOOL", "CODE/STATUS", "TARGET / REASON"
         );
         if out.write_all(header.as_bytes()).is_err() {
@@ -265,7 +265,7 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
         }
         let session: String = s("session").chars().take(8).collect();
         text.push_str(&format!(
-            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<14}  {}\n",
+            "{:>6}  {:<24}  {:<8}  {:<8}  {:<14}  {:<12}  {:<16}  {}\n",
             s("seq"),
             safe(&s("ts")),
             safe(&session),
