@@ -628,3 +628,23 @@ fn progress_notifications_for_a_long_command() {
     assert_eq!(m["id"], 2, "a notification without a progressToken: {m}");
     s.finish().protocol();
 }
+
+/// `hide_address`: what the agent sees of a failure names the inventory host only; the
+/// address and port stay in the operator's log.
+#[test]
+fn hidden_address_stays_out_of_error_messages() {
+    let Some(w) = World::new() else { return };
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut hidden = w.host(w.key_auth(), json!({"hide_address": true}));
+    hidden["port"] = json!(dead);
+    let mut shown = hidden.clone();
+    shown["hide_address"] = json!(false);
+    let mut s = w.session(&w.policy(json!({"connect_timeout_s": 5, "hosts": {"hidden": hidden, "shown": shown}})));
+    let r = exec(&mut s, 1, json!({"host": "hidden", "command": "true"}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    let text = r.to_string();
+    assert!(!text.contains("127.0.0.1") && !text.contains(&dead.to_string()), "address leaked: {text}");
+    let r = exec(&mut s, 2, json!({"host": "shown", "command": "true"}));
+    assert!(r.to_string().contains(&format!("127.0.0.1:{dead}")), "{r}");
+    s.finish().protocol();
+}

@@ -255,7 +255,7 @@ impl SshExecutor {
 }
 
 fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
-    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let target = a.target(false);
     let addrs: Vec<_> = (a.address.as_str(), a.port)
         .to_socket_addrs()
         .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?
@@ -265,12 +265,15 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
         match TcpStream::connect_timeout(addr, a.connect_timeout) {
             Ok(s) => return Ok(s),
             Err(e) => {
-                last = if e.kind() == std::io::ErrorKind::TimedOut {
-                    format!("{addr}: timed out after {}s", a.connect_timeout.as_secs())
+                let why = if e.kind() == std::io::ErrorKind::TimedOut {
+                    format!("timed out after {}s", a.connect_timeout.as_secs())
                 } else {
-                    format!("{addr}: {}", crate::policy::io_reason(&e))
+                    crate::policy::io_reason(&e)
                 };
-                log::debug!("{target}: {last}");
+                // The address goes to the operator's log; the agent sees it only when
+                // the host's address is not hidden.
+                log::debug!("{target}: {addr}: {why}");
+                last = if a.hide_address { why } else { format!("{addr}: {why}") };
             }
         }
     }
@@ -278,7 +281,7 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
 }
 
 fn connect(a: &SshAction, vault: &mut Vault) -> Result<Conn, SshError> {
-    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
     let stream = resolve_and_connect(a)?;
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
@@ -355,7 +358,7 @@ fn connect(a: &SshAction, vault: &mut Vault) -> Result<Conn, SshError> {
 }
 
 fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(), SshError> {
-    let target = format!("ssh {} ({}@{}:{})", a.host, a.user, a.address, a.port);
+    let target = a.target(true);
     let credential = format!("ssh:{}", a.host);
     let failed = |what: &str, e: ssh2::Error| {
         if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
@@ -491,7 +494,7 @@ fn execute(
     started: Instant,
     progress: &mut super::Progress<'_>,
 ) -> (Result<SshOutcome, SshError>, bool) {
-    let target = format!("ssh {} ({}:{})", a.host, a.address, a.port);
+    let target = a.target(false);
     let s = &conn.session;
     let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
     s.set_timeout(ms(exec_timeout));

@@ -58,6 +58,20 @@ pub struct SshAction {
     pub max_output_bytes: u64,
     pub known_hosts: PathBuf,
     pub host_key_policy: HostKeyPolicy,
+    /// `hide_address`: messages the agent sees name the host only.
+    pub hide_address: bool,
+}
+
+impl SshAction {
+    /// How messages the agent sees name the destination: `ssh web1 (10.0.0.5:22)`, or
+    /// `ssh web1` alone when the operator hides the address (`hide_address`).
+    pub fn target(&self, with_user: bool) -> String {
+        match (self.hide_address, with_user) {
+            (true, _) => format!("ssh {}", self.host),
+            (false, true) => format!("ssh {} ({}@{}:{})", self.host, self.user, self.address, self.port),
+            (false, false) => format!("ssh {} ({}:{})", self.host, self.address, self.port),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +126,7 @@ pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDeni
         // parse() requires it whenever a host exists
         known_hosts: policy.known_hosts.clone().unwrap_or_default(),
         host_key_policy: policy.host_key_policy,
+        hide_address: host.hide_address,
     })
 }
 
