@@ -173,14 +173,21 @@ fn init_logging(args: &Args) {
         .init();
 }
 
-/// Finds and loads the policy. `Ok(None)` means nothing was found: deny everything.
+/// The policy file `args` and the environment point at, or, when there is none, the
+/// places searched (joined for a message).
+fn find_policy(args: &Args) -> Result<PathBuf, String> {
+    match lookup(args.config.clone(), |k| std::env::var(k).ok(), |p| p.exists()) {
+        Lookup::Explicit(p) | Lookup::Found(p) => Ok(p),
+        Lookup::None(searched) => Err(searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// Finds and loads the policy; when none is found, everything is denied.
 fn load_policy(args: &Args) -> Result<Policy, String> {
-    let found = lookup(args.config.clone(), |k| std::env::var(k).ok(), |p| p.exists());
-    match found {
-        Lookup::Explicit(p) | Lookup::Found(p) => Policy::load(&p).map_err(|e| e.to_string()),
-        Lookup::None(searched) => {
-            let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
-            log::warn!("no policy found (looked in {}); every action is denied", list.join(", "));
+    match find_policy(args) {
+        Ok(p) => Policy::load(&p).map_err(|e| e.to_string()),
+        Err(searched) => {
+            log::warn!("no policy found (looked in {searched}); every action is denied");
             Ok(Policy::deny_all())
         }
     }
@@ -248,12 +255,10 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
 
 fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
     init_logging(args);
-    let found = lookup(args.config.clone(), |k| std::env::var(k).ok(), |p| p.exists());
-    let path = match found {
-        Lookup::Explicit(p) | Lookup::Found(p) => p,
-        Lookup::None(searched) => {
-            let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
-            eprintln!("sp: no policy found (looked in {}); sp mcp would deny everything", list.join(", "));
+    let path = match find_policy(args) {
+        Ok(p) => p,
+        Err(searched) => {
+            eprintln!("sp: no policy found (looked in {searched}); sp mcp would deny everything");
             return ExitCode::from(EXIT_FATAL);
         }
     };
