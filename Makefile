@@ -1,7 +1,7 @@
 # sp (Sallyport) - the two commands a newcomer needs:
 #   make demo   build, start a loopback demo API, drive a scripted MCP session through sp mcp
 #   make test   everything .ci/run checks: clippy (warnings are errors), the Python MCP SDK
-#               smoke test, and the whole cargo suite against the release binary
+#               smoke test, and the whole cargo suite (profile fast)
 
 CARGO  ?= cargo
 PYTHON ?= python3
@@ -27,9 +27,10 @@ $(VENV)/.stamp: tests/interop/requirements.txt
 interop: build $(VENV)/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
 
-# --release: the process-level tests spawn the same optimised binary that ships.
+# --profile fast: release code without LTO (Cargo.toml), so every test binary does not
+# pay for a whole-program link; the process-level tests spawn target/fast/sp.
 unit:
-	$(CARGO) test --release --locked
+	$(CARGO) test --profile fast --locked
 
 test: lint interop unit
 
