@@ -10,8 +10,12 @@
 //!   response from the client is refused too.
 //!
 //! `params` is carried as-is; its type is the method's business (-32602, session open).
-//! Every error here is a [`ShapeError`]: answered -32600 with `id: null`, then the session
-//! closes.
+//! Every error here is a [`Malformed`]: answered -32600, then the session closes. The
+//! answer echoes the request's `id` when it could be read (an integer or a string on an
+//! object that is not a response), else `id: null` (JSON-RPC 2.0 section 5.1: "If there
+//! was an error in detecting the id in the Request object ... it MUST be Null"; issue #10).
+//! A response from the client carries the id of a request we never sent, so it is
+//! answered with `id: null` too.
 
 use std::fmt;
 
@@ -86,12 +90,47 @@ pub fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-pub fn classify(value: Value) -> Result<Message, ShapeError> {
-    let mut obj: Map<String, Value> = match value {
+/// A message that is not a permitted JSON-RPC request or notification, with the request
+/// id when one could be read (echoed in the answer).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Malformed {
+    pub error: ShapeError,
+    pub id: Option<Id>,
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Malformed {}
+impl std::error::Error for ShapeError {}
+
+/// The id of a request-shaped object: an integer (within i64) or a string, on an object
+/// that is not a response.
+fn readable_id(obj: &Map<String, Value>) -> Option<Id> {
+    if obj.contains_key("result") || obj.contains_key("error") {
+        return None;
+    }
+    match obj.get("id")? {
+        Value::Number(n) if !n.is_f64() => n.as_i64().map(Id::Int),
+        Value::String(s) => Some(Id::Str(s.clone())),
+        _ => None,
+    }
+}
+
+pub fn classify(value: Value) -> Result<Message, Malformed> {
+    let obj: Map<String, Value> = match value {
         Value::Object(o) => o,
-        Value::Array(_) => return Err(ShapeError::Batch),
-        other => return Err(ShapeError::NotAnObject { found: kind_of(&other) }),
+        Value::Array(_) => return Err(Malformed { error: ShapeError::Batch, id: None }),
+        other => return Err(Malformed { error: ShapeError::NotAnObject { found: kind_of(&other) }, id: None }),
     };
+    let id = readable_id(&obj);
+    classify_object(obj).map_err(|error| Malformed { error, id })
+}
+
+fn classify_object(mut obj: Map<String, Value>) -> Result<Message, ShapeError> {
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(ShapeError::BadVersion);
     }
@@ -146,32 +185,34 @@ mod tests {
 
     #[test]
     fn refused_shapes() {
-        let cases: Vec<(Value, ShapeError)> = vec![
-            (json!([]), ShapeError::Batch),
-            (json!([{"jsonrpc":"2.0","id":1,"method":"ping"}]), ShapeError::Batch),
-            (json!("x"), ShapeError::NotAnObject { found: "a string" }),
-            (json!(null), ShapeError::NotAnObject { found: "null" }),
-            (json!({"id":1,"method":"ping"}), ShapeError::BadVersion),
-            (json!({"jsonrpc":"1.0","id":1,"method":"ping"}), ShapeError::BadVersion),
-            (json!({"jsonrpc":2.0,"id":1,"method":"ping"}), ShapeError::BadVersion),
-            (json!({"jsonrpc":"2.0 ","id":1,"method":"ping"}), ShapeError::BadVersion),
-            (json!({"jsonrpc":"2.0","id":true,"method":"ping"}), ShapeError::BadId { found: "a boolean" }),
-            (json!({"jsonrpc":"2.0","id":null,"method":"ping"}), ShapeError::BadId { found: "null" }),
-            (json!({"jsonrpc":"2.0","id":1.5,"method":"ping"}), ShapeError::BadId { found: "a float" }),
-            (json!({"jsonrpc":"2.0","id":1.0,"method":"ping"}), ShapeError::BadId { found: "a float" }),
-            (json!({"jsonrpc":"2.0","id":{},"method":"ping"}), ShapeError::BadId { found: "an object" }),
-            (json!({"jsonrpc":"2.0","id":[1],"method":"ping"}), ShapeError::BadId { found: "an array" }),
-            (json!({"jsonrpc":"2.0","id":u64::MAX,"method":"ping"}), ShapeError::BadId { found: "an integer out of range" }),
-            (json!({"jsonrpc":"2.0","id":1}), ShapeError::MissingMethod),
-            (json!({"jsonrpc":"2.0","id":1,"method":""}), ShapeError::BadMethod),
-            (json!({"jsonrpc":"2.0","id":1,"method":7}), ShapeError::BadMethod),
-            (json!({"jsonrpc":"2.0","id":1,"method":"ping","extra":1}), ShapeError::UnexpectedMember { name: "extra".into() }),
-            (json!({"jsonrpc":"2.0","id":1,"result":{}}), ShapeError::ClientResponse),
-            (json!({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}), ShapeError::ClientResponse),
+        // The id is echoed when it could be read (issue #10), never for a client's response.
+        let cases: Vec<(Value, ShapeError, Option<Id>)> = vec![
+            (json!([]), ShapeError::Batch, None),
+            (json!([{"jsonrpc":"2.0","id":1,"method":"ping"}]), ShapeError::Batch, None),
+            (json!("x"), ShapeError::NotAnObject { found: "a string" }, None),
+            (json!(null), ShapeError::NotAnObject { found: "null" }, None),
+            (json!({"id":1,"method":"ping"}), ShapeError::BadVersion, Some(Id::Int(1))),
+            (json!({"jsonrpc":"1.0","id":1,"method":"ping"}), ShapeError::BadVersion, Some(Id::Int(1))),
+            (json!({"jsonrpc":2.0,"id":1,"method":"ping"}), ShapeError::BadVersion, Some(Id::Int(1))),
+            (json!({"jsonrpc":"2.0 ","id":1,"method":"ping"}), ShapeError::BadVersion, Some(Id::Int(1))),
+            (json!({"jsonrpc":"1.0","id":"s","method":"ping"}), ShapeError::BadVersion, Some(Id::Str("s".into()))),
+            (json!({"jsonrpc":"2.0","id":true,"method":"ping"}), ShapeError::BadId { found: "a boolean" }, None),
+            (json!({"jsonrpc":"2.0","id":null,"method":"ping"}), ShapeError::BadId { found: "null" }, None),
+            (json!({"jsonrpc":"2.0","id":1.5,"method":"ping"}), ShapeError::BadId { found: "a float" }, None),
+            (json!({"jsonrpc":"2.0","id":1.0,"method":"ping"}), ShapeError::BadId { found: "a float" }, None),
+            (json!({"jsonrpc":"2.0","id":{},"method":"ping"}), ShapeError::BadId { found: "an object" }, None),
+            (json!({"jsonrpc":"2.0","id":[1],"method":"ping"}), ShapeError::BadId { found: "an array" }, None),
+            (json!({"jsonrpc":"2.0","id":u64::MAX,"method":"ping"}), ShapeError::BadId { found: "an integer out of range" }, None),
+            (json!({"jsonrpc":"2.0","id":1}), ShapeError::MissingMethod, Some(Id::Int(1))),
+            (json!({"jsonrpc":"2.0","id":1,"method":""}), ShapeError::BadMethod, Some(Id::Int(1))),
+            (json!({"jsonrpc":"2.0","id":1,"method":7}), ShapeError::BadMethod, Some(Id::Int(1))),
+            (json!({"jsonrpc":"2.0","id":1,"method":"ping","extra":1}), ShapeError::UnexpectedMember { name: "extra".into() }, Some(Id::Int(1))),
+            (json!({"jsonrpc":"2.0","id":1,"result":{}}), ShapeError::ClientResponse, None),
+            (json!({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}), ShapeError::ClientResponse, None),
         ];
-        for (value, want) in cases {
+        for (value, error, id) in cases {
             let shown = value.to_string();
-            assert_eq!(classify(value), Err(want), "{shown}");
+            assert_eq!(classify(value), Err(Malformed { error, id }), "{shown}");
         }
     }
 }

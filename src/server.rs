@@ -4,8 +4,8 @@
 //!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out
 //!    └───────┴────────┘          │            │            │           │
 //!    malformed: -32700/-32600    │ -32601/    │ isError    │ isError   │ isError
-//!    with id null, then close    │ -32602/    │ SP_BAD_    │ SP_DENIED │ SP_TIMEOUT/...
-//!    (exit 3)                    │ -32002     │ ARGUMENTS  │           │ (an execution)
+//!    (id echoed if readable),    │ -32602/    │ SP_BAD_    │ SP_DENIED │ SP_TIMEOUT/...
+//!    (exit 3)                    │ -32600     │ ARGUMENTS  │           │ (an execution)
 //!                                └── refused but well-formed: session stays open ──┘
 //! ```
 //!
@@ -91,8 +91,9 @@ impl RpcError {
             RpcError::Shape(_) => -32600,
             RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => -32601,
             RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
-            // LSP's ServerNotInitialized; MCP leaves the code open.
-            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized) => -32002,
+            // Issue #10: an invalid request in this state. (-32002 is LSP's
+            // ServerNotInitialized, but MCP defines -32002 as "resource not found".)
+            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized) => -32600,
         }
     }
 
@@ -219,7 +220,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 }
                 Some(Err(e)) => {
                     self.audit_raw(frames.raw());
-                    return self.close_malformed(out, RpcError::Frame(e));
+                    return self.close_malformed(out, None, RpcError::Frame(e));
                 }
             };
             if first && self.options.panic_on_first_frame {
@@ -230,14 +231,14 @@ impl<'p, E: Executor> Server<'p, E> {
                 Ok(v) => v,
                 Err(e) => {
                     self.audit_raw(frames.raw());
-                    return self.close_malformed(out, RpcError::Json(e));
+                    return self.close_malformed(out, None, RpcError::Json(e));
                 }
             };
             let message = match jsonrpc::classify(value) {
                 Ok(m) => m,
-                Err(e) => {
+                Err(jsonrpc::Malformed { error, id }) => {
                     self.audit_raw(frames.raw());
-                    return self.close_malformed(out, RpcError::Shape(e));
+                    return self.close_malformed(out, id.as_ref(), RpcError::Shape(error));
                 }
             };
             if let Some(exit) = self.message(message, out) {
@@ -250,11 +251,12 @@ impl<'p, E: Executor> Server<'p, E> {
         *self.stats.rejections.entry(reason).or_default() += 1;
     }
 
-    fn close_malformed<W: Write>(&mut self, out: &mut ProtocolWriter<W>, err: RpcError) -> Exit {
+    /// `id`: the request id when it could be read (echoed), else the answer has `id: null`.
+    fn close_malformed<W: Write>(&mut self, out: &mut ProtocolWriter<W>, id: Option<&Id>, err: RpcError) -> Exit {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
-        match out.send(&error_response(None, &err)) {
+        match out.send(&error_response(id, &err)) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
         }
@@ -626,7 +628,7 @@ mod tests {
             (RpcError::Shape(ShapeError::Batch), -32600, true),
             (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
             (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
-            (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32002, false),
+            (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
             (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
         ];
         for (e, code, closes) in cases {

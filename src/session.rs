@@ -4,8 +4,8 @@
 //!                initialize (version negotiated)        notifications/initialized
 //!  AwaitingInit ─────────────────────────────> Initializing ─────────────────────> Ready
 //!     │ ping: answered                            │ ping: answered                 │ ping, tools/list,
-//!     │ tools/*: -32002 not initialized           │ tools/*: -32002                │ tools/call
-//!     │ unknown method: -32601                    │ initialize again: -32002       │ initialize: -32002
+//!     │ tools/*: -32600 not initialized           │ tools/*: -32600                │ tools/call
+//!     │ unknown method: -32601                    │ initialize again: -32600       │ initialize: -32600
 //!     │ notifications: ignored                    │                                │ unknown: -32601
 //! ```
 //!
@@ -13,6 +13,15 @@
 //! to carry out. A refused request never changes the state, so the next request inherits
 //! nothing from it. Versions (MCP "Lifecycle: version negotiation"): a supported requested
 //! version is echoed, any other gets the newest we support.
+//!
+//! Forward compatibility (issue #10): members of `params` this server does not know are
+//! ignored, as the MCP schemas allow new optional members in every revision (`ping
+//! {"x":1}`, `tools/list {"futureParam":true}`, a `tools/call` with 2025-11-25 `task`
+//! augmentation, which runs as an ordinary call since `sp` declares no tasks capability).
+//! The params' *type* is still checked (an object or absent), and so are the members we
+//! read. Tool *arguments* stay strict (unknown argument names are refused), and so does
+//! the message shape (a top-level member beyond `jsonrpc`, `id`, `method`, `params` is a
+//! malformed message, MISSION.md).
 
 use std::fmt;
 
@@ -101,7 +110,7 @@ impl Session {
             return (self, Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() }));
         }
         if method == "ping" {
-            return match optional_object(params, "ping", &["_meta"]) {
+            return match optional_object(params, "ping") {
                 Ok(_) => (self, Step::Reply(json!({}))),
                 Err(r) => (self, Step::Refuse(r)),
             };
@@ -112,7 +121,7 @@ impl Session {
                 Err(r) => (self, Step::Refuse(r)),
             },
             (_, "initialize") => (self, Step::Refuse(Refusal::AlreadyInitialized)),
-            (Session::Ready { .. }, "tools/list") => match optional_object(params, "tools/list", &["_meta", "cursor"]) {
+            (Session::Ready { .. }, "tools/list") => match optional_object(params, "tools/list") {
                 Ok(Some(p)) if p.contains_key("cursor") => {
                     (self, Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into())))
                 }
@@ -125,20 +134,11 @@ impl Session {
     }
 }
 
-/// Params that may be absent or an object with only the `allowed` members.
-fn optional_object<'a>(
-    params: Option<&'a Value>,
-    method: &str,
-    allowed: &[&str],
-) -> Result<Option<&'a Map<String, Value>>, Refusal> {
+/// Params that may be absent or an object (members we do not read are ignored).
+fn optional_object<'a>(params: Option<&'a Value>, method: &str) -> Result<Option<&'a Map<String, Value>>, Refusal> {
     match params {
         None => Ok(None),
-        Some(Value::Object(m)) => {
-            if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
-                return Err(Refusal::InvalidParams(format!("unexpected {method} param {:?}", short(k))));
-            }
-            Ok(Some(m))
-        }
+        Some(Value::Object(m)) => Ok(Some(m)),
         Some(other) => Err(Refusal::InvalidParams(format!("{method} params must be an object, found {}", kind_of(other)))),
     }
 }
@@ -217,6 +217,13 @@ mod tests {
         assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(_))));
         let (s, step) = s.handle(&req("tools/list", Value::Null));
         assert_eq!(step, Step::ListTools);
+        // Issue #10: unknown members of known methods' params are ignored.
+        let (s, step) = s.handle(&req("tools/list", json!({"futureParam": true, "_meta": {"x": 1}})));
+        assert_eq!(step, Step::ListTools);
+        let (s, step) = s.handle(&req("ping", json!({"x": 1})));
+        assert_eq!(step, Step::Reply(json!({})));
+        let (s, step) = s.handle(&req("ping", json!([1])));
+        assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(m)) if m.contains("must be an object")));
         let (s, step) = s.handle(&req("resources/list", Value::Null));
         assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
         let (_, step) = s.handle(&req("tools/call", json!("str")));

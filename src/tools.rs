@@ -103,7 +103,6 @@ pub enum CallError {
     MissingName,
     NameNotString,
     ArgumentsNotObject { found: &'static str },
-    UnexpectedParam { name: String },
     BadMeta,
     UnknownTool { name: String },
 }
@@ -115,7 +114,6 @@ impl fmt::Display for CallError {
             CallError::MissingName => f.write_str("tools/call params need a \"name\""),
             CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
             CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
-            CallError::UnexpectedParam { name } => write!(f, "unexpected tools/call param {:?}", short(name)),
             CallError::BadMeta => {
                 f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer")
             }
@@ -139,9 +137,9 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
         None => return Err(CallError::ParamsNotObject { found: "nothing" }),
     };
-    if let Some(k) = map.keys().find(|k| !matches!(k.as_str(), "name" | "arguments" | "_meta")) {
-        return Err(CallError::UnexpectedParam { name: k.clone() });
-    }
+    // Issue #10: other members (2025-11-25 `task` augmentation, future fields) are
+    // ignored, as the schemas allow; `sp` declares no tasks, so such a call runs as an
+    // ordinary one. The tool's `arguments` stay strict (ToolCall::parse).
     let name = match map.remove("name") {
         None => return Err(CallError::MissingName),
         Some(Value::String(s)) => s,
@@ -440,7 +438,8 @@ mod tests {
             Err(CallError::ArgumentsNotObject { found: "an array" })
         );
         assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
-        assert_eq!(call(json!({"name": "sp.inventory", "x": 1})), Err(CallError::UnexpectedParam { name: "x".into() }));
+        // Issue #10: unknown params members (task augmentation, future fields) are ignored.
+        assert_eq!(call(json!({"name": "sp.inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp.inventory");
         assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
         assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
         assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);

@@ -328,7 +328,7 @@ fn first_request_after_a_cold_start_gets_a_well_formed_answer() {
     let msgs = run.protocol();
     run.assert_exit(0);
     assert_eq!(msgs.len(), 1, "{}", run.context());
-    assert_eq!((msgs[0]["id"].clone(), msgs[0]["error"]["code"].clone()), (json!(9), json!(-32002)), "{}", run.context());
+    assert_eq!((msgs[0]["id"].clone(), msgs[0]["error"]["code"].clone()), (json!(9), json!(-32600)), "{}", run.context());
     server.settle();
     assert_eq!(server.accepted(), 0);
 }

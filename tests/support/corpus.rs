@@ -35,6 +35,9 @@ pub struct Case {
     pub expect: Expect,
     pub reason: String,
     pub input: Vec<u8>,
+    /// For `close CODE echo:ID`: the request id the error must echo (issue #10); `None`
+    /// means the answer carries `id: null`.
+    pub echo: Option<Value>,
 }
 
 pub fn dir() -> PathBuf {
@@ -57,7 +60,13 @@ pub fn load() -> Vec<Case> {
             p => panic!("cases.tsv line {}: unknown prelude {p:?}", n + 1),
         };
         let mut words = cols[2].split(' ');
-        let expect = match (words.next(), words.next()) {
+        let (first, second) = (words.next(), words.next());
+        let echo = words.next().map(|w| {
+            let id = w.strip_prefix("echo:").unwrap_or_else(|| panic!("cases.tsv line {}: third word must be echo:ID", n + 1));
+            serde_json::from_str::<Value>(id).unwrap_or_else(|e| panic!("cases.tsv line {}: echo id: {e}", n + 1))
+        });
+        assert!(echo.is_none() || first == Some("close"), "cases.tsv line {}: echo: only with close", n + 1);
+        let expect = match (first, second) {
             (Some("close"), Some(c)) => Expect::Close(c.parse().unwrap()),
             (Some("open"), Some(c)) => Expect::Open(c.parse().unwrap()),
             (Some("tool"), Some(c)) => Expect::Tool(c.to_owned()),
@@ -68,7 +77,7 @@ pub fn load() -> Vec<Case> {
         let name = cols[0].to_owned();
         let input = std::fs::read(dir().join(format!("{name}.in"))).unwrap_or_else(|e| panic!("{name}.in: {e}"));
         assert!(!cases.iter().any(|c: &Case| c.name == name), "duplicate case {name}");
-        cases.push(Case { name, prelude, expect, reason: cols[3].to_owned(), input });
+        cases.push(Case { name, prelude, expect, reason: cols[3].to_owned(), input, echo });
     }
     cases
 }
@@ -155,7 +164,7 @@ pub fn check_output(case: &Case, raw: &[u8]) -> Result<(), String> {
     let probe_ok = |v: &Value| v["id"] == "probe" && v["result"] == serde_json::json!({});
     let err_code = |v: &Value| v["error"]["code"].as_i64();
     match (&case.expect, rest.as_slice()) {
-        (Expect::Close(code), [e]) if err_code(e) == Some(*code) && e["id"].is_null() => Ok(()),
+        (Expect::Close(code), [e]) if err_code(e) == Some(*code) && Some(&e["id"]) == case.echo.as_ref().or(Some(&Value::Null)) => Ok(()),
         (Expect::Open(code), [e, p]) if err_code(e) == Some(*code) && !e["id"].is_null() && probe_ok(p) => Ok(()),
         (Expect::Tool(code), [r, p])
             if r["result"]["isError"] == true && r["result"]["structuredContent"]["error"]["code"] == code.as_str() && probe_ok(p) =>

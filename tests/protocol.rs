@@ -1,0 +1,123 @@
+//! Protocol work of issue #10, through the built `sp mcp` (raw stdout checked line by line):
+//! forward compatibility of `params`, lifecycle error codes, and echoed ids.
+//!
+//! Attacks tried (all held):
+//! - unknown members inside `params` of ping, tools/list and tools/call are ignored, but an
+//!   unknown tool *argument* is still SP_BAD_ARGUMENTS and nothing runs;
+//! - a top-level member beyond jsonrpc/id/method/params still closes the session (exit 3),
+//!   now with the readable id echoed, and the request never runs;
+//! - `params` of the wrong type (an array for ping) is still -32602;
+//! - a task-augmented `tools/call` that would be denied is denied (the `task` member does not
+//!   skip authorization).
+
+mod support;
+
+use serde_json::{json, Value};
+
+use support::http_server::TestServer;
+use support::process::{initialize, initialized, lines, tool_call, tool_error_code, Launch, TempDir};
+
+fn policy(dir: &TempDir, port: u16) -> std::path::PathBuf {
+    let text = json!({
+        "http": {"allow": [{"hosts": [format!("127.0.0.1:{port}")], "methods": ["GET"], "paths": ["/open/*"]}]}
+    });
+    dir.file("policy.json", text.to_string().as_bytes(), 0o600)
+}
+
+fn req(id: Value, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[test]
+fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
+    let server = TestServer::start();
+    let dir = TempDir::new("proto");
+    let policy = policy(&dir, server.port);
+    let mut call_with_task = tool_call(4, "sp.inventory", json!({}));
+    call_with_task["params"]["task"] = json!({"ttl": 60000});
+    call_with_task["params"]["futureParam"] = json!([1, 2]);
+    let mut denied_with_task = tool_call(
+        5,
+        "http.request",
+        json!({"method": "DELETE", "url": format!("http://127.0.0.1:{}/open/task", server.port)}),
+    );
+    denied_with_task["params"]["task"] = json!({"ttl": 1});
+    let input = lines(&[
+        initialize(json!(1), "2025-11-25"),
+        initialized(),
+        req(json!(2), "ping", json!({"x": 1, "_meta": {"y": true}})),
+        req(json!(3), "tools/list", json!({"futureParam": true})),
+        call_with_task,
+        denied_with_task,
+        tool_call(6, "sp.inventory", json!({"future": 1})),
+        req(json!(7), "ping", json!([1])),
+    ]);
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(0);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 7, "{}", run.context());
+    assert_eq!((msgs[1]["id"].clone(), msgs[1]["result"].clone()), (json!(2), json!({})), "{}", run.context());
+    assert!(msgs[2]["result"]["tools"].as_array().is_some_and(|t| t.len() == 3), "{}", run.context());
+    assert_eq!(msgs[3]["result"]["isError"], false, "task-augmented call runs as an ordinary one\n{}", run.context());
+    assert!(msgs[3]["result"]["structuredContent"].is_object(), "{}", run.context());
+    assert_eq!(tool_error_code(&msgs[4]["result"]), Some("SP_DENIED"), "{}", run.context());
+    assert_eq!(tool_error_code(&msgs[5]["result"]), Some("SP_BAD_ARGUMENTS"), "{}", run.context());
+    assert_eq!((msgs[6]["id"].clone(), msgs[6]["error"]["code"].clone()), (json!(7), json!(-32602)), "{}", run.context());
+    server.settle();
+    assert_eq!(server.accepted(), 0, "nothing reached the loopback server");
+}
+
+#[test]
+fn lifecycle_errors_are_invalid_request_with_the_id() {
+    let server = TestServer::start();
+    let dir = TempDir::new("proto");
+    let policy = policy(&dir, server.port);
+    let input = lines(&[
+        req(json!("early"), "tools/list", json!({})),
+        initialize(json!(1), "2025-06-18"),
+        req(json!("between"), "tools/call", json!({"name": "sp.inventory"})),
+        initialized(),
+        initialize(json!("again"), "2025-06-18"),
+    ]);
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(0);
+    let msgs = run.protocol();
+    let codes: Vec<(Value, Value)> = msgs.iter().map(|m| (m["id"].clone(), m["error"]["code"].clone())).collect();
+    assert_eq!(
+        codes,
+        vec![
+            (json!("early"), json!(-32600)),
+            (json!(1), Value::Null),
+            (json!("between"), json!(-32600)),
+            (json!("again"), json!(-32600)),
+        ],
+        "{}",
+        run.context()
+    );
+    for m in [&msgs[0], &msgs[2], &msgs[3]] {
+        assert!(m["error"]["message"].as_str().is_some_and(|s| !s.is_empty()), "a message says why: {m}");
+    }
+}
+
+#[test]
+fn malformed_message_with_a_readable_id_echoes_it_and_closes() {
+    let server = TestServer::start();
+    let dir = TempDir::new("proto");
+    let policy = policy(&dir, server.port);
+    let url = format!("http://127.0.0.1:{}/open/echo", server.port);
+    let mut bad = tool_call(42, "http.request", json!({"method": "GET", "url": url}));
+    bad["extra"] = json!(1);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), bad, req(json!(43), "ping", json!({}))]);
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(3);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 2, "the session closed after the malformed message\n{}", run.context());
+    assert_eq!((msgs[1]["id"].clone(), msgs[1]["error"]["code"].clone()), (json!(42), json!(-32600)), "{}", run.context());
+    // An unreadable id (a float) still gets id null.
+    let input = b"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}\n";
+    let run = Launch::mcp(&policy, &[]).run(input);
+    run.assert_exit(3);
+    assert_eq!(run.protocol()[0]["id"], Value::Null, "{}", run.context());
+    server.settle();
+    assert_eq!(server.accepted(), 0);
+}
