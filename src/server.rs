@@ -31,7 +31,7 @@ use crate::jsonrpc::{self, Id, Message, ShapeError};
 use crate::out::ProtocolWriter;
 use crate::policy::Policy;
 use crate::secret::Vault;
-use crate::session::{Refusal, Session, Step};
+use crate::session::{Era, Refusal, Session, Step};
 use crate::tools::{self, CallError, ToolCall};
 
 #[derive(Debug, Clone)]
@@ -90,6 +90,8 @@ impl RpcError {
             RpcError::Frame(_) | RpcError::Json(_) => -32700,
             RpcError::Shape(_) => -32600,
             RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => -32601,
+            // 2026-07-28 UNSUPPORTED_PROTOCOL_VERSION.
+            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => -32022,
             RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
             // Issue #10: an invalid request in this state. (-32002 is LSP's
             // ServerNotInitialized, but MCP defines -32002 as "resource not found".)
@@ -114,6 +116,7 @@ impl RpcError {
             RpcError::Lifecycle(Refusal::AlreadyInitialized) => "already_initialized",
             RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => "method_not_found",
             RpcError::Lifecycle(Refusal::InvalidParams(_)) => "invalid_params",
+            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => "unsupported_version",
             RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
             RpcError::Call(_) => "invalid_params",
         }
@@ -278,13 +281,30 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             Message::Request { id, .. } => id,
         };
-        let (response, refused) = match step {
+        let (mut response, refused, era) = match step {
             Step::Ignore => return None,
-            Step::Reply(result) => (result_response(&id, result), false),
-            Step::ListTools => (result_response(&id, json!({"tools": tools::definitions()})), false),
-            Step::Refuse(r) => self.refuse_rpc(&id, RpcError::Lifecycle(r)),
-            Step::CallTool(params) => self.call_tool(&id, params, out),
+            Step::Reply(result, era) => (result_response(&id, result), false, era),
+            Step::ListTools(era) => {
+                let mut list = json!({"tools": tools::definitions()});
+                if era == Era::Stateless {
+                    // 2026-07-28 "Caching": tools/list carries its caching hints.
+                    list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
+                    list["cacheScope"] = json!("public");
+                }
+                (result_response(&id, list), false, era)
+            }
+            Step::Refuse(r) => {
+                let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
+                (response, refused, Era::Handshake)
+            }
+            Step::CallTool(params, era) => {
+                let (response, refused) = self.call_tool(&id, params, out);
+                (response, refused, era)
+            }
         };
+        if era == Era::Stateless {
+            stamp_stateless(&mut response);
+        }
         if out.send(&response).is_err() {
             return Some(Exit::ClientGone);
         }
@@ -542,16 +562,29 @@ impl<E: Executor> Server<'_, E> {
     }
 }
 
+/// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
+/// carries the server info in `_meta` (a SHOULD of that revision).
+fn stamp_stateless(response: &mut Value) {
+    if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
+        result.insert("resultType".into(), json!("complete"));
+        let meta = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(crate::session::META_SERVER_INFO.into(), crate::session::server_info());
+        }
+    }
+}
+
 fn result_response(id: &Id, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
 }
 
 fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id.map_or(Value::Null, Id::to_value),
-        "error": {"code": err.code(), "message": err.to_string()}
-    })
+    let mut error = json!({"code": err.code(), "message": err.to_string()});
+    if let RpcError::Lifecycle(Refusal::UnsupportedVersion { requested }) = err {
+        // 2026-07-28 `UnsupportedProtocolVersionError`.
+        error["data"] = json!({"supported": crate::session::ALL_VERSIONS, "requested": requested});
+    }
+    json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
 
 fn tool_ok(structured: Value) -> Value {

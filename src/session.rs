@@ -29,8 +29,32 @@ use serde_json::{json, Map, Value};
 
 use crate::jsonrpc::{kind_of, Message};
 
-/// Newest first.
+/// The handshake revisions (negotiated by `initialize`), newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The stateless revision: no handshake; every request names its version in `_meta`.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+
+/// What `server/discover` and -32022 list: the stateless revision and the handshake ones.
+pub const ALL_VERSIONS: [&str; 5] = [STATELESS_VERSION, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// `_meta` keys of the stateless revision (2026-07-28 schema.ts `RequestMetaObject`).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// How long a client may cache `server/discover` and `tools/list` (2026-07-28
+/// "Caching"): the tool list is fixed for the life of the binary, so an hour is safe.
+pub const CACHE_TTL_MS: u64 = 3_600_000;
+
+/// Which revision's rules a request is served under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// The handshake revisions: the session's lifecycle state applies.
+    Handshake,
+    /// 2026-07-28: served from the request alone, whatever the connection did before.
+    Stateless,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Session {
@@ -43,13 +67,13 @@ pub enum Session {
 #[derive(Debug, PartialEq)]
 pub enum Step {
     /// Answer the request with this result.
-    Reply(Value),
+    Reply(Value, Era),
     /// Answer the request with this JSON-RPC error; nothing else happens.
     Refuse(Refusal),
     /// Answer with the tool list.
-    ListTools,
+    ListTools(Era),
     /// Run the tool pipeline on these `tools/call` params.
-    CallTool(Option<Value>),
+    CallTool(Option<Value>, Era),
     /// A notification: never answered.
     Ignore,
 }
@@ -60,6 +84,8 @@ pub enum Refusal {
     AlreadyInitialized,
     MethodNotFound { method: String },
     InvalidParams(String),
+    /// A stateless request naming a version this server does not serve that way (-32022).
+    UnsupportedVersion { requested: String },
 }
 
 impl fmt::Display for Refusal {
@@ -73,6 +99,12 @@ impl fmt::Display for Refusal {
             Refusal::AlreadyInitialized => f.write_str("the session is already initialized"),
             Refusal::MethodNotFound { method } => write!(f, "method not found: {:?}", short(method)),
             Refusal::InvalidParams(m) => f.write_str(m),
+            Refusal::UnsupportedVersion { requested } => write!(
+                f,
+                "unsupported protocol version {:?}: requests without initialize must name {STATELESS_VERSION} in \
+                 _meta[{META_PROTOCOL_VERSION:?}]; the handshake revisions start with initialize",
+                short(requested)
+            ),
         }
     }
 }
@@ -105,19 +137,26 @@ impl Session {
     }
 
     fn request(self, method: &str, params: Option<&Value>) -> (Session, Step) {
+        // 2026-07-28: a request naming its version in `_meta` (and `server/discover`,
+        // which exists only there) is served statelessly, in any state, and changes no
+        // state. `initialize` always selects the handshake semantics.
+        if method == "server/discover" || (method != "initialize" && names_version(params)) {
+            let step = stateless(method, params);
+            return (self, step);
+        }
         let known = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call");
         if !known {
             return (self, Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() }));
         }
         if method == "ping" {
             return match optional_object(params, "ping") {
-                Ok(_) => (self, Step::Reply(json!({}))),
+                Ok(_) => (self, Step::Reply(json!({}), Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             };
         }
         match (&self, method) {
             (Session::AwaitingInit, "initialize") => match initialize(params) {
-                Ok((version, result)) => (Session::Initializing { version }, Step::Reply(result)),
+                Ok((version, result)) => (Session::Initializing { version }, Step::Reply(result, Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
             (_, "initialize") => (self, Step::Refuse(Refusal::AlreadyInitialized)),
@@ -125,13 +164,77 @@ impl Session {
                 Ok(Some(p)) if p.contains_key("cursor") => {
                     (self, Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into())))
                 }
-                Ok(_) => (self, Step::ListTools),
+                Ok(_) => (self, Step::ListTools(Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
-            (Session::Ready { .. }, _) => (self, Step::CallTool(params.cloned())),
+            (Session::Ready { .. }, _) => (self, Step::CallTool(params.cloned(), Era::Handshake)),
             _ => (self, Step::Refuse(Refusal::NotInitialized { method: method.to_owned() })),
         }
     }
+}
+
+/// Whether `params._meta` names a protocol version (the mark of a 2026-07-28 request).
+fn names_version(params: Option<&Value>) -> bool {
+    params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION)).is_some()
+}
+
+/// One 2026-07-28 request, from the request alone (nothing depends on connection state).
+/// `ping` and `logging/setLevel` do not exist in that revision (-32601); a missing
+/// required `_meta` member is -32602 ("Base protocol": a request missing a required
+/// field is malformed); a version other than 2026-07-28 is -32022.
+fn stateless(method: &str, params: Option<&Value>) -> Step {
+    if !matches!(method, "server/discover" | "tools/list" | "tools/call") {
+        return Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() });
+    }
+    let invalid = |m: String| Step::Refuse(Refusal::InvalidParams(format!("{method}: {m}")));
+    let p = match params {
+        Some(Value::Object(p)) => p,
+        Some(other) => return invalid(format!("params must be an object, found {}", kind_of(other))),
+        None => return invalid("params with _meta are required in protocol version 2026-07-28".into()),
+    };
+    let meta = match p.get("_meta") {
+        Some(Value::Object(m)) => m,
+        Some(other) => return invalid(format!("_meta must be an object, found {}", kind_of(other))),
+        None => return invalid("params._meta is required in protocol version 2026-07-28".into()),
+    };
+    let requested = match meta.get(META_PROTOCOL_VERSION) {
+        Some(Value::String(v)) => v,
+        Some(other) => return invalid(format!("_meta[{META_PROTOCOL_VERSION:?}] must be a string, found {}", kind_of(other))),
+        None => return invalid(format!("_meta[{META_PROTOCOL_VERSION:?}] is required")),
+    };
+    match meta.get(META_CLIENT_CAPABILITIES) {
+        Some(Value::Object(_)) => {}
+        Some(other) => return invalid(format!("_meta[{META_CLIENT_CAPABILITIES:?}] must be an object, found {}", kind_of(other))),
+        None => return invalid(format!("_meta[{META_CLIENT_CAPABILITIES:?}] is required")),
+    }
+    if requested != STATELESS_VERSION {
+        return Step::Refuse(Refusal::UnsupportedVersion { requested: requested.clone() });
+    }
+    match method {
+        "server/discover" => Step::Reply(discover(), Era::Stateless),
+        "tools/list" if p.contains_key("cursor") => {
+            Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))
+        }
+        "tools/list" => Step::ListTools(Era::Stateless),
+        _ => Step::CallTool(params.cloned(), Era::Stateless),
+    }
+}
+
+/// The `server/discover` result (2026-07-28 `DiscoverResult`; `resultType` and the
+/// server info are stamped on by the server like on every stateless result).
+fn discover() -> Value {
+    json!({
+        "supportedVersions": ALL_VERSIONS,
+        "capabilities": {"tools": {}},
+        "instructions": INSTRUCTIONS,
+        "ttlMs": CACHE_TTL_MS,
+        "cacheScope": "public",
+    })
+}
+
+/// `serverInfo` / `_meta["io.modelcontextprotocol/serverInfo"]`.
+pub fn server_info() -> Value {
+    json!({"name": "sallyport", "title": "Sallyport", "version": env!("CARGO_PKG_VERSION")})
 }
 
 /// Params that may be absent or an object (members we do not read are ignored).
@@ -166,17 +269,20 @@ fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> 
     let result = json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "sallyport", "title": "Sallyport", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Sallyport runs HTTP requests and SSH commands for you under the operator's \
-            policy and injects credentials itself: you never see or send a secret. Call sp.inventory to \
-            learn which hosts, methods, paths, credential names and SSH hosts are allowed, then \
-            http.request or ssh.exec. Refusals come back as tool results with isError and a code \
-            (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason. Calls with some credentials or SSH hosts \
-            wait for the operator's out-of-band approval (SP_NOT_APPROVED when refused), and every call \
-            is recorded in the operator's audit journal."
+        "serverInfo": server_info(),
+        "instructions": INSTRUCTIONS,
     });
     Ok((version, result))
 }
+
+/// What `initialize` and `server/discover` tell the model.
+const INSTRUCTIONS: &str = "Sallyport runs HTTP requests and SSH commands for you under the operator's \
+    policy and injects credentials itself: you never see or send a secret. Call sp.inventory to \
+    learn which hosts, methods, paths, credential names and SSH hosts are allowed, then \
+    http.request or ssh.exec. Refusals come back as tool results with isError and a code \
+    (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason. Calls with some credentials or SSH hosts \
+    wait for the operator's out-of-band approval (SP_NOT_APPROVED when refused), and every call \
+    is recorded in the operator's audit journal.";
 
 #[cfg(test)]
 mod tests {
@@ -199,13 +305,15 @@ mod tests {
         let (s, step) = s.handle(&req("tools/list", Value::Null));
         assert_eq!(step, Step::Refuse(Refusal::NotInitialized { method: "tools/list".into() }));
         let (s, step) = s.handle(&req("ping", Value::Null));
-        assert_eq!(step, Step::Reply(json!({})));
+        assert_eq!(step, Step::Reply(json!({}), Era::Handshake));
+        // A discover probe without the 2026-07-28 _meta is malformed for that revision
+        // (-32602); a client falls back to initialize on any error.
         let (s, step) = s.handle(&req("server/discover", json!({})));
-        assert_eq!(step, Step::Refuse(Refusal::MethodNotFound { method: "server/discover".into() }));
+        assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(m)) if m.contains("_meta is required")));
         let (s, step) = s.handle(&note("notifications/initialized"));
         assert_eq!((&s, step), (&Session::AwaitingInit, Step::Ignore));
         let (s, step) = s.handle(&init("2025-06-18"));
-        assert!(matches!(step, Step::Reply(r) if r["protocolVersion"] == "2025-06-18"));
+        assert!(matches!(step, Step::Reply(r, Era::Handshake) if r["protocolVersion"] == "2025-06-18"));
         assert_eq!(s, Session::Initializing { version: "2025-06-18" });
         let (s, step) = s.handle(&req("tools/call", json!({"name": "sp.inventory"})));
         assert!(matches!(step, Step::Refuse(Refusal::NotInitialized { .. })));
@@ -216,18 +324,18 @@ mod tests {
         let (s, step) = s.handle(&req("tools/list", json!({"cursor": "x"})));
         assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(_))));
         let (s, step) = s.handle(&req("tools/list", Value::Null));
-        assert_eq!(step, Step::ListTools);
+        assert_eq!(step, Step::ListTools(Era::Handshake));
         // Issue #10: unknown members of known methods' params are ignored.
         let (s, step) = s.handle(&req("tools/list", json!({"futureParam": true, "_meta": {"x": 1}})));
-        assert_eq!(step, Step::ListTools);
+        assert_eq!(step, Step::ListTools(Era::Handshake));
         let (s, step) = s.handle(&req("ping", json!({"x": 1})));
-        assert_eq!(step, Step::Reply(json!({})));
+        assert_eq!(step, Step::Reply(json!({}), Era::Handshake));
         let (s, step) = s.handle(&req("ping", json!([1])));
         assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(m)) if m.contains("must be an object")));
         let (s, step) = s.handle(&req("resources/list", Value::Null));
         assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
         let (_, step) = s.handle(&req("tools/call", json!("str")));
-        assert_eq!(step, Step::CallTool(Some(json!("str"))));
+        assert_eq!(step, Step::CallTool(Some(json!("str")), Era::Handshake));
     }
 
     #[test]
@@ -257,5 +365,85 @@ mod tests {
             assert_eq!(s, Session::AwaitingInit, "{p}");
             assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(_))), "{p}");
         }
+    }
+
+    fn modern(method: &str, version: Value, caps: Value, extra: Value) -> Message {
+        let mut meta = Map::new();
+        if !version.is_null() {
+            meta.insert(META_PROTOCOL_VERSION.into(), version);
+        }
+        if !caps.is_null() {
+            meta.insert(META_CLIENT_CAPABILITIES.into(), caps);
+        }
+        let mut params = extra.as_object().cloned().unwrap_or_default();
+        params.insert("_meta".into(), Value::Object(meta));
+        req(method, Value::Object(params))
+    }
+
+    /// Issue #10: 2026-07-28 requests are served from the request alone, in every state,
+    /// and change no state.
+    #[test]
+    fn stateless_requests_in_every_state() {
+        let ready = {
+            let (s, _) = Session::AwaitingInit.handle(&init("2025-06-18"));
+            s.handle(&note("notifications/initialized")).0
+        };
+        for state in [Session::AwaitingInit, Session::Initializing { version: "2025-06-18" }, ready] {
+            let v = || json!(STATELESS_VERSION);
+            let (s, step) = state.clone().handle(&modern("server/discover", v(), json!({}), json!({})));
+            match step {
+                Step::Reply(r, Era::Stateless) => {
+                    assert_eq!(r["supportedVersions"], json!(ALL_VERSIONS));
+                    assert_eq!((r["ttlMs"].clone(), r["cacheScope"].clone()), (json!(CACHE_TTL_MS), json!("public")));
+                    assert_eq!(r["capabilities"], json!({"tools": {}}));
+                    assert!(r["instructions"].is_string());
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(s, state);
+            let (s, step) = s.handle(&modern("tools/list", v(), json!({}), json!({})));
+            assert_eq!((s.clone(), step), (state.clone(), Step::ListTools(Era::Stateless)));
+            let (s, step) = s.handle(&modern("tools/call", v(), json!({}), json!({"name": "sp.inventory"})));
+            assert!(matches!(step, Step::CallTool(Some(_), Era::Stateless)), "{state:?}");
+            // ping and logging/setLevel do not exist in 2026-07-28.
+            let (s, step) = s.handle(&modern("ping", v(), json!({}), json!({})));
+            assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
+            let (s, step) = s.handle(&modern("logging/setLevel", v(), json!({}), json!({"level": "debug"})));
+            assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
+            assert_eq!(s, state);
+        }
+    }
+
+    #[test]
+    fn stateless_meta_is_checked() {
+        let v = json!(STATELESS_VERSION);
+        let cases = [
+            (modern("tools/list", v.clone(), Value::Null, json!({})), "clientCapabilities\"] is required"),
+            (modern("tools/list", v.clone(), json!([]), json!({})), "must be an object, found an array"),
+            (modern("tools/list", json!(20260728), json!({}), json!({})), "must be a string, found an integer"),
+            (modern("server/discover", Value::Null, json!({}), json!({})), "protocolVersion\"] is required"),
+            (req("server/discover", Value::Null), "params with _meta are required"),
+            (req("server/discover", json!({"_meta": 1})), "_meta must be an object"),
+            (modern("tools/list", v.clone(), json!({}), json!({"cursor": "x"})), "invalid cursor"),
+        ];
+        for (msg, want) in cases {
+            let (s, step) = Session::AwaitingInit.handle(&msg);
+            assert_eq!(s, Session::AwaitingInit);
+            match step {
+                Step::Refuse(Refusal::InvalidParams(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
+                other => panic!("{msg:?}: {other:?}"),
+            }
+        }
+        for version in ["2025-11-25", "2024-11-05", "2027-01-01", ""] {
+            let (_, step) = Session::AwaitingInit.handle(&modern("tools/call", json!(version), json!({}), json!({"name": "x"})));
+            assert_eq!(step, Step::Refuse(Refusal::UnsupportedVersion { requested: version.into() }));
+        }
+        // initialize with modern _meta still selects the handshake semantics.
+        let mut i = init("2025-06-18");
+        if let Message::Request { params: Some(Value::Object(p)), .. } = &mut i {
+            p.insert("_meta".into(), json!({META_PROTOCOL_VERSION: STATELESS_VERSION}));
+        }
+        let (s, _) = Session::AwaitingInit.handle(&i);
+        assert_eq!(s, Session::Initializing { version: "2025-06-18" });
     }
 }

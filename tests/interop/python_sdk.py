@@ -13,8 +13,9 @@ Through `mcp.ClientSession` over `mcp.client.stdio.stdio_client` it checks the
 handshake, the tool list (names, schemas, and no SDK warning), an authorized
 `http.request` (the credential reaches the upstream and never the result), refusals
 (SP_DENIED, SP_BAD_ARGUMENTS) that reach nothing, and `sp.inventory`; then the SDK's
-high-level `mcp.Client` in its default mode, which probes `server/discover` before
-falling back to `initialize`. One line per check, then `N passed, M failed`; the exit
+high-level `mcp.Client` in its default mode, which probes `server/discover` and settles
+on the stateless 2026-07-28 revision, and pinned to that revision (`mode="2026-07-28"`,
+no handshake at all). One line per check, then `N passed, M failed`; the exit
 status is non-zero when anything failed. Every wait is bounded: a watchdog ends the
 process after WATCHDOG_S seconds whatever the server does.
 """
@@ -49,6 +50,7 @@ SESSION_TIMEOUT_S = 45  # the whole asyncio part, spawn and shutdown included
 WATCHDOG_S = 60  # the whole script, whatever happens
 
 SERVER_NAME = "sallyport"
+STATELESS = "2026-07-28"  # the stateless revision (issue #10)
 CREDENTIAL = "interop"
 
 
@@ -339,8 +341,8 @@ def tool_list_problems(tools: list[Any], capture: SdkLogCapture) -> tuple[bool, 
 
 
 async def client_auto_checks(params: StdioServerParameters, errlog, transcript: list[str]) -> None:
-    """mcp.Client (SDK 2.x) in its default mode: `server/discover` first, then on any
-    JSON-RPC error the initialize handshake."""
+    """mcp.Client (SDK 2.x) in its default mode: `server/discover` first; sp answers it
+    (issue #10), so the client settles on the stateless 2026-07-28 revision."""
     if not hasattr(mcp, "Client"):
         print("skip  mcp.Client (default mode): this SDK has no high-level Client", flush=True)
         return
@@ -349,12 +351,43 @@ async def client_auto_checks(params: StdioServerParameters, errlog, transcript: 
         listed = await client.list_tools()
         inv = await client.call_tool("sp.inventory", {})
         REPORT.check(
-            "mcp.Client (default mode): discover probe falls back to initialize, tools listed and called",
-            client.protocol_version in ACCEPTED_VERSIONS
+            "mcp.Client (default mode): server/discover answered, 2026-07-28 chosen, tools listed and called",
+            client.protocol_version == STATELESS
             and {"http.request", "sp.inventory"} <= {t.name for t in listed.tools}
             and is_error(inv) is False,
             f"protocol {client.protocol_version!r}, tools {[t.name for t in listed.tools]}, inventory {short(dump(inv))}",
         )
+
+
+async def client_pinned_checks(params: StdioServerParameters, errlog, up: Upstream, secret: str,
+                               transcript: list[str]) -> None:
+    """mcp.Client pinned to 2026-07-28 (`mode=`): no handshake at all; every request
+    carries its version in `_meta`. An authorized call, a denial, and the secret kept."""
+    if not hasattr(mcp, "Client"):
+        print("skip  mcp.Client (mode=2026-07-28): this SDK has no high-level Client", flush=True)
+        return
+    base = f"http://127.0.0.1:{up.port}"
+    async with mcp.Client(traced(stdio_client(params, errlog=errlog), transcript), mode=STATELESS,
+                          read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
+        listed = await client.list_tools()
+        before = len(up.seen())
+        ok = await client.call_tool("http.request", {"method": "GET", "url": f"{base}/v1/pinned"})
+        seen = up.seen()[before:]
+        denied = await client.call_tool("http.request", {"method": "DELETE", "url": f"{base}/v1/pinned"})
+        REPORT.check(
+            "mcp.Client (mode=2026-07-28): tools listed, GET ran once with the credential, DELETE denied",
+            client.protocol_version == STATELESS
+            and {"http.request", "sp.inventory"} <= {t.name for t in listed.tools}
+            and is_error(ok) is False and structured(ok).get("status") == 200
+            and len(seen) == 1 and seen[0].headers.get("authorization") == f"Bearer {secret}"
+            and is_error(denied) is True and error_code(denied) == "SP_DENIED"
+            and len(up.seen()) == before + 1,
+            f"protocol {client.protocol_version!r}, upstream +{len(up.seen()) - before}, ok {short(dump(ok))}, "
+            f"denied {short(dump(denied))}",
+        )
+        text = dump(ok) + dump(denied)
+        REPORT.check("mcp.Client (mode=2026-07-28): the secret appears nowhere in the results",
+                     secret not in text, "the result contains the secret")
 
 
 # ---------------------------------------------------------------- main
@@ -428,6 +461,7 @@ def main() -> int:
                 with anyio.fail_after(SESSION_TIMEOUT_S):
                     await session_checks(params, errlog, up, secret, capture, transcript)
                     await client_auto_checks(params, errlog, transcript)
+                    await client_pinned_checks(params, errlog, up, secret, transcript)
 
         try:
             anyio.run(run_all)
