@@ -1,7 +1,8 @@
 # sp (Sallyport) - the two commands a newcomer needs:
 #   make demo   build, start a loopback demo API, drive a scripted MCP session through sp mcp
-#   make test   everything .ci/run checks: clippy (warnings are errors), the Python MCP SDK
-#               smoke test, and the whole cargo suite (profile fast)
+#   make test   everything .ci/run checks: clippy (warnings are errors), the official MCP
+#               clients (Python SDK, TypeScript SDK, Inspector CLI) against sp, and the whole
+#               cargo suite (profile fast)
 
 CARGO  ?= cargo
 PYTHON ?= python3
@@ -24,8 +25,15 @@ $(VENV)/.stamp: tests/interop/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/interop/requirements.txt
 	touch $@
 
-interop: build $(VENV)/.stamp
+# The official TypeScript SDK v2 client and the Inspector CLI, pinned (package-lock.json).
+NPM ?= npm
+tests/interop/node_modules/.stamp: tests/interop/package.json tests/interop/package-lock.json
+	cd tests/interop && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
+	node tests/interop/ts_client.mjs $(SP)
 
 # --profile fast: release code without LTO (Cargo.toml), so every test binary does not
 # pay for a whole-program link; the process-level tests spawn target/fast/sp.
@@ -44,4 +52,4 @@ bench: build
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) tests/interop/node_modules
