@@ -355,6 +355,13 @@ fn check_url(raw: &str) -> Result<url::Url, ArgError> {
             "\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"
         ));
     }
+    // Issue 8.5: a `%` must start an escape of exactly two hex digits. The url crate
+    // sends a stray `%` (or `%+9`) as written; if we decoded it differently (or at all),
+    // the server would see another path than the policy matched.
+    if let Some(i) = raw.bytes().enumerate().position(|(i, b)| b == b'%' && !is_escape(&raw.as_bytes()[i..])) {
+        let shown: String = raw[i..].chars().take(3).collect();
+        return bad(format!("\"url\" has a % that does not start a %XX escape of two hex digits ({shown:?}); write % as %25"));
+    }
     let mut url = url::Url::parse(raw).map_err(|e| ArgError(format!("\"url\" is not a valid absolute URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return bad("\"url\" must be http:// or https://");
@@ -398,15 +405,24 @@ fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
     Ok(out)
 }
 
+/// Does `b` start with `%` and exactly two hex digits?
+fn is_escape(b: &[u8]) -> bool {
+    matches!(b, [b'%', h, l, ..] if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
+}
+
+/// Strict percent-decoding: `%` must be followed by two hex digits (never a sign, as
+/// `u8::from_str_radix` would accept: `%+9`), and the result must be UTF-8.
 fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let hex = b.get(i + 1..i + 3)?;
-            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(v);
+            if !is_escape(&b[i..]) {
+                return None;
+            }
+            let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+            out.push(hex(b[i + 1])? << 4 | hex(b[i + 2])?);
             i += 3;
         } else {
             out.push(b[i]);
@@ -468,51 +484,143 @@ mod tests {
     #[test]
     fn http_refused() {
         let cases = vec![
-            json!({"url": "http://a/"}),
-            json!({"method": "get", "url": "http://a/"}),
-            json!({"method": "TRACE", "url": "http://a/"}),
-            json!({"method": "GET"}),
-            json!({"method": "GET", "url": 5}),
-            json!({"method": "GET", "url": "ftp://a/"}),
-            json!({"method": "GET", "url": "file:///etc/passwd"}),
-            json!({"method": "GET", "url": "/relative"}),
-            json!({"method": "GET", "url": "http://user:pw@a/"}),
-            json!({"method": "GET", "url": "http://user@a/"}),
-            json!({"method": "GET", "url": "http://a/#frag"}),
-            json!({"method": "GET", "url": "http://a/ b"}),
-            json!({"method": "GET", "url": "http://a/\tb"}),
-            json!({"method": "GET", "url": "http:\\\\a\\b"}),
-            json!({"method": "GET", "url": "http://ä.com/"}),
-            json!({"method": "GET", "url": "http://a/v1/x%2f..%2fadmin"}),
-            json!({"method": "GET", "url": "http://a/v1/..;/admin"}),
-            json!({"method": "GET", "url": "http://a/v1/%5c"}),
-            json!({"method": "GET", "url": "http://a/v1/%00"}),
-            json!({"method": "GET", "url": "http://a/v1/%ff"}),
-            json!({"method": "GET", "url": "http://a/v1/%zz"}),
-            json!({"method": "GET", "url": format!("http://a/{}", "x".repeat(MAX_URL_BYTES))}),
-            json!({"method": "GET", "url": "http://a/", "extra": 1}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"Authorization": "x"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"host": "x"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"Cookie": "x"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"Transfer-Encoding": "chunked"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"X-A": "a\r\nX-B: b"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"X A": "a"}}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"X-A": 1}}),
-            json!({"method": "GET", "url": "http://a/", "headers": "X-A: 1"}),
-            json!({"method": "GET", "url": "http://a/", "headers": {"x-a": "1", "X-A": "2"}}),
-            json!({"method": "GET", "url": "http://a/", "query": {"": "x"}}),
-            json!({"method": "GET", "url": "http://a/", "query": {"a": ["x"]}}),
-            json!({"method": "GET", "url": "http://a/", "body": "x"}),
-            json!({"method": "POST", "url": "http://a/", "body": {"a": 1}}),
-            json!({"method": "GET", "url": "http://a/", "credential": "../etc"}),
-            json!({"method": "GET", "url": "http://a/", "credential": 7}),
+            (json!({"url": "http://a/"}), "\"method\" is required"),
+            (json!({"method": "get", "url": "http://a/"}), "must be one of GET"),
+            (json!({"method": "TRACE", "url": "http://a/"}), "must be one of GET"),
+            (json!({"method": "GET"}), "\"url\" is required"),
+            (json!({"method": "GET", "url": 5}), "\"url\" must be a string"),
+            (json!({"method": "GET", "url": "ftp://a/"}), "must be http:// or https://"),
+            (json!({"method": "GET", "url": "file:///etc/passwd"}), "must be http:// or https://"),
+            (json!({"method": "GET", "url": "/relative"}), "not a valid absolute URL"),
+            (json!({"method": "GET", "url": "http://user:pw@a/"}), "must not contain user:password@"),
+            (json!({"method": "GET", "url": "http://user@a/"}), "must not contain user:password@"),
+            (json!({"method": "GET", "url": "http://a/#frag"}), "must not contain a #fragment"),
+            (json!({"method": "GET", "url": "http://a/ b"}), "(byte 0x20)"),
+            (json!({"method": "GET", "url": "http://a/\tb"}), "(byte 0x09)"),
+            (json!({"method": "GET", "url": "http:\\\\a\\b"}), "(byte 0x5c)"),
+            (json!({"method": "GET", "url": "http://ä.com/"}), "(byte 0xc3)"),
+            (json!({"method": "GET", "url": "http://a/v1/x%2f..%2fadmin"}), "encoded separator or dot segment"),
+            (json!({"method": "GET", "url": "http://a/v1/..;/admin"}), "encoded separator or dot segment"),
+            (json!({"method": "GET", "url": "http://a/v1/%5c"}), "encoded separator or dot segment"),
+            (json!({"method": "GET", "url": "http://a/v1/%00"}), "encoded separator or dot segment"),
+            (json!({"method": "GET", "url": "http://a/v1/%ff"}), "not valid percent-encoded UTF-8"),
+            (json!({"method": "GET", "url": "http://a/v1/%zz"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": format!("http://a/{}", "x".repeat(MAX_URL_BYTES))}), "is longer than 16384 bytes"),
+            (json!({"method": "GET", "url": "http://a/", "extra": 1}), "unknown argument \"extra\""),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"Authorization": "x"}}), "is set by the gateway"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"host": "x"}}), "is set by the gateway"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"Cookie": "x"}}), "is set by the gateway"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"Transfer-Encoding": "chunked"}}), "is set by the gateway"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"X-A": "a\r\nX-B: b"}}), "without control characters"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"X A": "a"}}), "is not a valid token"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"X-A": 1}}), "must be a string, found an integer"),
+            (json!({"method": "GET", "url": "http://a/", "headers": "X-A: 1"}), "must be an object of strings"),
+            (json!({"method": "GET", "url": "http://a/", "headers": {"x-a": "1", "X-A": "2"}}), "is given twice"),
+            (json!({"method": "GET", "url": "http://a/", "query": {"": "x"}}), "names must not be empty"),
+            (json!({"method": "GET", "url": "http://a/", "query": {"a": ["x"]}}), "must be a string, found an array"),
+            (json!({"method": "GET", "url": "http://a/", "body": "x"}), "a body is not allowed with GET"),
+            (json!({"method": "POST", "url": "http://a/", "body": {"a": 1}}), "must be a string, found an object"),
+            (json!({"method": "GET", "url": "http://a/", "credential": "../etc"}), "must be a credential name"),
+            (json!({"method": "GET", "url": "http://a/", "credential": 7}), "must be a string, found an integer"),
+            // issue 8.5: `%` starts exactly two hex digits (u8::from_str_radix took a sign)
+            (json!({"method": "GET", "url": "http://a/v1/%+9x"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": "http://a/v1/%-1"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": "http://a/v1/%4"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": "http://a/v1/x%"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": "http://a/v1/%%41"}), "does not start a %XX escape"),
+            (json!({"method": "GET", "url": "http://a/v1/x?q=100%"}), "does not start a %XX escape"),
         ];
-        for args in cases {
+        for (args, want) in cases {
             let shown = args.to_string();
-            assert!(http(args).is_err(), "accepted {shown}");
+            match http(args) {
+                Ok(r) => panic!("accepted {shown}: {r:?}"),
+                Err(e) => assert!(e.0.contains(want), "{shown}: {}", e.0),
+            }
         }
         let many: Map<String, Value> = (0..=MAX_HEADERS).map(|i| (format!("x-{i}"), json!("v"))).collect();
-        assert!(http(json!({"method": "GET", "url": "http://a/", "headers": many})).is_err());
+        let got = http(json!({"method": "GET", "url": "http://a/", "headers": many})).unwrap_err().0;
+        assert!(got.contains("at most 100 are allowed"), "{got}");
+    }
+
+    // Attacks tried (issue 8.5), each a piece of the property test's alphabet:
+    // - a signed escape `%+9`, `%-1`, `%+f` (u8::from_str_radix took the sign): held
+    //   after the fix, refused; it failed the property before;
+    // - short and stray escapes `%4`, `%`, `%%`, `%zz`, `%u002e`: refused;
+    // - encoded dots `%2e`, `%2E`, `.%2E`, `%2e%2e`: the url crate resolves them before
+    //   both the policy and the wire see the path: held;
+    // - `%2F`, `%5C`, backslashes, NUL, `..;`: refused;
+    // - `%3F`, `%23`, `?` (a query starts), `%25`, `%2525`, `;` params, empty
+    //   segments, upper and lower case hex, `%C3%A9`, a lone `%e9`, raw `é`: held
+    //   (decoded the same on both sides, or refused);
+    // - a query credential appended to the URL: the path on the wire is unchanged.
+
+    /// Decodes the request line's path as a server would: `%XX` escapes only.
+    fn server_decode(path: &str) -> Option<String> {
+        let mut out = Vec::new();
+        let mut rest = path.as_bytes();
+        while let Some((&c, tail)) = rest.split_first() {
+            if c == b'%' {
+                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+            } else {
+                out.push(c);
+                rest = tail;
+            }
+        }
+        String::from_utf8(out).ok()
+    }
+
+    /// Issue 8.5, the property: for any URL `http.request` accepts, the path the policy
+    /// matched equals the decoding of the path on the wire. `exec/http.rs` builds the
+    /// request with `.uri(url.as_str())` (or, for a query credential, the same URL with
+    /// one pair appended) and ureq-proto writes `uri().path_and_query()` on the request
+    /// line (`client/amended.rs`, `prelude`), so the wire path is `Uri::path()` of that
+    /// string. Deterministic: every pair of tricky pieces, then seeded random sequences.
+    #[test]
+    fn matched_path_is_the_decoded_wire_path() {
+        const PIECES: &[&str] = &[
+            "a", "B", ".", "..", "%2e", "%2E", "%2e%2e", ".%2E", "%2f", "%2F", "%5c", "%5C", "\\", ";", ";x", "%3b", "%3B",
+            "%3f", "%3F", "?", "%23", "%25", "%2525", "%", "%+9", "%-1", "%+f", "%4", "%zz", "%%", "%c3%a9", "%C3%A9",
+            "%e9", "%ff", "é", "/", "//", "~", "%7e", "%7E", "%00", "%09", "%20", "+", "@", ":", "[", "]", "!", "$", "&",
+            "'", "(", ")", "*", ",", "=", "%u002e", "%0a", "%ef%bc%8f",
+        ];
+        let mut accepted = 0;
+        let mut check = |path: &str| {
+            let raw = format!("http://h.example/{path}");
+            let Ok(r) = http(json!({"method": "GET", "url": raw, "query": {"q": "%+9"}})) else { return };
+            let mut with_secret = r.url.clone();
+            with_secret.query_pairs_mut().append_pair("key", "s%+9/..");
+            for sent in [&r.url, &with_secret] {
+                let uri: ureq::http::Uri = sent.as_str().parse().unwrap_or_else(|e| panic!("{raw}: accepted but unsendable: {e}"));
+                let wire = uri.path();
+                assert_eq!(server_decode(wire).as_deref(), Some(r.match_path.as_str()), "{raw}: wire path {wire}");
+            }
+            accepted += 1;
+        };
+        for a in PIECES {
+            for b in PIECES {
+                check(&format!("{a}{b}"));
+                check(&format!("{a}/{b}"));
+            }
+        }
+        let mut seed: u64 = 0x5eed;
+        for _ in 0..20_000 {
+            let mut path = String::new();
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            for _ in 0..1 + (seed >> 60) % 6 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                path.push_str(PIECES[(seed >> 33) as usize % PIECES.len()]);
+                if seed & 1 == 0 {
+                    path.push('/');
+                }
+            }
+            check(&path);
+        }
+        assert!(accepted > 5_000, "only {accepted} URLs accepted: the generator tests too little");
     }
 
     #[test]
