@@ -45,6 +45,66 @@ pub const RESERVED_HEADERS: &[&str] = &[
     "accept-encoding",
 ];
 
+/// Headers that ask the server, or a framework or proxy in front of it, to treat the
+/// request as another method or path (issue 8.6): a credential bound to `POST /ok/*`
+/// must not become `DELETE /admin`. Refused on every request, whatever its letter case,
+/// and also spelled with `_` for `-` (CGI, WSGI and PHP map both spellings to the same
+/// `HTTP_X_...` variable). Listed in `sp-policy(5)`, "REQUEST OVERRIDES".
+pub const OVERRIDE_HEADERS: &[&str] = &[
+    // method
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-method",
+    "x-forwarded-method",
+    // path
+    "x-original-url",
+    "x-original-uri",
+    "x-rewrite-url",
+    "x-override-url",
+    "x-forwarded-path",
+    "x-forwarded-prefix",
+    "x-forwarded-uri",
+    "x-envoy-original-path",
+];
+
+/// Query, form and JSON body parameter names with the same effect (Rails, Laravel,
+/// Symfony `_method`; Express `method-override` with a header name as query key).
+/// Compared after lowercasing and PHP's name mangling (space, `.` and `[` become `_`),
+/// and also with `_` read as `-`.
+pub const OVERRIDE_PARAMS: &[&str] = &["_method", "x-http-method-override", "x-http-method", "x-method-override"];
+
+fn is_override_header(lower: &str) -> bool {
+    OVERRIDE_HEADERS.contains(&lower.replace('_', "-").as_str())
+}
+
+fn is_override_param(name: &str) -> bool {
+    let norm: String = name.chars().map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c.to_ascii_lowercase() }).collect();
+    OVERRIDE_PARAMS.contains(&norm.as_str()) || OVERRIDE_PARAMS.contains(&norm.replace('_', "-").as_str())
+}
+
+/// The override parameter a body carries, if any: a form field, a top-level JSON
+/// member or a multipart part of that name.
+fn body_override(body: &str) -> Option<String> {
+    if let Some((k, _)) = url::form_urlencoded::parse(body.as_bytes()).find(|(k, _)| is_override_param(k)) {
+        return Some(k.into_owned());
+    }
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(body) {
+        if let Some(k) = m.keys().find(|k| is_override_param(k)) {
+            return Some(k.clone());
+        }
+    }
+    // multipart/form-data: `Content-Disposition: form-data; name="_method"`
+    body.to_ascii_lowercase().match_indices("name=").find_map(|(i, _)| {
+        let rest = &body[i + 5..];
+        let name = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next(),
+            None => rest.split([';', '\r', '\n']).next(),
+        }?;
+        is_override_param(name).then(|| name.to_owned())
+    })
+}
+
 /// Framing and routing headers, which cannot carry a credential either.
 pub fn is_hop_header(lower: &str) -> bool {
     RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
@@ -207,6 +267,9 @@ impl fmt::Display for ArgError {
     }
 }
 
+const OVERRIDE_WHY: &str = "would ask the server to treat the request as another method or path; \
+    send the method and URL you mean (see sp-policy(5), REQUEST OVERRIDES)";
+
 fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
     Err(ArgError(msg.into()))
 }
@@ -280,6 +343,9 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     if url.as_str().len() > MAX_URL_BYTES {
         return bad(format!("the URL with its query is longer than {MAX_URL_BYTES} bytes"));
     }
+    if let Some((k, _)) = url.query_pairs().find(|(k, _)| is_override_param(k)) {
+        return bad(format!("query parameter {:?} {OVERRIDE_WHY}", short(&k)));
+    }
 
     let mut headers: Vec<(String, String)> = Vec::new();
     for (name, value) in string_map(args, "headers", MAX_HEADERS)? {
@@ -289,6 +355,9 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
         let lower = name.to_ascii_lowercase();
         if RESERVED_HEADERS.contains(&lower.as_str()) {
             return bad(format!("header {name:?} is set by the gateway and may not be sent by the agent"));
+        }
+        if is_override_header(&lower) {
+            return bad(format!("header {name:?} {OVERRIDE_WHY}"));
         }
         // RFC 9110 5.5: a field value may hold HTAB; no other control character.
         if value.len() > MAX_HEADER_VALUE_BYTES || value.chars().any(|c| c.is_control() && c != '\t') {
@@ -303,6 +372,9 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     let body = string_arg(args, "body")?.map(str::to_owned);
     if body.is_some() && matches!(method, Method::Get | Method::Head) {
         return bad(format!("a body is not allowed with {method}"));
+    }
+    if let Some(k) = body.as_deref().and_then(body_override) {
+        return bad(format!("the body's parameter {:?} {OVERRIDE_WHY}", short(&k)));
     }
     let credential = string_arg(args, "credential")?.map(str::to_owned);
     if let Some(c) = &credential {
@@ -621,6 +693,52 @@ mod tests {
             check(&path);
         }
         assert!(accepted > 5_000, "only {accepted} URLs accepted: the generator tests too little");
+    }
+
+    // Attacks tried (issue 8.6): every OVERRIDE_HEADERS name in lower, upper and mixed
+    // case and with `_` for `-`; `_method` and the header names as query keys (also
+    // percent-encoded, upper case, PHP-mangled ` method`, `.method`, `[method`, and via
+    // the `query` argument); `_method` as a form field, a JSON member and a multipart
+    // part of the body. All refused. Lookalikes (`X-Method`, `method=`, `my_method=`)
+    // are not refused.
+    #[test]
+    fn override_headers_and_params_are_refused_in_every_spelling() {
+        fn spellings(name: &str) -> Vec<String> {
+            let mixed: String = name.split('-').map(|w| w[..1].to_uppercase() + &w[1..]).collect::<Vec<_>>().join("-");
+            vec![name.to_owned(), name.to_uppercase(), mixed.clone(), mixed.replace('-', "_"), name.replace('-', "_")]
+        }
+        let refused = |args: Value, want: &str| {
+            let shown = args.to_string();
+            let got = http(args).map(|r| r.url.to_string()).unwrap_err().0;
+            assert!(got.contains(want) && got.contains("another method or path"), "{shown}: {got}");
+        };
+        for name in OVERRIDE_HEADERS {
+            for h in spellings(name) {
+                refused(json!({"method": "POST", "url": "https://a/ok/x", "headers": {h.clone(): "DELETE"}, "body": "{}"}), &format!("header {h:?}"));
+            }
+        }
+        for name in OVERRIDE_PARAMS {
+            for q in spellings(name) {
+                let url = format!("https://a/ok/x?a=1&{q}=DELETE");
+                refused(json!({"method": "POST", "url": url, "body": "{}"}), "query parameter");
+                refused(json!({"method": "POST", "url": "https://a/ok/x", "query": {q.clone(): "DELETE"}}), "query parameter");
+                refused(json!({"method": "POST", "url": "https://a/ok/x", "body": format!("a=1&{q}=DELETE")}), "the body's parameter");
+                refused(json!({"method": "POST", "url": "https://a/ok/x", "body": json!({q.clone(): "DELETE"}).to_string()}), "the body's parameter");
+                let multipart = format!("--b\r\nContent-Disposition: form-data; NAME=\"{q}\"\r\n\r\nDELETE\r\n--b--\r\n");
+                refused(json!({"method": "POST", "url": "https://a/ok/x", "body": multipart}), "the body's parameter");
+            }
+        }
+        for url in ["https://a/x?%5Fmethod=PUT", "https://a/x?%5fMETHOD=PUT", "https://a/x?%20method=PUT", "https://a/x?.method=PUT", "https://a/x?[method=PUT"] {
+            refused(json!({"method": "GET", "url": url}), "query parameter");
+        }
+        for body in ["_method=PUT", "%5Fmethod=PUT", "x=1&.method=PUT", "+method=PUT"] {
+            refused(json!({"method": "POST", "url": "https://a/x", "body": body}), "the body's parameter");
+        }
+        // lookalikes pass
+        let ok = http(json!({"method": "POST", "url": "https://a/x?method=a&my_method=b", "headers": {"X-Method": "1", "X-Forwarded-For": "1"}, "body": "my_method=1&methods=2"}));
+        assert!(ok.is_ok(), "{ok:?}");
+        let ok = http(json!({"method": "POST", "url": "https://a/x", "body": "{\"data\": {\"_method\": \"nested is fine\"}}"}));
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]
