@@ -19,7 +19,7 @@ mod support;
 use serde_json::{json, Value};
 
 use support::http_server::TestServer;
-use support::process::{tool_error_code, Launch, Session, TempDir};
+use support::process::{initialize, initialized, lines, run_sp, tool_call, tool_error_code, Launch, Session, TempDir};
 
 /// A policy for the loopback server: credential `ok` (bearer) bound to `POST /ok/*`,
 /// every method allowed on every path of that host; no journal.
@@ -163,4 +163,62 @@ fn credentialed_requests_cannot_change_their_method_or_path() {
     let run = s.finish();
     run.assert_exit(0);
     assert!(!String::from_utf8_lossy(&run.stdout).contains("s3cret-args-token"));
+}
+
+/// Issue 8, small points: `sp -q audit verify F` is not a usage error, and a malformed
+/// `--anchor` exits 2 (usage), not 1 (a broken journal). Stdout carries only the
+/// command's own output, and nothing at all on a usage error.
+#[test]
+fn global_flags_before_audit_work_and_a_malformed_anchor_is_a_usage_error() {
+    let dir = TempDir::new("args-audit");
+    let journal = dir.join("audit.jsonl");
+    let policy = dir.file("policy.json", json!({"audit": {"path": journal}}).to_string().as_bytes(), 0o600);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "sp.inventory", json!({}))]);
+    Launch::mcp(&policy, &[]).run(&input).assert_exit(0);
+
+    let mut last_hash = String::new();
+    for flags in [&[][..], &["-q"], &["-v"], &["-vv", "-q"], &["--quiet"]] {
+        let mut args = flags.to_vec();
+        args.extend(["audit", "verify", journal.as_str()]);
+        let run = run_sp(&args, &[], b"");
+        run.assert_exit(0);
+        let out = String::from_utf8(run.stdout.clone()).expect("UTF-8 stdout");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{args:?}: {out:?}");
+        assert!(lines[0].starts_with(&format!("{journal}: ok: ")), "{args:?}: {out:?}");
+        last_hash = lines[1].strip_prefix("last hash: ").unwrap_or_else(|| panic!("{args:?}: {out:?}")).to_owned();
+    }
+    let run = run_sp(&["-q", "audit", "tail", &journal, "-n", "1", "--json"], &[], b"");
+    run.assert_exit(0);
+    assert_eq!(run.stdout.iter().filter(|b| **b == b'\n').count(), 1, "{}", run.context());
+
+    // The right anchor, in either case: whole.
+    for anchor in [last_hash.clone(), last_hash.to_uppercase()] {
+        run_sp(&["-q", "audit", "verify", &journal, "--anchor", &anchor], &[], b"").assert_exit(0);
+    }
+    // A well-formed anchor that is not in the file: the journal is not whole (1).
+    let absent = "1".repeat(64);
+    let run = run_sp(&["audit", "verify", &journal, "--anchor", &absent], &[], b"");
+    run.assert_exit(1);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("the anchor"), "{}", run.context());
+
+    // Usage errors: exit 2, nothing on stdout, one line on stderr naming the reason.
+    let long = "a".repeat(65);
+    let bad_digit = format!("{}g", "a".repeat(63));
+    for (args, want) in [
+        (vec!["audit", "verify", &journal, "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
+        (vec!["-q", "audit", "verify", &journal, "--anchor", &long], "--anchor takes a row's hash"),
+        (vec!["audit", "verify", &journal, "--anchor", &bad_digit], "--anchor takes a row's hash"),
+        (vec!["audit", "verify", &journal, "--anchor", ""], "--anchor takes a row's hash"),
+        (vec!["-c", "/nonexistent", "audit", "verify", &journal], "--config does not apply to sp audit"),
+        (vec!["--close-on-refusal", "audit", "verify", &journal], "--close-on-refusal only applies to sp mcp"),
+        (vec!["-q", "audit", "verify"], "needs a journal FILE"),
+        (vec!["mcp", "audit"], "unexpected argument"),
+    ] {
+        let run = run_sp(&args, &[], b"");
+        run.assert_exit(2);
+        assert!(run.stdout.is_empty(), "{args:?}: stdout must be empty\n{}", run.context());
+        assert!(run.stderr.starts_with("sp: ") && run.stderr.contains(want), "{args:?}: want {want:?}\n{}", run.context());
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: one line on stderr\n{}", run.context());
+    }
 }
