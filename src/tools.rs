@@ -70,7 +70,8 @@ pub const OVERRIDE_HEADERS: &[&str] = &[
 
 /// Query, form and JSON body parameter names with the same effect (Rails, Laravel,
 /// Symfony `_method`; Express `method-override` with a header name as query key).
-/// Compared after lowercasing and PHP's name mangling (space, `.` and `[` become `_`),
+/// Compared after lowercasing and PHP's name mangling (leading spaces are dropped, then
+/// a space, `.` or `[` becomes `_`),
 /// and also with `_` read as `-`.
 pub const OVERRIDE_PARAMS: &[&str] = &["_method", "x-http-method-override", "x-http-method", "x-method-override"];
 
@@ -79,15 +80,25 @@ fn is_override_header(lower: &str) -> bool {
 }
 
 fn is_override_param(name: &str) -> bool {
-    let norm: String = name.chars().map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c.to_ascii_lowercase() }).collect();
+    // PHP and Rack drop the spaces that start a name (Rack's separator is `[&;] *`).
+    let norm: String = name.trim_start_matches(' ').chars().map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c.to_ascii_lowercase() }).collect();
     OVERRIDE_PARAMS.contains(&norm.as_str()) || OVERRIDE_PARAMS.contains(&norm.replace('_', "-").as_str())
+}
+
+/// The override parameter in a query string or form body, if any. Pairs are split at
+/// `;` as well as `&`: Rack before 3.0 (Rails) and older CGI libraries accept both.
+fn form_override(form: &str) -> Option<String> {
+    form.split(['&', ';'])
+        .flat_map(|piece| url::form_urlencoded::parse(piece.as_bytes()))
+        .find(|(k, _)| is_override_param(k))
+        .map(|(k, _)| k.into_owned())
 }
 
 /// The override parameter a body carries, if any: a form field, a top-level JSON
 /// member or a multipart part of that name.
 fn body_override(body: &str) -> Option<String> {
-    if let Some((k, _)) = url::form_urlencoded::parse(body.as_bytes()).find(|(k, _)| is_override_param(k)) {
-        return Some(k.into_owned());
+    if let Some(k) = form_override(body) {
+        return Some(k);
     }
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(body) {
         if let Some(k) = m.keys().find(|k| is_override_param(k)) {
@@ -343,7 +354,7 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     if url.as_str().len() > MAX_URL_BYTES {
         return bad(format!("the URL with its query is longer than {MAX_URL_BYTES} bytes"));
     }
-    if let Some((k, _)) = url.query_pairs().find(|(k, _)| is_override_param(k)) {
+    if let Some(k) = url.query().and_then(form_override) {
         return bad(format!("query parameter {:?} {OVERRIDE_WHY}", short(&k)));
     }
 
@@ -697,8 +708,8 @@ mod tests {
 
     // Attacks tried (issue 8.6): every OVERRIDE_HEADERS name in lower, upper and mixed
     // case and with `_` for `-`; `_method` and the header names as query keys (also
-    // percent-encoded, upper case, PHP-mangled ` method`, `.method`, `[method`, and via
-    // the `query` argument); `_method` as a form field, a JSON member and a multipart
+    // percent-encoded, upper case, PHP-mangled `.method`, `[method`, after a
+    // `;` separator (Rack 2), with leading spaces, and via the `query` argument); `_method` as a form field, a JSON member and a multipart
     // part of the body. All refused. Lookalikes (`X-Method`, `method=`, `my_method=`)
     // are not refused.
     #[test]
@@ -728,10 +739,13 @@ mod tests {
                 refused(json!({"method": "POST", "url": "https://a/ok/x", "body": multipart}), "the body's parameter");
             }
         }
-        for url in ["https://a/x?%5Fmethod=PUT", "https://a/x?%5fMETHOD=PUT", "https://a/x?%20method=PUT", "https://a/x?.method=PUT", "https://a/x?[method=PUT"] {
+        for url in ["https://a/x?%5Fmethod=PUT", "https://a/x?%5fMETHOD=PUT", "https://a/x?.method=PUT", "https://a/x?[method=PUT"] {
             refused(json!({"method": "GET", "url": url}), "query parameter");
         }
-        for body in ["_method=PUT", "%5Fmethod=PUT", "x=1&.method=PUT", "+method=PUT"] {
+        for url in ["https://a/x?a=1;_method=PUT", "https://a/x?a=1;%20_method=PUT", "https://a/x?a=1&+_method=PUT"] {
+            refused(json!({"method": "GET", "url": url}), "query parameter");
+        }
+        for body in ["_method=PUT", "%5Fmethod=PUT", "x=1&.method=PUT", "a=1;_method=PUT", "a=1; _method=PUT"] {
             refused(json!({"method": "POST", "url": "https://a/x", "body": body}), "the body's parameter");
         }
         // lookalikes pass
