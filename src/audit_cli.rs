@@ -16,8 +16,9 @@
 //! `tail` and `show` print a table for people, with control characters escaped (targets
 //! and reasons hold text the agent chose), or with `--json` the rows exactly as stored.
 //! They do not verify; a line that is not a row is reported on stderr and makes the exit
-//! status 1. Usage errors exit 2. Output goes to stdout: these commands never run inside
-//! `sp mcp`.
+//! status 1. Usage errors exit 2, a malformed `--anchor` among them. `cli::parse` hands
+//! this module everything after `audit`, so global flags (`sp -q audit ...`) come
+//! first. Output goes to stdout: these commands never run inside `sp mcp`.
 
 use std::ffi::OsString;
 use std::io::{BufReader, Write};
@@ -70,7 +71,13 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, Stri
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
-            Long("anchor") => anchor = Some(p.value().map_err(|e| e.to_string())?.to_string_lossy().into_owned()),
+            Long("anchor") => {
+                // Checked here, not by verify: a malformed anchor is a usage error (exit
+                // 2), not a broken journal (exit 1). Upper case hex is accepted.
+                let v = p.value().map_err(|e| e.to_string())?;
+                let a = v.to_str().filter(|a| a.len() == 64 && a.bytes().all(|b| b.is_ascii_hexdigit()));
+                anchor = Some(a.ok_or("--anchor takes a row's hash: 64 hex digits")?.to_ascii_lowercase());
+            }
             Short('n') | Long("lines") => {
                 let v = p.value().map_err(|e| e.to_string())?;
                 lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or("-n takes a number")?);
@@ -104,15 +111,8 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, Stri
     Ok(AuditArgs { sub, file })
 }
 
-/// `sp audit ...`: `argv` is what follows `audit`.
-pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let args = match parse(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("sp: {e}");
-            return ExitCode::from(crate::cli::EXIT_USAGE);
-        }
-    };
+/// `sp audit ...`, after [`parse`] (called by `cli::parse` with what follows `audit`).
+pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> ExitCode {
     let mut out = stdout.into_text();
     if args.sub == Sub::Help {
         return finish(out.write_all(USAGE.as_bytes()), 0);
@@ -125,7 +125,7 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
         }
     };
     let name = args.file.display().to_string();
-    match args.sub {
+    match &args.sub {
         Sub::Verify { anchor } => match audit::verify_reader(BufReader::new(file), anchor.as_deref()) {
             Ok(v) => {
                 let seqs = match (v.first_seq, v.last_seq) {
@@ -147,8 +147,8 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
                 ExitCode::from(crate::cli::EXIT_FATAL)
             }
         },
-        Sub::Tail { lines, json } => match last_lines(file, lines) {
-            Ok(tail) => print_rows(&mut out, &name, tail.into_iter().map(Ok), json),
+        Sub::Tail { lines, json } => match last_lines(file, *lines) {
+            Ok(tail) => print_rows(&mut out, &name, tail.into_iter().map(Ok), *json),
             Err(e) => {
                 eprintln!("sp: {name}: {}", crate::policy::io_reason(&e));
                 ExitCode::from(crate::cli::EXIT_FATAL)
@@ -157,7 +157,7 @@ pub fn run(stdout: StdoutHandle, argv: impl IntoIterator<Item = OsString>) -> Ex
         Sub::Show { json } => {
             let mut reader = BufReader::new(file);
             let lines = std::iter::from_fn(move || audit::read_line(&mut reader).transpose());
-            print_rows(&mut out, &name, lines.map(|l| l.map(|(bytes, _)| bytes)), json)
+            print_rows(&mut out, &name, lines.map(|l| l.map(|(bytes, _)| bytes)), *json)
         }
         Sub::Help => unreachable!("handled above"),
     }
@@ -298,12 +298,30 @@ mod tests {
 
     #[test]
     fn parses() {
-        assert_eq!(p(&["verify", "/j", "--anchor", "ab"]).unwrap().sub, Sub::Verify { anchor: Some("ab".into()) });
+        let hash = "ab".repeat(32);
+        assert_eq!(p(&["verify", "/j", "--anchor", &hash]).unwrap().sub, Sub::Verify { anchor: Some(hash.clone()) });
         assert_eq!(p(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
         assert_eq!(p(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
         assert_eq!(p(&["--help"]).unwrap().sub, Sub::Help);
-        for bad in [&[][..], &["verify"], &["frob", "/j"], &["show", "/j", "-n", "2"], &["verify", "/j", "--json"], &["tail", "/j", "-n", "x"], &["show", "/a", "/b"]] {
-            assert!(p(bad).is_err(), "{bad:?}");
+        let long = "a".repeat(65);
+        for (bad, want) in [
+            (&[][..], "sp audit needs a command"),
+            (&["verify"], "sp audit verify needs a journal FILE"),
+            (&["frob", "/j"], "unknown audit command \"frob\""),
+            (&["show", "/j", "-n", "2"], "-n does not apply to sp audit show"),
+            (&["verify", "/j", "--json"], "--json does not apply to sp audit verify"),
+            (&["tail", "/j", "-n", "x"], "-n takes a number"),
+            (&["show", "/a", "/b"], "unexpected argument \"/b\""),
+            (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
+            // issue 8: a malformed anchor is a usage error (exit 2), not a broken journal
+            (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
+            (&["verify", "/j", "--anchor", &long], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor", &format!("{}g", "a".repeat(63))], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor", ""], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor"], "missing argument for option '--anchor'"),
+        ] {
+            let got = p(bad).map(|a| format!("{a:?}")).unwrap_err();
+            assert!(got.contains(want), "{bad:?}: {got}");
         }
     }
 

@@ -413,6 +413,11 @@ mod tests {
             assert!(matches!(hop(&plain, 0, 301, loc), Err(RedirectStop::CrossOrigin { .. })), "{loc}");
         }
         assert!(matches!(hop(&plain, 0, 302, "https://u:p@x.example.org/"), Err(RedirectStop::BadLocation(_))));
+        // issue 8.5: a Location is held to the same % rule as a URL the agent wrote
+        for loc in ["/a/%+9x", "/a/%4", "/a/x%"] {
+            let got = hop(&plain, 0, 302, loc).unwrap_err().to_string();
+            assert!(got.contains("the Location cannot be followed") && got.contains("two hex digits"), "{loc}: {got}");
+        }
         let credentialed = action(json!({"method": "GET", "url": "https://api.example.com/v1/users"}));
         assert_eq!(hop(&credentialed, 0, 302, "/v1/other").unwrap_err(), RedirectStop::Credentialed);
         // same origin, but the allow rule does not cover the new path

@@ -25,7 +25,7 @@ sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the c
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE]
-  sp audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
+  sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp --version
   sp --help
 
@@ -52,6 +52,8 @@ See sp(1) and sp-policy(5).
 pub enum Command {
     Mcp,
     Check,
+    /// `sp [-v|-q] audit ...`: the rest of argv, parsed by `audit_cli.rs`.
+    Audit(crate::audit_cli::AuditArgs),
     Help,
     Version,
 }
@@ -106,6 +108,12 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                 command = Some(match v.to_str() {
                     Some("mcp") => Command::Mcp,
                     Some("check") => Command::Check,
+                    // Everything after `audit` is its own (issue 8: global flags such as
+                    // -q may come before it).
+                    Some("audit") => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(|e| e.to_string())?.collect();
+                        Command::Audit(crate::audit_cli::parse(rest)?)
+                    }
                     Some("help") => Command::Help,
                     Some("version") => Command::Version,
                     _ => return Err(format!("unknown command {:?} (try: sp --help)", v.to_string_lossy())),
@@ -118,6 +126,9 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
         return Err(format!("{flag} only applies to sp mcp"));
     }
+    if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
+        return Err("--config does not apply to sp audit (it reads the journal FILE it is given)".into());
+    }
     Ok(args)
 }
 
@@ -125,10 +136,6 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
 pub fn run(stdout: StdoutHandle) -> ExitCode {
     if std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
         panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
-    }
-    // `sp audit ...` has arguments of its own (issue #5, `audit_cli.rs`).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "audit") {
-        return crate::audit_cli::run(stdout, std::env::args_os().skip(2));
     }
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(a) => a,
@@ -142,6 +149,10 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
         Command::Version => text(stdout, &format!("sp {}\n", env!("CARGO_PKG_VERSION"))),
         Command::Check => check(stdout, &args),
         Command::Mcp => mcp(stdout, &args),
+        Command::Audit(ref audit) => {
+            init_logging(&args);
+            crate::audit_cli::run(stdout, audit)
+        }
     }
 }
 
@@ -321,18 +332,39 @@ mod tests {
     }
 
     #[test]
+    fn global_flags_may_come_before_audit() {
+        use crate::audit_cli::{AuditArgs, Sub};
+        let verify = |anchor: Option<&str>| AuditArgs { sub: Sub::Verify { anchor: anchor.map(str::to_owned) }, file: PathBuf::from("F") };
+        let a = p(&["-q", "audit", "verify", "F"]).unwrap();
+        assert_eq!((a.command, a.quiet), (Command::Audit(verify(None)), true));
+        let a = p(&["-vv", "audit", "verify", "F"]).unwrap();
+        assert_eq!((a.command, a.verbose), (Command::Audit(verify(None)), 2));
+        let hash = "AB".repeat(32);
+        let a = p(&["audit", "verify", "F", "--anchor", &hash]).unwrap();
+        assert_eq!(a.command, Command::Audit(verify(Some(&"ab".repeat(32)))), "the anchor is lowercased");
+        // after `audit`, -q is audit's business (and not one of its flags)
+        assert!(p(&["audit", "-q", "verify", "F"]).unwrap_err().contains("-q"));
+    }
+
+    #[test]
     fn usage_errors() {
-        for args in [
-            &[][..],
-            &["serve"],
-            &["mcp", "extra"],
-            &["mcp", "--config"],
-            &["mcp", "--nope"],
-            &["mcp", "--max-line-bytes", "10"],
-            &["mcp", "--max-line-bytes", "x"],
-            &["check", "--close-on-refusal"],
+        for (args, want) in [
+            (&[][..], "a command is required"),
+            (&["serve"], "unknown command \"serve\""),
+            (&["mcp", "extra"], "unexpected argument \"extra\""),
+            (&["mcp", "--config"], "missing argument for option '--config'"),
+            (&["mcp", "--nope"], "invalid option '--nope'"),
+            (&["mcp", "--max-line-bytes", "10"], "--max-line-bytes takes a number"),
+            (&["mcp", "--max-line-bytes", "x"], "--max-line-bytes takes a number"),
+            (&["check", "--close-on-refusal"], "--close-on-refusal only applies to sp mcp"),
+            (&["mcp", "audit"], "unexpected argument \"audit\""),
+            (&["-c", "/p", "audit", "verify", "F"], "--config does not apply to sp audit"),
+            (&["--close-on-refusal", "audit", "verify", "F"], "--close-on-refusal only applies to sp mcp"),
+            (&["-q", "audit", "verify"], "sp audit verify needs a journal FILE"),
+            (&["-q", "audit", "verify", "F", "--anchor", "xyz"], "--anchor takes a row's hash"),
         ] {
-            assert!(p(args).is_err(), "{args:?}");
+            let got = p(args).map(|a| format!("{a:?}")).unwrap_err();
+            assert!(got.contains(want), "{args:?}: {got}");
         }
     }
 }
