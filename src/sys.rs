@@ -53,17 +53,26 @@ pub struct Rules {
     pub owner: bool,
     /// Longer files are refused.
     pub max_bytes: u64,
+    /// Resolve symbolic links first (`realpath`), then open the file reached with
+    /// `O_NOFOLLOW`: the checks apply to that file, and a link swapped in after the
+    /// resolution is refused. Without it a symbolic link is refused.
+    pub follow: bool,
 }
 
 impl Rules {
     /// Any owner, any mode.
     pub const fn any(max_bytes: u64) -> Rules {
-        Rules { forbidden_mode: 0, owner: false, max_bytes }
+        Rules { forbidden_mode: 0, owner: false, max_bytes, follow: false }
     }
 
     /// Owned by root or the effective user, with none of `forbidden_mode`.
     pub const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
-        Rules { forbidden_mode, owner: true, max_bytes }
+        Rules { forbidden_mode, owner: true, max_bytes, follow: false }
+    }
+
+    /// The same rules for the file a symbolic link reaches ([`Rules::follow`]).
+    pub const fn following(self) -> Rules {
+        Rules { follow: true, ..self }
     }
 }
 
@@ -160,6 +169,17 @@ pub enum Access {
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
 pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
+    let resolved;
+    let path = if rules.follow {
+        resolved = match std::fs::canonicalize(path) {
+            Ok(p) => p,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. }) => path.to_owned(),
+            Err(e) => return Err(io(&e)),
+        };
+        resolved.as_path()
+    } else {
+        path
+    };
     // Not opened at all when the name is not a regular file now: opening a device can
     // have effects (a tape rewinds, a watchdog arms), and a FIFO needs no open to refuse.
     match rustix::fs::lstat(path) {
@@ -315,6 +335,12 @@ mod tests {
         let link = d.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         assert_eq!(read(&link, Rules::any(100)).unwrap_err(), SysError::Symlink);
+        assert_eq!(&read(&link, Rules::any(100).following()).unwrap()[..], b"content\n");
+        let fifo = d.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let to_fifo = d.join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        assert_eq!(read(&to_fifo, Rules::any(100).following()).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
         assert_eq!(read(&d.join("absent"), Rules::any(100)).unwrap_err(), SysError::Missing);
         assert_eq!(&read(&target, Rules::any(100)).unwrap()[..], b"content\n");
         let _ = std::fs::remove_dir_all(&d);

@@ -24,8 +24,8 @@
 //!   never match anything.
 //! - The file must be a regular file owned by the user running `sp` (or root) and not
 //!   writable by group or others: whoever can write it can vouch for any server. It is
-//!   at most 4 MiB. It is opened through `sys` (issue 8 point 7): a symbolic link,
-//!   FIFO, socket or device is refused at once, never waited on.
+//!   at most 4 MiB. It is opened through `sys` (issue 8 point 7): a symbolic link is
+//!   resolved first, then a FIFO, socket or device is refused at once, never waited on.
 //! - `accept-new` records a key with [`record`]: the file is opened for append (created
 //!   with mode 0600 when missing), locked with `flock`, re-read and re-checked under the
 //!   lock (another `sp` may have recorded a different key meanwhile), then one complete
@@ -292,7 +292,8 @@ pub fn host_key_preference(known_types: &[String]) -> String {
 }
 
 /// Owned by root or this user, not writable by group or others, at most 4 MiB.
-const RULES: crate::sys::Rules = crate::sys::Rules::owned(0o022, MAX_KNOWN_HOSTS_BYTES);
+/// A symbolic link is followed (as OpenSSH does); the file reached is checked.
+const RULES: crate::sys::Rules = crate::sys::Rules::owned(0o022, MAX_KNOWN_HOSTS_BYTES).following();
 
 fn refusal(path: &Path, e: &crate::sys::SysError) -> String {
     match e {
