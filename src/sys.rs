@@ -258,6 +258,25 @@ pub fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroi
     rx.recv_timeout(timeout).unwrap_or(Err(SysError::TimedOut { after: timeout }))
 }
 
+/// For a program `sp` runs to decide something (the approver): whoever can write it
+/// decides every approval, so it must be a regular file (symbolic links followed; `stat`
+/// only, nothing opened) owned by root or the effective user and not writable by group
+/// or others.
+pub fn check_program(path: &Path) -> Result<(), SysError> {
+    let st = rustix::fs::stat(path).map_err(errno)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(SysError::NotRegular { kind: kind_name(st.st_mode) });
+    }
+    if st.st_uid != 0 && st.st_uid != euid() {
+        return Err(SysError::WrongOwner { uid: st.st_uid });
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(SysError::TooOpen { mode, forbidden: 0o022 });
+    }
+    Ok(())
+}
+
 /// A directory that failed [`check_dirs`], and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnsafeDir {
@@ -357,6 +376,16 @@ mod tests {
         assert!(msg.contains("0664") && msg.contains("group or others write"), "{msg}");
         // /proc/1/... is not ours; /etc/hostname is root's, which is allowed.
         assert!(read(Path::new("/etc/hostname"), Rules::owned(0o022, 1 << 20)).is_ok() || euid() != 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn program_rules() {
+        let d = dir("prog");
+        assert_eq!(check_program(&file(&d, "ok", 0o755)), Ok(()));
+        assert_eq!(check_program(&file(&d, "open", 0o775)), Err(SysError::TooOpen { mode: 0o775, forbidden: 0o022 }));
+        assert_eq!(check_program(&d), Err(SysError::NotRegular { kind: "directory" }));
+        assert_eq!(check_program(&d.join("absent")), Err(SysError::Missing));
         let _ = std::fs::remove_dir_all(&d);
     }
 
