@@ -371,7 +371,7 @@ pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
         sys::check_dirs(&target).map_err(dir_refusal)?;
     }
     let rules = sys::Rules::owned(0o022, MAX_POLICY_BYTES);
-    let bytes = sys::read(&target, rules).map_err(|e| {
+    let bytes = sys::read_within(&target, rules, sys::READ_TIMEOUT).map_err(|e| {
         let t = target.display();
         match e {
             SysError::TooOpen { .. } => whole(format!("{e}; refused, since others could rewrite the policy (fix: chmod go-w {t})")),
@@ -679,7 +679,7 @@ fn ca_bundle(path: &str) -> Result<CaBundle, String> {
     // certificates: any owner, any mode, and a symbolic link is followed (distributions
     // link their bundles), then the target is opened as `sys` says.
     let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();
-    let pem = crate::sys::read(Path::new(path), rules).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let pem = crate::sys::read_within(Path::new(path), rules, crate::sys::READ_TIMEOUT).map_err(|e| format!("cannot read {path}: {e}"))?;
     let mut der = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {
