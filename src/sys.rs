@@ -247,10 +247,16 @@ pub fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
 
 /// [`read`] on a helper thread, given up after `timeout` (module docs).
 pub fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
-    let (tx, rx) = std::sync::mpsc::channel();
     let owned = path.to_owned();
+    within(timeout, move || read(&owned, rules))
+}
+
+/// Runs `f` on a helper thread and waits at most `timeout` for its answer; a thread
+/// still stuck after that is left behind (it holds nothing but its own descriptor).
+fn within<T: Send + 'static>(timeout: Duration, f: impl FnOnce() -> Result<T, SysError> + Send + 'static) -> Result<T, SysError> {
+    let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new().name("sp-read".into()).spawn(move || {
-        let _ = tx.send(read(&owned, rules));
+        let _ = tx.send(f());
     });
     if let Err(e) = spawned {
         return Err(io(&e));
@@ -377,6 +383,21 @@ mod tests {
         // /proc/1/... is not ours; /etc/hostname is root's, which is allowed.
         assert!(read(Path::new("/etc/hostname"), Rules::owned(0o022, 1 << 20)).is_ok() || euid() != 0);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_read_that_never_returns_times_out_and_the_caller_goes_on() {
+        // Stands in for open(2) or read(2) on a file system that does not answer.
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let started = Instant::now();
+        let got = within(Duration::from_millis(200), move || {
+            let _ = stuck.recv();
+            Ok(())
+        });
+        assert_eq!(got, Err(SysError::TimedOut { after: Duration::from_millis(200) }));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(SysError::TimedOut { after: READ_TIMEOUT }.to_string().contains("within 5s"));
+        drop(release);
     }
 
     #[test]
