@@ -86,7 +86,9 @@ fn refused_promptly(s: &mut Session, id: i64, tool: &str, args: Value, code: &st
     let msg = r["structuredContent"]["error"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains(want), "{args}: want {want:?} in {msg:?}");
     assert!(took < PROMPT, "{args}: refused only after {took:?}");
+    let started = Instant::now();
     ping(s);
+    eprintln!("{tool} {args}: refused in {took:?}, then ping answered in {:?}", started.elapsed());
 }
 
 #[test]
