@@ -23,6 +23,8 @@
 //! - Symbolic links: a safe link to a target in a world-writable directory, and a link
 //!   in a world-writable directory to a safe target: both refused; safe to safe works.
 //! - A group-readable (0640) existing journal: refused (it used to be accepted).
+//! - An approver that is a FIFO (refused at once, as before, now naming the FIFO) or
+//!   world-writable (it used to run and approve): the call is SP_NOT_APPROVED.
 
 mod support;
 
@@ -119,6 +121,33 @@ fn fifo_credential_file_or_systemd_credential_fails_the_call_at_once_and_ping_is
     server.settle();
     assert_eq!(server.accepted(), 0, "a request ran without its credential");
     s.finish().assert_exit(0);
+}
+
+#[test]
+fn fifo_or_world_writable_approver_refuses_the_call_at_once_and_nothing_runs() {
+    let server = TestServer::start();
+    let dir = TempDir::new("files-approver");
+    let token = dir.file("token", b"tok\n", 0o600);
+    let fifo = mkfifo(&dir.path, "approver-fifo");
+    let open = dir.file("approver-open", b"#!/bin/sh\nexit 0\n", 0o777);
+    let host = format!("127.0.0.1:{}", server.port);
+    for (i, (approver, want)) in [(fifo, "FIFO"), (open, "too open")].into_iter().enumerate() {
+        let policy = json!({
+            "credentials": {"api": {"source": {"file": token}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"], "approve": true}},
+            "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/v1/*"]}]},
+            "approval": {"command": [approver], "timeout_s": 60},
+            "audit": {"path": dir.join(&format!("audit-{i}.jsonl"))}
+        });
+        let policy = dir.file(&format!("policy-{i}.json"), policy.to_string().as_bytes(), 0o600);
+        let mut s = Session::start(Launch::mcp(&policy, &[]));
+        let _guard = Watchdog::new(s.pid());
+        s.ready("2025-06-18");
+        let args = json!({"method": "GET", "url": format!("http://{host}/v1/x"), "credential": "api"});
+        refused_promptly(&mut s, 1, "http.request", args, "SP_NOT_APPROVED", want);
+        s.finish().assert_exit(0);
+    }
+    server.settle();
+    assert_eq!(server.accepted(), 0, "an unapproved request ran");
 }
 
 #[test]
