@@ -375,7 +375,7 @@ pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
         let t = target.display();
         match e {
             SysError::TooOpen { .. } => whole(format!("{e}; refused, since others could rewrite the policy (fix: chmod go-w {t})")),
-            SysError::WrongOwner { .. } => whole(format!("{t} {e}; refused, since its owner could rewrite the policy (fix: chown root {t}, or to the user sp runs as)")),
+            SysError::WrongOwner { .. } => whole(format!("{e}; refused, since its owner could rewrite the policy (fix: chown root {t}, or to the user sp runs as)")),
             SysError::Missing | SysError::Denied | SysError::Io { .. } => whole(format!("cannot read: {e}")),
             e => whole(e.to_string()),
         }
