@@ -13,9 +13,9 @@
 //!   service user access through an ACL, which shows as group bits), at most 64 KiB, one
 //!   trailing newline trimmed. The checks run on the opened descriptor, so a file swapped
 //!   between check and read is checked. Opened through `sys` (issue 8 point 7): a
-//!   symbolic link is resolved first, then a FIFO, socket or device is refused at once, without waiting for a
-//!   writer, and a file system that does not answer fails the call after
-//!   `sys::READ_TIMEOUT`.
+//!   symbolic link is resolved first, then a FIFO, socket or device is refused at
+//!   once, without waiting for a writer, and a file system that does not answer fails
+//!   the call after `sys::READ_TIMEOUT`.
 //! - `env`: a variable of the `sp` process (MCP clients pass servers a filtered
 //!   environment: prefer the other sources).
 //! - `command`: argv, no shell, stdin `/dev/null`, stderr discarded (it could echo the
@@ -399,12 +399,11 @@ fn read_file_checked(credential: &str, path: &std::path::Path, forbidden_mode: u
     // the descriptor, read on a helper thread bounded by `sys::READ_TIMEOUT`.
     // A symbolic link is followed (sp-policy(5)); the file reached is checked.
     let rules = sys::Rules::owned(forbidden_mode, MAX_SECRET_FILE_BYTES).following();
-    let bytes = sys::read_within(path, rules, sys::READ_TIMEOUT).map_err(|e| match e {
+    let mut bytes = sys::read_within(path, rules, sys::READ_TIMEOUT).map_err(|e| match e {
         SysError::TooOpen { mode, .. } => SecretError::TooOpen { credential: credential.to_owned(), mode },
         SysError::WrongOwner { .. } => SecretError::WrongOwner { credential: credential.to_owned() },
         e => SecretError::Unreadable { credential: credential.to_owned(), why: e.to_string() },
     })?;
-    let mut bytes = bytes;
     let mut text = String::from_utf8(std::mem::take(&mut *bytes)).map_err(|e| {
         zeroize::Zeroize::zeroize(&mut e.into_bytes());
         SecretError::Invalid { credential: credential.to_owned(), why: "secret file is not UTF-8" }
