@@ -12,6 +12,11 @@
 //!                                └ signal / no start > approval "failed"  ─┘
 //! ```
 //!
+//! Before it runs, `argv[0]` must be a regular file (links followed) owned by root or
+//! the user `sp` runs as and not writable by group or others (`sys::check_program`,
+//! issue 8): whoever can write it approves everything, and a FIFO or device is refused
+//! without anything waiting on it. Otherwise the answer is "failed".
+//!
 //! The approver runs with argv (no shell) in its own process group; its stdin is one
 //! JSON line describing the exact action (tool, target, credential or host name, rule,
 //! `request_fp`, and the request itself: method, URL with the agent's query, agent
@@ -170,7 +175,11 @@ fn take_flags(defs: &mut Map<String, Value>, section: &str, into: &mut BTreeSet<
 /// `sp check`'s lines.
 pub fn check_summary(p: &ApprovalPolicy) -> String {
     let list = |s: &BTreeSet<String>| if s.is_empty() { "none".to_owned() } else { s.iter().cloned().collect::<Vec<_>>().join(",") };
-    let command = p.command.as_ref().map_or("none".to_owned(), |c| c[0].clone());
+    let command = p.command.as_ref().map_or("none".to_owned(), |c| match crate::sys::check_program(std::path::Path::new(&c[0])) {
+        Ok(()) => c[0].clone(),
+        // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.
+        Err(e) => format!("{} (REFUSED when asked: {e})", c[0]),
+    });
     format!(
         "mode: {}\napproval: command {command}, timeout {}s; credentials: {}; ssh hosts: {}\n",
         p.mode.as_str(),
@@ -311,6 +320,11 @@ pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     let started = Instant::now();
     let answer = |decision, exit, why: String| Answer { decision, exit, why, duration_ms: started.elapsed().as_millis() as u64 };
+    // Issue 8 points 7 and 10: whoever can write the approver approves everything, and
+    // a FIFO or device is refused here, before anything waits on it.
+    if let Err(e) = crate::sys::check_program(std::path::Path::new(&argv[0])) {
+        return answer("failed", None, format!("the approver {} is refused: {e}", argv[0]));
+    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     for var in hidden_env {
@@ -462,6 +476,24 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
         let a = ask(&["/nonexistent/approver".into()], Duration::from_secs(1), &d, &[], &[]);
         assert_eq!(a.decision, "failed");
+    }
+
+    #[test]
+    fn an_approver_others_can_write_or_a_fifo_is_refused_before_it_runs() {
+        let (dir, argv) = script("touch \"$0.ran\"; exit 0");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&argv[0], std::fs::Permissions::from_mode(0o777)).unwrap();
+        let a = ask(&argv, Duration::from_secs(5), &json!({}), &[], &[]);
+        assert_eq!(a.decision, "failed");
+        assert!(a.why.contains("0777") && a.why.contains("too open"), "{}", a.why);
+        assert!(!dir.join("approver.ran").exists(), "the approver ran");
+        let fifo = dir.join("fifo");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let started = Instant::now();
+        let a = ask(&[fifo.display().to_string()], Duration::from_secs(30), &json!({}), &[], &[]);
+        assert_eq!(a.decision, "failed");
+        assert!(a.why.contains("FIFO") && started.elapsed() < Duration::from_secs(2), "{}", a.why);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! # The file
 //! JSON Lines, append-only (`O_APPEND`), created `0600`, opened with `O_NOFOLLOW`: a
 //! symbolic link, a hard link (link count > 1), a FIFO, a device (so `/dev/full` and
-//! `/dev/null` too) or a file writable by group or others is refused. Each row is
+//! `/dev/null` too), a file with any group or other permission bit, or one owned by
+//! neither root nor the user `sp` runs as is refused (issue 8 point 10). It is opened
+//! with `O_NONBLOCK`, so a FIFO is refused at once, never waited on (point 7). Each row is
 //! appended with one `write` under an exclusive `flock`, taken for that append only, so
 //! several `sp mcp` processes (one per agent session) can share one journal and one
 //! chain: before appending, a writer checks that the path still names the file it opened
@@ -674,7 +676,16 @@ impl FileJournal {
         if !path.is_absolute() {
             return Err(fail("must be an absolute path".into()));
         }
-        // O_NONBLOCK: opening a FIFO must not hang; it is refused below anyway.
+        // Not opened at all when the name is something else than a regular file now
+        // (issue 8 point 7): opening a device for writing can have effects.
+        if let Ok(st) = rustix::fs::lstat(path) {
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => {}
+                FileType::Symlink => return Err(fail("is a symbolic link (refused: the journal must be the file named)".into())),
+                _ => return Err(fail(format!("is a {}, not a regular file (refused without opening it)", crate::sys::kind_name(st.st_mode)))),
+            }
+        }
+        // O_NONBLOCK: opening a FIFO swapped in meanwhile must not hang; it is refused below.
         let flags = OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
         let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(0o600)).map_err(|e| match e {
             rustix::io::Errno::LOOP => fail("is a symbolic link (refused: the journal must be the file named)".into()),
@@ -683,13 +694,22 @@ impl FileJournal {
         let st = rustix::fs::fstat(&fd).map_err(|e| fail(format!("cannot stat: {e}")))?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => {}
-            other => return Err(fail(format!("is not a regular file ({other:?})"))),
+            _ => return Err(fail(format!("is a {}, not a regular file", crate::sys::kind_name(st.st_mode)))),
         }
         if st.st_nlink > 1 {
             return Err(fail(format!("has {} hard links (refused: a second name could be used to edit it)", st.st_nlink)));
         }
-        if st.st_mode & 0o022 != 0 {
-            return Err(fail(format!("permissions {:04o} let group or others write it", st.st_mode & 0o7777)));
+        // Issue 8 point 10: the journal records what the agent sent (URLs, commands):
+        // no group or other access at all, owned by this user (or root).
+        if st.st_mode & 0o077 != 0 {
+            return Err(fail(format!(
+                "permissions {:04o} give group or others access (fix: chmod go-rwx {})",
+                st.st_mode & 0o7777,
+                path.display()
+            )));
+        }
+        if st.st_uid != 0 && st.st_uid != crate::sys::euid() {
+            return Err(fail(format!("is owned by uid {}, neither root nor the user sp runs as (fix: chown it, or name another journal)", st.st_uid)));
         }
         let file = File::from(fd);
         let mut j = FileJournal {

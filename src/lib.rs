@@ -30,4 +30,5 @@ pub mod secret;
 pub mod server;
 pub mod session;
 pub mod ssh;
+pub mod sys;
 pub mod tools;

@@ -325,17 +325,10 @@ impl Policy {
         }
     }
 
+    /// Reads the file with the checks of [`trusted_bytes`], then parses it.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let whole = |message: String| PolicyError { file: path.to_owned(), field: String::new(), message };
-        let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {}", io_reason(&e))))?;
-        if !meta.is_file() {
-            return Err(whole("not a regular file".into()));
-        }
-        if meta.len() > 1024 * 1024 {
-            return Err(whole("larger than 1 MiB".into()));
-        }
-        let bytes = std::fs::read(path).map_err(|e| whole(format!("cannot read: {}", io_reason(&e))))?;
-        let text = String::from_utf8(bytes).map_err(|_| whole("not UTF-8".into()))?;
+        let bytes = trusted_bytes(path)?;
+        let text = String::from_utf8(bytes).map_err(|_| PolicyError { file: path.to_owned(), field: String::new(), message: "not UTF-8".into() })?;
         Policy::from_text(&text, path)
     }
 
@@ -347,6 +340,47 @@ impl Policy {
         policy.origin = Some(origin.to_owned());
         Ok(policy)
     }
+}
+
+/// Largest policy file read.
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// The policy's bytes, if nobody but root and the user `sp` runs as could have written
+/// them (issue 8 point 10, like OpenSSH's `StrictModes`): the file is a regular file (a
+/// FIFO or device is refused without waiting, point 7) owned by root or the effective
+/// user and not writable by group or others; the directory holding it is owned by one
+/// of them and not writable by group or others (sticky or not); directories above may be
+/// writable only with the sticky bit (`/tmp`). A symbolic link is followed, and both the
+/// link's directories and the target's are checked: whoever can change the link chooses
+/// the policy. Every refusal names the file or directory and the fix.
+pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
+    use crate::sys::{self, SysError};
+    let whole = |message: String| PolicyError { file: path.to_owned(), field: String::new(), message };
+    let dir_refusal = |bad: sys::UnsafeDir| {
+        let d = bad.dir.display();
+        let fix = match bad.why {
+            SysError::TooOpen { .. } => format!("chmod go-w {d}, or move the policy to a private directory"),
+            SysError::WrongOwner { .. } => format!("chown root {d} (or the user sp runs as), or move the policy"),
+            _ => "check the path".into(),
+        };
+        whole(format!("directory {d} {}; refused, since whoever can write it can replace the policy (fix: {fix})", bad.why))
+    };
+    sys::check_dirs(path).map_err(dir_refusal)?;
+    let target = std::fs::canonicalize(path).map_err(|e| whole(format!("cannot read: {}", io_reason(&e))))?;
+    if target != std::path::absolute(path).unwrap_or_else(|_| path.to_owned()) {
+        sys::check_dirs(&target).map_err(dir_refusal)?;
+    }
+    let rules = sys::Rules::owned(0o022, MAX_POLICY_BYTES);
+    let bytes = sys::read_within(&target, rules, sys::READ_TIMEOUT).map_err(|e| {
+        let t = target.display();
+        match e {
+            SysError::TooOpen { .. } => whole(format!("{e}; refused, since others could rewrite the policy (fix: chmod go-w {t})")),
+            SysError::WrongOwner { .. } => whole(format!("{e}; refused, since its owner could rewrite the policy (fix: chown root {t}, or to the user sp runs as)")),
+            SysError::Missing | SysError::Denied | SysError::Io { .. } => whole(format!("cannot read: {e}")),
+            e => whole(e.to_string()),
+        }
+    })?;
+    Ok(bytes.to_vec())
 }
 
 pub fn io_reason(e: &std::io::Error) -> String {
@@ -641,11 +675,11 @@ fn ca_bundle(path: &str) -> Result<CaBundle, String> {
     if !path.starts_with('/') {
         return Err("must be an absolute path".into());
     }
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {path}: {}", io_reason(&e)))?;
-    if !meta.is_file() || meta.len() > 4 * 1024 * 1024 {
-        return Err(format!("{path} is not a regular file of at most 4 MiB"));
-    }
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read {path}: {}", io_reason(&e)))?;
+    // Issue 8 point 7: a FIFO or device is refused at once, never waited on. Public
+    // certificates: any owner, any mode, and a symbolic link is followed (distributions
+    // link their bundles), then the target is opened as `sys` says.
+    let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();
+    let pem = crate::sys::read_within(Path::new(path), rules, crate::sys::READ_TIMEOUT).map_err(|e| format!("cannot read {path}: {e}"))?;
     let mut der = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {

@@ -12,7 +12,10 @@
 //!   demands of private keys (for `systemd`, group bits are allowed: systemd grants the
 //!   service user access through an ACL, which shows as group bits), at most 64 KiB, one
 //!   trailing newline trimmed. The checks run on the opened descriptor, so a file swapped
-//!   between check and read is checked.
+//!   between check and read is checked. Opened through `sys` (issue 8 point 7): a
+//!   symbolic link is resolved first, then a FIFO, socket or device is refused at
+//!   once, without waiting for a writer, and a file system that does not answer fails
+//!   the call after `sys::READ_TIMEOUT`.
 //! - `env`: a variable of the `sp` process (MCP clients pass servers a filtered
 //!   environment: prefer the other sources).
 //! - `command`: argv, no shell, stdin `/dev/null`, stderr discarded (it could echo the
@@ -28,7 +31,6 @@
 
 use std::fmt;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -392,32 +394,20 @@ fn read_file(credential: &str, path: &std::path::Path) -> Result<String, SecretE
 }
 
 fn read_file_checked(credential: &str, path: &std::path::Path, forbidden_mode: u32) -> Result<String, SecretError> {
-    let unreadable = |why: String| SecretError::Unreadable { credential: credential.to_owned(), why };
-    let file = std::fs::File::open(path).map_err(|e| unreadable(io_reason(&e)))?;
-    let meta = file.metadata().map_err(|e| unreadable(io_reason(&e)))?;
-    if !meta.is_file() {
-        return Err(unreadable("not a regular file".into()));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & forbidden_mode != 0 {
-        return Err(SecretError::TooOpen { credential: credential.to_owned(), mode });
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(SecretError::WrongOwner { credential: credential.to_owned() });
-    }
-    if meta.len() > MAX_SECRET_FILE_BYTES {
-        return Err(unreadable(format!("larger than {MAX_SECRET_FILE_BYTES} bytes")));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRET_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| unreadable(io_reason(&e)))?;
-    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
-        return Err(unreadable(format!("larger than {MAX_SECRET_FILE_BYTES} bytes")));
-    }
-    let mut text = String::from_utf8(bytes)
-        .map_err(|_| SecretError::Invalid { credential: credential.to_owned(), why: "secret file is not UTF-8" })?;
+    use crate::sys::{self, SysError};
+    // Issue 8 point 7: opened without blocking (a FIFO is refused at once), checked on
+    // the descriptor, read on a helper thread bounded by `sys::READ_TIMEOUT`.
+    // A symbolic link is followed (sp-policy(5)); the file reached is checked.
+    let rules = sys::Rules::owned(forbidden_mode, MAX_SECRET_FILE_BYTES).following();
+    let mut bytes = sys::read_within(path, rules, sys::READ_TIMEOUT).map_err(|e| match e {
+        SysError::TooOpen { mode, .. } => SecretError::TooOpen { credential: credential.to_owned(), mode },
+        SysError::WrongOwner { .. } => SecretError::WrongOwner { credential: credential.to_owned() },
+        e => SecretError::Unreadable { credential: credential.to_owned(), why: e.to_string() },
+    })?;
+    let mut text = String::from_utf8(std::mem::take(&mut *bytes)).map_err(|e| {
+        zeroize::Zeroize::zeroize(&mut e.into_bytes());
+        SecretError::Invalid { credential: credential.to_owned(), why: "secret file is not UTF-8" }
+    })?;
     trim_newline(&mut text);
     Ok(text)
 }

@@ -24,15 +24,15 @@
 //!   never match anything.
 //! - The file must be a regular file owned by the user running `sp` (or root) and not
 //!   writable by group or others: whoever can write it can vouch for any server. It is
-//!   at most 4 MiB.
+//!   at most 4 MiB. It is opened through `sys` (issue 8 point 7): a symbolic link is
+//!   resolved first, then a FIFO, socket or device is refused at once, never waited on.
 //! - `accept-new` records a key with [`record`]: the file is opened for append (created
 //!   with mode 0600 when missing), locked with `flock`, re-read and re-checked under the
 //!   lock (another `sp` may have recorded a different key meanwhile), then one complete
 //!   line is appended in a single `write` and synced. Entries are written unhashed
 //!   (`name keytype base64`), readable by the operator who audits them.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -208,12 +208,12 @@ impl KnownHosts {
 
     /// Reads `path` with the checks in the module docs. A missing file is empty.
     pub fn load(path: &Path) -> Result<KnownHosts, String> {
-        let file = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(KnownHosts::default()),
-            Err(e) => return Err(format!("{}: cannot be read: {}", path.display(), crate::policy::io_reason(&e))),
+        let bytes = match crate::sys::read_within(path, RULES, crate::sys::READ_TIMEOUT) {
+            Ok(b) => b,
+            Err(crate::sys::SysError::Missing) => return Ok(KnownHosts::default()),
+            Err(e) => return Err(refusal(path, &e)),
         };
-        let text = read_checked(&file, path)?;
+        let text = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}: not UTF-8", path.display()))?;
         let kh = KnownHosts::parse(&text);
         if !kh.malformed.is_empty() {
             log::warn!("{}: skipping malformed line(s) {:?}", path.display(), kh.malformed);
@@ -291,31 +291,24 @@ pub fn host_key_preference(known_types: &[String]) -> String {
     out.join(",")
 }
 
+/// Owned by root or this user, not writable by group or others, at most 4 MiB.
+/// A symbolic link is followed (as OpenSSH does); the file reached is checked.
+const RULES: crate::sys::Rules = crate::sys::Rules::owned(0o022, MAX_KNOWN_HOSTS_BYTES).following();
+
+fn refusal(path: &Path, e: &crate::sys::SysError) -> String {
+    match e {
+        crate::sys::SysError::TooOpen { .. } => {
+            format!("{}: {e}: chmod go-w it (whoever can write it vouches for every server)", path.display())
+        }
+        e => format!("{}: {e}", path.display()),
+    }
+}
+
+/// Under the lock in [`record`]: the same checks on the open descriptor, then the text.
 fn read_checked(file: &std::fs::File, path: &Path) -> Result<String, String> {
-    let meta = file.metadata().map_err(|e| format!("{}: {}", path.display(), crate::policy::io_reason(&e)))?;
-    if !meta.is_file() {
-        return Err(format!("{}: not a regular file", path.display()));
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(format!("{}: not owned by this user or root", path.display()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{}: permissions {:04o} let group or others write it (whoever can write it vouches for every server)",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    if meta.len() > MAX_KNOWN_HOSTS_BYTES {
-        return Err(format!("{}: larger than {MAX_KNOWN_HOSTS_BYTES} bytes", path.display()));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_KNOWN_HOSTS_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("{}: {}", path.display(), crate::policy::io_reason(&e)))?;
-    if bytes.len() as u64 > MAX_KNOWN_HOSTS_BYTES {
-        return Err(format!("{}: larger than {MAX_KNOWN_HOSTS_BYTES} bytes", path.display()));
-    }
-    String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))
+    crate::sys::check(file, RULES).map_err(|e| refusal(path, &e))?;
+    let bytes = crate::sys::read_capped(file, MAX_KNOWN_HOSTS_BYTES).map_err(|e| refusal(path, &e))?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}: not UTF-8", path.display()))
 }
 
 /// What [`record`] did.
@@ -329,13 +322,9 @@ pub enum Recorded {
 /// `accept-new`: appends the key for `host`/`port`, under an exclusive lock, after
 /// checking again that the file does not (now) say something else about this host.
 pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{}: cannot be opened for writing: {}", path.display(), crate::policy::io_reason(&e)))?;
+    // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
+    let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
+        .map_err(|e| format!("{}: cannot be opened for writing: {e}", path.display()))?;
     lock(&file, path)?;
     // From here to the end of the function the lock is held; closing `file` releases it.
     let text = read_checked(&file, path)?;

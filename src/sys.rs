@@ -1,0 +1,441 @@
+//! Files named by the operator, opened so that nothing can block and nothing is trusted
+//! that others could have written (issue 8, points 7 and 10). A leaf: imports nothing
+//! from the crate.
+//!
+//! [`open`] is the one way `sp` opens such a file (a credential `file` or `systemd`
+//! source, an SSH key, passphrase or password file, `known_hosts`, `ca_file`, the
+//! policy):
+//!
+//! ```text
+//!  lstat ── symlink ───────────> Symlink        (nothing opened)
+//!    │  ─── FIFO/socket/device ─> NotRegular     (nothing opened: no side effect of
+//!    │                                            opening a device, no wait on a FIFO)
+//!  open(O_RDONLY|O_NONBLOCK|O_NOFOLLOW|O_CLOEXEC|O_NOCTTY)
+//!    │     a FIFO swapped in after the lstat: O_NONBLOCK makes the open return at once
+//!  fstat on the descriptor ── not regular / owner / mode / size ──> refused
+//!    │
+//!  read, at most max_bytes + 1 (a longer file is refused, not cut)
+//! ```
+//!
+//! Every check runs on the opened descriptor, so a file swapped between a check and the
+//! read is the file checked. A read from a regular file never waits for a writer; what
+//! can still hang is a file system that does not answer (a dead NFS or FUSE mount), in
+//! `open(2)` or `read(2)` alike, and no flag prevents that. [`read_within`] therefore
+//! does the open and the read on a helper thread and gives up after a timeout: the
+//! caller (one call of the session) fails with a clear reason and the session answers
+//! the next request; the stuck thread is left to the kernel.
+//!
+//! [`check_dirs`] is the StrictModes rule for the policy: every directory above a file
+//! must be owned by root or the effective user, and the directory holding it must not
+//! be writable by group or others; directories further up may be, with the sticky bit
+//! (`/tmp`), where nobody can rename or remove what another user owns.
+
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::{FileType, Mode, OFlags};
+use zeroize::Zeroizing;
+
+/// How long a call waits for an operator-named file to be opened and read (see the
+/// module docs: only a file system that does not answer can take this long).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a file must satisfy besides being a regular file that is not a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Permission bits that must be clear (e.g. `0o077`: no group or other access).
+    pub forbidden_mode: u32,
+    /// Owned by root or the effective user.
+    pub owner: bool,
+    /// Longer files are refused.
+    pub max_bytes: u64,
+    /// Resolve symbolic links first (`realpath`), then open the file reached with
+    /// `O_NOFOLLOW`: the checks apply to that file, and a link swapped in after the
+    /// resolution is refused. Without it a symbolic link is refused.
+    pub follow: bool,
+}
+
+impl Rules {
+    /// Any owner, any mode.
+    pub const fn any(max_bytes: u64) -> Rules {
+        Rules { forbidden_mode: 0, owner: false, max_bytes, follow: false }
+    }
+
+    /// Owned by root or the effective user, with none of `forbidden_mode`.
+    pub const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
+        Rules { forbidden_mode, owner: true, max_bytes, follow: false }
+    }
+
+    /// The same rules for the file a symbolic link reaches ([`Rules::follow`]).
+    pub const fn following(self) -> Rules {
+        Rules { follow: true, ..self }
+    }
+}
+
+/// Why a file was refused. Names the reason, never the content; the caller adds the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysError {
+    Missing,
+    Denied,
+    Symlink,
+    /// A FIFO, socket, device or directory: `kind` names it.
+    NotRegular { kind: &'static str },
+    TooOpen { mode: u32, forbidden: u32 },
+    WrongOwner { uid: u32 },
+    TooLarge { max: u64 },
+    TimedOut { after: Duration },
+    Io { why: String },
+}
+
+impl fmt::Display for SysError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SysError::Missing => f.write_str("no such file"),
+            SysError::Denied => f.write_str("permission denied"),
+            SysError::Symlink => f.write_str("is a symbolic link (refused: name the file itself)"),
+            SysError::NotRegular { kind } => write!(f, "is a {kind}, not a regular file (refused without opening it)"),
+            SysError::TooOpen { mode, forbidden } => {
+                let who = if forbidden & 0o070 != 0 { "group or others" } else { "others" };
+                let what = if forbidden & 0o044 != 0 { "access" } else { "write" };
+                write!(f, "permissions {mode:04o} are too open (must not let {who} {what} it)")
+            }
+            SysError::WrongOwner { uid } => write!(f, "is owned by uid {uid}, neither root nor the user sp runs as (uid {})", euid()),
+            SysError::TooLarge { max } => write!(f, "larger than {max} bytes"),
+            SysError::TimedOut { after } => write!(f, "could not be read within {}s (a file system that does not answer?)", after.as_secs()),
+            SysError::Io { why } => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for SysError {}
+
+/// What `fstat` said about an opened file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Info {
+    pub mode: u32,
+    pub uid: u32,
+    pub size: u64,
+    pub nlink: u64,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+pub fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// A file type's name for messages.
+pub fn kind_name(mode: u32) -> &'static str {
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO (named pipe)",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "file of unknown type",
+    }
+}
+
+fn errno(e: rustix::io::Errno) -> SysError {
+    match e {
+        rustix::io::Errno::NOENT => SysError::Missing,
+        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => SysError::Denied,
+        rustix::io::Errno::LOOP => SysError::Symlink,
+        e => SysError::Io { why: std::io::Error::from(e).kind().to_string() },
+    }
+}
+
+fn io(e: &std::io::Error) -> SysError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => SysError::Missing,
+        std::io::ErrorKind::PermissionDenied => SysError::Denied,
+        k => SysError::Io { why: k.to_string() },
+    }
+}
+
+/// Whether an `open` may create the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    /// Read and append, created with `mode` when missing (`known_hosts` under `accept-new`).
+    AppendCreate { mode: u32 },
+}
+
+/// Opens `path` as the module docs say and checks the open descriptor against `rules`.
+pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
+    let resolved;
+    let path = if rules.follow {
+        resolved = match std::fs::canonicalize(path) {
+            Ok(p) => p,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. }) => path.to_owned(),
+            Err(e) => return Err(io(&e)),
+        };
+        resolved.as_path()
+    } else {
+        path
+    };
+    // Not opened at all when the name is not a regular file now: opening a device can
+    // have effects (a tape rewinds, a watchdog arms), and a FIFO needs no open to refuse.
+    match rustix::fs::lstat(path) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Symlink => return Err(SysError::Symlink),
+            _ => return Err(SysError::NotRegular { kind: kind_name(st.st_mode) }),
+        },
+        Err(rustix::io::Errno::NOENT) if matches!(access, Access::AppendCreate { .. }) => {}
+        Err(e) => return Err(errno(e)),
+    }
+    let base = OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let (flags, mode) = match access {
+        Access::Read => (OFlags::RDONLY | base, 0),
+        Access::AppendCreate { mode } => (OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | base, mode),
+    };
+    let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(mode as _)).map_err(errno)?;
+    let info = check(&fd, rules)?;
+    Ok((File::from(fd), info))
+}
+
+/// The checks of `rules` on an open descriptor.
+pub fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
+    let st = rustix::fs::fstat(fd).map_err(errno)?;
+    let raw_mode = st.st_mode;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(SysError::NotRegular { kind: kind_name(raw_mode) });
+    }
+    let info = Info {
+        mode: raw_mode & 0o7777,
+        uid: st.st_uid,
+        size: st.st_size as u64,
+        nlink: st.st_nlink as u64,
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+    };
+    if rules.owner && info.uid != 0 && info.uid != euid() {
+        return Err(SysError::WrongOwner { uid: info.uid });
+    }
+    if info.mode & rules.forbidden_mode != 0 {
+        return Err(SysError::TooOpen { mode: info.mode, forbidden: rules.forbidden_mode });
+    }
+    if info.size > rules.max_bytes {
+        return Err(SysError::TooLarge { max: rules.max_bytes });
+    }
+    Ok(info)
+}
+
+/// Reads what is left of `file`, refusing more than `max` bytes. The buffer is zeroed
+/// when dropped (it may hold a secret).
+pub fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
+    let mut bytes = Zeroizing::new(Vec::new());
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| io(&e))?;
+    if bytes.len() as u64 > max {
+        return Err(SysError::TooLarge { max });
+    }
+    Ok(bytes)
+}
+
+/// [`open`] for reading, then [`read_capped`].
+pub fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
+    let (file, _) = open(path, Access::Read, rules)?;
+    read_capped(&file, rules.max_bytes)
+}
+
+/// [`read`] on a helper thread, given up after `timeout` (module docs).
+pub fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
+    let owned = path.to_owned();
+    within(timeout, move || read(&owned, rules))
+}
+
+/// Runs `f` on a helper thread and waits at most `timeout` for its answer; a thread
+/// still stuck after that is left behind (it holds nothing but its own descriptor).
+fn within<T: Send + 'static>(timeout: Duration, f: impl FnOnce() -> Result<T, SysError> + Send + 'static) -> Result<T, SysError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("sp-read".into()).spawn(move || {
+        let _ = tx.send(f());
+    });
+    if let Err(e) = spawned {
+        return Err(io(&e));
+    }
+    rx.recv_timeout(timeout).unwrap_or(Err(SysError::TimedOut { after: timeout }))
+}
+
+/// For a program `sp` runs to decide something (the approver): whoever can write it
+/// decides every approval, so it must be a regular file (symbolic links followed; `stat`
+/// only, nothing opened) owned by root or the effective user and not writable by group
+/// or others.
+pub fn check_program(path: &Path) -> Result<(), SysError> {
+    let st = rustix::fs::stat(path).map_err(errno)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(SysError::NotRegular { kind: kind_name(st.st_mode) });
+    }
+    if st.st_uid != 0 && st.st_uid != euid() {
+        return Err(SysError::WrongOwner { uid: st.st_uid });
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(SysError::TooOpen { mode, forbidden: 0o022 });
+    }
+    Ok(())
+}
+
+/// A directory that failed [`check_dirs`], and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsafeDir {
+    pub dir: PathBuf,
+    pub why: SysError,
+}
+
+/// StrictModes for the directories above `path` (module docs): `path`'s own directory
+/// must be owned by root or the effective user and not writable by group or others;
+/// each directory above it must be owned by root or the effective user and not
+/// writable by group or others unless its sticky bit is set. Directories are followed
+/// through symbolic links (`stat`), so a link's own directory and its target's are
+/// both checked when the caller passes both paths.
+pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
+    let absolute = std::path::absolute(path).map_err(|e| UnsafeDir { dir: path.to_owned(), why: io(&e) })?;
+    for (i, dir) in absolute.ancestors().skip(1).enumerate() {
+        let fail = |why| Err(UnsafeDir { dir: dir.to_owned(), why });
+        let st = match rustix::fs::stat(dir) {
+            Ok(st) => st,
+            Err(e) => return fail(errno(e)),
+        };
+        let mode = st.st_mode & 0o7777;
+        if st.st_uid != 0 && st.st_uid != euid() {
+            return fail(SysError::WrongOwner { uid: st.st_uid });
+        }
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o022 != 0 && (i == 0 || !sticky) {
+            return fail(SysError::TooOpen { mode, forbidden: 0o022 });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::time::Instant;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sp-sys-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+        d
+    }
+
+    fn file(d: &Path, name: &str, mode: u32) -> PathBuf {
+        let p = d.join(name);
+        std::fs::write(&p, b"content\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_without_a_writer() {
+        let d = dir("fifo");
+        let fifo = d.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let started = Instant::now();
+        assert_eq!(read(&fifo, Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
+        assert_eq!(read_within(&fifo, Rules::any(100), READ_TIMEOUT).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // The descriptor check refuses one too (a FIFO swapped in after the lstat).
+        let fd = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        assert_eq!(check(&fd, Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn devices_directories_and_symlinks_are_refused() {
+        assert_eq!(read(Path::new("/dev/null"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "character device" });
+        assert_eq!(read(Path::new("/"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "directory" });
+        let d = dir("link");
+        let target = file(&d, "target", 0o600);
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert_eq!(read(&link, Rules::any(100)).unwrap_err(), SysError::Symlink);
+        assert_eq!(&read(&link, Rules::any(100).following()).unwrap()[..], b"content\n");
+        let fifo = d.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let to_fifo = d.join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        assert_eq!(read(&to_fifo, Rules::any(100).following()).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
+        assert_eq!(read(&d.join("absent"), Rules::any(100)).unwrap_err(), SysError::Missing);
+        assert_eq!(&read(&target, Rules::any(100)).unwrap()[..], b"content\n");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn mode_owner_and_size_rules() {
+        let d = dir("rules");
+        let open = file(&d, "open", 0o640);
+        assert_eq!(read(&open, Rules::owned(0o077, 100)).unwrap_err(), SysError::TooOpen { mode: 0o640, forbidden: 0o077 });
+        assert!(read(&open, Rules::owned(0o022, 100)).is_ok());
+        assert_eq!(read(&open, Rules::owned(0o022, 3)).unwrap_err(), SysError::TooLarge { max: 3 });
+        let msg = SysError::TooOpen { mode: 0o664, forbidden: 0o022 }.to_string();
+        assert!(msg.contains("0664") && msg.contains("group or others write"), "{msg}");
+        // /proc/1/... is not ours; /etc/hostname is root's, which is allowed.
+        assert!(read(Path::new("/etc/hostname"), Rules::owned(0o022, 1 << 20)).is_ok() || euid() != 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_read_that_never_returns_times_out_and_the_caller_goes_on() {
+        // Stands in for open(2) or read(2) on a file system that does not answer.
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let started = Instant::now();
+        let got = within(Duration::from_millis(200), move || {
+            let _ = stuck.recv();
+            Ok(())
+        });
+        assert_eq!(got, Err(SysError::TimedOut { after: Duration::from_millis(200) }));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(SysError::TimedOut { after: READ_TIMEOUT }.to_string().contains("within 5s"));
+        drop(release);
+    }
+
+    #[test]
+    fn program_rules() {
+        let d = dir("prog");
+        assert_eq!(check_program(&file(&d, "ok", 0o755)), Ok(()));
+        assert_eq!(check_program(&file(&d, "open", 0o775)), Err(SysError::TooOpen { mode: 0o775, forbidden: 0o022 }));
+        assert_eq!(check_program(&d), Err(SysError::NotRegular { kind: "directory" }));
+        assert_eq!(check_program(&d.join("absent")), Err(SysError::Missing));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn append_create_makes_a_private_file() {
+        let d = dir("append");
+        let p = d.join("kh");
+        let (_, info) = open(&p, Access::AppendCreate { mode: 0o600 }, Rules::owned(0o022, 100)).unwrap();
+        assert_eq!(info.mode & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn strict_modes_for_directories() {
+        let d = dir("dirs");
+        let f = file(&d, "policy.json", 0o600);
+        assert_eq!(check_dirs(&f), Ok(()), "a 0700 directory under sticky /tmp is fine");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o1777, forbidden: 0o022 } }), "sticky or not, the holding directory must be private");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(check_dirs(&f).is_err());
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let sub = d.join("sub");
+        std::fs::DirBuilder::new().mode(0o700).create(&sub).unwrap();
+        let g = file(&sub, "policy.json", 0o600);
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(check_dirs(&g).unwrap_err().dir, d, "a world-writable ancestor without the sticky bit");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(check_dirs(&g), Ok(()), "a sticky ancestor is like /tmp");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
