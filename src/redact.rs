@@ -219,31 +219,80 @@ impl Redactor {
 
     fn hits(&self, text: &[u8]) -> Vec<Hit> {
         let Some(ac) = &self.ac else { return Vec::new() };
-        let mut hits: Vec<Hit> =
-            ac.find_overlapping_iter(text).map(|m| Hit { start: m.start(), end: m.end(), pattern: m.pattern().as_usize() }).collect();
-        if !text.iter().any(|b| matches!(b, b'%' | b'&' | b'\\')) {
-            return hits;
-        }
-        // Decoded views; `starts[i]` is where decoded byte i's unit begins in `text`,
-        // with a sentinel `text.len()` at the end.
-        let Some((mut view, mut starts)) = decode(text) else { return hits };
-        starts.push(text.len() as u32);
-        for pass in 1..=DECODE_PASSES {
-            for m in ac.find_overlapping_iter(&view) {
-                let start = starts[m.start()] as usize;
-                let end = unit_end(&starts, m.end() - 1);
+        let mut hits = Vec::new();
+        for_each_view(text, |view, starts| {
+            for m in ac.find_overlapping_iter(view) {
+                let (start, end) = match starts {
+                    None => (m.start(), m.end()),
+                    Some(starts) => (starts[m.start()] as usize, unit_end(starts, m.end() - 1)),
+                };
                 hits.push(Hit { start, end, pattern: m.pattern().as_usize() });
             }
-            if pass == DECODE_PASSES {
-                break;
-            }
-            let Some((next, local)) = decode(&view) else { break };
-            let mut composed: Vec<u32> = local.iter().map(|&i| starts[i as usize]).collect();
-            composed.push(text.len() as u32);
-            view = next;
-            starts = composed;
-        }
+        });
         hits
+    }
+
+    /// For text cut at a limit: where a tail that begins some spelling starts (the
+    /// earliest such start), in the text or in a decoded view of it, and the credential.
+    /// A tail counts from [`crate::secret::MIN_TAIL_MATCH`] bytes of the spelling (or
+    /// all but its last byte, if it is shorter). An escape cut in the middle at the very
+    /// end (`%4`, `&#11`, `\u00`) is set aside, so what precedes it is still read
+    /// decoded, and it is replaced along with the tail.
+    pub fn tail_match(&self, text: &[u8]) -> Option<(usize, &str)> {
+        let longest = self.patterns.iter().map(|(_, p)| p.len()).max()?;
+        // Only the end matters: at most 12 encoded bytes per byte of a spelling.
+        let from = text.len().saturating_sub(12 * longest + 16);
+        let window = &text[from..];
+        let mut ends = vec![window.len()];
+        let near = window.len().saturating_sub(12);
+        if let Some(p) = window[near..].iter().rposition(|b| matches!(b, b'%' | b'&' | b'\\')) {
+            ends.push(near + p);
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for end in ends {
+            for_each_view(&window[..end], |view, starts| {
+                for (idx, (_, pattern)) in self.patterns.iter().enumerate() {
+                    let needle = pattern.as_bytes();
+                    let shortest = crate::secret::MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
+                    let most = needle.len().saturating_sub(1).min(view.len());
+                    let found = (shortest..=most).rev().find(|k| {
+                        let tail = &view[view.len() - k..];
+                        tail[0].eq_ignore_ascii_case(&needle[0]) && tail.eq_ignore_ascii_case(&needle[..*k])
+                    });
+                    if let Some(k) = found {
+                        let at = view.len() - k;
+                        let start = from + starts.map_or(at, |s| s[at] as usize);
+                        if best.is_none_or(|(b, _)| start < b) {
+                            best = Some((start, idx));
+                        }
+                    }
+                }
+            });
+        }
+        best.map(|(start, idx)| (start, self.patterns[idx].0.as_str()))
+    }
+}
+
+/// Calls `f` with `text` itself (no map) and then with each decoded view of it and its
+/// map: `starts[i]` is where decoded byte i's unit begins in `text`, with a sentinel
+/// `text.len()` at the end. No view is built for text without `%`, `&` or `\`.
+fn for_each_view(text: &[u8], mut f: impl FnMut(&[u8], Option<&[u32]>)) {
+    f(text, None);
+    if !text.iter().any(|b| matches!(b, b'%' | b'&' | b'\\')) {
+        return;
+    }
+    let Some((mut view, mut starts)) = decode(text) else { return };
+    starts.push(text.len() as u32);
+    for pass in 1..=DECODE_PASSES {
+        f(&view, Some(&starts));
+        if pass == DECODE_PASSES {
+            break;
+        }
+        let Some((next, local)) = decode(&view) else { break };
+        let mut composed: Vec<u32> = local.iter().map(|&i| starts[i as usize]).collect();
+        composed.push(text.len() as u32);
+        view = next;
+        starts = composed;
     }
 }
 
@@ -567,6 +616,29 @@ mod tests {
         ];
         let got: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn cut_tail_of_an_encoded_secret_is_found_in_the_decoded_view() {
+        let r = redactor();
+        let html: Vec<String> = SECRET.chars().map(|c| format!("&#{};", c as u32)).collect();
+        let pct: Vec<String> = SECRET.bytes().map(|b| format!("%{b:02x}")).collect();
+        let double: Vec<String> = pct.iter().map(|u| u.replace('%', "%25")).collect();
+        let uesc: Vec<String> = SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let hex: Vec<String> = SECRET.bytes().map(|b| format!("{b:02X}")).collect();
+        for (family, units) in [("html", &html), ("percent", &pct), ("double percent", &double), ("unicode", &uesc), ("hex", &hex)] {
+            let enc = units.concat();
+            // every cut from 4 whole units (the minimum) to one byte before the end,
+            // including cuts inside an escape
+            let first = units[..4].concat().len();
+            for cut in first..enc.len() - 1 {
+                let text = format!("head {}", &enc[..cut]);
+                let (start, name) = r.tail_match(text.as_bytes()).unwrap_or_else(|| panic!("{family}: cut {cut} not found: {text}"));
+                assert_eq!((start, name), (5, "c"), "{family}: cut {cut}: {text}");
+            }
+        }
+        assert_eq!(r.tail_match(b"head &#84;&#107;"), None, "two decoded bytes are below the minimum");
+        assert_eq!(r.tail_match(b"nothing %41 &amp; here"), None);
     }
 
     #[test]

@@ -220,21 +220,9 @@ impl Vault {
         found
     }
 
-    /// The longest tail of `bytes` (at least [`MIN_TAIL_MATCH`] bytes, or the
-    /// pattern less one byte if shorter) that begins a spelling, ignoring ASCII case.
+    /// Where a cut-off tail that begins a spelling of a secret starts, and whose.
     fn tail_match(&self, bytes: &[u8]) -> Option<(usize, &str)> {
-        let mut best: Option<(usize, &str)> = None;
-        for (name, pattern) in self.redactor.patterns() {
-            let needle = pattern.as_bytes();
-            let shortest = MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
-            let longest = needle.len().saturating_sub(1).min(bytes.len());
-            if let Some(k) = (shortest..=longest).rev().find(|k| bytes[bytes.len() - k..].eq_ignore_ascii_case(&needle[..*k])) {
-                if best.is_none_or(|(b, _)| k > b) {
-                    best = Some((k, name));
-                }
-            }
-        }
-        best
+        self.redactor.tail_match(bytes)
     }
 
     /// For output cut at a size limit (or by a timeout): a tail of at least
@@ -243,9 +231,9 @@ impl Vault {
     /// with dozens of encodings remembered, a one- or two-byte match would redact the end
     /// of nearly every truncated output; what can leak is at most the first three bytes.
     pub fn scrub_truncated_tail(&self, bytes: &mut Vec<u8>) {
-        if let Some((k, name)) = self.tail_match(bytes) {
+        if let Some((start, name)) = self.tail_match(bytes) {
             let marker = format!("[REDACTED:{name}]");
-            bytes.truncate(bytes.len() - k);
+            bytes.truncate(start);
             bytes.extend_from_slice(marker.as_bytes());
         }
     }

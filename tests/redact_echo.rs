@@ -13,7 +13,9 @@
 //! - a `basic` credential's password alone (was open);
 //! - the secret as a response header name (was open) and split across two header lines
 //!   (was open);
-//! - a JSON body parsed into `structuredContent` with the secret `\u`-escaped in a value.
+//! - a JSON body parsed into `structuredContent` with the secret `\u`-escaped in a value;
+//! - a body cut at `max_response_bytes` inside an HTML-encoded echo, so only a prefix of
+//!   the secret is there, cut in the middle of an escape (was open: the prefix leaked).
 
 mod support;
 
@@ -32,6 +34,10 @@ struct Setup {
 }
 
 fn setup(port: u16) -> Setup {
+    setup_with(port, json!({}))
+}
+
+fn setup_with(port: u16, limits: Value) -> Setup {
     let dir = TempDir::new("redact");
     let (api, password, held) = (canary(), canary(), canary());
     let api_path = dir.file("api.token", api.as_bytes(), 0o600);
@@ -46,6 +52,10 @@ fn setup(port: u16) -> Setup {
         },
         "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/v1/*", "/b/*", "/w/*"]}]}
     });
+    let mut policy = policy;
+    for (k, v) in limits.as_object().expect("limits") {
+        policy["http"][k] = v.clone();
+    }
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     Setup { _dir: dir, policy, api, password, held }
 }
@@ -175,4 +185,25 @@ fn on_echo_withhold_withholds_body_and_headers_that_echo_the_secret() {
     let run = s.finish();
     run.protocol();
     assert_clean(&run.stdout, &[&st.held], &[hex]);
+}
+
+#[test]
+fn a_cut_inside_an_html_encoded_echo_leaks_no_prefix() {
+    let server = TestServer::start();
+    let probe = setup(server.port);
+    let html_len = probe.api.chars().map(|c| format!("&#{};", c as u32).len()).sum::<usize>();
+    let pad = "x".repeat(50);
+    // the cap falls two bytes before the end: inside the last reference
+    let st = setup_with(server.port, json!({"max_response_bytes": pad.len() + html_len - 2}));
+    let html: String = st.api.chars().map(|c| format!("&#{};", c as u32)).collect();
+    server.route("/v1/cut", Reply::text(200, &format!("{pad}{html}")));
+    let mut s = Session::start(Launch::mcp(&st.policy, &[]));
+    s.ready("2025-06-18");
+    let r = get(&mut s, 1, format!("{}/v1/cut", server.base()));
+    assert_eq!(r["structuredContent"]["truncated"], true, "{r}");
+    assert_eq!(r["structuredContent"]["body"], format!("{pad}[REDACTED:api]"), "{r}");
+    let run = s.finish();
+    run.protocol();
+    let prefix: String = st.api.chars().take(4).map(|c| format!("&#{};", c as u32)).collect();
+    assert_clean(&run.stdout, &[&st.api], &[prefix]);
 }
