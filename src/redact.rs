@@ -278,7 +278,7 @@ impl Redactor {
 /// `text.len()` at the end. No view is built for text without `%`, `&` or `\`.
 fn for_each_view(text: &[u8], mut f: impl FnMut(&[u8], Option<&[u32]>)) {
     f(text, None);
-    if !text.iter().any(|b| matches!(b, b'%' | b'&' | b'\\')) {
+    if memchr::memchr3(b'%', b'&', b'\\', text).is_none() {
         return;
     }
     let Some((mut view, mut starts)) = decode(text) else { return };
@@ -328,6 +328,14 @@ fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
     let mut i = 0;
     let mut utf8 = [0u8; 4];
     while i < t.len() {
+        // Plain runs are copied whole, up to the next byte that can start an escape.
+        let next = memchr::memchr3(b'%', b'&', b'\\', &t[i..]).map_or(t.len(), |k| i + k);
+        if next > i {
+            out.extend_from_slice(&t[i..next]);
+            starts.extend(i as u32..next as u32);
+            i = next;
+            continue;
+        }
         let decoded: Option<(usize, DecodedUnit)> = match t[i] {
             b'%' => hex_at(t, i + 1, 2).map(|v| (3, DecodedUnit::Byte(v as u8))),
             b'&' => html_ref(t, i),
