@@ -30,7 +30,8 @@
 //! Derived fragments are searched only from a length that ordinary text does not hit by
 //! chance: base64 cores at a shifted offset from [`MIN_CORE_CHARS`] characters (shorter
 //! secrets are only caught whole at offset 0), and the password of a `user:password`
-//! secret alone from [`MIN_PART_BYTES`] bytes.
+//! secret alone from [`MIN_PART_BYTES`] bytes (a `key:` secret, whose password is empty,
+//! has the key alone searched instead).
 //!
 //! Cost: one Aho-Corasick pass over the text; a decoded view is built only when the text
 //! contains `%`, `&` or `\`. Linear in the size of the text (`make bench` prints it).
@@ -417,9 +418,12 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
 /// spellings, and the base64 cores; for `user:password`, the password's too.
 pub fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
     let mut out: Vec<String> = one_secret(raw);
-    if let Some((_, password)) = raw.split_once(':') {
+    if let Some((user, password)) = raw.split_once(':') {
         if password.len() >= MIN_PART_BYTES {
             out.extend(one_secret(password));
+        } else if password.is_empty() && !user.is_empty() {
+            // `key:` (an API key as the user name, no password, as some APIs do).
+            out.extend(one_secret(user));
         }
     }
     out.sort();
@@ -601,6 +605,11 @@ mod tests {
         }
         // the user name alone is not a secret
         assert_eq!(r.redact(b"alice"), None);
+        // ... unless the password is empty: then the user name is the key
+        let mut r = Redactor::default();
+        r.add("k", "sk_live_Zx81q9:");
+        let out = String::from_utf8(r.redact(b"[SK_LIVE_ZX81Q9]").expect("the key alone")).unwrap();
+        assert_eq!(out, "[[REDACTED:k]]");
     }
 
     #[test]
