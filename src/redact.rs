@@ -415,9 +415,10 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
 }
 
 /// The literal patterns for one secret: the secret, its form, hex, JSON and base64
-/// spellings, and the base64 cores; for `user:password`, the password's too.
+/// spellings, and the base64 cores; for `user:password`, the password's too. Every
+/// intermediate buffer that holds a spelling is zeroed when dropped.
 pub fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
-    let mut out: Vec<String> = one_secret(raw);
+    let mut out = one_secret(raw);
     if let Some((user, password)) = raw.split_once(':') {
         if password.len() >= MIN_PART_BYTES {
             out.extend(one_secret(password));
@@ -426,33 +427,45 @@ pub fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
             out.extend(one_secret(user));
         }
     }
-    out.sort();
-    out.dedup();
-    out.into_iter().filter(|v| !v.is_empty()).map(Zeroizing::new).collect()
+    out.retain(|v| !v.is_empty());
+    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    out.dedup_by(|a, b| a.as_str() == b.as_str());
+    out
 }
 
-fn one_secret(raw: &str) -> Vec<String> {
+fn one_secret(raw: &str) -> Vec<Zeroizing<String>> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    let pct = |all: bool| -> String {
-        raw.bytes()
-            .map(|b| if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) { (b as char).to_string() } else { format!("%{b:02X}") })
-            .collect()
+    use std::fmt::Write as _;
+    let pct = |all: bool| -> Zeroizing<String> {
+        let mut s = Zeroizing::new(String::with_capacity(raw.len() * 3));
+        for b in raw.bytes() {
+            if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+                s.push(b as char);
+            } else {
+                let _ = write!(s, "%{b:02X}");
+            }
+        }
+        s
     };
-    let json = serde_json::to_string(raw).unwrap_or_default();
+    let mut hex = Zeroizing::new(String::with_capacity(raw.len() * 2));
+    for b in raw.bytes() {
+        let _ = write!(hex, "{b:02x}");
+    }
+    let json = Zeroizing::new(serde_json::to_string(raw).unwrap_or_default());
     let mut out = vec![
-        raw.to_owned(),
+        Zeroizing::new(raw.to_owned()),
         pct(false),
         pct(true),
-        url::form_urlencoded::byte_serialize(raw.as_bytes()).collect(),
-        json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned(),
-        raw.bytes().map(|b| format!("{b:02x}")).collect(),
-        STANDARD.encode(raw),
-        STANDARD_NO_PAD.encode(raw),
-        URL_SAFE.encode(raw),
-        URL_SAFE_NO_PAD.encode(raw),
+        Zeroizing::new(url::form_urlencoded::byte_serialize(raw.as_bytes()).collect()),
+        Zeroizing::new(json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned()),
+        hex,
+        Zeroizing::new(STANDARD.encode(raw)),
+        Zeroizing::new(STANDARD_NO_PAD.encode(raw)),
+        Zeroizing::new(URL_SAFE.encode(raw)),
+        Zeroizing::new(URL_SAFE_NO_PAD.encode(raw)),
     ];
     for core in base64_cores(raw.as_bytes()) {
-        out.push(core.replace('+', "-").replace('/', "_"));
+        out.push(Zeroizing::new(core.replace('+', "-").replace('/', "_")));
         out.push(core);
     }
     out
@@ -462,18 +475,18 @@ fn one_secret(raw: &str) -> Vec<String> {
 /// characters whose six bits all come from the secret: they are the same whatever
 /// precedes or follows it. Characters that mix the secret's bits with its neighbours'
 /// (at most one at each end) cannot be predicted and are not part of the pattern.
-pub fn base64_cores(secret: &[u8]) -> Vec<String> {
+pub fn base64_cores(secret: &[u8]) -> Vec<Zeroizing<String>> {
     use base64::engine::general_purpose::STANDARD_NO_PAD;
     let n = secret.len();
     let mut out = Vec::new();
     for k in 0..3usize {
-        let mut buf = vec![0u8; k];
+        let mut buf = Zeroizing::new(vec![0u8; k]);
         buf.extend_from_slice(secret);
-        let enc = STANDARD_NO_PAD.encode(&buf);
+        let enc = Zeroizing::new(STANDARD_NO_PAD.encode(&*buf));
         let first = (8 * k).div_ceil(6);
         let last = 8 * (k + n) / 6;
         if last > first && last - first >= MIN_CORE_CHARS {
-            out.push(enc[first..last].to_owned());
+            out.push(Zeroizing::new(enc[first..last].to_owned()));
         }
     }
     out
