@@ -6,7 +6,8 @@
 //! - HTTP round trip: an authorized `http.request` to a loopback server (median of 500);
 //! - peak memory of `sp mcp` after all that (VmHWM from /proc);
 //! - the redactor (issue 8) on an 8 MiB body, in process, next to a plain copy of it:
-//!   a body with no escape characters, and one full of `%`, `&` and `\` (decoded views);
+//!   one line without escapes (no decoded view), JSON lines (line breaks: one view),
+//!   and a body full of `%`, `&` and backslashes (decoded views);
 //! - binary size.
 //!
 //! Usage: `cargo run --release --example bench -- target/release/sp`
@@ -118,10 +119,11 @@ fn redactor_figures(dir: &std::path::Path) -> Vec<String> {
         b.truncate(8 << 20);
         b
     };
+    let one_line = body("{\"id\":12345,\"name\":\"widget\",\"tags\":[\"a\",\"b\"],\"note\":\"nothing to see here\"} ");
     let plain = body("{\"id\":12345,\"name\":\"widget\",\"tags\":[\"a\",\"b\"],\"note\":\"nothing to see here\"}\n");
     let escaped = body("<a href=\"/q?x=1&amp;y=%41%42\">caf&#233;</a> {\"s\":\"\\u00e9\\/x\"} 100% &lt;ok&gt;\n");
     let mut lines = Vec::new();
-    for (what, b) in [("no escapes", &plain), ("escape-dense", &escaped)] {
+    for (what, b) in [("one line", &one_line), ("JSON lines", &plain), ("escape-dense", &escaped)] {
         let copy = mib_s(b.len(), || {
             std::hint::black_box(b.to_vec());
         });

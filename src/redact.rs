@@ -10,7 +10,8 @@
 //!   escapes in either case, and a secret echoed upper- or lower-cased.
 //! - **Escapes** (percent-encoding of any subset of bytes, `\uXXXX` and surrogate pairs,
 //!   `\xHH`, `\"` `\\` `\/` `\'`, HTML references `&#NNN;` `&#xHH;` and `&amp;` `&lt;`
-//!   `&gt;` `&quot;` `&apos;`): the text is decoded into a *view* in which every byte
+//!   `&gt;` `&quot;` `&apos;`; line breaks are dropped, so an echo wrapped across lines
+//!   is read joined): the text is decoded into a *view* in which every byte
 //!   remembers the range of original bytes it came from; patterns are searched in the
 //!   view and the match is mapped back to the original range. Decoding is repeated (at
 //!   most [`DECODE_PASSES`] times, while it changes something), so double
@@ -34,7 +35,7 @@
 //! has the key alone searched instead).
 //!
 //! Cost: one Aho-Corasick pass over the text; a decoded view is built only when the text
-//! contains `%`, `&` or `\`. Linear in the size of the text (`make bench` prints it).
+//! contains `%`, `&`, `\` or a line break. Linear in the size of the text (`make bench` prints it).
 //!
 //! The automaton holds copies of the patterns that are not zeroed on drop (the secrets
 //! themselves are held by the process for its lifetime anyway).
@@ -225,7 +226,15 @@ impl Redactor {
             for m in ac.find_overlapping_iter(view) {
                 let (start, end) = match starts {
                     None => (m.start(), m.end()),
-                    Some(starts) => (starts[m.start()] as usize, unit_end(starts, m.end() - 1)),
+                    Some(starts) => {
+                        let start = starts[m.start()] as usize;
+                        let mut end = unit_end(starts, m.end() - 1);
+                        // a dropped line break right after the match is not part of it
+                        while end > start && matches!(text[end - 1], b'\n' | b'\r') {
+                            end -= 1;
+                        }
+                        (start, end)
+                    }
                 };
                 hits.push(Hit { start, end, pattern: m.pattern().as_usize() });
             }
@@ -279,7 +288,7 @@ impl Redactor {
 /// `text.len()` at the end. No view is built for text without `%`, `&` or `\`.
 fn for_each_view(text: &[u8], mut f: impl FnMut(&[u8], Option<&[u32]>)) {
     f(text, None);
-    if memchr::memchr3(b'%', b'&', b'\\', text).is_none() {
+    if !text.iter().any(|b| SPECIAL[*b as usize]) {
         return;
     }
     let Some((mut view, mut starts)) = decode(text) else { return };
@@ -322,6 +331,17 @@ fn hex_at(t: &[u8], i: usize, n: usize) -> Option<u32> {
 
 /// One decoding pass over `t`: `None` if nothing in it decodes. Otherwise the decoded
 /// bytes and, per decoded byte, the index in `t` where its unit begins.
+/// Bytes that can begin a unit the decoder changes.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'%' as usize] = true;
+    t[b'&' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t
+};
+
 fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
     let mut out = Vec::with_capacity(t.len());
     let mut starts: Vec<u32> = Vec::with_capacity(t.len() + 1);
@@ -330,7 +350,7 @@ fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
     let mut utf8 = [0u8; 4];
     while i < t.len() {
         // Plain runs are copied whole, up to the next byte that can start an escape.
-        let next = memchr::memchr3(b'%', b'&', b'\\', &t[i..]).map_or(t.len(), |k| i + k);
+        let next = t[i..].iter().position(|b| SPECIAL[*b as usize]).map_or(t.len(), |k| i + k);
         if next > i {
             out.extend_from_slice(&t[i..next]);
             starts.extend(i as u32..next as u32);
@@ -338,6 +358,9 @@ fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
             continue;
         }
         let decoded: Option<(usize, DecodedUnit)> = match t[i] {
+            // Line breaks are dropped: an echo wrapped across lines (MIME base64 at 76
+            // columns, hard-wrapped text) is read joined.
+            b'\n' | b'\r' => Some((1, DecodedUnit::Nothing)),
             b'%' => hex_at(t, i + 1, 2).map(|v| (3, DecodedUnit::Byte(v as u8))),
             b'&' => html_ref(t, i),
             b'\\' => backslash(t, i),
@@ -347,6 +370,7 @@ fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
             Some((len, unit)) => {
                 changed = true;
                 let bytes: &[u8] = match unit {
+                    DecodedUnit::Nothing => &[],
                     DecodedUnit::Byte(ref b) => std::slice::from_ref(b),
                     DecodedUnit::Char(c) => c.encode_utf8(&mut utf8).as_bytes(),
                 };
@@ -367,6 +391,7 @@ fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
 }
 
 enum DecodedUnit {
+    Nothing,
     Byte(u8),
     Char(char),
 }
@@ -669,6 +694,24 @@ mod tests {
         }
         assert_eq!(r.tail_match(b"head &#84;&#107;"), None, "two decoded bytes are below the minimum");
         assert_eq!(r.tail_match(b"nothing %41 &amp; here"), None);
+    }
+
+    #[test]
+    fn family_line_wrapped_echoes() {
+        let r = redactor();
+        let b64 = STANDARD.encode(format!("x{SECRET}yz"));
+        let mime: String = b64.as_bytes().chunks(7).map(|c| format!("{}\r\n", std::str::from_utf8(c).unwrap())).collect();
+        let wrapped = format!("{}\n{}", &SECRET[..5], &SECRET[5..]);
+        for text in [mime, wrapped] {
+            let out = String::from_utf8(r.redact(text.as_bytes()).unwrap_or_else(|| panic!("{text:?}"))).unwrap();
+            assert!(out.contains("[REDACTED:c]"), "{text:?} -> {out:?}");
+            assert!(!out.contains("s3cr3t") && !out.contains("3t/V"), "{text:?} -> {out:?}");
+        }
+        // a match right before a line break keeps the line break
+        let out = r.redact(format!("a {SECRET}\nb").as_bytes()).unwrap();
+        assert_eq!(out, b"a [REDACTED:c]\nb");
+        let out = r.redact(format!("a {}\nb", SECRET.replace('/', "%2F")).as_bytes()).unwrap();
+        assert_eq!(out, b"a [REDACTED:c]\nb");
     }
 
     #[test]
