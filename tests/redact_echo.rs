@@ -190,17 +190,17 @@ fn on_echo_withhold_withholds_body_and_headers_that_echo_the_secret() {
 #[test]
 fn a_cut_inside_an_html_encoded_echo_leaks_no_prefix() {
     let server = TestServer::start();
-    let probe = setup(server.port);
-    let html_len = probe.api.chars().map(|c| format!("&#{};", c as u32).len()).sum::<usize>();
-    let pad = "x".repeat(50);
     // the cap falls two bytes before the end: inside the last reference
-    let st = setup_with(server.port, json!({"max_response_bytes": pad.len() + html_len - 2}));
+    let cap = 400;
+    let st = setup_with(server.port, json!({"max_response_bytes": cap}));
     let html: String = st.api.chars().map(|c| format!("&#{};", c as u32)).collect();
+    let pad = "x".repeat(cap + 2 - html.len());
     server.route("/v1/cut", Reply::text(200, &format!("{pad}{html}")));
     let mut s = Session::start(Launch::mcp(&st.policy, &[]));
     s.ready("2025-06-18");
     let r = get(&mut s, 1, format!("{}/v1/cut", server.base()));
     assert_eq!(r["structuredContent"]["truncated"], true, "{r}");
+    assert!(r["structuredContent"]["body"].as_str().unwrap().starts_with(&pad), "{r}");
     assert_eq!(r["structuredContent"]["body"], format!("{pad}[REDACTED:api]"), "{r}");
     let run = s.finish();
     run.protocol();
