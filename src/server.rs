@@ -701,6 +701,25 @@ mod tests {
     }
 
     #[test]
+    fn scrub_result_covers_numbers_and_renders_the_text_again() {
+        let mut vault = Vault::new();
+        let source = crate::policy::SecretSource::Command {
+            argv: vec!["echo".into(), "31415926535".into()],
+            timeout: std::time::Duration::from_secs(5),
+        };
+        vault.read("pin", &source).unwrap();
+        let mut r = tool_ok(json!({"json": {"n": 31415926535u64, "s": "x&#51;1415926535"}, "headers": {"X-31415926535": "v"}}));
+        scrub_result(&vault, &mut r);
+        let sc = &r["structuredContent"];
+        assert_eq!(sc["json"]["n"], "[REDACTED:pin]");
+        assert_eq!(sc["json"]["s"], "x[REDACTED:pin]");
+        assert!(sc["headers"].get("X-[REDACTED:pin]").is_some(), "{sc}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *sc);
+        assert!(!text.contains("1415926535"), "{text}");
+    }
+
+    #[test]
     fn http_result_shapes() {
         let r = outcome(br#"{"k":[1]}"#, false);
         assert_eq!((r["json"].clone(), r["headers"]["a"].clone()), (json!({"k": [1]}), json!("1, 2")));
