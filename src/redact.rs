@@ -73,16 +73,22 @@ struct Hit {
 impl Redactor {
     /// Adds the spellings of `raw` under `credential` and rebuilds the automaton.
     pub fn add(&mut self, credential: &str, raw: &str) {
+        // A spelling shared by two credentials is kept for each, so each is told apart
+        // (`on_echo` is per credential).
         for p in spellings(raw) {
-            if !self.patterns.iter().any(|(_, q)| q.eq_ignore_ascii_case(&p)) {
+            if !self.patterns.iter().any(|(n, q)| n == credential && q.eq_ignore_ascii_case(&p)) {
                 self.patterns.push((credential.to_owned(), p));
             }
         }
-        self.ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(self.patterns.iter().map(|(_, p)| p.as_bytes()))
-            .ok();
+        // Fails only past u32 automaton states (gigabytes of patterns; secrets are at
+        // most 64 KiB each): fail closed rather than pass results unscrubbed.
+        self.ac = Some(
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .build(self.patterns.iter().map(|(_, p)| p.as_bytes()))
+                .expect("the redaction automaton could not be built"),
+        );
     }
 
     pub fn is_empty(&self) -> bool {
@@ -712,6 +718,14 @@ mod tests {
         assert_eq!(out, b"a [REDACTED:c]\nb");
         let out = r.redact(format!("a {}\nb", SECRET.replace('/', "%2F")).as_bytes()).unwrap();
         assert_eq!(out, b"a [REDACTED:c]\nb");
+    }
+
+    #[test]
+    fn a_secret_shared_by_two_credentials_is_reported_for_both() {
+        let mut r = Redactor::default();
+        r.add("a", "shared-secret-value");
+        r.add("b", "shared-secret-value");
+        assert_eq!(r.echoed(b"x SHARED-secret-value y"), ["a", "b"]);
     }
 
     #[test]

@@ -99,8 +99,8 @@ impl fmt::Display for SecretError {
 /// Reads secrets and remembers each value read in this process, for redaction.
 #[derive(Default)]
 pub struct Vault {
-    /// Every secret read, raw, to tell whether it is known already.
-    raw: Vec<Zeroizing<String>>,
+    /// Every secret read, raw, with its credential, to tell whether it is known already.
+    raw: Vec<(String, Zeroizing<String>)>,
     /// Every spelling of every secret read, and the automaton that finds them.
     redactor: crate::redact::Redactor,
 }
@@ -171,10 +171,10 @@ impl Vault {
     }
 
     fn remember(&mut self, credential: &str, value: &str) {
-        if self.raw.iter().any(|v| v.as_str() == value) {
+        if self.raw.iter().any(|(c, v)| c == credential && v.as_str() == value) {
             return;
         }
-        self.raw.push(Zeroizing::new(value.to_owned()));
+        self.raw.push((credential.to_owned(), Zeroizing::new(value.to_owned())));
         self.redactor.add(credential, value);
     }
 
