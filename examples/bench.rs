@@ -5,6 +5,9 @@
 //! - pipeline refusal: a denied `http.request` (median of 2000);
 //! - HTTP round trip: an authorized `http.request` to a loopback server (median of 500);
 //! - peak memory of `sp mcp` after all that (VmHWM from /proc);
+//! - the redactor (issue 8) on an 8 MiB body, in process, next to a plain copy of it:
+//!   one line without escapes (no decoded view), JSON lines (line breaks: one view),
+//!   and a body full of `%`, `&` and backslashes (decoded views);
 //! - binary size.
 //!
 //! Usage: `cargo run --release --example bench -- target/release/sp`
@@ -78,6 +81,66 @@ fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (median, p99)
 }
 
+/// MiB/s of the best of 5 runs of `f` over `len` bytes.
+fn mib_s(len: usize, mut f: impl FnMut()) -> f64 {
+    let best = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap();
+    len as f64 / 1048576.0 / best.as_secs_f64()
+}
+
+/// The redactor over an 8 MiB body (one real echo planted in the middle) vs a copy.
+fn redactor_figures(dir: &std::path::Path) -> Vec<String> {
+    use sallyport::policy::SecretSource;
+    let mut vault = sallyport::secret::Vault::new();
+    let mut read = |name: &str, value: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, value).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        vault.read(name, &SecretSource::File(path)).unwrap();
+    };
+    read("tok", "ghp_16C7e42F292c6912E7710c838347Ae178B4a");
+    read("basic", "alice:correct-horse-battery-staple");
+    let body = |line: &str| -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 << 20);
+        while b.len() < 8 << 20 {
+            b.extend_from_slice(line.as_bytes());
+        }
+        b.truncate(4 << 20);
+        b.extend_from_slice(b"ghp_16C7e42F292c6912E7710c838347Ae178B4a");
+        while b.len() < 8 << 20 {
+            b.extend_from_slice(line.as_bytes());
+        }
+        b.truncate(8 << 20);
+        b
+    };
+    let one_line = body("{\"id\":12345,\"name\":\"widget\",\"tags\":[\"a\",\"b\"],\"note\":\"nothing to see here\"} ");
+    let plain = body("{\"id\":12345,\"name\":\"widget\",\"tags\":[\"a\",\"b\"],\"note\":\"nothing to see here\"}\n");
+    let escaped = body("<a href=\"/q?x=1&amp;y=%41%42\">caf&#233;</a> {\"s\":\"\\u00e9\\/x\"} 100% &lt;ok&gt;\n");
+    let mut lines = Vec::new();
+    for (what, b) in [("one line", &one_line), ("JSON lines", &plain), ("escape-dense", &escaped)] {
+        let copy = mib_s(b.len(), || {
+            std::hint::black_box(b.to_vec());
+        });
+        let mut v = b.to_vec();
+        vault.scrub_bytes(&mut v);
+        assert!(!v.windows(8).any(|w| w == b"ghp_16C7"), "the planted echo survived");
+        // The figure includes copying the body in (scrub_bytes works in place).
+        let scrub = mib_s(b.len(), || {
+            let mut v = b.to_vec();
+            vault.scrub_bytes(&mut v);
+            std::hint::black_box(v);
+        });
+        lines.push(format!("  redactor, 8 MiB body ({what:12})  {scrub:.0} MiB/s  (plain copy {copy:.0} MiB/s)"));
+    }
+    lines
+}
+
 fn us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
@@ -103,6 +166,12 @@ fn main() {
         .to_string(),
     )
     .unwrap();
+
+    let redactor = redactor_figures(&dir);
+    if std::env::var_os("SP_BENCH_REDACTOR_ONLY").is_some() {
+        redactor.iter().for_each(|l| println!("{l}"));
+        return;
+    }
 
     let mut cold = Vec::new();
     for _ in 0..50 {
@@ -158,5 +227,8 @@ fn main() {
     match rss {
         Some(k) => println!("  peak RSS of sp mcp                {:.2} MiB", k as f64 / 1024.0),
         None => println!("  peak RSS of sp mcp                unavailable"),
+    }
+    for line in redactor {
+        println!("{line}");
     }
 }

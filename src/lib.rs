@@ -26,6 +26,7 @@ pub mod json;
 pub mod jsonrpc;
 pub mod out;
 pub mod policy;
+pub mod redact;
 pub mod secret;
 pub mod server;
 pub mod session;

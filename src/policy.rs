@@ -258,6 +258,18 @@ pub struct Credential {
     pub paths: Vec<PathPattern>,
     /// Methods the credential may be used with; `None`: any the allow rules permit.
     pub methods: Option<Vec<Method>>,
+    /// What to do when a response echoes this credential's secret in any spelling.
+    pub on_echo: OnEcho,
+}
+
+/// `on_echo` of a credential (issue 8): replace the echo, or withhold what carried it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnEcho {
+    /// Every spelling found is replaced by `[REDACTED:<name>]` (the default).
+    #[default]
+    Redact,
+    /// A response body (or the headers) carrying any spelling is withheld whole.
+    Withhold,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -478,7 +490,7 @@ fn parse(root: &Value) -> Check<Policy> {
 }
 
 fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo"])?;
     let source_field = format!("{field}.source");
     let source = source(map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?, &source_field)?;
     let inject_field = format!("{field}.inject");
@@ -487,7 +499,15 @@ fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
     let hosts = hosts(map.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required: a credential is bound to hosts".to_owned()))?, &hosts_field)?;
     let paths = paths(map.get("paths"), &format!("{field}.paths"))?;
     let methods = map.get("methods").map(|m| methods(m, &format!("{field}.methods"))).transpose()?;
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods })
+    let on_echo = match map.get("on_echo") {
+        None => OnEcho::Redact,
+        Some(v) => match v.as_str() {
+            Some("redact") => OnEcho::Redact,
+            Some("withhold") => OnEcho::Withhold,
+            _ => return err(&format!("{field}.on_echo"), "must be \"redact\" or \"withhold\""),
+        },
+    };
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo })
 }
 
 const SOURCES: &str = "exactly one of {\"file\": PATH}, {\"env\": VAR}, {\"systemd\": NAME} or {\"command\": [ARGV...]}";
@@ -775,6 +795,22 @@ mod tests {
     }
 
     #[test]
+    fn on_echo_defaults_to_redact_and_accepts_withhold() {
+        let c = |e: Option<&str>| {
+            let mut def = json!({"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"]});
+            if let Some(e) = e {
+                def["on_echo"] = json!(e);
+            }
+            parse(&json!({"credentials": {"x": def}})).map(|p| p.credentials["x"].on_echo)
+        };
+        assert_eq!(c(None), Ok(OnEcho::Redact));
+        assert_eq!(c(Some("redact")), Ok(OnEcho::Redact));
+        assert_eq!(c(Some("withhold")), Ok(OnEcho::Withhold));
+        let (field, why) = c(Some("Withhold")).unwrap_err();
+        assert_eq!((field.as_str(), why.as_str()), ("credentials.x.on_echo", "must be \"redact\" or \"withhold\""));
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = vec![
             (json!({"credential": {}}), "credential"),
@@ -810,6 +846,8 @@ mod tests {
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"basic": {"user": "u"}}, "hosts": ["a"]}}}), "credentials.x.inject.basic.user"),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}, "basic": {}}, "hosts": ["a"]}}}), "credentials.x.inject"),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "methods": ["GET", "FETCH"]}}}), "credentials.x.methods[1]"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "on_echo": "drop"}}}), "credentials.x.on_echo"),
+            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "on_echo": true}}}), "credentials.x.on_echo"),
         ];
         for (v, field) in cases {
             let shown = v.to_string();

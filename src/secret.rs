@@ -23,11 +23,10 @@
 //!   when the timeout expires. A non-zero exit is an error whose message has the status
 //!   only.
 //!
-//! Redaction covers each secret raw, percent-encoded (upper and lower hex, form style,
-//! every byte encoded), JSON-escaped, and base64 (standard and URL-safe, with and without
-//! padding; for `basic` injection the secret is `user:password`, so this covers the
-//! Basic header form). A secret embedded inside a longer base64 text at an offset that
-//! is not a multiple of three cannot be recognised: no scrubber can; do not rely on it.
+//! Redaction (`redact.rs`) covers each secret in any ASCII letter case, hex, percent-,
+//! HTML-, `\u`- and backslash-escaped (decoded, repeatedly, so double encoding is seen),
+//! form-encoded, and base64/base64url at any byte offset of an encoded stream; for a
+//! `user:password` secret (`basic`), the password alone too.
 
 use std::fmt;
 use std::io::Read;
@@ -102,16 +101,15 @@ impl fmt::Display for SecretError {
 /// Reads secrets and remembers each value read in this process, for redaction.
 #[derive(Default)]
 pub struct Vault {
-    /// Every secret read, raw, to tell whether it is known already.
-    raw: Vec<Zeroizing<String>>,
-    /// (credential name, one encoding of a secret), longest first so overlapping
-    /// secrets and encodings are scrubbed whole.
-    seen: Vec<(String, Zeroizing<String>)>,
+    /// Every secret read, raw, with its credential, to tell whether it is known already.
+    raw: Vec<(String, Zeroizing<String>)>,
+    /// Every spelling of every secret read, and the automaton that finds them.
+    redactor: crate::redact::Redactor,
 }
 
 impl fmt::Debug for Vault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Vault({} secrets seen)", self.seen.len())
+        write!(f, "Vault({} secrets seen)", self.raw.len())
     }
 }
 
@@ -175,16 +173,58 @@ impl Vault {
     }
 
     fn remember(&mut self, credential: &str, value: &str) {
-        if self.raw.iter().any(|v| v.as_str() == value) {
+        if self.raw.iter().any(|(c, v)| c == credential && v.as_str() == value) {
             return;
         }
-        self.raw.push(Zeroizing::new(value.to_owned()));
-        for variant in encodings(value) {
-            if !self.seen.iter().any(|(_, v)| **v == *variant) {
-                self.seen.push((credential.to_owned(), variant));
+        self.raw.push((credential.to_owned(), Zeroizing::new(value.to_owned())));
+        self.redactor.add(credential, value);
+    }
+
+    /// Whether any spelling of any secret read so far is in `bytes`.
+    pub fn found_in(&self, bytes: &[u8]) -> bool {
+        !self.echoed(bytes).is_empty()
+    }
+
+    /// The credentials whose secret is in `bytes` in any spelling (sorted), including a
+    /// cut-off tail that [`Vault::scrub_truncated_tail`] would replace when `cut`.
+    pub fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
+        let mut names: Vec<String> = self.echoed(bytes).into_iter().map(str::to_owned).collect();
+        if cut {
+            if let Some((_, name)) = self.tail_match(bytes) {
+                names.push(name.to_owned());
             }
         }
-        self.seen.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn echoed(&self, bytes: &[u8]) -> Vec<&str> {
+        self.redactor.echoed(bytes)
+    }
+
+    /// Redacts response headers: names and values, and an echo split across two
+    /// consecutive header lines ([`crate::redact::Redactor::redact_headers`]).
+    pub fn scrub_headers(&self, headers: &mut [(String, String)]) {
+        self.redactor.redact_headers(headers);
+    }
+
+    /// Whether any spelling of a secret is in the headers (as [`Vault::scrub_headers`]
+    /// reads them); the credentials found.
+    pub fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {
+        let all: String = headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
+        let values: String = headers.iter().map(|(_, v)| v.as_str()).collect();
+        let names: String = headers.iter().map(|(n, _)| n.as_str()).collect();
+        let mut found: Vec<String> =
+            [all, values, names].iter().flat_map(|t| self.echoed(t.as_bytes())).map(str::to_owned).collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// Where a cut-off tail that begins a spelling of a secret starts, and whose.
+    fn tail_match(&self, bytes: &[u8]) -> Option<(usize, &str)> {
+        self.redactor.tail_match(bytes)
     }
 
     /// For output cut at a size limit (or by a timeout): a tail of at least
@@ -193,48 +233,35 @@ impl Vault {
     /// with dozens of encodings remembered, a one- or two-byte match would redact the end
     /// of nearly every truncated output; what can leak is at most the first three bytes.
     pub fn scrub_truncated_tail(&self, bytes: &mut Vec<u8>) {
-        for (name, secret) in &self.seen {
-            let needle = secret.as_bytes();
-            let shortest = MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
-            if let Some(k) = (shortest..needle.len()).rev().find(|k| bytes.ends_with(&needle[..*k])) {
-                bytes.truncate(bytes.len() - k);
-                bytes.extend_from_slice(format!("[REDACTED:{name}]").as_bytes());
-                return;
-            }
+        if let Some((start, name)) = self.tail_match(bytes) {
+            let marker = format!("[REDACTED:{name}]");
+            bytes.truncate(start);
+            bytes.extend_from_slice(marker.as_bytes());
         }
     }
 
-    /// Replaces every known encoding of every secret in raw bytes (a body that is not
+    /// Replaces every known spelling of every secret in raw bytes (a body that is not
     /// UTF-8 is scrubbed this way before it is base64-encoded for the result).
     pub fn scrub_bytes(&self, bytes: &mut Vec<u8>) {
-        for (name, secret) in &self.seen {
-            let needle = secret.as_bytes();
-            if bytes.windows(needle.len()).any(|w| w == needle) {
-                let marker = format!("[REDACTED:{name}]");
-                let mut out = Vec::with_capacity(bytes.len());
-                let mut i = 0;
-                while i < bytes.len() {
-                    if bytes[i..].starts_with(needle) {
-                        out.extend_from_slice(marker.as_bytes());
-                        i += needle.len();
-                    } else {
-                        out.push(bytes[i]);
-                        i += 1;
-                    }
-                }
-                *bytes = out;
-            }
+        if let Some(out) = self.redactor.redact(bytes) {
+            *bytes = out;
         }
     }
 
-    /// Replaces every occurrence of every secret seen so far, in every string of `value`
-    /// (object keys included), with `[REDACTED:<credential>]`.
+    /// Replaces every spelling of every secret seen so far, in every string of `value`
+    /// (object keys included), with `[REDACTED:<credential>]`. A number whose digits
+    /// spell a secret becomes that marker string.
     pub fn scrub(&self, value: &mut Value) {
-        if self.seen.is_empty() {
+        if self.redactor.is_empty() {
             return;
         }
         match value {
             Value::String(s) => self.scrub_str(s),
+            Value::Number(n) => {
+                if let Some(r) = self.redactor.redact_str(&n.to_string()) {
+                    *value = Value::String(r);
+                }
+            }
             Value::Array(items) => items.iter_mut().for_each(|v| self.scrub(v)),
             Value::Object(map) => {
                 let old = std::mem::take(map);
@@ -249,10 +276,8 @@ impl Vault {
     }
 
     fn scrub_str(&self, s: &mut String) {
-        for (name, secret) in &self.seen {
-            if s.contains(secret.as_str()) {
-                *s = s.replace(secret.as_str(), &format!("[REDACTED:{name}]"));
-            }
+        if let Some(r) = self.redactor.redact_str(s) {
+            *s = r;
         }
     }
 }
@@ -277,41 +302,6 @@ pub fn place(inject: &Injection, secret: &Secret) -> Placement {
         }
         Injection::Query { name } => Placement::Query { name: name.clone(), value: Zeroizing::new(s.to_owned()) },
     }
-}
-
-/// The spellings of a secret that a server might echo back.
-fn encodings(raw: &str) -> Vec<Zeroizing<String>> {
-    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    let pct = |all: bool, upper: bool| -> String {
-        raw.bytes()
-            .map(|b| {
-                if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
-                    (b as char).to_string()
-                } else if upper {
-                    format!("%{b:02X}")
-                } else {
-                    format!("%{b:02x}")
-                }
-            })
-            .collect()
-    };
-    let json = serde_json::to_string(raw).unwrap_or_default();
-    let mut out: Vec<String> = vec![
-        raw.to_owned(),
-        pct(false, true),
-        pct(false, false),
-        pct(true, true),
-        pct(true, false),
-        url::form_urlencoded::byte_serialize(raw.as_bytes()).collect(),
-        json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned(),
-        STANDARD.encode(raw),
-        STANDARD_NO_PAD.encode(raw),
-        URL_SAFE.encode(raw),
-        URL_SAFE_NO_PAD.encode(raw),
-    ];
-    out.sort();
-    out.dedup();
-    out.into_iter().filter(|v| !v.is_empty()).map(Zeroizing::new).collect()
 }
 
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {

@@ -29,7 +29,7 @@ use crate::frame::{FrameError, FrameReader};
 use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
 use crate::out::ProtocolWriter;
-use crate::policy::Policy;
+use crate::policy::{OnEcho, Policy};
 use crate::secret::Vault;
 use crate::session::{Era, Refusal, Session, Step};
 use crate::tools::{self, CallError, ToolCall};
@@ -371,7 +371,7 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // The single redaction point: nothing in a result leaves without passing here.
-        self.vault.scrub(&mut result);
+        scrub_result(&self.vault, &mut result);
         self.journal_result(outcome, &result);
         (result_response(id, result), false)
     }
@@ -404,19 +404,31 @@ impl<E: Executor> Server<'_, E> {
             }
             let mut outcome = self.executor.http(&current, &mut self.vault).map_err(|e| (e, hops))?;
             self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
+            // Issue 8: a credential with `on_echo: "withhold"` whose secret is in the body
+            // (or the headers) in any spelling: that part is not passed on at all.
+            let withhold: Vec<&str> =
+                self.policy.credentials.values().filter(|c| c.on_echo == OnEcho::Withhold).map(|c| c.name.as_str()).collect();
+            let echoed = |found: Vec<String>| found.into_iter().find(|n| withhold.contains(&n.as_str()));
+            let body_echo = if withhold.is_empty() { None } else { echoed(self.vault.echoed_in(&outcome.body, outcome.truncated)) };
+            let header_echo = if withhold.is_empty() { None } else { echoed(self.vault.echoed_in_headers(&outcome.headers)) };
+            // The redirect target as sent (it is only used to follow; the result's copy
+            // is scrubbed with the rest of the result).
+            let location = matches!(outcome.status, 301 | 302 | 303 | 307 | 308)
+                .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
+                .flatten();
             // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
             // no string scrub could find the secret.
             self.vault.scrub_bytes(&mut outcome.body);
             if outcome.truncated {
                 self.vault.scrub_truncated_tail(&mut outcome.body);
             }
+            // Names and values, and an echo split across two header lines.
+            self.vault.scrub_headers(&mut outcome.headers);
             let mut result = http_result(&outcome);
+            withhold_echo(&mut result, body_echo.as_deref(), header_echo.as_deref());
             // The URL as authorized: an injected query credential is not part of it.
             result["final_url"] = Value::String(current.action().url.to_string());
             result["redirects"] = Value::from(hops);
-            let location = matches!(outcome.status, 301 | 302 | 303 | 307 | 308)
-                .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
-                .flatten();
             let Some(location) = location else {
                 result["redirect_refused"] = Value::Bool(false);
                 return Ok(result);
@@ -430,7 +442,9 @@ impl<E: Executor> Server<'_, E> {
                     log::info!("redirect not followed: {stop}");
                     result["redirect_refused"] = Value::Bool(true);
                     result["redirect_reason"] = Value::String(stop.to_string());
-                    result["location"] = Value::String(location);
+                    if header_echo.is_none() {
+                        result["location"] = Value::String(location);
+                    }
                     return Ok(result);
                 }
             }
@@ -603,6 +617,49 @@ pub fn tool_error(code: &str, message: &str) -> Value {
     })
 }
 
+/// Scrubs a tool result everywhere it carries text: every string and number of
+/// `structuredContent` (parsed values, object keys included) and `content`; then the
+/// text of a successful result is rendered again from the scrubbed values and scrubbed
+/// as text too, so the two views agree and neither carries what the other lost.
+fn scrub_result(vault: &Vault, result: &mut Value) {
+    vault.scrub(result);
+    if result["isError"] == Value::Bool(false) {
+        if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+            let mut text = Value::String(structured.to_string());
+            vault.scrub(&mut text);
+            result["content"][0]["text"] = text;
+        }
+    }
+}
+
+/// `on_echo: "withhold"`: the part that echoed the credential's secret is replaced by
+/// nothing, and the result says so (`withheld: "secret_echo"`, `withheld_parts`).
+fn withhold_echo(result: &mut Value, body: Option<&str>, headers: Option<&str>) {
+    let mut parts = Vec::new();
+    if let Some(name) = body {
+        if let Some(map) = result.as_object_mut() {
+            for k in ["json", "body", "body_base64"] {
+                map.remove(k);
+            }
+        }
+        result["body_withheld"] = Value::String(format!(
+            "the response body echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so it is withheld"
+        ));
+        parts.push("body");
+    }
+    if let Some(name) = headers {
+        result["headers"] = json!({});
+        result["headers_withheld"] = Value::String(format!(
+            "the response headers echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so they are withheld"
+        ));
+        parts.push("headers");
+    }
+    if !parts.is_empty() {
+        result["withheld"] = Value::String("secret_echo".into());
+        result["withheld_parts"] = json!(parts);
+    }
+}
+
 fn exec_error(e: &ExecError) -> Value {
     tool_error(e.code(), &e.to_string())
 }
@@ -676,6 +733,25 @@ mod tests {
             body: body.to_vec(),
             truncated,
         })
+    }
+
+    #[test]
+    fn scrub_result_covers_numbers_and_renders_the_text_again() {
+        let mut vault = Vault::new();
+        let source = crate::policy::SecretSource::Command {
+            argv: vec!["echo".into(), "31415926535".into()],
+            timeout: std::time::Duration::from_secs(5),
+        };
+        vault.read("pin", &source).unwrap();
+        let mut r = tool_ok(json!({"json": {"n": 31415926535u64, "s": "x&#51;1415926535"}, "headers": {"X-31415926535": "v"}}));
+        scrub_result(&vault, &mut r);
+        let sc = &r["structuredContent"];
+        assert_eq!(sc["json"]["n"], "[REDACTED:pin]");
+        assert_eq!(sc["json"]["s"], "x[REDACTED:pin]");
+        assert!(sc["headers"].get("X-[REDACTED:pin]").is_some(), "{sc}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *sc);
+        assert!(!text.contains("1415926535"), "{text}");
     }
 
     #[test]

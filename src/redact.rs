@@ -1,0 +1,755 @@
+//! The redactor (issue 8 point 2): finds every spelling of a remembered secret that a
+//! reflecting server plausibly produces, and replaces it with `[REDACTED:<credential>]`.
+//!
+//! A reflecting server is an encoder applied to the secret. Each encoding family is
+//! covered as a class, not by listing examples:
+//!
+//! - **Letter case**: every pattern is matched ignoring ASCII letter case, so text that
+//!   equals a secret (or one of its spellings) ignoring case is redacted. This may
+//!   over-redact, which is the safe side. This covers upper/lower/mixed hex, percent
+//!   escapes in either case, and a secret echoed upper- or lower-cased.
+//! - **Escapes** (percent-encoding of any subset of bytes, `\uXXXX` and surrogate pairs,
+//!   `\xHH`, `\"` `\\` `\/` `\'`, HTML references `&#NNN;` `&#xHH;` and `&amp;` `&lt;`
+//!   `&gt;` `&quot;` `&apos;`; line breaks are dropped, so an echo wrapped across lines
+//!   is read joined): the text is decoded into a *view* in which every byte
+//!   remembers the range of original bytes it came from; patterns are searched in the
+//!   view and the match is mapped back to the original range. Decoding is repeated (at
+//!   most [`DECODE_PASSES`] times, while it changes something), so double
+//!   percent-encoding and mixtures (`&#37;41`) are decoded too. The decoder does not
+//!   care whether the text is one JSON value: NDJSON, JSONP and cut JSON are decoded alike.
+//! - **Fixed encodings** searched as literal patterns (in the text and in each view):
+//!   hex of the secret's bytes, form encoding (`+` for space), and base64 / base64url
+//!   with and without padding, plus, for base64 inside a longer encoded stream, the
+//!   characters that depend on the secret alone at each of the three byte offsets of the
+//!   stream (see [`base64_cores`]).
+//!
+//! Every pattern is searched with overlapping matches, so one echo cannot hide another
+//! that overlaps it; overlapping and adjacent ranges are merged into one marker.
+//!
+//! Minimum lengths: the secret itself and its whole spellings are always searched,
+//! whatever their length (a very short secret over-redacts; that is the safe side).
+//! Derived fragments are searched only from a length that ordinary text does not hit by
+//! chance: base64 cores at a shifted offset from [`MIN_CORE_CHARS`] characters (shorter
+//! secrets are only caught whole at offset 0), and the password of a `user:password`
+//! secret alone from [`MIN_PART_BYTES`] bytes (a `key:` secret, whose password is empty,
+//! has the key alone searched instead).
+//!
+//! Cost: one Aho-Corasick pass over the text; a decoded view is built only when the text
+//! contains `%`, `&`, `\` or a line break. Linear in the size of the text (`make bench` prints it).
+//!
+//! The automaton holds copies of the patterns that are not zeroed on drop (the secrets
+//! themselves are held by the process for its lifetime anyway).
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use base64::Engine as _;
+use zeroize::Zeroizing;
+
+/// How many times a view is decoded again (double percent-encoding needs two).
+pub const DECODE_PASSES: usize = 3;
+
+/// Shortest base64 core (at a shifted offset) that is searched: at 8 characters a chance
+/// match in random text is about one in 10^12 per position.
+pub const MIN_CORE_CHARS: usize = 8;
+
+/// Shortest part of a `user:password` secret that is searched on its own.
+pub const MIN_PART_BYTES: usize = 4;
+
+/// The patterns of every remembered secret and one automaton over all of them.
+#[derive(Default)]
+pub struct Redactor {
+    /// (credential name, pattern), the order of the automaton's pattern ids.
+    patterns: Vec<(String, Zeroizing<String>)>,
+    ac: Option<AhoCorasick>,
+}
+
+/// One found echo: original byte range and the pattern's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Hit {
+    start: usize,
+    end: usize,
+    pattern: usize,
+}
+
+impl Redactor {
+    /// Adds the spellings of `raw` under `credential` and rebuilds the automaton.
+    pub fn add(&mut self, credential: &str, raw: &str) {
+        // A spelling shared by two credentials is kept for each, so each is told apart
+        // (`on_echo` is per credential).
+        for p in spellings(raw) {
+            if !self.patterns.iter().any(|(n, q)| n == credential && q.eq_ignore_ascii_case(&p)) {
+                self.patterns.push((credential.to_owned(), p));
+            }
+        }
+        // Fails only past u32 automaton states (gigabytes of patterns; secrets are at
+        // most 64 KiB each): fail closed rather than pass results unscrubbed.
+        self.ac = Some(
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .build(self.patterns.iter().map(|(_, p)| p.as_bytes()))
+                .expect("the redaction automaton could not be built"),
+        );
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Every pattern with its credential (for the cut-tail check).
+    pub fn patterns(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.patterns.iter().map(|(n, p)| (n.as_str(), p.as_str()))
+    }
+
+    /// The credentials whose secret appears in `text` in any spelling.
+    pub fn echoed(&self, text: &[u8]) -> Vec<&str> {
+        let mut names: Vec<&str> = self.hits(text).iter().map(|h| self.patterns[h.pattern].0.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// `text` with every echo replaced; `None` when there is none (no copy made).
+    pub fn redact(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let ranges = self.ranges(text, false);
+        if ranges.is_empty() {
+            return None;
+        }
+        Some(self.apply(text, &ranges))
+    }
+
+    /// The same for a string; ranges are widened to character boundaries.
+    pub fn redact_str(&self, text: &str) -> Option<String> {
+        let ranges = self.ranges(text.as_bytes(), true);
+        if ranges.is_empty() {
+            return None;
+        }
+        String::from_utf8(self.apply(text.as_bytes(), &ranges)).ok()
+    }
+
+    /// Redacts strings read as one text (header names and values in order): an echo split
+    /// across two of them is found, and each piece is replaced in its own string.
+    pub fn redact_segments(&self, segments: &mut [String]) {
+        if self.is_empty() {
+            return;
+        }
+        let joined: String = segments.concat();
+        let ranges = self.ranges(joined.as_bytes(), true);
+        if ranges.is_empty() {
+            return;
+        }
+        let mut base = 0;
+        for seg in segments.iter_mut() {
+            let (lo, hi) = (base, base + seg.len());
+            base = hi;
+            let local: Vec<(usize, usize, usize)> = ranges
+                .iter()
+                .filter(|(s, e, _)| *s < hi && *e > lo)
+                .map(|(s, e, p)| ((*s).max(lo) - lo, (*e).min(hi) - lo, *p))
+                .collect();
+            if !local.is_empty() {
+                if let Ok(s) = String::from_utf8(self.apply(seg.as_bytes(), &local)) {
+                    *seg = s;
+                }
+            }
+        }
+    }
+
+    /// Header lines as a server sent them: read as one text with names and values in
+    /// order (an echo in a name, or split between a value and the next name), then the
+    /// values alone and the names alone, each in order (an echo split across two
+    /// consecutive header lines).
+    pub fn redact_headers(&self, headers: &mut [(String, String)]) {
+        if self.is_empty() {
+            return;
+        }
+        let mut all: Vec<String> = headers.iter().flat_map(|(n, v)| [n.clone(), v.clone()]).collect();
+        self.redact_segments(&mut all);
+        let mut values: Vec<String> = all.iter().skip(1).step_by(2).cloned().collect();
+        self.redact_segments(&mut values);
+        let mut names: Vec<String> = all.iter().step_by(2).cloned().collect();
+        self.redact_segments(&mut names);
+        for ((h, n), v) in headers.iter_mut().zip(names).zip(values) {
+            *h = (n, v);
+        }
+    }
+
+    fn apply(&self, text: &[u8], ranges: &[(usize, usize, usize)]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(text.len());
+        let mut at = 0;
+        for &(s, e, p) in ranges {
+            out.extend_from_slice(&text[at..s]);
+            out.extend_from_slice(b"[REDACTED:");
+            out.extend_from_slice(self.patterns[p].0.as_bytes());
+            out.push(b']');
+            at = e;
+        }
+        out.extend_from_slice(&text[at..]);
+        out
+    }
+
+    /// Merged, sorted ranges `(start, end, pattern of the longest hit)`.
+    fn ranges(&self, text: &[u8], char_boundaries: bool) -> Vec<(usize, usize, usize)> {
+        let mut hits = self.hits(text);
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        if char_boundaries {
+            for h in &mut hits {
+                while h.start > 0 && is_continuation(text[h.start]) {
+                    h.start -= 1;
+                }
+                while h.end < text.len() && is_continuation(text[h.end]) {
+                    h.end += 1;
+                }
+            }
+        }
+        hits.sort_unstable_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+        let mut out: Vec<(usize, usize, usize)> = Vec::new();
+        for h in hits {
+            match out.last_mut() {
+                Some((_, e, p)) if h.start <= *e => {
+                    if h.end > *e {
+                        *e = h.end;
+                    }
+                    if self.patterns[h.pattern].1.len() > self.patterns[*p].1.len() {
+                        *p = h.pattern;
+                    }
+                }
+                _ => out.push((h.start, h.end, h.pattern)),
+            }
+        }
+        out
+    }
+
+    fn hits(&self, text: &[u8]) -> Vec<Hit> {
+        let Some(ac) = &self.ac else { return Vec::new() };
+        let mut hits = Vec::new();
+        for_each_view(text, |view, starts| {
+            for m in ac.find_overlapping_iter(view) {
+                let (start, end) = match starts {
+                    None => (m.start(), m.end()),
+                    Some(starts) => {
+                        let start = starts[m.start()] as usize;
+                        let mut end = unit_end(starts, m.end() - 1);
+                        // a dropped line break right after the match is not part of it
+                        while end > start && matches!(text[end - 1], b'\n' | b'\r') {
+                            end -= 1;
+                        }
+                        (start, end)
+                    }
+                };
+                hits.push(Hit { start, end, pattern: m.pattern().as_usize() });
+            }
+        });
+        hits
+    }
+
+    /// For text cut at a limit: where a tail that begins some spelling starts (the
+    /// earliest such start), in the text or in a decoded view of it, and the credential.
+    /// A tail counts from [`crate::secret::MIN_TAIL_MATCH`] bytes of the spelling (or
+    /// all but its last byte, if it is shorter). An escape cut in the middle at the very
+    /// end (`%4`, `&#11`, `\u00`) is set aside, so what precedes it is still read
+    /// decoded, and it is replaced along with the tail.
+    pub fn tail_match(&self, text: &[u8]) -> Option<(usize, &str)> {
+        let longest = self.patterns.iter().map(|(_, p)| p.len()).max()?;
+        // Only the end matters: at most 12 encoded bytes per byte of a spelling.
+        let from = text.len().saturating_sub(12 * longest + 16);
+        let window = &text[from..];
+        let mut ends = vec![window.len()];
+        let near = window.len().saturating_sub(12);
+        if let Some(p) = window[near..].iter().rposition(|b| matches!(b, b'%' | b'&' | b'\\')) {
+            ends.push(near + p);
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for end in ends {
+            for_each_view(&window[..end], |view, starts| {
+                for (idx, (_, pattern)) in self.patterns.iter().enumerate() {
+                    let needle = pattern.as_bytes();
+                    let shortest = crate::secret::MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
+                    let most = needle.len().saturating_sub(1).min(view.len());
+                    let found = (shortest..=most).rev().find(|k| {
+                        let tail = &view[view.len() - k..];
+                        tail[0].eq_ignore_ascii_case(&needle[0]) && tail.eq_ignore_ascii_case(&needle[..*k])
+                    });
+                    if let Some(k) = found {
+                        let at = view.len() - k;
+                        let start = from + starts.map_or(at, |s| s[at] as usize);
+                        if best.is_none_or(|(b, _)| start < b) {
+                            best = Some((start, idx));
+                        }
+                    }
+                }
+            });
+        }
+        best.map(|(start, idx)| (start, self.patterns[idx].0.as_str()))
+    }
+}
+
+/// Calls `f` with `text` itself (no map) and then with each decoded view of it and its
+/// map: `starts[i]` is where decoded byte i's unit begins in `text`, with a sentinel
+/// `text.len()` at the end. No view is built for text without `%`, `&` or `\`.
+fn for_each_view(text: &[u8], mut f: impl FnMut(&[u8], Option<&[u32]>)) {
+    f(text, None);
+    if !text.iter().any(|b| SPECIAL[*b as usize]) {
+        return;
+    }
+    let Some((mut view, mut starts)) = decode(text) else { return };
+    starts.push(text.len() as u32);
+    for pass in 1..=DECODE_PASSES {
+        f(&view, Some(&starts));
+        if pass == DECODE_PASSES {
+            break;
+        }
+        let Some((next, local)) = decode(&view) else { break };
+        let mut composed: Vec<u32> = local.iter().map(|&i| starts[i as usize]).collect();
+        composed.push(text.len() as u32);
+        view = next;
+        starts = composed;
+    }
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// End (exclusive, in the original text) of the unit that decoded byte `j` came from.
+fn unit_end(starts: &[u32], j: usize) -> usize {
+    let s = starts[j];
+    let mut k = j + 1;
+    while starts[k] == s {
+        k += 1;
+    }
+    starts[k] as usize
+}
+
+fn hex_val(b: u8) -> Option<u32> {
+    (b as char).to_digit(16)
+}
+
+fn hex_at(t: &[u8], i: usize, n: usize) -> Option<u32> {
+    let digits = t.get(i..i + n)?;
+    digits.iter().try_fold(0u32, |acc, &b| Some(acc * 16 + hex_val(b)?))
+}
+
+/// One decoding pass over `t`: `None` if nothing in it decodes. Otherwise the decoded
+/// bytes and, per decoded byte, the index in `t` where its unit begins.
+/// Bytes that can begin a unit the decoder changes.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'%' as usize] = true;
+    t[b'&' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t
+};
+
+fn decode(t: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
+    let mut out = Vec::with_capacity(t.len());
+    let mut starts: Vec<u32> = Vec::with_capacity(t.len() + 1);
+    let mut changed = false;
+    let mut i = 0;
+    let mut utf8 = [0u8; 4];
+    while i < t.len() {
+        // Plain runs are copied whole, up to the next byte that can start an escape.
+        let next = t[i..].iter().position(|b| SPECIAL[*b as usize]).map_or(t.len(), |k| i + k);
+        if next > i {
+            out.extend_from_slice(&t[i..next]);
+            starts.extend(i as u32..next as u32);
+            i = next;
+            continue;
+        }
+        let decoded: Option<(usize, DecodedUnit)> = match t[i] {
+            // Line breaks are dropped: an echo wrapped across lines (MIME base64 at 76
+            // columns, hard-wrapped text) is read joined.
+            b'\n' | b'\r' => Some((1, DecodedUnit::Nothing)),
+            b'%' => hex_at(t, i + 1, 2).map(|v| (3, DecodedUnit::Byte(v as u8))),
+            b'&' => html_ref(t, i),
+            b'\\' => backslash(t, i),
+            _ => None,
+        };
+        match decoded {
+            Some((len, unit)) => {
+                changed = true;
+                let bytes: &[u8] = match unit {
+                    DecodedUnit::Nothing => &[],
+                    DecodedUnit::Byte(ref b) => std::slice::from_ref(b),
+                    DecodedUnit::Char(c) => c.encode_utf8(&mut utf8).as_bytes(),
+                };
+                for &b in bytes {
+                    out.push(b);
+                    starts.push(i as u32);
+                }
+                i += len;
+            }
+            None => {
+                out.push(t[i]);
+                starts.push(i as u32);
+                i += 1;
+            }
+        }
+    }
+    changed.then_some((out, starts))
+}
+
+enum DecodedUnit {
+    Nothing,
+    Byte(u8),
+    Char(char),
+}
+
+fn html_ref(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
+    let rest = &t[i + 1..];
+    if rest.first() == Some(&b'#') {
+        let (radix, from) = if matches!(rest.get(1), Some(b'x' | b'X')) { (16, 2) } else { (10, 1) };
+        let digits = rest[from..].iter().take(8).take_while(|b| (**b as char).is_digit(radix)).count();
+        if digits == 0 {
+            return None;
+        }
+        let s = std::str::from_utf8(&rest[from..from + digits]).ok()?;
+        let c = char::from_u32(u32::from_str_radix(s, radix).ok()?)?;
+        let semi = usize::from(rest.get(from + digits) == Some(&b';'));
+        return Some((1 + from + digits + semi, DecodedUnit::Char(c)));
+    }
+    for (name, c) in [("amp;", '&'), ("lt;", '<'), ("gt;", '>'), ("quot;", '"'), ("apos;", '\''), ("sol;", '/'), ("plus;", '+'), ("equals;", '=')] {
+        if rest.len() >= name.len() && rest[..name.len()].eq_ignore_ascii_case(name.as_bytes()) {
+            return Some((1 + name.len(), DecodedUnit::Char(c)));
+        }
+    }
+    None
+}
+
+fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
+    match t.get(i + 1)? {
+        b'u' | b'U' => {
+            let hi = hex_at(t, i + 2, 4)?;
+            if (0xD800..0xDC00).contains(&hi) {
+                if t.get(i + 6) == Some(&b'\\') && matches!(t.get(i + 7), Some(b'u' | b'U')) {
+                    let lo = hex_at(t, i + 8, 4)?;
+                    if (0xDC00..0xE000).contains(&lo) {
+                        let c = char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?;
+                        return Some((12, DecodedUnit::Char(c)));
+                    }
+                }
+                return None;
+            }
+            Some((6, DecodedUnit::Char(char::from_u32(hi)?)))
+        }
+        b'x' | b'X' => hex_at(t, i + 2, 2).map(|v| (4, DecodedUnit::Byte(v as u8))),
+        b @ (b'"' | b'\\' | b'/' | b'\'') => Some((2, DecodedUnit::Byte(*b))),
+        _ => None,
+    }
+}
+
+/// The literal patterns for one secret: the secret, its form, hex, JSON and base64
+/// spellings, and the base64 cores; for `user:password`, the password's too. Every
+/// intermediate buffer that holds a spelling is zeroed when dropped.
+pub fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
+    let mut out = one_secret(raw);
+    if let Some((user, password)) = raw.split_once(':') {
+        if password.len() >= MIN_PART_BYTES {
+            out.extend(one_secret(password));
+        } else if password.is_empty() && !user.is_empty() {
+            // `key:` (an API key as the user name, no password, as some APIs do).
+            out.extend(one_secret(user));
+        }
+    }
+    out.retain(|v| !v.is_empty());
+    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    out.dedup_by(|a, b| a.as_str() == b.as_str());
+    out
+}
+
+fn one_secret(raw: &str) -> Vec<Zeroizing<String>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use std::fmt::Write as _;
+    let pct = |all: bool| -> Zeroizing<String> {
+        let mut s = Zeroizing::new(String::with_capacity(raw.len() * 3));
+        for b in raw.bytes() {
+            if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+                s.push(b as char);
+            } else {
+                let _ = write!(s, "%{b:02X}");
+            }
+        }
+        s
+    };
+    let mut hex = Zeroizing::new(String::with_capacity(raw.len() * 2));
+    for b in raw.bytes() {
+        let _ = write!(hex, "{b:02x}");
+    }
+    let json = Zeroizing::new(serde_json::to_string(raw).unwrap_or_default());
+    let mut out = vec![
+        Zeroizing::new(raw.to_owned()),
+        pct(false),
+        pct(true),
+        Zeroizing::new(url::form_urlencoded::byte_serialize(raw.as_bytes()).collect()),
+        Zeroizing::new(json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned()),
+        hex,
+        Zeroizing::new(STANDARD.encode(raw)),
+        Zeroizing::new(STANDARD_NO_PAD.encode(raw)),
+        Zeroizing::new(URL_SAFE.encode(raw)),
+        Zeroizing::new(URL_SAFE_NO_PAD.encode(raw)),
+    ];
+    for core in base64_cores(raw.as_bytes()) {
+        out.push(Zeroizing::new(core.replace('+', "-").replace('/', "_")));
+        out.push(core);
+    }
+    out
+}
+
+/// For a secret at byte offset k (0, 1, 2) of a base64-encoded stream, the encoded
+/// characters whose six bits all come from the secret: they are the same whatever
+/// precedes or follows it. Characters that mix the secret's bits with its neighbours'
+/// (at most one at each end) cannot be predicted and are not part of the pattern.
+pub fn base64_cores(secret: &[u8]) -> Vec<Zeroizing<String>> {
+    use base64::engine::general_purpose::STANDARD_NO_PAD;
+    let n = secret.len();
+    let mut out = Vec::new();
+    for k in 0..3usize {
+        let mut buf = Zeroizing::new(vec![0u8; k]);
+        buf.extend_from_slice(secret);
+        let enc = Zeroizing::new(STANDARD_NO_PAD.encode(&*buf));
+        let first = (8 * k).div_ceil(6);
+        let last = 8 * (k + n) / 6;
+        if last > first && last - first >= MIN_CORE_CHARS {
+            out.push(Zeroizing::new(enc[first..last].to_owned()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+
+    const SECRET: &str = "Tk9-s3cr3t/Val+ue_é!\"<&>";
+    const CANARY: &str = "CANARY-8f2Zq";
+
+    fn redactor() -> Redactor {
+        let mut r = Redactor::default();
+        r.add("c", SECRET);
+        r
+    }
+
+    /// Plants `echo` at several offsets in several contexts; each time no byte of the
+    /// echo may survive and the surroundings must.
+    fn assert_all_redacted(r: &Redactor, family: &str, echoes: &[String]) {
+        let contexts = ["{}", "x{}y", "{\"k\":\"{}\"}\n{\"k\":2}", "cb({\"v\":\"{}\"", "<p>{}</p>", "a=1&b={}&c=2", "{}{}"];
+        for echo in echoes {
+            for ctx in contexts {
+                for pad in ["", "a", "ab", "abc"] {
+                    let text = format!("{pad}{}", ctx.replace("{}", echo));
+                    let out = r.redact(text.as_bytes()).unwrap_or_else(|| panic!("{family}: not found: {text:?}"));
+                    let out = String::from_utf8_lossy(&out).into_owned();
+                    assert!(out.contains("[REDACTED:c]"), "{family}: {text:?} -> {out:?}");
+                    assert!(!out.contains(echo.as_str()), "{family}: echo survived: {text:?} -> {out:?}");
+                    assert!(out.starts_with(pad), "{family}: prefix eaten: {text:?} -> {out:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn family_letter_case() {
+        let r = redactor();
+        // ASCII letters only: "é" is not folded (documented)
+        assert_all_redacted(&r, "case", &[SECRET.to_ascii_uppercase(), SECRET.to_ascii_lowercase(), SECRET.to_owned()]);
+    }
+
+    #[test]
+    fn family_hex_either_case() {
+        let r = redactor();
+        let lower: String = SECRET.bytes().map(|b| format!("{b:02x}")).collect();
+        let mixed: String = lower.chars().enumerate().map(|(i, c)| if i % 3 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+        assert_all_redacted(&r, "hex", &[lower.clone(), lower.to_uppercase(), mixed]);
+    }
+
+    #[test]
+    fn family_percent_every_byte_either_case_and_double() {
+        let r = redactor();
+        let all_upper: String = SECRET.bytes().map(|b| format!("%{b:02X}")).collect();
+        let all_lower: String = SECRET.bytes().map(|b| format!("%{b:02x}")).collect();
+        let minimal: String = url::form_urlencoded::byte_serialize(SECRET.as_bytes()).collect();
+        let double: String = all_upper.replace('%', "%25");
+        let double_lower: String = all_lower.replace('%', "%25");
+        let some: String = SECRET.bytes().enumerate().map(|(i, b)| if i % 2 == 0 { format!("%{b:02x}") } else { (b as char).to_string() }).collect::<String>();
+        // `some` above is only well-formed for ASCII bytes; keep the UTF-8 ones encoded.
+        let some: String = if some.is_ascii() { some } else { all_upper.clone() };
+        assert_all_redacted(&r, "percent", &[all_upper, all_lower, minimal, double, double_lower, some]);
+    }
+
+    #[test]
+    fn family_html_references_decimal_and_hex() {
+        let r = redactor();
+        let dec: String = SECRET.chars().map(|c| format!("&#{};", c as u32)).collect();
+        let hex: String = SECRET.chars().map(|c| format!("&#x{:X};", c as u32)).collect();
+        let hex_lower: String = SECRET.chars().map(|c| format!("&#x{:x}", c as u32)).collect();
+        let named = SECRET.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+        assert_all_redacted(&r, "html", &[dec, hex, hex_lower, named]);
+    }
+
+    #[test]
+    fn family_unicode_escapes_outside_one_json_value() {
+        let r = redactor();
+        let every: String = SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let json = serde_json::to_string(SECRET).unwrap();
+        let json = json[1..json.len() - 1].to_owned();
+        let ascii_json: String = SECRET
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_string() } else { format!("\\u{:04X}", c as u32) })
+            .collect();
+        let slash = SECRET.replace('/', "\\/");
+        assert_all_redacted(&r, "unicode", &[every, json, ascii_json, slash]);
+        // astral characters as a surrogate pair
+        let mut r2 = Redactor::default();
+        r2.add("c", "key-😀-secret");
+        assert_all_redacted(&r2, "surrogates", &["key-\\ud83d\\ude00-secret".to_owned()]);
+    }
+
+    #[test]
+    fn family_base64_at_every_byte_offset() {
+        let r = redactor();
+        let mut echoes = Vec::new();
+        for lead in ["", "a", "ab", "abc", "abcd"] {
+            for trail in ["", "z", "zz", "zzz"] {
+                let stream = format!("{lead}{SECRET}{trail}");
+                for e in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+                    let enc = e.encode(&stream);
+                    // the echo that must not survive: the core part
+                    echoes.push(enc);
+                }
+            }
+        }
+        let contexts = ["{}", "x {} y", "{\"t\":\"{}\"}"];
+        for echo in &echoes {
+            for ctx in contexts {
+                let text = ctx.replace("{}", echo);
+                let out = String::from_utf8(r.redact(text.as_bytes()).unwrap_or_else(|| panic!("not found: {text}"))).unwrap();
+                // what is left of the encoded stream decodes to no more than 2 bytes of the secret
+                assert!(out.contains("[REDACTED:c]"), "{text} -> {out}");
+                let core_left = base64_cores(SECRET.as_bytes()).iter().any(|c| out.contains(c.as_str()));
+                assert!(!core_left, "{text} -> {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn basic_password_alone_and_user_password() {
+        let mut r = Redactor::default();
+        r.add("b", "alice:pw-Zx81!q");
+        for text in ["pw-Zx81!q", "PW-ZX81!Q", "alice:pw-Zx81!q", "pw-Zx81%21q", "cHctWng4MSFx"] {
+            let out = String::from_utf8(r.redact(format!("[{text}]").as_bytes()).unwrap_or_else(|| panic!("{text}"))).unwrap();
+            assert_eq!(out, "[[REDACTED:b]]", "{text}");
+        }
+        // the user name alone is not a secret
+        assert_eq!(r.redact(b"alice"), None);
+        // ... unless the password is empty: then the user name is the key
+        let mut r = Redactor::default();
+        r.add("k", "sk_live_Zx81q9:");
+        let out = String::from_utf8(r.redact(b"[SK_LIVE_ZX81Q9]").expect("the key alone")).unwrap();
+        assert_eq!(out, "[[REDACTED:k]]");
+    }
+
+    #[test]
+    fn header_names_and_split_values() {
+        let r = redactor();
+        let half = SECRET.len() / 2;
+        let mut headers = vec![
+            ("x-echo".to_owned(), SECRET[..half].to_owned()),
+            ("x-echo".to_owned(), SECRET[half..].to_owned()),
+            (SECRET.to_ascii_uppercase(), "v".to_owned()),
+            ("x-a".to_owned(), format!("1{}", &SECRET[..3])),
+            (SECRET[3..].to_owned(), "2".to_owned()),
+        ];
+        r.redact_headers(&mut headers);
+        let want = [
+            ("x-echo", "[REDACTED:c]"),
+            ("x-echo", "[REDACTED:c]"),
+            ("[REDACTED:c]", "v"),
+            ("x-a", "1[REDACTED:c]"),
+            ("[REDACTED:c]", "2"),
+        ];
+        let got: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn cut_tail_of_an_encoded_secret_is_found_in_the_decoded_view() {
+        let r = redactor();
+        let html: Vec<String> = SECRET.chars().map(|c| format!("&#{};", c as u32)).collect();
+        let pct: Vec<String> = SECRET.bytes().map(|b| format!("%{b:02x}")).collect();
+        let double: Vec<String> = pct.iter().map(|u| u.replace('%', "%25")).collect();
+        let uesc: Vec<String> = SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let hex: Vec<String> = SECRET.bytes().map(|b| format!("{b:02X}")).collect();
+        for (family, units) in [("html", &html), ("percent", &pct), ("double percent", &double), ("unicode", &uesc), ("hex", &hex)] {
+            let enc = units.concat();
+            // every cut from 4 whole units (the minimum) to one byte before the end,
+            // including cuts inside an escape
+            let first = units[..4].concat().len();
+            for cut in first..enc.len() - 1 {
+                let text = format!("head {}", &enc[..cut]);
+                let (start, name) = r.tail_match(text.as_bytes()).unwrap_or_else(|| panic!("{family}: cut {cut} not found: {text}"));
+                assert_eq!((start, name), (5, "c"), "{family}: cut {cut}: {text}");
+            }
+        }
+        assert_eq!(r.tail_match(b"head &#84;&#107;"), None, "two decoded bytes are below the minimum");
+        assert_eq!(r.tail_match(b"nothing %41 &amp; here"), None);
+    }
+
+    #[test]
+    fn family_line_wrapped_echoes() {
+        let r = redactor();
+        let b64 = STANDARD.encode(format!("x{SECRET}yz"));
+        let mime: String = b64.as_bytes().chunks(7).map(|c| format!("{}\r\n", std::str::from_utf8(c).unwrap())).collect();
+        let wrapped = format!("{}\n{}", &SECRET[..5], &SECRET[5..]);
+        for text in [mime, wrapped] {
+            let out = String::from_utf8(r.redact(text.as_bytes()).unwrap_or_else(|| panic!("{text:?}"))).unwrap();
+            assert!(out.contains("[REDACTED:c]"), "{text:?} -> {out:?}");
+            assert!(!out.contains("s3cr3t") && !out.contains("3t/V"), "{text:?} -> {out:?}");
+        }
+        // a match right before a line break keeps the line break
+        let out = r.redact(format!("a {SECRET}\nb").as_bytes()).unwrap();
+        assert_eq!(out, b"a [REDACTED:c]\nb");
+        let out = r.redact(format!("a {}\nb", SECRET.replace('/', "%2F")).as_bytes()).unwrap();
+        assert_eq!(out, b"a [REDACTED:c]\nb");
+    }
+
+    #[test]
+    fn a_secret_shared_by_two_credentials_is_reported_for_both() {
+        let mut r = Redactor::default();
+        r.add("a", "shared-secret-value");
+        r.add("b", "shared-secret-value");
+        assert_eq!(r.echoed(b"x SHARED-secret-value y"), ["a", "b"]);
+    }
+
+    #[test]
+    fn overlapping_secrets_are_both_removed() {
+        let mut r = Redactor::default();
+        r.add("a", "xxABCsecret1");
+        r.add("b", "secret1DEFyy");
+        let out = String::from_utf8(r.redact(b"<xxABCsecret1DEFyy>").unwrap()).unwrap();
+        assert!(!out.contains("DEF") && !out.contains("ABC"), "{out}");
+    }
+
+    #[test]
+    fn clean_text_is_not_copied_and_canary_free_text_is_unchanged() {
+        let r = redactor();
+        assert_eq!(r.redact(format!("{CANARY} %41 &amp; \\u0041 plain").as_bytes()), None);
+        assert_eq!(r.redact_str("caf\u{e9} %C3%A9"), None);
+    }
+
+    #[test]
+    fn string_redaction_keeps_utf8() {
+        let mut r = Redactor::default();
+        r.add("c", "sécret-value");
+        // %C3 decodes to the first byte of é: the range widens to whole characters
+        let out = r.redact_str("é%C3%A9 s%C3%A9cret-value é").unwrap();
+        assert_eq!(out, "é%C3%A9 [REDACTED:c] é");
+    }
+}
