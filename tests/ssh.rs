@@ -312,6 +312,29 @@ fn killing_sp_stops_the_remote_command() {
     assert!(!flag.exists(), "the command ran on after sp died");
 }
 
+/// A server that refuses terminals: the call fails before anything runs, and says how
+/// the operator can opt out; with `"pty": false` the host works.
+#[test]
+fn server_refusing_the_pty_runs_nothing() {
+    if !sshd::available() {
+        return;
+    }
+    let w = World { sshd: Sshd::start_with("PermitTTY no\n"), dir: TempDir::new("ssh-test") };
+    let flag = PathBuf::from(w.dir.join(&format!("touched-{}", &random_hex()[..8])));
+    let mut s = w.session(&w.simple_policy(json!({})));
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": format!("touch {}", flag.display())}));
+    assert_eq!(tool_error_code(&r), Some("SP_UPSTREAM"), "{r}");
+    let msg = sc(&r)["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("refused a terminal") && msg.contains("\"pty\": false"), "{msg}");
+    assert_eq!(w.sshd.wait_count("not permitted", 1), 1, "{}", w.sshd.log());
+    assert!(!flag.exists(), "the command ran");
+    s.finish();
+    let mut s = w.session(&w.no_pty_policy(json!({})));
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": "echo out; echo err >&2"}));
+    assert_eq!((sc(&r)["stdout"].as_str(), sc(&r)["stderr"].as_str()), (Some("out\n"), Some("err\n")), "{r}");
+    s.finish();
+}
+
 /// The terminal changes no stdin byte: control characters that a default terminal
 /// would act on, and a line longer than the kernel's canonical line limit.
 #[test]
