@@ -76,6 +76,15 @@ impl World {
         self.policy(ssh)
     }
 
+    /// Like [`World::simple_policy`], `web1` without a pty (`"pty": false`).
+    fn no_pty_policy(&self, extra: Value) -> PathBuf {
+        let mut ssh = json!({"connect_timeout_s": 5, "hosts": {"web1": self.host(self.key_auth(), json!({"pty": false}))}});
+        if let Value::Object(m) = extra {
+            ssh.as_object_mut().unwrap().extend(m);
+        }
+        self.policy(ssh)
+    }
+
     fn session(&self, policy: &Path) -> Session {
         let mut s = Session::start(Launch::mcp(policy, &["-v"]));
         s.ready(VERSION);
@@ -105,8 +114,9 @@ fn runs_commands_and_reuses_one_connection() {
     assert_eq!(r["isError"], false, "{r}");
     let o = sc(&r);
     assert_eq!((o["host"].as_str(), o["exit_status"].as_i64()), (Some("web1"), Some(0)), "{r}");
-    assert_eq!((o["stdout"].as_str(), o["stderr"].as_str()), (Some("hello\n"), Some("oops\n")));
-    assert_eq!((o["truncated"].as_bool(), o["stdout_bytes"].as_u64(), o["stderr_bytes"].as_u64()), (Some(false), Some(6), Some(5)));
+    // on the default pty both streams arrive in stdout, without CRs
+    assert_eq!((o["stdout"].as_str(), o["stderr"].as_str()), (Some("hello\noops\n"), Some("")));
+    assert_eq!((o["truncated"].as_bool(), o["stdout_bytes"].as_u64(), o["stderr_bytes"].as_u64()), (Some(false), Some(11), Some(0)));
     assert!(o["duration_ms"].is_u64() && o.get("exit_signal").is_none(), "{r}");
     let fp = fingerprint(&w.sshd.dir.path.join("host_ed25519.pub"));
     assert_eq!(o["host_key_fingerprint"].as_str(), Some(fp.as_str()));
@@ -117,7 +127,7 @@ fn runs_commands_and_reuses_one_connection() {
     // non-zero exit: a normal result
     let r = exec(&mut s, 2, json!({"host": "web1", "command": "echo failing >&2; exit 3"}));
     assert_eq!((r["isError"].as_bool(), sc(&r)["exit_status"].as_i64()), (Some(false), Some(3)), "{r}");
-    assert_eq!(sc(&r)["stderr"], "failing\n");
+    assert_eq!(sc(&r)["stdout"], "failing\n");
     // stdin, and a command that would wait forever for input without it
     let r = exec(&mut s, 3, json!({"host": "web1", "command": "cat; echo done", "stdin": "line one\nline two"}));
     assert_eq!(sc(&r)["stdout"], "line one\nline twodone\n", "{r}");
@@ -149,7 +159,8 @@ fn runs_commands_and_reuses_one_connection() {
 #[test]
 fn huge_output_is_truncated_and_counted() {
     let Some(w) = World::new() else { return };
-    let mut s = w.session(&w.simple_policy(json!({"max_output_bytes": 100_000})));
+    // without a pty, to have both streams
+    let mut s = w.session(&w.no_pty_policy(json!({"max_output_bytes": 100_000})));
     let r = exec(&mut s, 1, json!({"host": "web1", "command": "head -c 3000000 /dev/zero | tr '\\0' a; echo the-end >&2"}));
     assert_eq!(r["isError"], false, "{}", &r.to_string()[..300]);
     let o = sc(&r);
@@ -167,10 +178,12 @@ fn huge_output_is_truncated_and_counted() {
     assert_eq!(w.sshd.logins(), 1);
 }
 
+/// Without a pty (`"pty": false`) a timed-out command is cut off, not stopped: this
+/// loop writes, so it dies of SIGPIPE.
 #[test]
 fn timeout_returns_partial_output_and_detaches() {
     let Some(w) = World::new() else { return };
-    let mut s = w.session(&w.simple_policy(json!({"timeout_s": 10})));
+    let mut s = w.session(&w.no_pty_policy(json!({"timeout_s": 10})));
     // a unique sleep length marks the remote loop's processes
     let tag = format!("0.2{}", u32::from_str_radix(&random_hex()[..6], 16).unwrap());
     let t = Instant::now();
@@ -204,6 +217,147 @@ fn timeout_returns_partial_output_and_detaches() {
     let run = s.finish();
     assert!(run.summary().contains("ssh.exec:SP_TIMEOUT=1"), "{}", run.summary());
     assert_eq!(w.sshd.logins(), 2, "{}", w.sshd.log());
+}
+
+// Attacks tried on "a timed-out command stops" (issue 8 point 9), all held with the
+// default pty:
+// - `echo started; sleep 30.N; touch F` with a 1 s timeout: the shell and its sleep are
+//   gone within a moment of the timeout, F never appears (before: both ran on, and F
+//   appeared after the sleep);
+// - the same with `sp` killed (SIGKILL) while the command runs: the dropped connection
+//   makes sshd close the pty, same result;
+// - stdin that would steer a terminal (^D, ^V, ^C, ^Z, ^U, DEL, CR, NUL, a line over
+//   the kernel's 4095-byte limit): it reaches the command byte for byte.
+// Not held, and documented: a process that ignores SIGHUP or leaves the session
+// (`nohup`, `setsid`) survives; with `"pty": false` nothing is stopped.
+
+/// Lines of `pgrep -af needle` (the test's own pgrep excluded by pgrep itself).
+fn remote_processes(needle: &str) -> String {
+    let out = Command::new("pgrep").args(["-af", needle]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls until the `sleep` of [`sleeper`] runs (evidence the command got past its
+/// `echo`: the shell alone would also die of SIGPIPE at that write).
+fn wait_running(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while remote_processes(&format!("^{marker}$")).is_empty() {
+        assert!(Instant::now() < deadline, "the remote command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls until no process matches `needle`; panics with the survivors after `within`.
+fn wait_gone(needle: &str, within: Duration) -> Duration {
+    let t = Instant::now();
+    loop {
+        let alive = remote_processes(needle);
+        if alive.is_empty() {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < within, "the remote command still runs:\n{alive}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A command line that sleeps 30 s then creates a file, marked by a unique sleep
+/// length: (command, marker, file).
+fn sleeper(w: &World) -> (String, String, PathBuf) {
+    let hex = random_hex();
+    let marker = format!("sleep 30.{}", u32::from_str_radix(&hex[..6], 16).unwrap());
+    let flag = PathBuf::from(w.dir.join(&format!("touched-{}", &hex[..8])));
+    (format!("echo started; {marker}; touch {}", flag.display()), marker, flag)
+}
+
+#[test]
+fn timed_out_command_is_stopped_on_the_server() {
+    let Some(w) = World::new() else { return };
+    let mut s = w.session(&w.simple_policy(json!({"timeout_s": 10})));
+    let (command, marker, flag) = sleeper(&w);
+    let t = Instant::now();
+    s.send(&support::process::tool_call(1, "ssh.exec", json!({"host": "web1", "command": command, "timeout_s": 1})));
+    wait_running(&marker);
+    let answer = s.read();
+    let r = &answer["result"];
+    assert_eq!(tool_error_code(r), Some("SP_TIMEOUT"), "{answer}");
+    assert_eq!(sc(r)["stdout"], "started\n", "{answer}");
+    // Evidence, not a sleep: the shell (its command line holds the marker) and the
+    // sleep are gone, long before the sleep would have ended; nothing is left to
+    // create the file.
+    let gone = wait_gone(&marker, Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(25), "took {:?}", t.elapsed());
+    assert!(!flag.exists(), "the command ran on after its timeout");
+    let msg = sc(r)["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("was stopped") && msg.contains("SIGHUP"), "{msg}");
+    eprintln!("remote command gone {gone:?} after the SP_TIMEOUT answer");
+    // the next call reconnects and works
+    let r = exec(&mut s, 2, json!({"host": "web1", "command": "echo after"}));
+    assert_eq!(sc(&r)["stdout"], "after\n", "{r}");
+    s.finish();
+}
+
+#[test]
+fn killing_sp_stops_the_remote_command() {
+    let Some(w) = World::new() else { return };
+    let mut s = w.session(&w.simple_policy(json!({"timeout_s": 60})));
+    let (command, marker, flag) = sleeper(&w);
+    s.send(&support::process::tool_call(1, "ssh.exec", json!({"host": "web1", "command": command})));
+    wait_running(&marker);
+    let pid = rustix::process::Pid::from_raw(s.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    let run = s.finish();
+    assert_eq!(run.code(), None, "sp was killed");
+    wait_gone(&marker, Duration::from_secs(10));
+
+    assert!(!flag.exists(), "the command ran on after sp died");
+}
+
+/// A server that refuses terminals: the call fails before anything runs, and says how
+/// the operator can opt out; with `"pty": false` the host works.
+#[test]
+fn server_refusing_the_pty_runs_nothing() {
+    if !sshd::available() {
+        return;
+    }
+    let w = World { sshd: Sshd::start_with("PermitTTY no\n"), dir: TempDir::new("ssh-test") };
+    let flag = PathBuf::from(w.dir.join(&format!("touched-{}", &random_hex()[..8])));
+    let mut s = w.session(&w.simple_policy(json!({})));
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": format!("touch {}", flag.display())}));
+    assert_eq!(tool_error_code(&r), Some("SP_UPSTREAM"), "{r}");
+    let msg = sc(&r)["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("refused a terminal") && msg.contains("\"pty\": false"), "{msg}");
+    assert_eq!(w.sshd.wait_count("not permitted", 1), 1, "{}", w.sshd.log());
+    assert!(!flag.exists(), "the command ran");
+    s.finish();
+    let mut s = w.session(&w.no_pty_policy(json!({})));
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": "echo out; echo err >&2"}));
+    assert_eq!((sc(&r)["stdout"].as_str(), sc(&r)["stderr"].as_str()), (Some("out\n"), Some("err\n")), "{r}");
+    s.finish();
+}
+
+/// The terminal changes no stdin byte: control characters that a default terminal
+/// would act on, and a line longer than the kernel's canonical line limit.
+#[test]
+fn pty_passes_stdin_byte_for_byte() {
+    let Some(w) = World::new() else { return };
+    let mut s = w.session(&w.simple_policy(json!({})));
+    let long = "x".repeat(10_000);
+    for (i, input) in [
+        String::new(),
+        "no newline".to_owned(),
+        format!("a\u{4}b\u{16}c\rd\u{3}e\u{1a}f\u{15}g\u{7f}h\u{0}i\u{11}\u{13}\n{long}\nend"),
+        format!("{long}\n"),
+        "\u{4}".to_owned(),
+        "\n\n".to_owned(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r2 = exec(&mut s, i as i64 + 1, json!({"host": "web1", "command": "cat", "stdin": input.clone()}));
+        assert_eq!(sc(&r2)["stdout"].as_str(), Some(input.as_str()), "case {i}");
+        assert_eq!(sc(&r2)["exit_status"], 0, "case {i}: {r2}");
+    }
+    s.finish();
 }
 
 /// Strict, unknown key: refused after the key exchange, before any authentication
@@ -397,7 +551,8 @@ fn encrypted_key_needs_its_passphrase() {
 #[test]
 fn private_key_is_scrubbed_from_output() {
     let Some(w) = World::new() else { return };
-    let mut s = w.session(&w.simple_policy(json!({})));
+    // without a pty, to have both streams
+    let mut s = w.session(&w.no_pty_policy(json!({})));
     let key = w.sshd.client_key.display().to_string();
     let r = exec(&mut s, 1, json!({"host": "web1", "command": format!("cat {key}; sed -n 2p {key} >&2")}));
     let body = std::fs::read_to_string(&w.sshd.client_key).unwrap();

@@ -10,8 +10,11 @@
 //!   │  authenticate (key file / password file / agent) ────── failure ──────> SP_AUTH
 //!   │  accept-new and unknown: record the key now (locked append) ─ conflict ─> SP_HOST_KEY
 //!   │  open a channel ────────────────────────────────────────────────────────────┤
-//!   └─ exec ─> feed stdin, EOF ─> drain stdout+stderr (one budget) ─> remote close ─> exit status
-//!                         └─ timeout_s reached: close channel + connection ─> SP_TIMEOUT + output
+//!   └─ pty (unless the host says "pty": false) ─> exec ─> feed stdin, EOF
+//!        ─> drain stdout+stderr (one budget) ─> remote close ─> exit status
+//!                         └─ timeout_s reached: abort_remote (close the channel; with the
+//!                            pty the command's session is hung up) + close the connection
+//!                            ─> SP_TIMEOUT + output
 //! ```
 //!
 //! Decisions (issue #4 leaves them open; `sp(1)` repeats them):
@@ -28,16 +31,34 @@
 //!   (TCP, handshake, authentication, channel) is bounded by `ssh.connect_timeout_s` per
 //!   step. Name resolution uses the system resolver and has only the resolver's own
 //!   timeout (resolv.conf), not ours.
-//! - On timeout the channel is closed and so is the whole connection: nothing of the
-//!   command stays attached to `sp`, and the server frees the session slot it would
-//!   otherwise keep for a still-running command (OpenSSH counts those against
-//!   `MaxSessions` on a reused connection). The command loses its stdin (EOF), stdout
-//!   and stderr: it ends with SIGPIPE at its next write. It is **not signalled**: the
-//!   RFC 4254 "signal" request needs `libssh2_channel_signal_ex`, which the `ssh2` crate
-//!   does not bind (and its generic request call refuses a second request on a channel),
-//!   so a command that neither reads nor writes runs on the server to its own end.
-//!   Operators who need a hard limit put `timeout N` in the allowed command patterns.
-//!   The next call reconnects.
+//! - On timeout the command is stopped ([`abort_remote`]) and the whole connection is
+//!   closed: nothing of the command stays attached to `sp`, and the server frees the
+//!   session slot (OpenSSH counts a still-running command against `MaxSessions`).
+//!   Stopping needs a terminal. The RFC 4254 "signal" request would do without one, but
+//!   it needs `libssh2_channel_signal_ex`, which the `ssh2` crate does not bind (and its
+//!   generic request call refuses a second request on a channel). So by default every
+//!   command runs on a pty: when its channel or the connection closes, sshd closes the
+//!   pty's master side and the kernel hangs up the terminal: the command's shell (the
+//!   session leader) gets SIGHUP, and when it ends, so does the foreground process
+//!   group, where the command's children are. `sleep 25; touch F` does not touch `F`.
+//!   A process that ignores SIGHUP or moved to its own session (`nohup`, `setsid`)
+//!   survives, as it would a closed `ssh -t` session. The same happens when `sp`
+//!   exits or is killed while a command runs: the TCP connection drops, sshd cleans up
+//!   the session's pty.
+//! - What the pty changes for the agent: stdout and stderr arrive merged, in `stdout`
+//!   (`stderr` is empty, `stderr_bytes` 0); the command sees a terminal (`TERM=dumb`,
+//!   [`PTY_COLUMNS`] x [`PTY_ROWS`]), so some programs format for it or start a pager
+//!   (pass `--no-pager`, `PAGER=cat`). The terminal's modes are set so that nothing
+//!   else changes: no echo, no CR added to output (`OPOST` off), no signal characters,
+//!   no flow control, no CR/NL mapping. stdin passes through the line discipline
+//!   byte for byte ([`pty_input`] escapes `^D` and `^V` and flushes long lines before
+//!   the kernel's 4095-byte line limit), and its end is a `^D`: a command sees end of
+//!   input once (a second reader would wait).
+//! - A host with `"pty": false` runs commands without a terminal: separate stdout and
+//!   stderr, plain pipes, but a timed-out command is only cut off, not stopped: it
+//!   loses its stdin (EOF), stdout and stderr and ends with SIGPIPE at its next write;
+//!   one that neither reads nor writes runs on the server to its own end.
+//!   The next call reconnects in both cases.
 //! - Without `stdin` the command's standard input is empty (EOF at once), so `cat`
 //!   and friends do not wait for input that never comes.
 //! - stdout and stderr share one budget (`ssh.max_output_bytes`), filled in arrival
@@ -72,6 +93,96 @@ use crate::ssh::{HostKeyPolicy, SshAction, SshAuth};
 const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
 const LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED: i32 = -22;
+
+/// The terminal a command runs on (module docs): a type no program draws on.
+pub const PTY_TERM: &str = "dumb";
+/// Wide and tall, so that programs which fit their output to the terminal cut little
+/// and pagers that quit on a short text (`less -F`) quit.
+pub const PTY_COLUMNS: u32 = 1000;
+pub const PTY_ROWS: u32 = 1000;
+/// Linux keeps at most 4095 bytes of an unfinished line (the rest is dropped): a
+/// longer line is flushed to the reader in parts (`^D` after a non-empty part).
+const PTY_FLUSH_EVERY: usize = 4000;
+const CTRL_D: u8 = 0x04;
+const CTRL_V: u8 = 0x16;
+
+/// Terminal modes for the pty: a line discipline that changes no byte. Canonical mode
+/// stays on, since its `^D` is the only way to give a terminal reader end of input;
+/// `^V` (literal next, needs `IEXTEN`) escapes `^D` and itself in the data. Every
+/// other special character is disabled (255 = `_POSIX_VDISABLE` for sshd).
+fn pty_modes() -> ssh2::PtyModes {
+    use ssh2::PtyModeOpcode as O;
+    let mut m = ssh2::PtyModes::new();
+    for (op, on) in [
+        (O::ICANON, true),
+        (O::IEXTEN, true),
+        (O::ECHO, false),
+        (O::ECHOE, false),
+        (O::ECHOK, false),
+        (O::ECHONL, false),
+        (O::ISIG, false),
+        (O::IXON, false),
+        (O::ICRNL, false),
+        (O::INLCR, false),
+        (O::IGNCR, false),
+        (O::ISTRIP, false),
+        (O::IMAXBEL, false),
+        (O::OPOST, false),
+        (O::ONLCR, false),
+        (O::CS8, true),
+    ] {
+        m.set_boolean(op, on);
+    }
+    // IXOFF is opcode 40 in RFC 4254 (the crate's `IXOFF` constant says 49).
+    m.set_boolean(40u8, false);
+    for op in [
+        O::VINTR,
+        O::VQUIT,
+        O::VERASE,
+        O::VKILL,
+        O::VEOL,
+        O::VEOL2,
+        O::VSTART,
+        O::VSTOP,
+        O::VSUSP,
+        O::VREPRINT,
+        O::VWERASE,
+        O::VDISCARD,
+    ] {
+        m.set_character(op, None);
+    }
+    m.set_character(O::VEOF, Some(char::from(CTRL_D)));
+    m.set_character(O::VLNEXT, Some(char::from(CTRL_V)));
+    m
+}
+
+/// What to write to the pty so that the command reads exactly `stdin`, then end of
+/// input (with [`pty_modes`]): `^D` and `^V` are escaped with `^V`; a line is flushed
+/// with `^D` every [`PTY_FLUSH_EVERY`] bytes (never on an empty line, where `^D`
+/// would mean end of input); at the end one `^D` on an empty line, two after a
+/// partial one (the first hands it over, the second is the end).
+pub fn pty_input(stdin: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(stdin.len() + stdin.len() / PTY_FLUSH_EVERY + 2);
+    let mut pending = 0;
+    for &b in stdin {
+        if b == CTRL_D || b == CTRL_V {
+            out.push(CTRL_V);
+        }
+        out.push(b);
+        pending += 1;
+        if b == b'\n' {
+            pending = 0;
+        } else if pending >= PTY_FLUSH_EVERY {
+            out.push(CTRL_D);
+            pending = 0;
+        }
+    }
+    out.push(CTRL_D);
+    if pending > 0 {
+        out.push(CTRL_D);
+    }
+    out
+}
 
 /// A command that ran to its end (whatever its exit status).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -498,6 +609,21 @@ fn execute(
     let s = &conn.session;
     let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
     s.set_timeout(ms(exec_timeout));
+    if a.pty {
+        if let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0))) {
+            // Nothing started either way.
+            let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
+            let msg = if keep {
+                format!(
+                    "{target}: the server refused a terminal (pty) for the command, so it could not be stopped at its \
+                     timeout; nothing ran (the operator can set \"pty\": false for this host)"
+                )
+            } else {
+                format!("{target}: the connection failed while asking for a terminal ({}); nothing ran", e.message())
+            };
+            return (Err(SshError::Upstream(msg)), keep);
+        }
+    }
     if let Err(e) = channel.exec(&a.command) {
         // A denied request started nothing; anything else may have reached the server.
         let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
@@ -513,8 +639,10 @@ fn execute(
         budget: a.max_output_bytes,
         out: SshOutcome { host: a.host.clone(), host_key_fingerprint: conn.fingerprint.clone(), ..SshOutcome::default() },
     };
+    let raw_stdin = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
+    let input = if a.pty { pty_input(raw_stdin) } else { raw_stdin.to_vec() };
     s.set_blocking(false);
-    let step = pump(conn, &mut channel, a, deadline, &mut collector, progress);
+    let step = pump(conn, &mut channel, a, &input, deadline, &mut collector, progress);
     let finish = |mut c: Collector| {
         c.out.duration_ms = started.elapsed().as_millis() as u64;
         c.out
@@ -531,14 +659,20 @@ fn execute(
             (Ok(out), true)
         }
         Ok(Step::TimedOut) => {
-            // Best effort: the connection is closed next in any case (module docs).
-            let _ = channel.close();
-            s.set_blocking(true);
-            let message = format!(
-                "{target}: the command ran longer than {}s; its channel and the connection were closed \
-                 (the command loses its input and output; it is not signalled)",
-                a.timeout.as_secs()
-            );
+            abort_remote(s, &mut channel);
+            let message = if a.pty {
+                format!(
+                    "{target}: the command ran longer than {}s and was stopped (its terminal was hung up: SIGHUP); \
+                     the connection was closed",
+                    a.timeout.as_secs()
+                )
+            } else {
+                format!(
+                    "{target}: the command ran longer than {}s; its channel and the connection were closed \
+                     (without a pty the command is not stopped: it loses its input and output)",
+                    a.timeout.as_secs()
+                )
+            };
             (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
         }
         Err(why) => {
@@ -551,17 +685,31 @@ fn execute(
     }
 }
 
-/// Feeds stdin, drains output, waits for the remote end to close.
+/// Stops the remote command of `channel` (module docs): closes the channel, which
+/// with a pty makes sshd close the terminal and the kernel hang up the command's
+/// session. The caller then drops the connection (`keep` false), which does the same
+/// if the close did not get through. Without a pty the command is only cut off.
+fn abort_remote(session: &Session, channel: &mut Channel) {
+    session.set_blocking(true);
+    session.set_timeout(1000);
+    if let Err(e) = channel.close() {
+        log::debug!("closing the channel of a stopped command: {}", e.message());
+    }
+}
+
+/// Feeds `input` (stdin, as encoded for the pty), drains output, waits for the remote
+/// end to close.
 fn pump(
     conn: &Conn,
     channel: &mut Channel,
     a: &SshAction,
+    input: &[u8],
     deadline: Instant,
     c: &mut Collector,
     report: &mut super::Progress<'_>,
 ) -> Result<Step, String> {
     let s = &conn.session;
-    let mut stdin: &[u8] = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
+    let mut stdin: &[u8] = input;
     let mut eof_sent = false;
     loop {
         let mut progress = false;
@@ -626,6 +774,25 @@ mod tests {
         c.push(false, b"zz");
         assert_eq!((c.out.stdout.as_slice(), c.out.stderr.as_slice()), (&b"123456"[..], &b"abcd"[..]));
         assert_eq!((c.out.stdout_bytes, c.out.stderr_bytes, c.out.truncated), (8, 6, true));
+    }
+
+    #[test]
+    fn pty_input_escapes_controls_flushes_long_lines_and_ends_with_ctrl_d() {
+        assert_eq!(pty_input(b""), b"\x04");
+        assert_eq!(pty_input(b"a\n"), b"a\n\x04");
+        // a partial last line: one ^D hands it over, the second is the end
+        assert_eq!(pty_input(b"a"), b"a\x04\x04");
+        assert_eq!(pty_input(b"\x04\x16\x03"), b"\x16\x04\x16\x16\x03\x04\x04");
+        // a long line is flushed every PTY_FLUSH_EVERY bytes, never on an empty line
+        let long = vec![b'x'; 2 * PTY_FLUSH_EVERY];
+        let mut want = vec![b'x'; PTY_FLUSH_EVERY];
+        want.push(CTRL_D);
+        want.extend(vec![b'x'; PTY_FLUSH_EVERY]);
+        want.extend([CTRL_D, CTRL_D]);
+        assert_eq!(pty_input(&long), want);
+        let mut line = vec![b'y'; PTY_FLUSH_EVERY - 1];
+        line.push(b'\n');
+        assert_eq!(pty_input(&line), [line.as_slice(), b"\x04"].concat());
     }
 
     #[test]

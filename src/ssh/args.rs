@@ -32,7 +32,9 @@ pub fn definition() -> Value {
             The gateway holds the key, verifies the host key and reuses the connection. The command goes to the \
             remote user's shell; when the host has a command list it must match one of its patterns exactly \
             (`*` = one plain argument) and may not contain ; & | ` $( > < or newlines. A non-zero exit status is a \
-            normal result. stdout and stderr share one output budget; `truncated` says it was reached.",
+            normal result. The command runs on a terminal unless the host opts out: stderr then arrives merged into \
+            stdout, and a command that outlives its timeout is stopped (SIGHUP). stdout and stderr share one output \
+            budget; `truncated` says it was reached.",
         "inputSchema": {
             "type": "object",
             "properties": {

@@ -12,8 +12,14 @@
 //!   starts with `-`, so the agent cannot turn an operand into an option
 //!   (`tail -n 5 *` must not become `tail -n 5 --follow=name`); write the option in the
 //!   pattern to allow it (`journalctl --since=*`);
-//! - a `*` never matches text containing a `..` path segment, so `cat /var/log/*` cannot
-//!   climb to `/var/log/../../etc/shadow`.
+//! - a word that holds a `*` never matches text containing a `..` path segment, however
+//!   the segment was built: from the star alone (`cat /var/log/*` cannot become
+//!   `/var/log/../../etc/shadow`), or across the seams between stars and the pattern's
+//!   literal characters (`cat /srv/*.*` cannot become `/srv/../etc/passwd` with the first
+//!   `*` matching `.` and the second `/etc/passwd`). The rule is checked on the finished
+//!   word, not on each star's part, so no arrangement of stars, dots and slashes gets
+//!   around it. A pattern whose starred word has a `..` segment of its own could never
+//!   match and is refused when the policy loads; write such a word without a `*`.
 //!
 //! When a host has a list, a command containing `;`, `&`, `|`, a backtick, `$(`, `>`,
 //! `<`, a newline, a carriage return or NUL is refused before any pattern is tried (the
@@ -101,6 +107,11 @@ impl CommandPattern {
                 if word.contains("**") {
                     return Err(format!("{word:?}: two '*' in a row are ambiguous; one '*' already matches a whole argument"));
                 }
+                if has_dotdot_segment(&word.replace('*', "x")) {
+                    return Err(format!(
+                        "{word:?}: a word with '*' never matches text containing a '..' path segment, so this pattern could never match"
+                    ));
+                }
                 Word::Glob(word.split('*').map(str::to_owned).collect())
             } else {
                 Word::Literal(word.to_owned())
@@ -119,8 +130,15 @@ impl CommandPattern {
     }
 }
 
-/// `pieces` joined by `*`, each `*` matching one or more [`is_arg_char`] characters
-/// without a `..` segment; a `*` opening the word must not match a leading `-`.
+/// Whether `word`, read as a path, has a `..` segment (`..`, `../x`, `x/..`, `x/../y`).
+fn has_dotdot_segment(word: &str) -> bool {
+    word.split('/').any(|seg| seg == "..")
+}
+
+/// `pieces` joined by `*`, each `*` matching one or more [`is_arg_char`] characters;
+/// a `*` opening the word must not match a leading `-`. The finished word must not
+/// contain a `..` segment (checked on the whole word: a segment can be built across
+/// the seams between stars and literal dots or slashes).
 fn glob(pieces: &[String], word: &str) -> bool {
     fn go(pieces: &[String], rest: &str, first: bool) -> bool {
         let (head, tail) = (&pieces[0], &pieces[1..]);
@@ -137,17 +155,13 @@ fn glob(pieces: &[String], word: &str) -> bool {
                 break;
             }
             let end = i + c.len_utf8();
-            let matched = &after[..end];
-            if matched.split('/').any(|seg| seg == "..") {
-                continue;
-            }
             if go(tail, &after[end..], false) {
                 return true;
             }
         }
         false
     }
-    go(pieces, word, true)
+    !has_dotdot_segment(word) && go(pieces, word, true)
 }
 
 /// The check `authorize` runs when a host has a list: `Ok(index)` of the first
@@ -244,6 +258,139 @@ mod tests {
         }
         // "..log" is a segment other than ".." and stays allowed in a file name
         assert_eq!(check(&l, "cat /var/log/app/a..b.log"), Ok(3));
+    }
+
+    // Attacks tried on the `..` rule (issue 8 point 1), all refused now:
+    // - `cat /srv/*.*` with `/srv/../etc/passwd`: first `*` = `.`, literal `.`, second
+    //   `*` = `/etc/passwd` (accepted before: each star alone held no `..`);
+    // - `cat /srv/.*` with `/srv/..` and `/srv/../etc`: a literal dot plus a star's dot;
+    // - `cat /srv/*.` with `/srv/..`, `cat /srv/*/x` with `/srv/../x`-like words built
+    //   from `.` pieces, a whole word `..` for `cat *`;
+    // - `cat /srv/*..*` with `/srv//../etc`: a literal `..` turned into a segment by the
+    //   slashes two stars supplied (lexically `/etc`);
+    // - the property test below: every pattern built from `/`, `.`, `..` and name pieces
+    //   around stars, every command built by filling the stars with such pieces.
+    // Held before and still: a star alone matching `..` (`/var/log/app/../x.log`).
+    #[test]
+    fn dotdot_built_across_star_seams_is_refused() {
+        let l = list(&["cat /srv/*.*", "cat /srv/.*", "cat /srv/*.", "cat /srv/*..*", "cat /srv/*/x", "cat *"]);
+        for cmd in [
+            "cat /srv/../etc/passwd",
+            "cat /srv/..",
+            "cat /srv/../etc",
+            "cat /srv/../x",
+            "cat /srv//../etc",
+            "cat /srv/a/../../etc",
+            "cat ..",
+            "cat ../etc/passwd",
+            "cat a/..",
+        ] {
+            assert_eq!(check(&l, cmd), Err(Mismatch::NoPattern), "{cmd:?}");
+        }
+        // What the patterns are for still matches.
+        for (cmd, idx) in [("cat /srv/a.log", 0), ("cat /srv/.hidden", 1), ("cat /srv/name.", 2), ("cat /srv/a..b", 3), ("cat /srv/d/x", 4)] {
+            assert!(l[idx].matches(cmd), "{cmd:?}");
+        }
+        // A `.` segment does not climb.
+        assert!(l[4].matches("cat /srv/./x"));
+    }
+
+    #[test]
+    fn pattern_with_its_own_dotdot_segment_in_a_starred_word_is_refused_at_load() {
+        for p in ["cat /srv/*/../x", "cat ../*", "cat */..", "cat /srv/../*.log", "cat a/../*"] {
+            let e = CommandPattern::parse(p).expect_err(p);
+            assert!(e.contains("'..' path segment"), "{p}: {e}");
+        }
+        // A literal word without a star is the operator's business, and so are dots
+        // that form no segment.
+        for p in ["ls ..", "cat /srv/*..*", "cat /srv/..*", "cat /srv/*.."] {
+            CommandPattern::parse(p).expect(p);
+        }
+    }
+
+    /// Lexical normalisation: `None` when the path climbs above its start (relative).
+    fn normalise(path: &str) -> Option<Vec<&str>> {
+        let mut out: Vec<&str> = Vec::new();
+        for seg in path.split('/') {
+            match seg {
+                "" | "." => {}
+                ".." => {
+                    if out.pop().is_none() && !path.starts_with('/') {
+                        return None;
+                    }
+                }
+                s => out.push(s),
+            }
+        }
+        Some(out)
+    }
+
+    /// Deterministic generator (xorshift), no crate needed.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len())]
+        }
+    }
+
+    /// Property: whatever pattern is built from a literal directory, `/`, `.`, `..` and
+    /// name pieces around stars, and whatever the stars are filled with, an accepted
+    /// word stays inside the pattern's literal directory (the prefix up to the last `/`
+    /// before the first `*`), lexically normalised.
+    #[test]
+    fn property_nothing_accepted_resolves_outside_the_literal_directory() {
+        const DIRS: &[&str] = &["/srv/", "/srv/app/", "/", "app/", "./d/", "/srv/./"];
+        const BODY: &[&str] = &["*", "*", "*", ".", "/", "..", "a", "b.", ".log", "x/", "./", "/.."];
+        const FILL: &[&str] = &[".", "..", "/", "a", "etc", "passwd", "./", "../", "/..", "-", "x.y"];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut patterns, mut accepted, mut refused_at_load) = (0, 0, 0);
+        for _ in 0..4000 {
+            let mut word = rng.pick(DIRS).to_owned();
+            for _ in 0..1 + rng.below(5) {
+                let t = rng.pick(BODY);
+                if !(t == "*" && word.ends_with('*')) {
+                    word.push_str(t);
+                }
+            }
+            if !word.contains('*') {
+                word.push('*');
+            }
+            let Ok(pattern) = CommandPattern::parse(&format!("cat {word}")) else {
+                refused_at_load += 1;
+                continue;
+            };
+            patterns += 1;
+            let first_star = word.find('*').unwrap();
+            let dir = &word[..=word[..first_star].rfind('/').unwrap()];
+            let inside = normalise(dir).expect(dir);
+            let pieces: Vec<&str> = word.split('*').collect();
+            for _ in 0..200 {
+                let mut cmd = String::from(pieces[0]);
+                for piece in &pieces[1..] {
+                    for _ in 0..1 + rng.below(3) {
+                        cmd.push_str(rng.pick(FILL));
+                    }
+                    cmd.push_str(piece);
+                }
+                if !pattern.matches(&format!("cat {cmd}")) {
+                    continue;
+                }
+                accepted += 1;
+                let resolved = normalise(&cmd);
+                assert!(
+                    resolved.as_ref().is_some_and(|r| r.starts_with(&inside)),
+                    "pattern {word:?} accepted {cmd:?}, which resolves outside {dir:?}"
+                );
+            }
+        }
+        // The property was exercised, not vacuous.
+        assert!(patterns > 1000 && accepted > 10_000 && refused_at_load > 0, "{patterns} {accepted} {refused_at_load}");
     }
 
     #[test]

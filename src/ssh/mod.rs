@@ -60,6 +60,8 @@ pub struct SshAction {
     pub host_key_policy: HostKeyPolicy,
     /// `hide_address`: messages the agent sees name the host only.
     pub hide_address: bool,
+    /// Run the command on a pty (the host's `pty`, default true).
+    pub pty: bool,
 }
 
 impl SshAction {
@@ -127,6 +129,7 @@ pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDeni
         known_hosts: policy.known_hosts.clone().unwrap_or_default(),
         host_key_policy: policy.host_key_policy,
         hide_address: host.hide_address,
+        pty: host.pty,
     })
 }
 

@@ -28,6 +28,8 @@
 //! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
 //!   opened only when a call needs them, never at load time.
 //! - `hide_address: true` keeps `address` and `port` out of `sp.inventory`.
+//! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
+//!   timed-out command is not stopped (see `exec/ssh.rs`).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -83,6 +85,8 @@ pub struct SshHost {
     /// `None`: any command (full shell access as `user`).
     pub commands: Option<Vec<CommandPattern>>,
     pub hide_address: bool,
+    /// Run commands on a pseudo-terminal (default), so that a timeout stops them.
+    pub pty: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +198,7 @@ pub fn parse(v: &Value) -> Check<SshPolicy> {
 }
 
 fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address"])?;
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty"])?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
         .ok_or_else(|| (af.clone(), "must be a host name or an IP address (no port, no user@)".to_owned()))?;
@@ -231,7 +235,12 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return err(&format!("{field}.hide_address"), "must be true or false"),
     };
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address })
+    let pty = match map.get("pty") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return err(&format!("{field}.pty"), "must be true or false"),
+    };
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty })
 }
 
 fn auth(v: &Value, field: &str) -> Check<SshAuth> {
@@ -274,7 +283,7 @@ mod tests {
                 "web1": {"address": "WEB1.Example.com.", "user": "deploy",
                          "auth": {"key_file": "/k", "passphrase_file": "/p"},
                          "commands": ["systemctl status *", "uptime"]},
-                "db": {"address": "[::1]", "port": 2222, "user": "root", "auth": {"password_file": "/pw"}, "hide_address": true},
+                "db": {"address": "[::1]", "port": 2222, "user": "root", "auth": {"password_file": "/pw"}, "hide_address": true, "pty": false},
                 "ag": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}
             }
         }))
@@ -287,6 +296,7 @@ mod tests {
         assert_eq!(web.commands.as_ref().unwrap().len(), 2);
         let db = &p.hosts["db"];
         assert_eq!((db.address.as_str(), db.port, db.hide_address), ("::1", 2222, true));
+        assert_eq!((db.pty, web.pty), (false, true), "pty defaults to true");
         assert_eq!(p.hosts["ag"].auth, SshAuth::Agent);
         assert_eq!(p.hosts["ag"].commands, None);
         assert_eq!(parse(&json!({})).unwrap(), SshPolicy::default());
@@ -330,6 +340,7 @@ mod tests {
             (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": ["uptime", "a; b"]})), "ssh.hosts.web1.commands[1]"),
             (host(json!({"address": "h", "user": "u", "auth": ok_auth, "commands": [7]})), "ssh.hosts.web1.commands[0]"),
             (host(json!({"address": "h", "user": "u", "auth": ok_auth, "hide_address": "yes"})), "ssh.hosts.web1.hide_address"),
+            (host(json!({"address": "h", "user": "u", "auth": ok_auth, "pty": "no"})), "ssh.hosts.web1.pty"),
             (host(json!({"address": "h", "user": "u", "auth": ok_auth, "key": "/x"})), "ssh.hosts.web1.key"),
         ];
         for (v, field) in cases {

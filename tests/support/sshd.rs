@@ -117,6 +117,11 @@ pub struct Sshd {
 
 impl Sshd {
     pub fn start() -> Sshd {
+        Sshd::start_with("")
+    }
+
+    /// Like [`Sshd::start`], with `extra` lines appended to the config.
+    pub fn start_with(extra: &str) -> Sshd {
         let dir = Dir::new();
         let _ = std::fs::create_dir_all("/run/sshd");
         let host_public = keygen(&dir.path, "host_ed25519", "ed25519", "");
@@ -132,7 +137,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nUsePAM no\nStrictModes no\nPermitRootLogin yes\n\
                  PubkeyAuthentication yes\nPasswordAuthentication yes\nKbdInteractiveAuthentication no\n\
                  LogLevel DEBUG1\nMaxStartups 100\nMaxSessions 100\nMaxAuthTries 20\nX11Forwarding no\n\
-                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\n"
+                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\n{extra}"
             ),
         )
         .unwrap();
