@@ -285,7 +285,8 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
 /// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
 /// operator's terminal.
 pub fn safe(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    // Controls (C0, C1), line separators and bidi overrides (issue 8 point 4).
+    crate::logging::escape(s).into_owned()
 }
 
 #[cfg(test)]

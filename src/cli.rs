@@ -163,14 +163,9 @@ fn init_logging(args: &Args) {
         _ => None,
     });
     let level = if args.verbose > 0 { 1 + usize::from(args.verbose) } else { from_env.unwrap_or(1) };
-    // Only our own modules log: dependencies' debug output can carry URLs with query
-    // strings and header values, which may hold secrets.
-    let _ = stderrlog::new()
-        .module(module_path!().split("::").next().unwrap_or("sallyport"))
-        .verbosity(level)
-        .quiet(args.quiet)
-        .show_module_names(false)
-        .init();
+    // Only our own modules log; every line is scrubbed of secrets and escaped
+    // (issue 8 points 3 and 4: `logging.rs`).
+    crate::logging::init(level, args.quiet);
 }
 
 /// The policy file `args` and the environment point at, or, when there is none, the

@@ -24,6 +24,7 @@ pub mod fields;
 pub mod frame;
 pub mod json;
 pub mod jsonrpc;
+pub mod logging;
 pub mod out;
 pub mod policy;
 pub mod secret;

@@ -1,0 +1,149 @@
+//! Issue 8 points 3, 4 and 8 through the built `sp`: no secret in the journal or the logs
+//! at any verbosity; no forged log line or raw control/bidi character on stderr or in
+//! `sp audit show`; stdout never ends mid-line (a non-blocking stdout, and signals during
+//! a large answer).
+//!
+//! Attacks tried (all held after the fix; the first three failed before it):
+//! - a same-origin redirect from an uncredentialed request to `/open/session/<secret>`
+//!   (followed) and to `/pub/session/<secret>` (not followed): the secret was in the hop's
+//!   intent row `target` and in the `-vvv` lines "executing GET ..." and "redirect not
+//!   followed ..."; now in no row and no log line;
+//! - a path with `%0a%1b[2K` (allowed, so "executing", and denied, so "refused" with the
+//!   decoded path): a raw ESC and a forged standalone line reached stderr; now escaped;
+//! - a path with U+202E (RIGHT-TO-LEFT OVERRIDE) and U+2028: reached `sp audit show` raw;
+//! - a non-blocking stdout pipe read slowly, a multi-MiB answer: sp exited 0 mid-line;
+//! - SIGTERM/SIGINT/SIGHUP while a multi-MiB answer is being written: the line was cut.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use support::http_server::{Reply, TestServer};
+use support::process::{canary, run_sp, tool_error_code, Launch, Session, TempDir};
+
+/// A secret file for credential `api` (bearer, `/v1/*`), uncredentialed GET on `/open/*`,
+/// the journal at `dir/audit.jsonl`.
+struct Fixture {
+    _dir: TempDir,
+    policy: PathBuf,
+    journal: PathBuf,
+    secret: String,
+}
+
+fn fixture(port: u16, http_extra: Value) -> Fixture {
+    let dir = TempDir::new("output");
+    let secret = canary();
+    let token = dir.file("api.token", secret.as_bytes(), 0o600);
+    let host = format!("127.0.0.1:{port}");
+    let journal = dir.path.join("audit.jsonl");
+    let mut http = json!({"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/v1/*", "/open/*"]}]});
+    for (k, v) in http_extra.as_object().expect("object") {
+        http[k] = v.clone();
+    }
+    let policy = json!({
+        "credentials": {"api": {"source": {"file": token.display().to_string()}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"]}},
+        "http": http,
+        "audit": {"path": journal.display().to_string()}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    Fixture { _dir: dir, policy, journal, secret }
+}
+
+fn get(url: String) -> Value {
+    json!({"method": "GET", "url": url})
+}
+
+fn journal_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+fn redirect(to: &str) -> Reply {
+    let mut r = Reply::text(302, "moved");
+    r.headers.push(("Location".into(), to.into()));
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// Point 3: no secret in the journal or the logs
+
+#[test]
+fn a_secret_in_a_redirect_path_reaches_no_journal_row_and_no_log_line() {
+    let server = TestServer::start();
+    let f = fixture(server.port, json!({}));
+    server.route("/v1/me", Reply::json(200, "{}"));
+    server.route("/open/start", redirect(&format!("/open/session/{}", f.secret)));
+    server.route(&format!("/open/session/{}", f.secret), Reply::json(200, "{}"));
+    server.route("/open/elsewhere", redirect(&format!("/pub/session/{}", f.secret)));
+    let mut s = Session::start(Launch::mcp(&f.policy, &["-vvv"]));
+    s.ready("2025-06-18");
+    let base = server.base();
+    // The credentialed call reads the secret: from now on it is a secret of the session.
+    assert_eq!(s.tool(1, "http.request", get(format!("{base}/v1/me")))["isError"], false);
+    let followed = s.tool(2, "http.request", get(format!("{base}/open/start")));
+    assert_eq!(followed["structuredContent"]["redirects"], 1, "{followed}");
+    let refused = s.tool(3, "http.request", get(format!("{base}/open/elsewhere")));
+    assert_eq!(refused["structuredContent"]["redirect_refused"], true, "{refused}");
+    let run = s.finish();
+    run.assert_exit(0);
+    // The evidence that the lines we look at were written at all.
+    assert!(run.stderr.contains("executing GET http://127.0.0.1") && run.stderr.contains("/open/session/[REDACTED:api]"), "{}", run.context());
+    assert!(run.stderr.contains("redirect not followed"), "{}", run.context());
+    assert!(!run.stderr.contains(&f.secret), "the secret reached a log line\n{}", run.context());
+    let journal = journal_text(&f.journal);
+    assert!(journal.contains("GET http://127.0.0.1") && journal.contains("/open/session/[REDACTED:api]"), "{journal}");
+    assert!(!journal.contains(&f.secret), "the secret reached a journal row:\n{journal}");
+    let j = f.journal.display().to_string();
+    let verify = run_sp(&["audit", "verify", &j], &[], b"");
+    assert_eq!(verify.code(), Some(0), "{}", verify.context());
+}
+
+// ---------------------------------------------------------------------------------------
+// Point 4: logs cannot be forged
+
+#[test]
+fn a_log_forging_path_leaves_no_raw_control_byte_on_stderr() {
+    let server = TestServer::start();
+    let f = fixture(server.port, json!({}));
+    let mut s = Session::start(Launch::mcp(&f.policy, &["-vvv"]));
+    s.ready("2025-06-18");
+    let base = server.base();
+    // Allowed (an "executing" line) and denied (a "refused" line with the decoded path).
+    s.tool(1, "http.request", get(format!("{base}/open/x%0a%1b[2KINFO%20forged-allowed%e2%80%ae")));
+    let denied = s.tool(2, "http.request", get(format!("{base}/nope%0a%1b[2KINFO%20forged-denied%e2%80%ae")));
+    assert_eq!(tool_error_code(&denied), Some("SP_DENIED"), "{denied}");
+    let run = s.finish();
+    run.assert_exit(0);
+    assert!(run.stderr.contains("forged-allowed") && run.stderr.contains("forged-denied"), "{}", run.context());
+    for c in ['\u{1b}', '\r', '\u{202e}', '\u{2028}', '\u{85}'] {
+        assert!(!run.stderr.contains(c), "raw {c:?} on stderr\n{}", run.context());
+    }
+    for line in run.stderr.lines() {
+        assert!(!line.starts_with("INFO forged"), "a forged standalone log line: {line:?}\n{}", run.context());
+    }
+}
+
+#[test]
+fn audit_show_escapes_bidi_overrides_and_line_separators() {
+    let server = TestServer::start();
+    let f = fixture(server.port, json!({}));
+    let mut s = Session::start(Launch::mcp(&f.policy, &[]));
+    s.ready("2025-06-18");
+    // Denied: the reason row carries the decoded path, with U+202E, U+2066 and U+2028 raw.
+    let denied = s.tool(1, "http.request", get(format!("{}/nope%e2%80%ae%e2%81%a6%e2%80%a8gnp.exe%c2%85", server.base())));
+    assert_eq!(tool_error_code(&denied), Some("SP_DENIED"), "{denied}");
+    s.finish().assert_exit(0);
+    let journal = journal_text(&f.journal);
+    assert!(journal.contains('\u{202e}') || journal.contains("\\u202e") || journal.contains("%E2%80%AE"), "{journal}");
+    let j = f.journal.display().to_string();
+    for args in [&["audit", "show", &j][..], &["audit", "tail", &j, "-n", "5"]] {
+        let run = run_sp(args, &[], b"");
+        assert_eq!(run.code(), Some(0), "{}", run.context());
+        let text = String::from_utf8_lossy(&run.stdout);
+        for c in ['\u{202e}', '\u{2066}', '\u{2028}', '\u{85}', '\u{1b}'] {
+            assert!(!text.contains(c), "{args:?}: raw {c:?} in {text}");
+        }
+        assert!(text.contains("gnp.exe"), "{text}");
+    }
+}
