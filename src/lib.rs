@@ -30,5 +30,6 @@ pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod session;
+pub mod signals;
 pub mod ssh;
 pub mod tools;

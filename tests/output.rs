@@ -147,3 +147,156 @@ fn audit_show_escapes_bidi_overrides_and_line_separators() {
         assert!(text.contains("gnp.exe"), "{text}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Point 8: stdout never ends mid-line
+
+/// A running `sp mcp` whose stdout is our end of a socket pair (`nonblocking`: its end
+/// is `O_NONBLOCK`, as a client may hand it), stdin a pipe we keep open.
+struct Slow {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    ours: std::os::unix::net::UnixStream,
+    got: Vec<u8>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Slow {
+    fn start(policy: &Path, nonblocking: bool) -> Slow {
+        use std::process::Stdio;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        theirs.set_nonblocking(nonblocking).expect("O_NONBLOCK");
+        let mut child = Launch::mcp(policy, &[])
+            .command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sp");
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        Slow { stdin: child.stdin.take(), child, ours, got: Vec::new(), stderr }
+    }
+
+    fn send(&mut self, msgs: &[Value]) {
+        use std::io::Write;
+        let pipe = self.stdin.as_mut().expect("stdin open");
+        pipe.write_all(&support::process::lines(msgs)).expect("write stdin");
+    }
+
+    /// Reads (slowly: small chunks with pauses) until at least `n` bytes have arrived
+    /// in total, or end of stream.
+    fn read_until(&mut self, n: usize, pause: std::time::Duration) {
+        let mut buf = [0u8; 16 * 1024];
+        while self.got.len() < n {
+            std::thread::sleep(pause);
+            match std::io::Read::read(&mut self.ours, &mut buf) {
+                Ok(0) => return,
+                Ok(k) => self.got.extend_from_slice(&buf[..k]),
+                Err(e) => panic!("reading sp's stdout: {e}"),
+            }
+        }
+    }
+
+    /// Reads the rest, waits; returns (exit status, stdout lines as JSON, stderr).
+    fn finish(mut self) -> (std::process::ExitStatus, Vec<Value>, String) {
+        self.read_until(usize::MAX, std::time::Duration::ZERO);
+        let status = self.child.wait().expect("wait");
+        let stderr = self.stderr.join().unwrap_or_default();
+        assert!(self.got.is_empty() || self.got.ends_with(b"\n"), "stdout ends mid-line ({} bytes); stderr:\n{stderr}", self.got.len());
+        let msgs = self
+            .got
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap_or_else(|e| panic!("an incomplete line ({} bytes): {e}; stderr:\n{stderr}", l.len())))
+            .collect();
+        (status, msgs, stderr)
+    }
+}
+
+/// A loopback server with a `/open/big` body of `len` bytes, its fixture, and the three
+/// messages that ask for it.
+fn big_answer(len: usize) -> (TestServer, Fixture, Vec<Value>) {
+    let server = TestServer::start();
+    let f = fixture(server.port, json!({"max_response_bytes": 16 * 1024 * 1024, "timeout_s": 60}));
+    server.route("/open/big", Reply::text(200, &"x".repeat(len)));
+    let msgs = vec![
+        support::process::initialize(json!(0), "2025-06-18"),
+        support::process::initialized(),
+        support::process::tool_call(1, "http.request", get(format!("{}/open/big", server.base()))),
+    ];
+    (server, f, msgs)
+}
+
+#[test]
+fn a_non_blocking_stdout_read_slowly_gets_every_line_whole() {
+    let len = 3 * 1024 * 1024;
+    let (_server, f, msgs) = big_answer(len);
+    let mut sp = Slow::start(&f.policy, true);
+    sp.send(&msgs);
+    drop(sp.stdin.take());
+    // Slow enough that sp's writes find the socket full (EAGAIN) many times.
+    sp.read_until(2 * len, std::time::Duration::from_millis(2));
+    let (status, msgs, stderr) = sp.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(msgs.len(), 2, "{stderr}");
+    assert_eq!(msgs[1]["result"]["structuredContent"]["body"].as_str().map(str::len), Some(len), "{stderr}");
+}
+
+/// Waits until the journal has a row of `kind` (evidence, not a sleep), at most 20 s.
+fn wait_for_row(path: &Path, kind: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(path).unwrap_or_default().contains(&format!("\"kind\":\"{kind}\"")) {
+        assert!(std::time::Instant::now() < deadline, "no {kind} row in {}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+fn end_row(path: &Path) -> Value {
+    let text = journal_text(path);
+    let last = text.lines().last().expect("a row");
+    serde_json::from_str(last).expect("a whole row")
+}
+
+#[test]
+fn a_stop_signal_during_a_large_answer_finishes_the_line_and_writes_the_end_row() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let len = 3 * 1024 * 1024;
+    for (signal, code, name) in [(Signal::TERM, 143, "sigterm"), (Signal::INT, 130, "sigint")] {
+        let (_server, f, msgs) = big_answer(len);
+        let mut sp = Slow::start(&f.policy, false);
+        sp.send(&msgs);
+        // Part of the large answer has arrived: its line is being written now. Stdin
+        // stays open, so only the signal can end the session.
+        sp.read_until(64 * 1024, std::time::Duration::ZERO);
+        wait_for_row(&f.journal, "result");
+        let pid = Pid::from_raw(sp.child.id() as i32).expect("pid");
+        kill_process(pid, signal).expect("kill");
+        let (status, msgs, stderr) = sp.finish();
+        assert_eq!(status.code(), Some(code), "{name}: {status:?}\n{stderr}");
+        assert_eq!(msgs.last().expect("answers")["result"]["structuredContent"]["body"].as_str().map(str::len), Some(len), "{name}");
+        let end = end_row(&f.journal);
+        assert_eq!((end["kind"].as_str(), end["decision"].as_str()), (Some("end"), Some(name)), "{end}");
+        let verify = run_sp(&["audit", "verify", &f.journal.display().to_string()], &[], b"");
+        assert_eq!(verify.code(), Some(0), "{}", verify.context());
+    }
+}
+
+#[test]
+fn a_stop_signal_while_waiting_for_input_ends_the_session_with_its_status() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let (_server, f, msgs) = big_answer(10);
+    let mut sp = Slow::start(&f.policy, false);
+    sp.send(&msgs[..2]);
+    sp.read_until(1, std::time::Duration::ZERO);
+    wait_for_row(&f.journal, "start");
+    kill_process(Pid::from_raw(sp.child.id() as i32).expect("pid"), Signal::HUP).expect("kill");
+    let (status, msgs, stderr) = sp.finish();
+    assert_eq!(status.code(), Some(129), "{status:?}\n{stderr}");
+    assert_eq!(msgs.len(), 1, "{stderr}");
+    assert_eq!(end_row(&f.journal)["decision"], "sighup");
+}
