@@ -298,6 +298,14 @@ mod tests {
     }
 
     #[test]
+    fn safe_escapes_controls_bidi_and_line_separators() {
+        let row = "GET /a\u{1b}[2J\u{85}\u{2028}\u{2029}\u{202a}\u{202e}\u{2066}\u{2069}exe.gnp";
+        let out = safe(row);
+        assert!(!out.chars().any(crate::logging::is_unsafe), "{out:?}");
+        assert!(out.contains("\\u{202e}") && out.contains("\\u{2028}") && out.ends_with("exe.gnp"), "{out:?}");
+    }
+
+    #[test]
     fn parses() {
         assert_eq!(p(&["verify", "/j", "--anchor", "ab"]).unwrap().sub, Sub::Verify { anchor: Some("ab".into()) });
         assert_eq!(p(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
