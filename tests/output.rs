@@ -300,3 +300,29 @@ fn a_stop_signal_while_waiting_for_input_ends_the_session_with_its_status() {
     assert_eq!(msgs.len(), 1, "{stderr}");
     assert_eq!(end_row(&f.journal)["decision"], "sighup");
 }
+
+#[test]
+fn a_stop_signal_during_an_action_lets_it_answer_and_runs_nothing_after() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let (server, f, msgs) = big_answer(10);
+    let mut slow = Reply::json(200, r#"{"slow":true}"#);
+    slow.delay_ms = 1500;
+    server.route("/open/slow", slow);
+    let mut sp = Slow::start(&f.policy, false);
+    sp.send(&msgs[..2]);
+    sp.send(&[support::process::tool_call(1, "http.request", get(format!("{}/open/slow", server.base())))]);
+    // The intent row is written before the request goes out: the action is running.
+    wait_for_row(&f.journal, "intent");
+    kill_process(Pid::from_raw(sp.child.id() as i32).expect("pid"), Signal::TERM).expect("kill");
+    // Sent after the signal: must not run.
+    sp.send(&[support::process::tool_call(2, "http.request", get(format!("{}/open/after", server.base())))]);
+    let (status, msgs, stderr) = sp.finish();
+    assert_eq!(status.code(), Some(143), "{status:?}\n{stderr}");
+    let last = msgs.last().expect("answers");
+    assert_eq!((last["id"].as_i64(), last["result"]["structuredContent"]["json"]["slow"].as_bool()), (Some(1), Some(true)), "{last}");
+    server.settle();
+    assert!(!server.requests().iter().any(|r| r.target.contains("/open/after")), "a request sent after the signal ran");
+    let rows = journal_text(&f.journal);
+    assert_eq!(rows.matches("\"kind\":\"intent\"").count(), 1, "{rows}");
+    assert_eq!(end_row(&f.journal)["decision"], "sigterm");
+}
