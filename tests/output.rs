@@ -135,7 +135,8 @@ fn audit_show_escapes_bidi_overrides_and_line_separators() {
     assert_eq!(tool_error_code(&denied), Some("SP_DENIED"), "{denied}");
     s.finish().assert_exit(0);
     let journal = journal_text(&f.journal);
-    assert!(journal.contains('\u{202e}') || journal.contains("\\u202e") || journal.contains("%E2%80%AE"), "{journal}");
+    // The evidence: the journal holds them raw (legal inside JSON strings).
+    assert!(journal.contains('\u{202e}') && journal.contains('\u{2028}'), "{journal}");
     let j = f.journal.display().to_string();
     for args in [&["audit", "show", &j][..], &["audit", "tail", &j, "-n", "5"]] {
         let run = run_sp(args, &[], b"");
@@ -146,6 +147,13 @@ fn audit_show_escapes_bidi_overrides_and_line_separators() {
         }
         assert!(text.contains("gnp.exe"), "{text}");
     }
+    // --json: the same values, with the bidi and C1 characters as JSON escapes.
+    let run = run_sp(&["audit", "tail", &j, "-n", "50", "--json"], &[], b"");
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(!text.chars().any(|c| matches!(c, '\u{202e}' | '\u{2066}' | '\u{2028}' | '\u{85}')), "{text}");
+    let got: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect();
+    let want: Vec<Value> = journal.lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect();
+    assert_eq!(got, want);
 }
 
 // ---------------------------------------------------------------------------------------
