@@ -3,7 +3,7 @@
 //! `sp audit show`; stdout never ends mid-line (a non-blocking stdout, and signals during
 //! a large answer).
 //!
-//! Attacks tried (all held after the fix; the first three failed before it):
+//! Attacks tried (all held after the fix; each failed on the code before it):
 //! - a same-origin redirect from an uncredentialed request to `/open/session/<secret>`
 //!   (followed) and to `/pub/session/<secret>` (not followed): the secret was in the hop's
 //!   intent row `target` and in the `-vvv` lines "executing GET ..." and "redirect not
@@ -11,8 +11,11 @@
 //! - a path with `%0a%1b[2K` (allowed, so "executing", and denied, so "refused" with the
 //!   decoded path): a raw ESC and a forged standalone line reached stderr; now escaped;
 //! - a path with U+202E (RIGHT-TO-LEFT OVERRIDE) and U+2028: reached `sp audit show` raw;
-//! - a non-blocking stdout pipe read slowly, a multi-MiB answer: sp exited 0 mid-line;
-//! - SIGTERM/SIGINT/SIGHUP while a multi-MiB answer is being written: the line was cut.
+//! - a non-blocking stdout (socket pair end, `O_NONBLOCK`) read slowly, a multi-MiB
+//!   answer: sp exited 0 mid-line;
+//! - SIGTERM/SIGINT/SIGHUP while a multi-MiB answer is being written: the line was cut;
+//!   SIGTERM while an action runs: it answers, a request sent after the signal never runs;
+//! - a non-blocking stdin that is empty when sp reads: it was taken as broken (exit 3).
 
 mod support;
 
@@ -333,4 +336,35 @@ fn a_stop_signal_during_an_action_lets_it_answer_and_runs_nothing_after() {
     let rows = journal_text(&f.journal);
     assert_eq!(rows.matches("\"kind\":\"intent\"").count(), 1, "{rows}");
     assert_eq!(end_row(&f.journal)["decision"], "sigterm");
+}
+
+#[test]
+fn a_non_blocking_stdin_is_waited_for_not_taken_as_broken() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let (_server, f, msgs) = big_answer(10);
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    theirs.set_nonblocking(true).expect("O_NONBLOCK");
+    let mut child = Launch::mcp(&f.policy, &[])
+        .command()
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sp");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    // sp finds stdin empty (EAGAIN) before anything is sent: it must wait, not stop.
+    wait_for_row(&f.journal, "start");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    ours.write_all(&support::process::lines(&msgs[..1])).expect("send");
+    std::io::BufRead::read_line(&mut out, &mut line).expect("read");
+    assert!(line.contains("\"protocolVersion\""), "{line}");
+    ours.write_all(&support::process::lines(&msgs[1..])).expect("send");
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("read");
+    assert!(line.contains("\"id\":1"), "{line}");
+    ours.shutdown(std::net::Shutdown::Write).expect("EOF");
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
 }
