@@ -404,13 +404,11 @@ impl Row {
         Row(m)
     }
 
-    /// Sets a field (`None` leaves it out). Text is capped at [`MAX_TEXT`].
+    /// Sets a field (`None` leaves it out). Text is capped at [`MAX_TEXT`] when written,
+    /// after scrubbing (a cap first could cut a secret past recognition).
     pub fn set(mut self, key: &'static str, value: impl Into<Value>) -> Row {
         debug_assert!(FIELDS.contains(&key), "{key} is not a journal field");
-        let v = match value.into() {
-            Value::String(s) => Value::String(cap(&s)),
-            v => v,
-        };
+        let v = value.into();
         if v.is_null() {
             self.0.remove(key);
         } else {
@@ -607,6 +605,7 @@ impl Journal {
     /// no journal configured. Returns the row as written.
     pub fn write(&mut self, row: Row) -> Result<Option<String>, AuditError> {
         let mut m = row.0;
+        scrub_row(&mut m);
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
         let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
@@ -633,6 +632,25 @@ impl Journal {
     pub fn record(&mut self, row: Row) {
         if let Err(e) = self.write(row) {
             log::error!("{e}");
+        }
+    }
+}
+
+/// Fields `sp` itself computes (hashes, counters, its own words): never scrubbed, so a
+/// short secret cannot rewrite a fingerprint.
+const OWN_FIELDS: [&str; 5] = ["kind", "decision", "request_fp", "host_key_fp", "session"];
+
+/// Issue 8 point 3: every other text field of every row (target, reason, code, rule,
+/// credential, ... and any field added later) goes through the answers' redactor, against
+/// every secret read in this process, here in the one place rows are written.
+fn scrub_row(m: &mut Map<String, Value>) {
+    let vault = crate::secret::process_vault();
+    for (k, v) in m.iter_mut() {
+        if !OWN_FIELDS.contains(&k.as_str()) {
+            vault.scrub(v);
+        }
+        if let Value::String(s) = v {
+            *s = cap(s);
         }
     }
 }

@@ -224,7 +224,7 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
         };
         let mut text = String::new();
         if json {
-            text.push_str(&String::from_utf8_lossy(&line));
+            text.push_str(&json_safe(&String::from_utf8_lossy(&line)));
             text.push('\n');
             if out.write_all(text.as_bytes()).is_err() {
                 return ExitCode::from(crate::cli::EXIT_FATAL);
@@ -285,7 +285,23 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
 /// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
 /// operator's terminal.
 pub fn safe(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    // Controls (C0, C1), line separators and bidi overrides (issue 8 point 4).
+    crate::logging::escape(s).into_owned()
+}
+
+/// A row for `--json`: the same JSON value, with DEL, C1 controls, line separators and
+/// bidi characters (legal raw inside JSON strings) written as `\uXXXX`, and the only
+/// controls JSON allows outside strings (tab, CR: whitespace between tokens) as spaces.
+pub fn json_safe(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            '\t' | '\r' => out.push(' '),
+            c if crate::logging::is_unsafe(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -294,6 +310,23 @@ mod tests {
 
     fn p(args: &[&str]) -> Result<AuditArgs, String> {
         parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn safe_escapes_controls_bidi_and_line_separators() {
+        let row = "GET /a\u{1b}[2J\u{85}\u{2028}\u{2029}\u{202a}\u{202e}\u{2066}\u{2069}exe.gnp";
+        let out = safe(row);
+        assert!(!out.chars().any(crate::logging::is_unsafe), "{out:?}");
+        assert!(out.contains("\\u{202e}") && out.contains("\\u{2028}") && out.ends_with("exe.gnp"), "{out:?}");
+    }
+
+    #[test]
+    fn json_safe_keeps_the_value_and_escapes_bidi_and_c1() {
+        let line = "{\"target\":\"GET /\u{202e}\u{9b}\u{7f}\u{2028}x\",\r\t\"seq\":1}";
+        let out = json_safe(line);
+        assert!(!out.chars().any(crate::logging::is_unsafe), "{out:?}");
+        let parse = |t: &str| crate::json::parse(t).unwrap();
+        assert_eq!(parse(&out), parse(line));
     }
 
     #[test]

@@ -174,14 +174,9 @@ fn init_logging(args: &Args) {
         _ => None,
     });
     let level = if args.verbose > 0 { 1 + usize::from(args.verbose) } else { from_env.unwrap_or(1) };
-    // Only our own modules log: dependencies' debug output can carry URLs with query
-    // strings and header values, which may hold secrets.
-    let _ = stderrlog::new()
-        .module(module_path!().split("::").next().unwrap_or("sallyport"))
-        .verbosity(level)
-        .quiet(args.quiet)
-        .show_module_names(false)
-        .init();
+    // Only our own modules log; every line is scrubbed of secrets and escaped
+    // (issue 8 points 3 and 4: `logging.rs`).
+    crate::logging::init(level, args.quiet);
 }
 
 /// The policy file `args` and the environment point at, or, when there is none, the
@@ -220,6 +215,14 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
             return ExitCode::from(EXIT_FATAL);
         }
     };
+    // Issue 8 point 8: SIGTERM/SIGINT/SIGHUP stop the session between messages.
+    let (stop, stdin) = match crate::signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sp: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
     if let Some(origin) = &policy.origin {
         log::info!("policy {} loaded", origin.display());
     }
@@ -230,6 +233,7 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         max_line_bytes: args.max_line_bytes,
         close_on_refusal: args.close_on_refusal,
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
+        stop: stop.clone(),
     };
     let mut executors = Executors::new();
     executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
@@ -255,8 +259,8 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal);
-    let exit = server.serve(std::io::stdin().lock(), &mut out);
-    let end = crate::audit::Row::new("end").set("decision", format!("{exit:?}").to_lowercase()).set("reason", server.stats.summary());
+    let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
+    let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
     server.journal.record(end);
     if !args.quiet {
         eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());

@@ -66,17 +66,54 @@ impl StdoutHandle {
     /// runtime reopens a closed fd 1 there before `main`, and then nobody could read the
     /// answers, so serving (and acting) would be blind. (`sp --version >/dev/null` and
     /// the other human commands are fine.)
-    pub fn into_protocol(self) -> io::Result<ProtocolWriter<File>> {
+    pub fn into_protocol(self) -> io::Result<ProtocolWriter<Patient>> {
         if is_dev_null(&self.0) {
             return Err(io::Error::other("standard output is not usable: it is /dev/null or was closed: nothing could read the answers"));
         }
-        Ok(ProtocolWriter::new(File::from(self.0)))
+        Ok(ProtocolWriter::new(Patient(File::from(self.0))))
     }
 
     /// Plain text for the human-facing commands (`sp check`, `--help`, `--version`),
     /// which never run in the same process as `sp mcp`.
     pub fn into_text(self) -> File {
         File::from(self.0)
+    }
+}
+
+/// The protocol stream as a writer that waits instead of failing (issue 8 point 8).
+///
+/// A client may hand `sp` a non-blocking stdout (`O_NONBLOCK` is a property of the open
+/// pipe, shared with the client). A write that would block then fails with `EAGAIN`
+/// partway through a message; taking that as "client gone" left a cut line. Here
+/// `EAGAIN` waits in `poll(2)` until the stream takes bytes again, `EINTR` (a signal)
+/// retries, and only a real error (`EPIPE`: the client closed its end) is returned.
+#[derive(Debug)]
+pub struct Patient(pub File);
+
+impl Patient {
+    fn wait_writable(&self) -> io::Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.0, PollFlags::OUT)];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl Write for Patient {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.0.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -93,7 +130,10 @@ impl<W: Write> ProtocolWriter<W> {
     }
 
     /// Sends one message. serde_json's compact form escapes every control character
-    /// inside strings, so the only newline in the line is the terminator.
+    /// inside strings, so the only newline in the line is the terminator. The line is
+    /// written whole or, if the client is gone, not at all from its point of view: a
+    /// signal arriving meanwhile does not cut it (`write_all` and [`Patient`] retry `EINTR`;
+    /// `sp mcp` acts on the signal between messages).
     pub fn send(&mut self, message: &Value) -> io::Result<()> {
         let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
         line.push(b'\n');

@@ -173,6 +173,12 @@ impl Vault {
     }
 
     fn remember(&mut self, credential: &str, value: &str) {
+        // Issue 8 point 3: the logger and the journal scrub against every secret read.
+        PROCESS.write().unwrap_or_else(std::sync::PoisonError::into_inner).remember_here(credential, value);
+        self.remember_here(credential, value);
+    }
+
+    fn remember_here(&mut self, credential: &str, value: &str) {
         if self.raw.iter().any(|(c, v)| c == credential && v.as_str() == value) {
             return;
         }
@@ -280,6 +286,15 @@ impl Vault {
             *s = r;
         }
     }
+}
+
+/// Every secret any [`Vault`] of this process has read, with its encodings.
+static PROCESS: std::sync::LazyLock<std::sync::RwLock<Vault>> = std::sync::LazyLock::new(Default::default);
+
+/// The process-wide redactor for text that is not an answer: log lines and journal rows
+/// (issue 8 point 3). Same [`Vault::scrub`]/[`Vault::scrub_bytes`] as answers.
+pub fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
+    PROCESS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where an injected secret goes. Values are zeroed on drop.

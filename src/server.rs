@@ -41,11 +41,13 @@ pub struct Options {
     pub close_on_refusal: bool,
     /// Test aid (`SP_TEST_PANIC=request`): panic when the first frame arrives.
     pub panic_on_first_frame: bool,
+    /// Set by SIGTERM/SIGINT/SIGHUP (`signals.rs`): the loop stops between messages.
+    pub stop: crate::signals::StopFlag,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES, close_on_refusal: false, panic_on_first_frame: false }
+        Options { max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES, close_on_refusal: false, panic_on_first_frame: false, stop: Default::default() }
     }
 }
 
@@ -60,6 +62,8 @@ pub enum Exit {
     Malformed,
     /// A refusal under `--close-on-refusal`.
     Refused,
+    /// SIGTERM, SIGINT or SIGHUP (the number): stopped between messages (issue 8).
+    Signal(i32),
 }
 
 impl Exit {
@@ -68,6 +72,17 @@ impl Exit {
             Exit::Eof | Exit::ClientGone => 0,
             Exit::Malformed => 3,
             Exit::Refused => 4,
+            // As a shell reports a death by that signal: 143, 130, 129.
+            Exit::Signal(n) => u8::try_from(128 + n).unwrap_or(1),
+        }
+    }
+
+    /// The `end` row's `decision`: `eof`, `clientgone`, `malformed`, `refused`,
+    /// `sigterm`, `sigint`, `sighup`.
+    pub fn name(self) -> String {
+        match self {
+            Exit::Signal(n) => crate::signals::name(n),
+            other => format!("{other:?}").to_lowercase(),
         }
     }
 }
@@ -210,7 +225,15 @@ impl<'p, E: Executor> Server<'p, E> {
         let mut frames = FrameReader::new(input, self.options.max_line_bytes);
         let mut first = true;
         loop {
-            let frame = match frames.next_frame() {
+            let next = frames.next_frame();
+            // A stop signal ends the session between messages: whatever the read
+            // returned (a request that came with the signal is not run, a cut line
+            // is no malformed input), nothing more is answered.
+            if let Some(n) = self.options.stop.get() {
+                log::warn!("{}: stopping; no further request is read", crate::signals::name(n).to_uppercase());
+                return Exit::Signal(n);
+            }
+            let frame = match next {
                 None => return Exit::Eof,
                 Some(Ok(frame)) => frame,
                 Some(Err(FrameError::Io(kind))) => {

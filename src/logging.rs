@@ -1,0 +1,107 @@
+//! The stderr logger (issue 8, points 3 and 4): one record is one line, with no secret
+//! and no control character in it, whatever the verbosity and whoever supplied the text.
+//!
+//! Log lines carry server- and agent-supplied text (URL paths, redirect targets, error
+//! messages). So every record, the whole formatted message and not only its arguments:
+//! 1. is scrubbed against every secret read in this process so far
+//!    ([`crate::secret::process_vault`]: each `Vault` registers what it reads there), with
+//!    the same redactor as answers;
+//! 2. has its control characters (C0, DEL, C1), the Unicode line and paragraph separators
+//!    and the bidi overrides and isolates escaped ([`escape`]), so a path holding
+//!    `%0a%1b[2K` cannot forge a line or repaint the terminal.
+//!
+//! Only records from this crate are written: dependencies' debug output can carry URLs
+//! with query strings and header values, which may hold secrets.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use log::{Level, LevelFilter, Log, Metadata, Record};
+
+/// Characters that never reach a log line or `sp audit` output raw: C0 and C1 controls,
+/// DEL, U+2028/U+2029 (line and paragraph separators), the bidi embeddings and overrides
+/// U+202A..U+202E, the bidi isolates U+2066..U+2069, and the marks U+200E/U+200F/U+061C.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// `s` with every [`is_unsafe`] character written as a Rust escape (`\n`, `\u{1b}`,
+/// `\u{202e}`); the backslash itself is left as is.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.chars().map(|c| if is_unsafe(c) { c.escape_default().to_string() } else { c.to_string() }).collect())
+}
+
+/// The text of one log line (without the trailing newline): scrubbed, then escaped.
+pub fn line(level: Level, message: &str) -> String {
+    let mut bytes = message.as_bytes().to_vec();
+    crate::secret::process_vault().scrub_bytes(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    format!("{level} {}", escape(&text))
+}
+
+struct StderrLogger {
+    level: LevelFilter,
+    /// This crate's module prefix: records from other crates are dropped.
+    crate_name: &'static str,
+}
+
+impl Log for StderrLogger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.level() <= self.level && metadata.target().split("::").next() == Some(self.crate_name)
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let mut text = line(record.level(), &record.args().to_string());
+        text.push('\n');
+        // One write per record, so concurrent records do not interleave mid-line.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+
+    fn flush(&self) {
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Installs the logger: `verbosity` 0 = errors, 1 = warnings, 2 = info, 3 = debug,
+/// 4+ = trace; `quiet` = nothing. A second call does nothing.
+pub fn init(verbosity: usize, quiet: bool) {
+    let level = match (quiet, verbosity) {
+        (true, _) => LevelFilter::Off,
+        (_, 0) => LevelFilter::Error,
+        (_, 1) => LevelFilter::Warn,
+        (_, 2) => LevelFilter::Info,
+        (_, 3) => LevelFilter::Debug,
+        _ => LevelFilter::Trace,
+    };
+    let crate_name = module_path!().split("::").next().unwrap_or("sallyport");
+    if log::set_logger(Box::leak(Box::new(StderrLogger { level, crate_name }))).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_leaves_no_control_bidi_or_line_separator() {
+        let forged = "GET /a\n\u{1b}[2KINFO forged\r\u{85}\u{2028}\u{2029}\u{202e}\u{2066}\u{2069}\u{7f}\u{9b}x";
+        let out = escape(forged);
+        assert!(!out.chars().any(is_unsafe), "{out:?}");
+        assert!(out.contains("\\n") && out.contains("\\u{1b}") && out.contains("\\u{202e}"), "{out:?}");
+        assert_eq!(escape("plain/päth"), "plain/päth");
+    }
+
+    #[test]
+    fn a_log_line_is_one_line() {
+        let l = line(Level::Info, "executing GET /x\nWARN forged\u{202e}");
+        assert!(!l.contains('\n') && !l.contains('\u{202e}'), "{l:?}");
+        assert!(l.starts_with("INFO executing GET /x\\nWARN forged"), "{l:?}");
+    }
+}

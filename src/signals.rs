@@ -1,0 +1,101 @@
+//! SIGTERM, SIGINT and SIGHUP in `sp mcp` (issue 8 point 8): stop between messages.
+//!
+//! The default action of these signals kills the process wherever it is, cutting a
+//! large answer mid-line and skipping the journal's `end` row. Instead:
+//! - the handlers (`signal-hook`'s safe registration; the crate forbids `unsafe`) only
+//!   record the signal number and wake a socket pair;
+//! - a message being written is finished (writes retry `EINTR`, see `out.rs`);
+//! - an action already running finishes and its answer is written (an HTTP request is
+//!   bounded by the policy's timeout, an SSH command by its timeout);
+//! - reading stops: [`StoppableStdin`] waits in `poll(2)` for stdin *or* the wake-up, so
+//!   a signal ends even a read that is blocked waiting for the client; a request that
+//!   arrives with or after the signal is not run;
+//! - `sp mcp` writes the journal's `end` row (decision `sigterm`, `sigint` or `sighup`)
+//!   and exits with 128 + the signal number (143, 130, 129), as `sp(1)` documents.
+
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// The signals that end a session cleanly.
+pub const STOP_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+
+/// The signal number that asked the session to stop (0: none yet).
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicUsize>);
+
+impl StopFlag {
+    pub fn get(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            n => i32::try_from(n).ok(),
+        }
+    }
+
+    /// For tests and callers that stop the loop themselves.
+    pub fn set(&self, signal: i32) {
+        self.0.store(usize::try_from(signal).unwrap_or(1), Ordering::SeqCst);
+    }
+}
+
+/// The name a signal has in the journal's `end` row and on stderr.
+pub fn name(signal: i32) -> String {
+    match signal {
+        SIGTERM => "sigterm".into(),
+        SIGINT => "sigint".into(),
+        SIGHUP => "sighup".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Installs the handlers. Returns the flag and stdin wrapped so that a signal ends a
+/// blocked read.
+pub fn install() -> io::Result<(StopFlag, StoppableStdin)> {
+    let flag = StopFlag::default();
+    let (wake, notify) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    notify.set_nonblocking(true)?;
+    for signal in STOP_SIGNALS {
+        // The flag first: when the wake-up is seen, the flag is already set.
+        signal_hook::flag::register_usize(signal, flag.0.clone(), signal as usize)?;
+        signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
+    }
+    Ok((flag.clone(), StoppableStdin { flag, wake }))
+}
+
+/// Stdin that reads as end-of-input once a stop signal has arrived. Reads the descriptor
+/// directly (no buffer of its own, so `poll(2)` sees every pending byte), and waits for
+/// it in `poll(2)`, so an `O_NONBLOCK` stdin works too.
+#[derive(Debug)]
+pub struct StoppableStdin {
+    flag: StopFlag,
+    wake: UnixStream,
+}
+
+impl Read for StoppableStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let stdin = io::stdin();
+        loop {
+            if self.flag.get().is_some() {
+                return Ok(0);
+            }
+            let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if !fds[0].revents().is_empty() && self.flag.get().is_none() {
+                match rustix::io::read(stdin.as_fd(), &mut *buf) {
+                    Ok(n) => return Ok(n),
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+}
