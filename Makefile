@@ -8,7 +8,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean
+.PHONY: all build test lint interop unit demo bench clean static
+
+# Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
+# Paths are remapped so the binary names neither this checkout nor the cargo home, and
+# two builds in different directories are bit-identical (`make repro-check`).
+STATIC_TARGET ?= x86_64-unknown-linux-musl
+CARGO_HOME    ?= $(HOME)/.cargo
+REMAP         := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
+STATIC_FLAGS  := --release --locked --features static
+STATIC_SP      = target/$(STATIC_TARGET)/release/sp
 
 all: build
 
@@ -41,6 +50,12 @@ demo: build
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
+
+# One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
+static:
+	RUSTFLAGS="$(REMAP)" $(CARGO) build $(STATIC_FLAGS) --target $(STATIC_TARGET)
+	@file $(STATIC_SP) 2>/dev/null || true
+	@ls -l $(STATIC_SP)
 
 clean:
 	$(CARGO) clean
