@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static
+.PHONY: all build test lint interop unit demo bench clean static static-check
 
 # Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
 # Paths are remapped so the binary names neither this checkout nor the cargo home, and
@@ -56,6 +56,11 @@ static:
 	RUSTFLAGS="$(REMAP)" $(CARGO) build $(STATIC_FLAGS) --target $(STATIC_TARGET)
 	@file $(STATIC_SP) 2>/dev/null || true
 	@ls -l $(STATIC_SP)
+
+# The static binary in an empty root (chroot, so root only): HTTP and HTTPS to localhost
+# with a policy CA file, then `sp audit verify` (packaging/check-empty-root.py).
+static-check: static
+	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
 
 clean:
 	$(CARGO) clean
