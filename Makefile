@@ -8,7 +8,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check
+.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check
+
+PKGDIR  ?= target/pkg
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | sed -n 1p)
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB      = $(PKGDIR)/sallyport_$(VERSION)-1_$(DEB_ARCH).deb
 
 # Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
 # Paths are remapped so the binary names neither this checkout nor the cargo home, and
@@ -61,6 +66,21 @@ static:
 # with a policy CA file, then `sp audit verify` (packaging/check-empty-root.py).
 static-check: static
 	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
+
+# Debian: a dpkg-deb layout from the glibc build (packaging/deb/build-deb).
+deb: build
+	packaging/deb/build-deb $(SP) $(PKGDIR)
+
+# lintian (errors and warnings fail, overrides in packaging/deb/lintian-overrides), then
+# install, use and purge it: needs root and a machine where that is fine (CI).
+deb-check: deb
+	lintian --fail-on error,warning $(DEB)
+	dpkg -i $(DEB)
+	/usr/bin/sp --version
+	man -w sp
+	packaging/smoke-session /usr/bin/sp
+	dpkg --purge sallyport
+	! command -v sp
 
 clean:
 	$(CARGO) clean
