@@ -8,7 +8,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check
+.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check
+
+# make install: the usual variables. It never runs cargo (so never as root): build first,
+# as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
+# static binary instead.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/sallyport
+INSTALL ?= install
 
 PKGDIR  ?= target/pkg
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | sed -n 1p)
@@ -81,6 +90,33 @@ deb-check: deb
 	packaging/smoke-session /usr/bin/sp
 	dpkg --purge sallyport
 	! command -v sp
+
+install:
+	@test -x $(SP) || { echo "make install: $(SP) is missing; run 'make build' (as yourself, not root) first" >&2; exit 1; }
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 0755 $(SP) $(DESTDIR)$(BINDIR)/sp
+	$(INSTALL) -m 0644 man/sp.1 man/sp-audit.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 man/sp-policy.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 packaging/policy.example.json $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 0755 packaging/sp-approve $(DESTDIR)$(DOCDIR)/examples/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/sp $(DESTDIR)$(MANDIR)/man1/sp.1 $(DESTDIR)$(MANDIR)/man1/sp-audit.1 \
+	      $(DESTDIR)$(MANDIR)/man5/sp-policy.5
+	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(DESTDIR)$(DOCDIR)/CHANGELOG.md \
+	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-approve
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# DESTDIR staging round trip: everything installed, then nothing left but directories.
+install-check:
+	rm -rf $(PKGDIR)/stage
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
+	test -x $(PKGDIR)/stage/usr/bin/sp && test -f $(PKGDIR)/stage/usr/share/man/man5/sp-policy.5
+	$(PKGDIR)/stage/usr/bin/sp --version
+	$(MAKE) --no-print-directory uninstall DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
+	test -z "$$(find $(PKGDIR)/stage ! -type d)"
+	rm -rf $(PKGDIR)/stage
 
 clean:
 	$(CARGO) clean
