@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check
+.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
+        lint-man deny msrv vendor
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
 # as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
@@ -117,6 +118,33 @@ install-check:
 	$(MAKE) --no-print-directory uninstall DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
 	test -z "$$(find $(PKGDIR)/stage ! -type d)"
 	rm -rf $(PKGDIR)/stage
+
+# Man pages: full dates in .TH, no mandoc warnings.
+lint-man:
+	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-policy.5
+
+# Licenses, banned crates and sources (deny.toml); offline, so no advisories.
+CARGO_DENY ?= cargo-deny
+deny:
+	$(CARGO_DENY) --offline check licenses bans sources
+
+# The minimum Rust version that Cargo.toml states (rust-version), checked for real.
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	$(CARGO) +$(MSRV) check --locked --all-targets
+
+# Every dependency's source, for building offline (distro packagers): extract the
+# tarball in the source tree; it carries the .cargo/config.toml that points cargo at it.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+TAR_REPRO = tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner
+vendor:
+	rm -rf $(PKGDIR)/vendor-tree && mkdir -p $(PKGDIR)/vendor-tree/.cargo
+	$(CARGO) vendor --locked --quiet $(PKGDIR)/vendor-tree/vendor >/dev/null
+	printf '[source.crates-io]\nreplace-with = "vendored-sources"\n\n[source.vendored-sources]\ndirectory = "vendor"\n' \
+	    >$(PKGDIR)/vendor-tree/.cargo/config.toml
+	$(TAR_REPRO) -C $(PKGDIR)/vendor-tree -cf - .cargo vendor | gzip -9n >$(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz
+	rm -rf $(PKGDIR)/vendor-tree
+	@ls -l $(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz
 
 clean:
 	$(CARGO) clean
