@@ -100,13 +100,14 @@ install:
 	$(INSTALL) -m 0644 man/sp-policy.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 0644 packaging/policy.example.json $(DESTDIR)$(DOCDIR)/examples/
-	$(INSTALL) -m 0755 packaging/sp-approve $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 0755 packaging/sp-approve packaging/launcher/sp-launch $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/sp $(DESTDIR)$(MANDIR)/man1/sp.1 $(DESTDIR)$(MANDIR)/man1/sp-audit.1 \
 	      $(DESTDIR)$(MANDIR)/man5/sp-policy.5
 	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(DESTDIR)$(DOCDIR)/CHANGELOG.md \
-	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-approve
+	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-approve \
+	      $(DESTDIR)$(DOCDIR)/examples/sp-launch
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # DESTDIR staging round trip: everything installed, then nothing left but directories.
