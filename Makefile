@@ -9,7 +9,7 @@ VENV   ?= .venv
 SP     := target/release/sp
 
 .PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
-        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools
+        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
 # as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
@@ -30,14 +30,20 @@ TOOLS_VENV ?= .venv-tools
 TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
 
 # Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
-# Paths are remapped so the binary names neither this checkout nor the cargo home, and
-# two builds in different directories are bit-identical (`make repro-check`).
-STATIC_TARGET ?= x86_64-unknown-linux-musl
-CARGO_HOME    ?= $(HOME)/.cargo
-REMAP         := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
-STATIC_FLAGS  := --release --locked --features static
-STATIC_SP      = target/$(STATIC_TARGET)/release/sp
-STATIC_SP_AARCH64 = target/aarch64-unknown-linux-musl/release/sp
+# Rust paths are remapped so the binary names neither this checkout nor the cargo home.
+# OpenSSL compiles its build directory into libcrypto (its modules directory, unused
+# with no-module), so static builds go to one fixed target directory whatever the
+# checkout: two builds in different directories are then bit-identical
+# (`make repro-check`). With cargo-auditable installed, the binaries carry their
+# dependency list (`cargo auditable`), as `make dist` requires.
+STATIC_TARGET     ?= x86_64-unknown-linux-musl
+STATIC_TARGET_DIR ?= /tmp/sallyport-build
+CARGO_HOME        ?= $(HOME)/.cargo
+REMAP             := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
+STATIC_FLAGS      := --release --locked --features static --target-dir $(STATIC_TARGET_DIR)
+STATIC_SP          = $(STATIC_TARGET_DIR)/$(STATIC_TARGET)/release/sp
+STATIC_SP_AARCH64  = $(STATIC_TARGET_DIR)/aarch64-unknown-linux-musl/release/sp
+AUDITABLE         := $(shell $(CARGO) auditable --version >/dev/null 2>&1 && echo auditable)
 
 all: build
 
@@ -73,7 +79,7 @@ bench: build
 
 # One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
 static:
-	RUSTFLAGS="$(REMAP)" $(CARGO) build $(STATIC_FLAGS) --target $(STATIC_TARGET)
+	RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) build $(STATIC_FLAGS) --target $(STATIC_TARGET)
 	@file $(STATIC_SP) 2>/dev/null || true
 	@ls -l $(STATIC_SP)
 
@@ -134,7 +140,7 @@ tools: $(TOOLS_VENV)/.stamp
 
 # The same for aarch64, cross-built with zig as C compiler and linker (cargo zigbuild).
 static-aarch64: $(TOOLS_VENV)/.stamp
-	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" cargo zigbuild $(STATIC_FLAGS) --target aarch64-unknown-linux-musl
+	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) zigbuild $(STATIC_FLAGS) --target aarch64-unknown-linux-musl
 	@file $(STATIC_SP_AARCH64) 2>/dev/null || true
 	@ls -l $(STATIC_SP_AARCH64)
 
@@ -210,6 +216,46 @@ oci:
 	$(PODMAN) --storage-driver vfs manifest push --all sallyport:$(VERSION) \
 	    oci-archive:$(CURDIR)/$(PKGDIR)/sallyport-$(VERSION)-oci.tar; \
 	ls -l $(PKGDIR)/sallyport-$(VERSION)-oci.tar
+
+# Release tarballs, one per static target: sallyport-VERSION-ARCH.tar.gz with the binary,
+# man pages, license notices (LICENSE, OpenSSL, libssh2, zlib, THIRD-PARTY.txt for the
+# Rust crates), README and example policy; SHA256SUMS beside them. Needs cargo-auditable.
+# DIST_TARGETS="x86_64 aarch64" adds the zig cross build.
+DIST_TARGETS ?= x86_64
+dist:
+	@[ -n "$(AUDITABLE)" ] || { echo "make dist: needs cargo-auditable (cargo install cargo-auditable --locked)" >&2; exit 1; }
+	rm -rf $(PKGDIR)/dist && mkdir -p $(PKGDIR)/dist
+	set -e; for arch in $(DIST_TARGETS); do \
+	    case $$arch in x86_64) $(MAKE) --no-print-directory static ;; aarch64) $(MAKE) --no-print-directory static-aarch64 ;; \
+	        *) echo "make dist: unknown arch $$arch" >&2; exit 1 ;; esac; \
+	    d=$(PKGDIR)/dist/sallyport-$(VERSION)-$$arch; \
+	    mkdir -p $$d/man $$d/licenses; \
+	    install -m 0755 $(STATIC_TARGET_DIR)/$$arch-unknown-linux-musl/release/sp $$d/sp; \
+	    install -m 0644 man/sp.1 man/sp-audit.1 man/sp-policy.5 $$d/man/; \
+	    install -m 0644 LICENSE packaging/licenses/OpenSSL.txt packaging/licenses/libssh2.txt packaging/licenses/zlib.txt $$d/licenses/; \
+	    $(PYTHON) packaging/third-party-licenses.py $$arch-unknown-linux-musl $$d/licenses/THIRD-PARTY.txt; \
+	    install -m 0644 README.md CHANGELOG.md packaging/policy.example.json $$d/; \
+	    find $$d -exec touch -h -d @$(SOURCE_DATE_EPOCH) {} +; \
+	    $(TAR_REPRO) -C $(PKGDIR)/dist -cf - sallyport-$(VERSION)-$$arch | gzip -9n >$(PKGDIR)/sallyport-$(VERSION)-$$arch.tar.gz; \
+	done
+	cd $(PKGDIR) && sha256sum sallyport-$(VERSION)-*.tar.gz | grep -v -- -vendor >SHA256SUMS && cat SHA256SUMS
+
+# Two static x86_64 builds from copies of HEAD in two different directories (different
+# names and depths), the same flags: the binaries must be bit-identical. The second
+# build shares the fixed target directory, so only sallyport itself is compiled again.
+REPRO_DIR ?= $(CURDIR)/$(PKGDIR)/repro
+repro-check:
+	rm -rf $(REPRO_DIR) && mkdir -p $(REPRO_DIR)/a $(REPRO_DIR)/b/deeper/checkout
+	git archive HEAD | tar -x -C $(REPRO_DIR)/a
+	git archive HEAD | tar -x -C $(REPRO_DIR)/b/deeper/checkout
+	$(MAKE) --no-print-directory -C $(REPRO_DIR)/a static
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.a
+	$(MAKE) --no-print-directory -C $(REPRO_DIR)/b/deeper/checkout static
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.b
+	sha256sum $(REPRO_DIR)/sp.a $(REPRO_DIR)/sp.b
+	cmp $(REPRO_DIR)/sp.a $(REPRO_DIR)/sp.b && echo "repro-check: bit-identical from two directories"
+	! grep -q -a -F '$(REPRO_DIR)' $(REPRO_DIR)/sp.a || { echo "repro-check: the binary names its checkout" >&2; exit 1; }
+	rm -rf $(REPRO_DIR)
 
 clean:
 	$(CARGO) clean
