@@ -240,21 +240,20 @@ dist:
 	done
 	cd $(PKGDIR) && sha256sum sallyport-$(VERSION)-*.tar.gz | grep -v -- -vendor >SHA256SUMS && cat SHA256SUMS
 
-# Two static x86_64 builds from copies of HEAD in two different directories (different
-# names and depths), the same flags: the binaries must be bit-identical. The second
-# build shares the fixed target directory, so only sallyport itself is compiled again.
+# The static x86_64 binary of this checkout (`make static`, as `make dist` builds it)
+# against a second build from a copy of HEAD in another directory (another name and
+# depth), same flags: they must be bit-identical. Commit first: a dirty tree differs.
 REPRO_DIR ?= $(CURDIR)/$(PKGDIR)/repro
-repro-check:
-	rm -rf $(REPRO_DIR) && mkdir -p $(REPRO_DIR)/a $(REPRO_DIR)/b/deeper/checkout
-	git archive HEAD | tar -x -C $(REPRO_DIR)/a
-	git archive HEAD | tar -x -C $(REPRO_DIR)/b/deeper/checkout
-	$(MAKE) --no-print-directory -C $(REPRO_DIR)/a static
-	cp $(STATIC_SP) $(REPRO_DIR)/sp.a
-	$(MAKE) --no-print-directory -C $(REPRO_DIR)/b/deeper/checkout static
-	cp $(STATIC_SP) $(REPRO_DIR)/sp.b
-	sha256sum $(REPRO_DIR)/sp.a $(REPRO_DIR)/sp.b
-	cmp $(REPRO_DIR)/sp.a $(REPRO_DIR)/sp.b && echo "repro-check: bit-identical from two directories"
-	! grep -q -a -F '$(REPRO_DIR)' $(REPRO_DIR)/sp.a || { echo "repro-check: the binary names its checkout" >&2; exit 1; }
+repro-check: static
+	@git diff --quiet HEAD -- || echo "repro-check: warning: uncommitted changes; the copy is HEAD" >&2
+	rm -rf $(REPRO_DIR) && mkdir -p $(REPRO_DIR)/elsewhere/deeper/checkout
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.here
+	git archive HEAD | tar -x -C $(REPRO_DIR)/elsewhere/deeper/checkout
+	$(MAKE) --no-print-directory -C $(REPRO_DIR)/elsewhere/deeper/checkout static
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.elsewhere
+	sha256sum $(REPRO_DIR)/sp.here $(REPRO_DIR)/sp.elsewhere
+	cmp $(REPRO_DIR)/sp.here $(REPRO_DIR)/sp.elsewhere && echo "repro-check: bit-identical from two directories"
+	! grep -q -a -F '$(CURDIR)' $(REPRO_DIR)/sp.here || { echo "repro-check: the binary names its checkout" >&2; exit 1; }
 	rm -rf $(REPRO_DIR)
 
 clean:
