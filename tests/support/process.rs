@@ -139,8 +139,8 @@ impl Launch {
             c.env("PATH", path);
         }
         // Issue 11: `sp mcp` refuses to serve without a journal location. Unless the test
-        // chooses (HOME or XDG_STATE_HOME; "" means unset), journals go to one directory
-        // per test binary, shared by its sessions as concurrent clients share one.
+        // chooses (HOME or XDG_STATE_HOME; "" means unset), the journal is one file under
+        // target/tmp, shared by every session of the suite as concurrent clients share one.
         if !self.env.iter().any(|(k, _)| k == "HOME" || k == "XDG_STATE_HOME") {
             c.env("XDG_STATE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/state"));
         }
