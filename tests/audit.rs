@@ -591,11 +591,11 @@ fn default_location_and_no_location() {
     let state = home.join("state");
     f.launch().env("HOME", &home.join("")).env("XDG_STATE_HOME", &state).run(&input).assert_exit(0);
     assert_whole(&home.path.join("state/sallyport/audit.jsonl"));
-    // Neither: served, with one warning (none under -q)
-    let run = f.launch().run(&input);
-    run.assert_exit(0);
-    assert_eq!(run.stderr.lines().filter(|l| l.contains("no audit journal")).count(), 1, "{}", run.context());
-    assert_eq!(f.launch().run(&input).protocol().len(), 2);
+    // Neither: refused (issue 11; tests/journal_location.rs has the details)
+    let run = f.launch().env("XDG_STATE_HOME", "").run(&input);
+    run.assert_exit(1);
+    assert!(run.stderr.contains("no audit journal location"), "{}", run.context());
+    assert!(run.stdout.is_empty(), "{}", run.context());
     // "path": null: off, quietly
     policy["audit"] = json!({"path": null});
     std::fs::write(&f.policy, policy.to_string()).unwrap();

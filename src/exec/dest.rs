@@ -55,6 +55,11 @@
 //! protect (and `198.18.0.0/15` is what "fake-IP" DNS proxies hand out for public names).
 //! The tests use the documentation ranges as public answers that must never be dialed.
 //!
+//! `localhost` and names under `.localhost` never reach a resolver: they are the loopback
+//! addresses `127.0.0.1` and `::1` (RFC 6761 section 6.3, [`localhost_addrs`]), here and
+//! for SSH host addresses, so a static `sp` in an empty root (no `/etc/hosts`) reaches
+//! them. They are loopback, so only a rule that names the host exactly reaches them.
+//!
 //! A lookup's ports are ignored: the addresses are used with the URL's port, which is the
 //! one the policy matched.
 
@@ -80,6 +85,25 @@ where
 {
     fn lookup(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
         self(host, port)
+    }
+}
+
+/// RFC 6761 section 6.3: `localhost` and every name under `.localhost` are the loopback
+/// addresses, answered here without asking any resolver (issue 11: in an empty root with
+/// no `/etc/hosts`, `getaddrinfo("localhost")` waits for DNS and fails). Case-insensitive,
+/// with or without the trailing dot. IPv4 first: hosts without IPv6 try it first.
+pub fn localhost_addrs(host: &str) -> Option<[IpAddr; 2]> {
+    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let special = name == "localhost" || (name.ends_with(".localhost") && !name.starts_with('.') && !name.contains(".."));
+    special.then_some([IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)])
+}
+
+/// Every lookup goes through here: the RFC 6761 names first ([`localhost_addrs`]), then
+/// `lookup`. Used for HTTP destinations ([`resolve_and_check`]) and SSH host addresses.
+pub fn lookup_host(lookup: &dyn Lookup, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    match localhost_addrs(host) {
+        Some(ips) => Ok(ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect()),
+        None => lookup.lookup(host, port),
     }
 }
 
@@ -378,7 +402,10 @@ pub fn resolve_and_check(
         None => return Err(DestError::Failed("the URL has no host".into())),
         Some(url::Host::Ipv4(a)) => (true, vec![IpAddr::V4(a)]),
         Some(url::Host::Ipv6(a)) => (true, vec![IpAddr::V6(a)]),
-        Some(url::Host::Domain(name)) => (false, lookup_within(lookup, name, port, timeout)?),
+        Some(url::Host::Domain(name)) => match localhost_addrs(name) {
+            Some(loopback) => (false, loopback.to_vec()),
+            None => (false, lookup_within(lookup, name, port, timeout)?),
+        },
     };
     let mut unique: Vec<IpAddr> = Vec::with_capacity(ips.len());
     for ip in ips {

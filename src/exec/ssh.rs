@@ -77,7 +77,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -367,10 +367,9 @@ impl SshExecutor {
 
 fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     let target = a.target(false);
-    let addrs: Vec<_> = (a.address.as_str(), a.port)
-        .to_socket_addrs()
-        .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?
-        .collect();
+    // `localhost` and `*.localhost` never reach the resolver (RFC 6761, dest.rs).
+    let addrs = super::dest::lookup_host(&super::dest::SystemLookup, &a.address, a.port)
+        .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?;
     let mut last = String::from("no address");
     for addr in &addrs {
         match TcpStream::connect_timeout(addr, a.connect_timeout) {

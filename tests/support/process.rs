@@ -138,6 +138,12 @@ impl Launch {
         if let Some(path) = std::env::var_os("PATH") {
             c.env("PATH", path);
         }
+        // Issue 11: `sp mcp` refuses to serve without a journal location. Unless the test
+        // chooses (HOME or XDG_STATE_HOME; "" means unset), the journal is one file under
+        // target/tmp, shared by every session of the suite as concurrent clients share one.
+        if !self.env.iter().any(|(k, _)| k == "HOME" || k == "XDG_STATE_HOME") {
+            c.env("XDG_STATE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/state"));
+        }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c.args(&self.args);
         c
