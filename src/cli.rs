@@ -219,6 +219,7 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         max_line_bytes: args.max_line_bytes,
         close_on_refusal: args.close_on_refusal,
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
+        cancel_on_eof: true,
     };
     let mut executors = Executors::new();
     executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
@@ -244,7 +245,8 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal);
-    let exit = server.serve(std::io::stdin().lock(), &mut out);
+    // Issue #10: stdin is read on its own thread (`control.rs`), so it is the unlocked handle.
+    let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, std::io::stdin()), &mut out);
     let end = crate::audit::Row::new("end").set("decision", format!("{exit:?}").to_lowercase()).set("reason", server.stats.summary());
     server.journal.record(end);
     if !args.quiet {

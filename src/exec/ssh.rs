@@ -131,6 +131,9 @@ pub enum SshError {
     /// The command outlived its timeout: what it printed until then.
     Timeout { message: String, partial: Box<SshOutcome> },
     Upstream(String),
+    /// The client cancelled the call (issue #10): the command was signalled, its channel
+    /// and the connection closed.
+    Cancelled,
 }
 
 impl SshError {
@@ -142,6 +145,7 @@ impl SshError {
             SshError::Secret(_) | SshError::Unavailable(_) => "SP_UNAVAILABLE",
             SshError::Timeout { .. } => "SP_TIMEOUT",
             SshError::Upstream(_) => "SP_UPSTREAM",
+            SshError::Cancelled => super::SP_CANCELLED,
         }
     }
 
@@ -166,6 +170,7 @@ impl std::fmt::Display for SshError {
             SshError::Secret(e) => e.fmt(f),
             SshError::Timeout { message, .. } => f.write_str(message),
             SshError::HostKey(m) | SshError::Auth(m) | SshError::Unavailable(m) | SshError::Upstream(m) => f.write_str(m),
+            SshError::Cancelled => f.write_str("cancelled by the client"),
         }
     }
 }
@@ -473,8 +478,9 @@ fn wait(conn: &Conn, until: Instant) {
     if matches!(conn.session.block_directions(), ssh2::BlockDirections::Outbound | ssh2::BlockDirections::Both) {
         flags |= PollFlags::OUT;
     }
-    // Wake at least once a second: keepalives and the deadline are checked by the caller.
-    let left = until.saturating_duration_since(Instant::now()).min(Duration::from_secs(1));
+    // Wake at least every 50 ms: keepalives, the deadline and a cancel (issue #10) are
+    // checked by the caller.
+    let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
     let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
     let mut fds = [PollFd::new(&conn.socket, flags)];
     let _ = poll(&mut fds, Some(&ts));
@@ -483,6 +489,7 @@ fn wait(conn: &Conn, until: Instant) {
 enum Step {
     Done,
     TimedOut,
+    Cancelled,
 }
 
 /// Runs the command on an open channel. Returns the result and whether the connection
@@ -541,6 +548,10 @@ fn execute(
             );
             (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
         }
+        Ok(Step::Cancelled) => {
+            abort_remote(s, &mut channel);
+            (Err(SshError::Cancelled), false)
+        }
         Err(why) => {
             s.set_blocking(true);
             (
@@ -549,6 +560,19 @@ fn execute(
             )
         }
     }
+}
+
+/// Ends the remote command of a cancelled call (issue #10): a `signal` channel request
+/// (RFC 4254 6.9; OpenSSH delivers it to the command's process group) with KILL, then
+/// the channel is closed; the caller drops the connection. Best effort, bounded by one
+/// second: a server that ignores signals keeps a command that does not read its input.
+fn abort_remote(s: &Session, channel: &mut Channel) {
+    s.set_blocking(true);
+    s.set_timeout(1000);
+    if let Err(e) = channel.process_startup("signal", Some("KILL")) {
+        log::info!("ssh: the server did not take the KILL signal request: {}", e.message());
+    }
+    let _ = channel.close();
 }
 
 /// Feeds stdin, drains output, waits for the remote end to close.
@@ -592,6 +616,9 @@ fn pump(
         if !a.keepalive.is_zero() {
             let _ = s.keepalive_send();
         }
+        if report.cancelled() {
+            return Ok(Step::Cancelled);
+        }
         if Instant::now() >= deadline {
             return Ok(Step::TimedOut);
         }
@@ -607,6 +634,9 @@ fn pump(
             Err(e) => return Err(e.message().to_owned()),
         }
         drain(channel, c)?;
+        if report.cancelled() {
+            return Ok(Step::Cancelled);
+        }
         if Instant::now() >= deadline {
             return Ok(Step::TimedOut);
         }
