@@ -1,4 +1,6 @@
-//! The `sp mcp` loop: one line in, at most one message out, single-threaded, blocking.
+//! The `sp mcp` loop: one line in, at most one message out, one action at a time,
+//! blocking. stdin is read on a thread of its own and, while an action runs, a control
+//! thread answers pings and watches for a cancel (`control.rs`, issue #10).
 //!
 //! ```text
 //!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out

@@ -16,9 +16,14 @@
 //!   `cancelled`, later calls still work on a fresh connection pool (held);
 //! - cancel during the approval wait: the approver's process group is killed, nothing
 //!   runs, no answer (held);
-//! - cancel a running `sleep 30; touch F` over ssh with a progressToken: no progress after
-//!   the cancel was seen, the remote processes are gone, F never appears (held with an
-//!   OpenSSH sshd, which delivers the `signal` request to the command's process group);
+//! - cancel a running `sleep N; touch F` over ssh with a progressToken: the connection
+//!   is closed at once, no answer and no progress once the call's result row is written
+//!   (held); the remote processes gone and F never created: NOT held (libssh2 refuses a
+//!   `signal` request on a started channel; the test is ignored until the ssh work's
+//!   `abort_remote` lands);
+//! - cancel during an SSH handshake with a server that never speaks: the socket is shut
+//!   down at once instead of waiting out `connect_timeout_s` (held);
+//! - close stdin during an `ssh.exec`: exit at once, result row cancelled (held);
 //! - close stdin during a call: exit well within the limit, end row written (held);
 //! - a second tools/call during a running one: answered after the first, in order; a
 //!   cancel for a queued call: it never runs, a rejection row says cancelled (held);
@@ -434,11 +439,14 @@ fn ping_during_ssh_and_a_cancel_closes_the_channel_and_sends_nothing_more() {
     let first = s.read();
     assert_eq!(first["params"]["progressToken"], "tok-1", "{first}");
     control_answers_are_prompt(&mut s, "during ssh.exec", 10);
-    let closes = sshd.count("session_close_by_channel");
+    // The channel and the connection are closed: sshd logs the disconnect (or, when
+    // the socket was shut down first, the closed connection).
+    let gone = || sshd.count("Connection closed by") + sshd.count("Received disconnect from");
+    let before = gone();
     let started = Instant::now();
     s.send(&cancelled(1));
-    assert!(sshd.wait_count("session_close_by_channel", closes + 1) > closes, "sshd did not see the channel closed");
-    eprintln!("ssh cancel: sshd saw the channel closed {} ms after the cancel was written", started.elapsed().as_millis());
+    wait_until(Duration::from_secs(5), "sshd sees the connection closed", || gone() > before);
+    eprintln!("ssh cancel: sshd saw the connection closed {} ms after the cancel was written", started.elapsed().as_millis());
     // Whatever was in flight before the cancel was read may still arrive. Once the
     // journal has the call's result row the executor has returned: after that, nothing.
     wait_until(Duration::from_secs(5), "the result row", || std::fs::read_to_string(&journal).unwrap().contains("\"kind\":\"result\""));
@@ -478,4 +486,90 @@ fn a_cancelled_ssh_command_does_not_outlive_the_cancel() {
     s.finish().assert_exit(0);
     assert!(gone < Duration::from_secs(3), "{gone:?}");
     assert!(!flag.exists(), "the cancelled command ran to its end");
+}
+
+#[test]
+fn stdin_eof_during_ssh_exec_cancels_it_and_exits_promptly() {
+    if !sshd::available() {
+        return;
+    }
+    let sshd = Sshd::start();
+    let dir = TempDir::new("deaf-ssh-eof");
+    let (policy, journal) = ssh_policy(&sshd, &dir);
+    let (marker, flag) = (sleep_marker(4), dir.path.join("touched"));
+    let s = ssh_sleeping(&sshd, &policy, &marker, &flag);
+    let started = Instant::now();
+    let run = s.finish();
+    let took = started.elapsed();
+    eprintln!("stdin EOF during ssh.exec: sp exited {} ms after stdin was closed", took.as_millis());
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    run.assert_exit(0);
+    nothing_for(&run.protocol(), 1, Some("tok-1"));
+    let all = rows(&journal);
+    assert_eq!(last_of(&all, "result")["decision"], "cancelled", "{all:#?}");
+    assert_eq!(all.last().unwrap()["kind"], "end", "{all:#?}");
+    assert_verifies(&journal);
+}
+
+/// A TCP server that accepts and never speaks: an SSH handshake with it blocks until
+/// `ssh.connect_timeout_s`. Reports each accept and each close by the client.
+fn silent_server() -> (u16, Receiver<&'static str>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send("accepted");
+                let mut buf = [0u8; 4096];
+                // The client's banner may arrive; then only its close.
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let _ = tx.send("closed");
+            });
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn cancelling_during_an_ssh_handshake_returns_at_once() {
+    let (port, events) = silent_server();
+    let dir = TempDir::new("deaf-ssh-handshake");
+    let journal = dir.path.join("audit.jsonl");
+    let known = dir.file("known_hosts", b"", 0o600);
+    let key = dir.file("key", b"not a key: the handshake never gets that far\n", 0o600);
+    let policy = json!({
+        "ssh": {
+            "known_hosts": known.display().to_string(),
+            "connect_timeout_s": 60,
+            "hosts": {"mute": {"address": "127.0.0.1", "port": port, "user": "nobody", "auth": {"key_file": key.display().to_string()}}}
+        },
+        "audit": {"path": journal.display().to_string()}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
+    s.ready(VERSION);
+    s.send(&tool_call(1, "ssh.exec", json!({"host": "mute", "command": "true"})));
+    assert_eq!(events.recv_timeout(Duration::from_secs(10)), Ok("accepted"));
+    control_answers_are_prompt(&mut s, "during an ssh handshake", 10);
+    let started = Instant::now();
+    s.send(&cancelled(1));
+    assert_eq!(events.recv_timeout(Duration::from_secs(5)), Ok("closed"), "the handshake was not interrupted");
+    eprintln!("ssh handshake cancel: the connection was closed {} ms after the cancel", started.elapsed().as_millis());
+    wait_until(Duration::from_secs(5), "the result row", || std::fs::read_to_string(&journal).unwrap().contains("\"kind\":\"result\""));
+    let (_, after) = timed(&mut s, &ping(2));
+    nothing_for(&after, 1, None);
+    let run = s.finish();
+    run.assert_exit(0);
+    nothing_for(&run.protocol(), 1, None);
+    let all = rows(&journal);
+    let result = last_of(&all, "result");
+    assert_eq!((result["decision"].as_str(), result["code"].as_str()), (Some("cancelled"), Some("SP_CANCELLED")), "{all:#?}");
+    assert_verifies(&journal);
 }

@@ -21,6 +21,10 @@
 //!   checked addresses: when the answer changes, the pool is dropped, so a connection
 //!   opened under an earlier answer is never reused for a later one.
 //!
+//! - a cancelled call (issue #10) shuts down every connection of the agent at once
+//!   (ureq `Agent::shutdown`): a blocked read or write returns; the pool is replaced.
+//!   A name lookup or a TCP connect in progress is not interrupted (policy timeout).
+//!
 //! The credential is read here, at the moment of use, and injected as the policy says.
 
 use std::collections::HashMap;

@@ -131,6 +131,11 @@ impl<'a> Progress<'a> {
         self.cancel.is_cancelled()
     }
 
+    /// The running call's cancel, to register an interrupting hook on.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
+    }
+
     /// A handle that reports nothing.
     pub fn none() -> Progress<'static> {
         Progress { cancel: Cancel::new(), token: None, sink: None, started: Instant::now(), last: None, sent: 0 }

@@ -241,7 +241,8 @@ impl SshExecutor {
         let channel = match channel {
             Some(ch) => ch,
             None => {
-                let conn = connect(a, vault)?;
+                let cancel = progress.cancel();
+                let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled } else { e })?;
                 self.connects += 1;
                 let ch = open_channel(&conn, a)
                     .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
@@ -251,6 +252,11 @@ impl SshExecutor {
         };
         let conn = &self.sessions[&a.host];
         let (result, keep) = execute(conn, channel, a, started, progress);
+        // A cancel may surface as a failed read on the shut-down socket first.
+        let (result, keep) = match result {
+            Err(_) if progress.cancelled() => (Err(SshError::Cancelled), false),
+            r => (r, keep),
+        };
         if !keep {
             log::info!("ssh {}: closing the connection", a.host);
             self.sessions.remove(&a.host);
@@ -285,13 +291,20 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     Err(SshError::Unavailable(format!("{target}: cannot connect ({last})")))
 }
 
-fn connect(a: &SshAction, vault: &mut Vault) -> Result<Conn, SshError> {
+fn connect(a: &SshAction, vault: &mut Vault, cancel: &super::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
     let stream = resolve_and_connect(a)?;
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
     let socket = stream.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
+    // Issue #10: a cancel during the handshake or login shuts the socket down, so
+    // libssh2's blocking calls return at once.
+    if let Ok(s) = socket.try_clone() {
+        cancel.on_cancel(move || {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+    }
     let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
     session.set_tcp_stream(stream);
     session.set_blocking(true);
