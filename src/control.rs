@@ -167,10 +167,21 @@ impl Input {
         work: impl FnOnce(&Sender<Event>) -> T,
     ) -> (T, Session) {
         let notes = self.tx.clone();
+        let fallback = session.clone();
         let (rx, queue, inflight, cancel_on_eof) = (&mut self.rx, &mut self.queue, &*self.inflight, self.cancel_on_eof);
         let (result, (session, eof, gone, requested)) = std::thread::scope(|s| {
             let call = Running { id: running, cancel, cancel_on_eof };
-            let control = s.spawn(move || control(session, out, rx, queue, inflight, call));
+            let spawned = std::thread::Builder::new()
+                .name("sp-control".into())
+                .spawn_scoped(s, move || control(session, out, rx, queue, inflight, call));
+            let control = match spawned {
+                Ok(c) => c,
+                Err(e) => {
+                    // Deaf for this call (as before issue #10) rather than not at all.
+                    log::error!("cannot start the control thread ({e}); this call runs without it");
+                    return (work(&notes), (fallback, false, false, false));
+                }
+            };
             // `Done` even if `work` panics, so the control thread ends and the scope joins.
             struct DoneOnDrop<'a>(&'a Sender<Event>);
             impl Drop for DoneOnDrop<'_> {
@@ -322,5 +333,77 @@ fn cancel_queued(queue: &mut VecDeque<Event>, target: &Value) {
             *event = Event::CancelledQueued { frame, bytes };
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_cancel_runs_each_hook_once_and_late_hooks_at_once() {
+        let cancel = Cancel::new();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        cancel.on_cancel(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!((cancel.is_cancelled(), runs.load(Ordering::SeqCst)), (false, 0));
+        cancel.clone().cancel();
+        cancel.cancel();
+        assert_eq!((cancel.is_cancelled(), runs.load(Ordering::SeqCst)), (true, 1));
+        let r = runs.clone();
+        cancel.on_cancel(move || {
+            r.fetch_add(10, Ordering::SeqCst);
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 11);
+    }
+
+    fn frame(text: &str) -> Frame {
+        Frame { text: text.into(), raw_len: text.len() }
+    }
+
+    #[test]
+    fn only_control_messages_are_answered_during_a_call() {
+        let mut session = Session::Ready { version: "2025-06-18" };
+        let running = Id::Int(7);
+        let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running) {
+            Control::Answer(v) => Some(v),
+            _ => None,
+        };
+        let pong = answer(&mut session, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#).unwrap();
+        assert_eq!((pong["id"].as_str(), pong["result"].is_object()), (Some("p"), true), "{pong}");
+        let list = answer(&mut session, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
+        assert!(list["result"]["tools"].is_array(), "{list}");
+        for queued in [
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sp.inventory","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"nope"}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
+            "not json",
+        ] {
+            assert!(matches!(classify(&mut session, &frame(queued), &running), Control::Queue), "{queued}");
+        }
+        let cancel = |id: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#);
+        assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running), Control::CancelRunning));
+        assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running), Control::CancelQueued(_)));
+        // Before the handshake a ping is refused: queued, answered in turn.
+        let mut fresh = Session::AwaitingInit;
+        let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running);
+        assert!(matches!(pinged, Control::Queue | Control::Answer(_)));
+    }
+
+    #[test]
+    fn a_cancelled_queued_call_is_marked_and_nothing_else() {
+        let call = |id: i64| {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp.inventory","arguments":{{}}}}}}"#);
+            Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: text.len() + 1 }
+        };
+        let mut queue: VecDeque<Event> = [call(1), call(2)].into_iter().collect();
+        cancel_queued(&mut queue, &json!(9));
+        cancel_queued(&mut queue, &json!(2));
+        assert!(matches!(queue[0], Event::Frame { .. }));
+        assert!(matches!(&queue[1], Event::CancelledQueued { frame, bytes } if frame.text.contains("\"id\":2") && *bytes > 0));
     }
 }

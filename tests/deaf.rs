@@ -315,8 +315,8 @@ fn a_second_call_waits_for_the_first_and_answers_come_in_order() {
     let (policy, journal) = http_policy(&dir, server.port, json!({}));
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/slow/1000", server.base()))));
-    server.wait_for(&Seen::Request("/slow/1000".into()), Duration::from_secs(10));
+    s.send(&tool_call(1, "http.request", get(format!("{}/slow/2000", server.base()))));
+    server.wait_for(&Seen::Request("/slow/2000".into()), Duration::from_secs(10));
     s.send(&tool_call(2, "http.request", get(format!("{}/second", server.base()))));
     s.send(&tool_call(3, "http.request", get(format!("{}/third", server.base()))));
     // 3 waits in the queue; cancelling it means it never runs.
@@ -327,7 +327,7 @@ fn a_second_call_waits_for_the_first_and_answers_come_in_order() {
     let first = s.read();
     let second = s.read();
     assert_eq!((first["id"].as_i64(), second["id"].as_i64()), (Some(1), Some(2)), "{first}\n{second}");
-    assert_eq!(first["result"]["structuredContent"]["json"]["path"], "/slow/1000");
+    assert_eq!(first["result"]["structuredContent"]["json"]["path"], "/slow/2000");
     assert_eq!(second["result"]["structuredContent"]["json"]["path"], "/second");
     let run = s.finish();
     run.assert_exit(0);
@@ -337,7 +337,7 @@ fn a_second_call_waits_for_the_first_and_answers_come_in_order() {
     while let Ok(e) = server.events.recv_timeout(Duration::from_millis(200)) {
         seen.push(e);
     }
-    assert_eq!(seen, [Seen::Answered("/slow/1000".into()), Seen::Request("/second".into()), Seen::Answered("/second".into())]);
+    assert_eq!(seen, [Seen::Answered("/slow/2000".into()), Seen::Request("/second".into()), Seen::Answered("/second".into())]);
     let all = rows(&journal);
     let reject = last_of(&all, "reject");
     assert_eq!((reject["decision"].as_str(), reject["code"].as_str()), (Some("cancelled"), Some("SP_CANCELLED")), "{all:#?}");
