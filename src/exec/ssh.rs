@@ -227,6 +227,9 @@ impl SshExecutor {
         progress: &mut super::Progress<'_>,
     ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
+        if progress.cancelled() {
+            return Err(SshError::Cancelled);
+        }
         let started = Instant::now();
         let mut channel = None;
         if let Some(conn) = self.sessions.get(&a.host) {
