@@ -64,18 +64,22 @@ pub enum Event {
     Done,
 }
 
-/// Frames in flight (read, not yet handled), in bytes.
+/// Frames in flight (read, not yet handled), in bytes: (bytes, closed, readers waiting).
 #[derive(Default)]
 struct Inflight {
-    state: Mutex<(usize, bool)>,
+    state: Mutex<(usize, bool, usize)>,
     cv: Condvar,
 }
 
 impl Inflight {
+    /// Takes room for a frame of `n` bytes, waiting while the queue is full; `false`
+    /// once the loop has ended.
     fn acquire(&self, n: usize) -> bool {
         let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while g.0 > 0 && g.0 + n > QUEUE_BYTES && !g.1 {
+            g.2 += 1;
             g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            g.2 -= 1;
         }
         g.0 += n;
         !g.1
@@ -340,6 +344,29 @@ fn cancel_queued(queue: &mut VecDeque<Event>, target: &Value) {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn the_reader_stops_when_the_queue_is_full_and_resumes_when_it_drains() {
+        let inflight = Arc::new(Inflight::default());
+        assert!(inflight.acquire(QUEUE_BYTES - 10));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = inflight.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.acquire(100));
+        });
+        // Evidence that the reader waits: it is counted as waiting.
+        while inflight.state.lock().unwrap().2 == 0 {
+            std::thread::yield_now();
+        }
+        assert!(rx.try_recv().is_err());
+        inflight.release(QUEUE_BYTES - 10);
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(true));
+        // One frame larger than the whole budget still passes when nothing else waits.
+        let big = Inflight::default();
+        assert!(big.acquire(QUEUE_BYTES * 2));
+        big.close();
+        assert!(!big.acquire(1), "after the loop ended the reader gives up");
+    }
 
     #[test]
     fn a_cancel_runs_each_hook_once_and_late_hooks_at_once() {
