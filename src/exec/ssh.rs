@@ -578,16 +578,14 @@ fn execute(
     }
 }
 
-/// Ends the remote command of a cancelled call (issue #10): a `signal` channel request
-/// (RFC 4254 6.9; OpenSSH delivers it to the command's process group) with KILL, then
-/// the channel is closed; the caller drops the connection. Best effort, bounded by one
-/// second: a server that ignores signals keeps a command that does not read its input.
+/// Ends the remote side of a cancelled call (issue #10): the channel is closed and the
+/// caller drops the connection, as on a timeout. The command is not signalled: libssh2
+/// refuses a `signal` request on a channel whose command has started ("Channel can not
+/// be reused") and the crate forbids the unsafe call to `libssh2_channel_signal_ex`.
+/// (The place for the ssh work's `abort_remote`.)
 fn abort_remote(s: &Session, channel: &mut Channel) {
     s.set_blocking(true);
     s.set_timeout(1000);
-    if let Err(e) = channel.process_startup("signal", Some("KILL")) {
-        log::info!("ssh: the server did not take the KILL signal request: {}", e.message());
-    }
     let _ = channel.close();
 }
 
