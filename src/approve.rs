@@ -203,7 +203,9 @@ pub enum Gate {
 
 /// Asks for approval when the action needs it and journals the answer. A journal that
 /// cannot take the approval row refuses the action (`SP_UNAVAILABLE`).
-pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action) -> Gate {
+/// A cancel (issue #10) kills the approver's process group; the call is then refused
+/// with `SP_CANCELLED` and never answered.
+pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::exec::Cancel) -> Gate {
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
     let subject = match action {
@@ -233,7 +235,7 @@ pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Acti
                 })
                 .collect();
             log::info!("asking the approver about {} ({subject})", ctx.target.as_deref().unwrap_or("an action"));
-            (ask(argv, p.timeout, &description, &env, &hidden), "approved")
+            (ask_cancellable(argv, p.timeout, &description, &env, &hidden, cancel), "approved")
         }
         _ => (
             Answer { decision: "observed", exit: None, why: "approval would be asked (mode observe): not asked".into(), duration_ms: 0 },
@@ -253,6 +255,7 @@ pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Acti
     }
     match answer.decision {
         "approved" | "observed" => Gate::Run { intent },
+        "cancelled" => Gate::Refuse { reason: "cancelled", code: crate::exec::SP_CANCELLED, message: "cancelled by the client while the approver was asked".into() },
         _ => Gate::Refuse { reason: "not_approved", code: "SP_NOT_APPROVED", message: format!("the operator's approver did not approve this call: {}", answer.why) },
     }
 }
@@ -317,6 +320,12 @@ pub struct Answer {
 
 /// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
 pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
+    ask_cancellable(argv, timeout, description, env, hidden_env, &crate::exec::Cancel::new())
+}
+
+/// [`ask`], and when `cancel` fires the approver's process group is killed at once
+/// (decision `cancelled`).
+pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     let started = Instant::now();
     let answer = |decision, exit, why: String| Answer { decision, exit, why, duration_ms: started.elapsed().as_millis() as u64 };
@@ -382,6 +391,12 @@ pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str
                     (None, Some(sig)) => answer("failed", None, format!("the approver was killed by signal {sig}")),
                     (None, None) => answer("failed", None, "the approver ended without a status".into()),
                 };
+            }
+            Ok(None) if cancel.is_cancelled() => {
+                kill_group();
+                let _ = child.kill();
+                let _ = child.wait();
+                return answer("cancelled", None, "the client cancelled the call; the approver was killed".into());
             }
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {

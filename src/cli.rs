@@ -234,6 +234,7 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         close_on_refusal: args.close_on_refusal,
         panic_on_first_frame: std::env::var_os("SP_TEST_PANIC").is_some_and(|v| v == "request"),
         stop: stop.clone(),
+        cancel_on_eof: true,
     };
     let mut executors = Executors::new();
     executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
@@ -259,6 +260,8 @@ fn mcp(stdout: StdoutHandle, args: &Args) -> ExitCode {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal);
+    // Issue #10: stdin is read on its own thread (`control.rs`); a stop signal makes it
+    // read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
     let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
     server.journal.record(end);

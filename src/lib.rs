@@ -19,6 +19,7 @@ pub mod audit;
 pub mod audit_cli;
 pub mod authorize;
 pub mod cli;
+pub mod control;
 pub mod exec;
 pub mod fields;
 pub mod frame;

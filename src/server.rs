@@ -1,4 +1,6 @@
-//! The `sp mcp` loop: one line in, at most one message out, single-threaded, blocking.
+//! The `sp mcp` loop: one line in, at most one message out, one action at a time,
+//! blocking. stdin is read on a thread of its own and, while an action runs, a control
+//! thread answers pings and watches for a cancel (`control.rs`, issue #10).
 //!
 //! ```text
 //!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out
@@ -24,8 +26,9 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
-use crate::exec::{ExecError, Executor, HttpOutcome, Progress};
-use crate::frame::{FrameError, FrameReader};
+use crate::control::{raw_of, Event, Input};
+use crate::exec::{Cancel, ExecError, Executor, HttpOutcome, Progress};
+use crate::frame::FrameError;
 use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
 use crate::out::ProtocolWriter;
@@ -43,11 +46,21 @@ pub struct Options {
     pub panic_on_first_frame: bool,
     /// Set by SIGTERM/SIGINT/SIGHUP (`signals.rs`): the loop stops between messages.
     pub stop: crate::signals::StopFlag,
+    /// Issue #10: stdin EOF while a call runs cancels it and ends the loop (MCP stdio:
+    /// closing stdin is the shutdown). `false` (in-process tests that hand the whole
+    /// input at once): EOF waits behind the frames before it, every call runs.
+    pub cancel_on_eof: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES, close_on_refusal: false, panic_on_first_frame: false, stop: Default::default() }
+        Options {
+            max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES,
+            close_on_refusal: false,
+            panic_on_first_frame: false,
+            stop: Default::default(),
+            cancel_on_eof: true,
+        }
     }
 }
 
@@ -220,32 +233,55 @@ impl<'p, E: Executor> Server<'p, E> {
         &self.session
     }
 
-    /// Serves until end of input, a closed client, or a reason to close.
-    pub fn serve<R: BufRead, W: Write>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
-        let mut frames = FrameReader::new(input, self.options.max_line_bytes);
+    /// Serves until end of input, a closed client, or a reason to close. `input` is read
+    /// on a thread of its own (`control.rs`): the loop answers control messages and
+    /// notices a cancel or EOF while a call runs.
+    pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
+        let mut io = Input::start(input, self.options.max_line_bytes, self.options.cancel_on_eof);
+        let exit = self.serve_input(&mut io, out);
+        io.close();
+        exit
+    }
+
+    fn serve_input<W: Write + Send>(&mut self, io: &mut Input, out: &mut ProtocolWriter<W>) -> Exit {
         let mut first = true;
         loop {
-            let next = frames.next_frame();
-            // A stop signal ends the session between messages: whatever the read
-            // returned (a request that came with the signal is not run, a cut line
-            // is no malformed input), nothing more is answered.
-            if let Some(n) = self.options.stop.get() {
-                log::warn!("{}: stopping; no further request is read", crate::signals::name(n).to_uppercase());
-                return Exit::Signal(n);
+            // A stop signal (`signals.rs`) ends the session between messages: it reads as
+            // EOF on stdin, so a running call was cancelled like on EOF, and a request
+            // that came with the signal is not run.
+            if let Some(exit) = self.stopped() {
+                return exit;
             }
-            let frame = match next {
-                None => return Exit::Eof,
-                Some(Ok(frame)) => frame,
-                Some(Err(FrameError::Io(kind))) => {
+            if io.gone {
+                return Exit::ClientGone;
+            }
+            if io.eof {
+                return Exit::Eof;
+            }
+            let (frame, raw) = match io.next_event() {
+                Event::Eof => return self.stopped().unwrap_or(Exit::Eof),
+                Event::Note(_) | Event::Done => continue,
+                Event::CancelledQueued { frame, .. } => {
+                    self.cancelled_queued(&frame);
+                    continue;
+                }
+                Event::Frame { frame, raw, .. } => (frame, raw),
+            };
+            if let Some(exit) = self.stopped() {
+                return exit;
+            }
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(FrameError::Io(kind)) => {
                     // stdin itself is broken: nobody to answer on that channel's behalf.
                     log::error!("reading stdin failed: {kind}");
                     self.reject("frame_io");
-                    self.audit_raw(frames.raw());
+                    self.audit_raw(&raw);
                     self.journal_reject("frame_io", "", &format!("reading stdin failed: {kind}"));
                     return Exit::Malformed;
                 }
-                Some(Err(e)) => {
-                    self.audit_raw(frames.raw());
+                Err(e) => {
+                    self.audit_raw(&raw);
                     return self.close_malformed(out, None, RpcError::Frame(e));
                 }
             };
@@ -256,21 +292,40 @@ impl<'p, E: Executor> Server<'p, E> {
             let value = match json::parse(&frame.text) {
                 Ok(v) => v,
                 Err(e) => {
-                    self.audit_raw(frames.raw());
+                    self.audit_raw(&raw_of(&frame));
                     return self.close_malformed(out, None, RpcError::Json(e));
                 }
             };
             let message = match jsonrpc::classify(value) {
                 Ok(m) => m,
                 Err(jsonrpc::Malformed { error, id }) => {
-                    self.audit_raw(frames.raw());
+                    self.audit_raw(&raw_of(&frame));
                     return self.close_malformed(out, id.as_ref(), RpcError::Shape(error));
                 }
             };
-            if let Some(exit) = self.message(message, out) {
+            if let Some(exit) = self.message(message, out, io) {
                 return exit;
             }
         }
+    }
+
+    /// `Exit::Signal` once a stop signal has arrived (logged once, by the caller's return).
+    fn stopped(&self) -> Option<Exit> {
+        let n = self.options.stop.get()?;
+        log::warn!("{}: stopping; no further request is read", crate::signals::name(n).to_uppercase());
+        Some(Exit::Signal(n))
+    }
+
+    /// A `tools/call` cancelled while it waited behind another (issue #10): it never
+    /// runs and is never answered; a rejection with reason `cancelled`.
+    fn cancelled_queued(&mut self, frame: &crate::frame::Frame) {
+        let Some(Message::Request { method, params, .. }) = json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok()) else {
+            return;
+        };
+        self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
+        self.audit.tool = params.as_ref().and_then(|p| p["name"].as_str()).map(str::to_owned);
+        self.reject("cancelled");
+        self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
     }
 
     fn reject(&mut self, reason: &'static str) {
@@ -289,7 +344,7 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
-    fn message<W: Write>(&mut self, message: Message, out: &mut ProtocolWriter<W>) -> Option<Exit> {
+    fn message<W: Write + Send>(&mut self, message: Message, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<Exit> {
         // Issue #5: every row written for this request carries its fingerprint.
         if let Message::Request { method, params, .. } = &message {
             self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(method, params.as_ref())), ..Default::default() };
@@ -307,23 +362,16 @@ impl<'p, E: Executor> Server<'p, E> {
         let (mut response, refused, era) = match step {
             Step::Ignore => return None,
             Step::Reply(result, era) => (result_response(&id, result), false, era),
-            Step::ListTools(era) => {
-                let mut list = json!({"tools": tools::definitions()});
-                if era == Era::Stateless {
-                    // 2026-07-28 "Caching": tools/list carries its caching hints.
-                    list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
-                    list["cacheScope"] = json!("public");
-                }
-                (result_response(&id, list), false, era)
-            }
+            Step::ListTools(era) => (result_response(&id, tool_list(era)), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (response, refused, Era::Handshake)
             }
-            Step::CallTool(params, era) => {
-                let (response, refused) = self.call_tool(&id, params, out);
-                (response, refused, era)
-            }
+            Step::CallTool(params, era) => match self.call_tool(&id, params, out, io) {
+                Some((response, refused)) => (response, refused, era),
+                // Cancelled (issue #10): never answered.
+                None => return io.gone.then_some(Exit::ClientGone),
+            },
         };
         if era == Era::Stateless {
             stamp_stateless(&mut response);
@@ -348,30 +396,70 @@ impl<'p, E: Executor> Server<'p, E> {
         (result_response(id, tool_error(code, &message)), true)
     }
 
-    /// The tool pipeline: args -> authorize -> execute -> scrub.
-    fn call_tool<W: Write>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>) -> (Value, bool) {
+    /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
+    /// cancelled the call (issue #10); it gets no answer.
+    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<(Value, bool)> {
         let request = match tools::call_request(params) {
             Ok(r) => r,
-            Err(e) => return self.refuse_rpc(id, RpcError::Call(e)),
+            Err(e) => return Some(self.refuse_rpc(id, RpcError::Call(e))),
         };
         self.audit.tool = Some(request.name.clone());
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
-            Err(e) => return self.refuse_tool(id, "bad_arguments", "SP_BAD_ARGUMENTS", e.to_string()),
+            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", "SP_BAD_ARGUMENTS", e.to_string())),
         };
         self.audit.target = crate::audit::call_target(&call);
         let action = match authorize(self.policy, call) {
             Ok(a) => a,
-            Err(d) => return self.refuse_tool(id, "denied", "SP_DENIED", d.to_string()),
+            Err(d) => return Some(self.refuse_tool(id, "denied", "SP_DENIED", d.to_string())),
         };
+        // Issue #10: the approval wait and the execution run while the control thread
+        // answers pings and watches for a cancel (`control.rs`).
+        let cancel = Cancel::new();
+        let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
+        let token = request.progress_token.clone();
+        let (ran, session) = io.during(out, session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
+        self.session = session;
+        // After `notifications/cancelled` nothing more is sent for the call, whatever it
+        // ended with; after EOF (or a client that went away) a call that was not
+        // interrupted is still answered, best effort.
+        let requested = io.cancel_requested;
+        let (tool, outcome, mut result) = match ran {
+            Err((reason, code, message)) if requested || code == crate::exec::SP_CANCELLED => {
+                log::info!("call cancelled before it ran ({code}): {message}");
+                self.reject(reason);
+                self.journal_reject(reason, code, &message);
+                return None;
+            }
+            Err((reason, code, message)) => return Some(self.refuse_tool(id, reason, code, message)),
+            Ok((tool, _, _)) if requested => (tool, crate::exec::SP_CANCELLED, tool_error(crate::exec::SP_CANCELLED, "cancelled by the client")),
+            Ok(done) => done,
+        };
+        *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
+        // The single redaction point: nothing in a result leaves without passing here.
+        scrub_result(&self.vault, &mut result);
+        self.journal_result(outcome, &result);
+        if outcome == crate::exec::SP_CANCELLED {
+            log::info!("{tool} cancelled by the client: no answer is sent");
+            return None;
+        }
+        Some((result_response(id, result), false))
+    }
+
+    /// Approval, intent row, execution: the part of a call that may block.
+    fn gated_run(
+        &mut self,
+        action: Action,
+        progress_token: Option<Value>,
+        cancel: &Cancel,
+        notes: &std::sync::mpsc::Sender<Event>,
+    ) -> Result<(&'static str, &'static str, Value), (&'static str, &'static str, String)> {
         // Issue #5: the approver for approve-flagged credentials and hosts, then the
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
-        if let Err((reason, code, message)) = self.audit_gate(&action) {
-            return self.refuse_tool(id, reason, code, message);
-        }
-        let (tool, outcome, mut result) = match action {
+        self.audit_gate(&action, cancel)?;
+        Ok(match action {
             Action::Inventory(inv) => (tools::INVENTORY, "ok", tool_ok(inv.action().0.clone())),
-            Action::Http(http) => match self.run_http(http) {
+            Action::Http(http) => match self.run_http(http, cancel) {
                 Ok(result) => (tools::HTTP_REQUEST, "ok", tool_ok(result)),
                 // SP_BLOCKED too: the destination check runs after the intent row, in
                 // the executor (it resolves names), so it is an execution whose outcome
@@ -383,20 +471,15 @@ impl<'p, E: Executor> Server<'p, E> {
             },
             Action::Ssh(ssh) => {
                 // The executor gets only this: progress notifications for this call's
-                // token. A failed write is ignored here; the final answer's write will
-                // notice a client that went away.
+                // token, handed to the control thread, which writes them (and none once
+                // the call is cancelled), and the cancel to observe.
                 let mut send = |note: &Value| {
-                    let _ = out.send(note);
+                    let _ = notes.send(Event::Note(note.clone()));
                 };
-                let mut progress = Progress::new(request.progress_token.clone(), &mut send);
+                let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
                 self.run_ssh(&ssh, &mut progress)
             }
-        };
-        *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
-        // The single redaction point: nothing in a result leaves without passing here.
-        scrub_result(&self.vault, &mut result);
-        self.journal_result(outcome, &result);
-        (result_response(id, result), false)
+        })
     }
 }
 
@@ -405,7 +488,7 @@ impl<E: Executor> Server<'_, E> {
     /// same-origin redirects, each hop authorized again (`authorize_redirect`) and run
     /// through the executor (and so through its destination checks) like the first.
     /// On error, also says how many redirect hops had already run (for the log).
-    fn run_http(&mut self, first: Authorized<HttpAction>) -> Result<Value, (ExecError, u32)> {
+    fn run_http(&mut self, first: Authorized<HttpAction>, cancel: &Cancel) -> Result<Value, (ExecError, u32)> {
         let mut current = first;
         let mut hops = 0;
         loop {
@@ -425,7 +508,10 @@ impl<E: Executor> Server<'_, E> {
                 let (target, rule) = (crate::audit::http_target(a.method.as_str(), &a.url), a.rule.clone());
                 self.journal_intent(Some(target), Some(rule), Some(format!("redirect hop {hops}"))).map_err(|m| (ExecError::Unavailable(m), hops))?;
             }
-            let mut outcome = self.executor.http(&current, &mut self.vault).map_err(|e| (e, hops))?;
+            if cancel.is_cancelled() {
+                return Err((ExecError::Cancelled, hops));
+            }
+            let mut outcome = self.executor.http(&current, &mut self.vault, cancel).map_err(|e| (e, hops))?;
             self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
             // Issue 8: a credential with `on_echo: "withhold"` whose secret is in the body
             // (or the headers) in any spelling: that part is not passed on at all.
@@ -553,7 +639,7 @@ impl<E: Executor> Server<'_, E> {
     }
 
     /// Approval (when the credential or host asks for it), then the first intent row.
-    fn audit_gate(&mut self, action: &Action) -> Result<(), (&'static str, &'static str, String)> {
+    fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), (&'static str, &'static str, String)> {
         let (rule, credential) = match action {
             Action::Http(a) => (Some(a.action().rule.clone()), a.action().credential.as_ref().map(|c| c.name.clone())),
             Action::Ssh(a) => (Some(a.action().rule.clone()), None),
@@ -561,7 +647,7 @@ impl<E: Executor> Server<'_, E> {
         };
         self.audit.rule = rule;
         self.audit.credential = credential;
-        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, action) {
+        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, action, cancel) {
             crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
             crate::approve::Gate::Refuse { reason, code, message } => return Err((reason, code, message)),
         }
@@ -574,10 +660,15 @@ impl<E: Executor> Server<'_, E> {
     fn journal_result(&mut self, outcome: &str, result: &Value) {
         let sc = &result["structuredContent"];
         let ok = outcome == "ok";
+        let decision = match outcome {
+            "ok" => "ok",
+            crate::exec::SP_CANCELLED => "cancelled",
+            _ => "error",
+        };
         let mut row = self
             .audit
             .row("result")
-            .set("decision", if ok { "ok" } else { "error" })
+            .set("decision", decision)
             .set("code", (!ok).then(|| outcome.to_owned()))
             .set("duration_ms", self.audit.elapsed_ms())
             .set("reason", sc["error"]["message"].as_str().map(str::to_owned));
@@ -599,9 +690,20 @@ impl<E: Executor> Server<'_, E> {
     }
 }
 
+/// The `tools/list` result (with the 2026-07-28 caching hints for a stateless request).
+pub(crate) fn tool_list(era: Era) -> Value {
+    let mut list = json!({"tools": tools::definitions()});
+    if era == Era::Stateless {
+        // 2026-07-28 "Caching": tools/list carries its caching hints.
+        list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
+        list["cacheScope"] = json!("public");
+    }
+    list
+}
+
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
 /// carries the server info in `_meta` (a SHOULD of that revision).
-fn stamp_stateless(response: &mut Value) {
+pub(crate) fn stamp_stateless(response: &mut Value) {
     if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
         result.insert("resultType".into(), json!("complete"));
         let meta = result.entry("_meta").or_insert_with(|| json!({}));

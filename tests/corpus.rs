@@ -7,7 +7,7 @@
 mod support;
 
 use sallyport::authorize::{Authorized, HttpAction};
-use sallyport::exec::{ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
+use sallyport::exec::{Cancel, ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
 use sallyport::ssh::SshAction;
 use sallyport::out::ProtocolWriter;
 use sallyport::secret::Vault;
@@ -23,7 +23,7 @@ struct Recording {
 }
 
 impl Executor for Recording {
-    fn http(&mut self, action: &Authorized<HttpAction>, _vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
+    fn http(&mut self, action: &Authorized<HttpAction>, _vault: &mut Vault, _cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
         self.calls.push(action.action().url.to_string());
         Ok(HttpOutcome { status: 200, headers: vec![], body: b"{}".to_vec(), truncated: false })
     }
@@ -46,9 +46,9 @@ fn every_case_in_process() {
     let mut failures = Vec::new();
     for case in &cases {
         let input = case.stdin(PORT);
-        let mut server = Server::new(&policy, Recording::default(), Options { max_line_bytes: corpus::MAX_LINE, ..Options::default() });
+        let mut server = Server::new(&policy, Recording::default(), Options { max_line_bytes: corpus::MAX_LINE, cancel_on_eof: false, ..Options::default() });
         let mut out = ProtocolWriter::new(Vec::new());
-        let exit = server.serve(&input[..], &mut out);
+        let exit = server.serve(std::io::Cursor::new(input.clone()), &mut out);
         let raw = out.into_inner();
         let calls = server.executor().calls.clone();
         let want_exit = if matches!(case.expect, Expect::Close(_)) { Exit::Malformed } else { Exit::Eof };
@@ -88,9 +88,9 @@ fn refusal_leaves_no_trace() {
             input.extend_from_slice(l.as_bytes());
             input.push(b'\n');
         }
-        let mut server = Server::new(&policy, Recording::default(), Options::default());
+        let mut server = Server::new(&policy, Recording::default(), Options { cancel_on_eof: false, ..Options::default() });
         let mut out = ProtocolWriter::new(Vec::new());
-        let exit = server.serve(&input[..], &mut out);
+        let exit = server.serve(std::io::Cursor::new(input.clone()), &mut out);
         let lines: Vec<Value> = out.into_inner().split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
         (exit, lines, server.executor().calls.clone())
     };
@@ -122,9 +122,9 @@ fn close_on_refusal() {
     input.extend_from_slice(b"\n");
     input.extend_from_slice(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/x"}}}"#);
     input.extend_from_slice(b"\n");
-    let mut server = Server::new(&policy, Recording::default(), Options { close_on_refusal: true, ..Options::default() });
+    let mut server = Server::new(&policy, Recording::default(), Options { close_on_refusal: true, cancel_on_eof: false, ..Options::default() });
     let mut out = ProtocolWriter::new(Vec::new());
-    assert_eq!(server.serve(&input[..], &mut out), Exit::Refused);
+    assert_eq!(server.serve(std::io::Cursor::new(input.clone()), &mut out), Exit::Refused);
     assert_eq!(Exit::Refused.code(), 4);
     assert!(server.executor().calls.is_empty());
     assert_eq!(out.written(), 2, "init answer and the -32601 only");
@@ -143,9 +143,9 @@ fn ssh_control_reaches_the_recorder() {
         input.extend_from_slice(call.to_string().as_bytes());
         input.push(b'\n');
     }
-    let mut server = Server::new(&policy, Recording::default(), Options::default());
+    let mut server = Server::new(&policy, Recording::default(), Options { cancel_on_eof: false, ..Options::default() });
     let mut out = ProtocolWriter::new(Vec::new());
-    assert_eq!(server.serve(&input[..], &mut out), Exit::Eof);
+    assert_eq!(server.serve(std::io::Cursor::new(input.clone()), &mut out), Exit::Eof);
     assert_eq!(server.executor().calls, vec!["ssh corpus echo /corpus/ssh_control; id", "ssh corpus-listed systemctl status nginx"]);
     assert_eq!((server.stats.executed(), server.stats.rejected()), (2, 0), "{}", server.stats.summary());
     let raw = out.into_inner();

@@ -105,9 +105,9 @@ fn session(policy: &Policy, exec: HttpExecutor, urls: &[String]) -> (Vec<Value>,
         input.extend_from_slice(call.to_string().as_bytes());
         input.push(b'\n');
     }
-    let mut server = Server::new(policy, exec, Options::default());
+    let mut server = Server::new(policy, exec, Options { cancel_on_eof: false, ..Options::default() });
     let mut out = ProtocolWriter::new(Vec::new());
-    server.serve(&input[..], &mut out);
+    server.serve(std::io::Cursor::new(input), &mut out);
     let dials = server.executor().dials();
     let raw = out.into_inner();
     let mut by_id: HashMap<u64, Value> = HashMap::new();

@@ -21,11 +21,16 @@
 //!   checked addresses: when the answer changes, the pool is dropped, so a connection
 //!   opened under an earlier answer is never reused for a later one.
 //!
+//! - a cancelled call (issue #10) shuts down every connection of the agent at once
+//!   (ureq `Agent::shutdown`): a blocked read or write returns; the pool is replaced.
+//!   A name lookup or a TCP connect in progress is not interrupted (policy timeout).
+//!
 //! The credential is read here, at the moment of use, and injected as the policy says.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +39,7 @@ use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::unversioned::transport::DefaultConnector;
 
 use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
-use super::{ExecError, Executor, HttpOutcome};
+use super::{Cancel, ExecError, Executor, HttpOutcome};
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{Placement, Vault};
 
@@ -63,6 +68,9 @@ struct Pool {
     resolver: PinnedResolver,
     /// The checked addresses (sorted) each host:port's connections were opened under.
     opened_under: HashMap<(String, u16), Vec<SocketAddr>>,
+    /// Set when a cancelled call shut the agent down (issue #10): it takes no more
+    /// requests, so the pool is replaced.
+    shut: Arc<AtomicBool>,
 }
 
 impl Pool {
@@ -85,7 +93,7 @@ impl Pool {
             .build();
         let resolver = PinnedResolver::new();
         let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver.clone());
-        Pool { agent, resolver, opened_under: HashMap::new() }
+        Pool { agent, resolver, opened_under: HashMap::new(), shut: Arc::new(AtomicBool::new(false)) }
     }
 }
 
@@ -126,12 +134,13 @@ impl HttpExecutor {
         self.retired_dials + self.pool.as_ref().map_or(0, |p| p.resolver.dials())
     }
 
-    /// The agent, with `checked` pinned as the only destination it may resolve.
-    fn agent_for(&mut self, checked: Checked) -> &ureq::Agent {
+    /// The agent, with `checked` pinned as the only destination it may resolve, and the
+    /// flag a cancel sets when it shuts that agent down.
+    fn agent_for(&mut self, checked: Checked) -> (&ureq::Agent, &Arc<AtomicBool>) {
         let key = (checked.host().to_owned(), checked.port());
         let mut set = checked.addrs().to_vec();
         set.sort();
-        let stale = self.pool.as_ref().is_none_or(|p| match p.opened_under.get(&key) {
+        let stale = self.pool.as_ref().is_none_or(|p| p.shut.load(Ordering::SeqCst) || match p.opened_under.get(&key) {
             Some(before) => *before != set,
             None => p.opened_under.len() >= MAX_POOLED_DESTINATIONS,
         });
@@ -144,12 +153,27 @@ impl HttpExecutor {
         let pool = self.pool.get_or_insert_with(|| Pool::new(roots.as_ref()));
         pool.opened_under.insert(key, set);
         pool.resolver.pin(checked);
-        &pool.agent
+        (&pool.agent, &pool.shut)
     }
 }
 
 impl Executor for HttpExecutor {
-    fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
+    fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
+        let result = self.http_interruptible(authorized, vault, cancel);
+        if cancel.is_cancelled() {
+            // Issue #10: the agent's sockets were shut down (idle pooled ones too); a
+            // fresh pool serves the next call. What came back is discarded.
+            if let Some(old) = self.pool.take() {
+                self.retired_dials += old.resolver.dials();
+            }
+            return Err(ExecError::Cancelled);
+        }
+        result
+    }
+}
+
+impl HttpExecutor {
+    fn http_interruptible(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
         let action = authorized.action();
         let started = Instant::now();
         let target = format!(
@@ -184,7 +208,18 @@ impl Executor for HttpExecutor {
         if remaining.is_zero() {
             return Err(ExecError::Timeout(format!("{target}: timed out")));
         }
-        let agent = self.agent_for(checked);
+        let (agent, shut) = self.agent_for(checked);
+        // Issue #10: a cancel shuts down every connection of this agent at once: a read or
+        // write blocked on the socket returns (ureq `Agent::shutdown`). A TCP connect in
+        // progress is not interrupted (bounded by the policy timeout).
+        let (interrupt, shut) = (agent.clone(), shut.clone());
+        cancel.on_cancel(move || {
+            shut.store(true, Ordering::SeqCst);
+            interrupt.shutdown();
+        });
+        if cancel.is_cancelled() {
+            return Err(ExecError::Cancelled);
+        }
         let sent = match &action.body {
             Some(body) => builder.body(body.clone()).map(|r| run(agent, r, remaining)),
             None => builder.body(()).map(|r| run(agent, r, remaining)),

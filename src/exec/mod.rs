@@ -10,6 +10,8 @@ pub mod http;
 pub mod ssh;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -18,10 +20,15 @@ use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{SecretError, Vault};
 pub use ssh::{SshError, SshOutcome};
 
+/// The code of a cancelled call (journal rows; the client gets no answer for it).
+pub const SP_CANCELLED: &str = "SP_CANCELLED";
+
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which
-    /// remembers it for redaction) only now, after authorization.
-    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError>;
+    /// remembers it for redaction) only now, after authorization. When `cancel` fires
+    /// (the client sent `notifications/cancelled`, or closed stdin) the request must stop
+    /// promptly: its connection is closed, whatever it returns is discarded.
+    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError>;
 
     /// Runs one authorized SSH command (issue #4); key, passphrase and password files are
     /// read through `vault` at connection time. The default refuses, so an executor built
@@ -38,11 +45,67 @@ pub trait Executor {
     }
 }
 
+/// The cancellation of one running call (issue #10: the loop never goes deaf). The
+/// protocol loop's control thread fires it on `notifications/cancelled` for the running
+/// request or on stdin EOF; executors observe it: by polling [`Cancel::is_cancelled`] in
+/// their wait loops (ssh, the approver), or by registering a hook that interrupts a
+/// blocking library call (HTTP: shut the ureq agent's sockets down). Cloning shares it.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<CancelInner>);
+
+#[derive(Default)]
+struct CancelInner {
+    fired: AtomicBool,
+    hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.fired.load(Ordering::SeqCst)
+    }
+
+    /// Fires once: every hook registered so far runs now, on the caller's thread.
+    pub fn cancel(&self) {
+        let hooks = {
+            let mut hooks = self.0.hooks.lock().unwrap_or_else(|p| p.into_inner());
+            if self.0.fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            std::mem::take(&mut *hooks)
+        };
+        for hook in hooks {
+            hook();
+        }
+    }
+
+    /// Runs `hook` when the call is cancelled (at once if it already is).
+    pub fn on_cancel(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut hooks = self.0.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        if self.0.fired.load(Ordering::SeqCst) {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(Box::new(hook));
+        }
+    }
+}
+
+impl fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cancel({})", self.is_cancelled())
+    }
+}
+
 /// The narrow handle the protocol writer lends an executor (MCP "Progress"): it can emit
 /// `notifications/progress` for the call's own `progressToken`, at most once a second,
 /// with counts only (never output, which is not yet scrubbed), and nothing else. Without
 /// a token from the client it does nothing.
 pub struct Progress<'a> {
+    cancel: Cancel,
     token: Option<Value>,
     sink: Option<&'a mut dyn FnMut(&Value)>,
     started: Instant,
@@ -54,12 +117,28 @@ impl<'a> Progress<'a> {
     pub const INTERVAL: Duration = Duration::from_secs(1);
 
     pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(&Value)) -> Progress<'a> {
-        Progress { token, sink: Some(sink), started: Instant::now(), last: None, sent: 0 }
+        Progress { cancel: Cancel::new(), token, sink: Some(sink), started: Instant::now(), last: None, sent: 0 }
+    }
+
+    /// The same handle, observing `cancel` (the running call's).
+    pub fn with_cancel(mut self, cancel: &Cancel) -> Progress<'a> {
+        self.cancel = cancel.clone();
+        self
+    }
+
+    /// The call was cancelled: the executor stops at its next wake-up and returns.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The running call's cancel, to register an interrupting hook on.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
     }
 
     /// A handle that reports nothing.
     pub fn none() -> Progress<'static> {
-        Progress { token: None, sink: None, started: Instant::now(), last: None, sent: 0 }
+        Progress { cancel: Cancel::new(), token: None, sink: None, started: Instant::now(), last: None, sent: 0 }
     }
 
     /// Called often by a running executor; sends a notification when a second has passed
@@ -105,8 +184,8 @@ impl Executors {
 }
 
 impl Executor for Executors {
-    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault) -> Result<HttpOutcome, ExecError> {
-        self.http.http(action, vault)
+    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
+        self.http.http(action, vault, cancel)
     }
 
     fn ssh(
@@ -141,6 +220,8 @@ pub enum ExecError {
     Timeout(String),
     Unavailable(String),
     Upstream(String),
+    /// The client cancelled the call (`notifications/cancelled` or stdin EOF).
+    Cancelled,
 }
 
 impl ExecError {
@@ -151,6 +232,7 @@ impl ExecError {
             ExecError::Blocked(_) => "SP_BLOCKED",
             ExecError::Timeout(_) => "SP_TIMEOUT",
             ExecError::Upstream(_) => "SP_UPSTREAM",
+            ExecError::Cancelled => SP_CANCELLED,
         }
     }
 }
@@ -160,6 +242,7 @@ impl fmt::Display for ExecError {
         match self {
             ExecError::Secret(e) => e.fmt(f),
             ExecError::Blocked(m) | ExecError::Timeout(m) | ExecError::Unavailable(m) | ExecError::Upstream(m) => f.write_str(m),
+            ExecError::Cancelled => f.write_str("cancelled by the client"),
         }
     }
 }

@@ -242,6 +242,9 @@ pub enum SshError {
     /// The command outlived its timeout: what it printed until then.
     Timeout { message: String, partial: Box<SshOutcome> },
     Upstream(String),
+    /// The client cancelled the call (issue #10): the command was signalled, its channel
+    /// and the connection closed.
+    Cancelled,
 }
 
 impl SshError {
@@ -253,6 +256,7 @@ impl SshError {
             SshError::Secret(_) | SshError::Unavailable(_) => "SP_UNAVAILABLE",
             SshError::Timeout { .. } => "SP_TIMEOUT",
             SshError::Upstream(_) => "SP_UPSTREAM",
+            SshError::Cancelled => super::SP_CANCELLED,
         }
     }
 
@@ -277,6 +281,7 @@ impl std::fmt::Display for SshError {
             SshError::Secret(e) => e.fmt(f),
             SshError::Timeout { message, .. } => f.write_str(message),
             SshError::HostKey(m) | SshError::Auth(m) | SshError::Unavailable(m) | SshError::Upstream(m) => f.write_str(m),
+            SshError::Cancelled => f.write_str("cancelled by the client"),
         }
     }
 }
@@ -333,6 +338,9 @@ impl SshExecutor {
         progress: &mut super::Progress<'_>,
     ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
+        if progress.cancelled() {
+            return Err(SshError::Cancelled);
+        }
         let started = Instant::now();
         let mut channel = None;
         if let Some(conn) = self.sessions.get(&a.host) {
@@ -347,7 +355,8 @@ impl SshExecutor {
         let channel = match channel {
             Some(ch) => ch,
             None => {
-                let conn = connect(a, vault)?;
+                let cancel = progress.cancel();
+                let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled } else { e })?;
                 self.connects += 1;
                 let ch = open_channel(&conn, a)
                     .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
@@ -357,6 +366,11 @@ impl SshExecutor {
         };
         let conn = &self.sessions[&a.host];
         let (result, keep) = execute(conn, channel, a, started, progress);
+        // A cancel may surface as a failed read on the shut-down socket first.
+        let (result, keep) = match result {
+            Err(_) if progress.cancelled() => (Err(SshError::Cancelled), false),
+            r => (r, keep),
+        };
         if !keep {
             log::info!("ssh {}: closing the connection", a.host);
             self.sessions.remove(&a.host);
@@ -390,13 +404,20 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     Err(SshError::Unavailable(format!("{target}: cannot connect ({last})")))
 }
 
-fn connect(a: &SshAction, vault: &mut Vault) -> Result<Conn, SshError> {
+fn connect(a: &SshAction, vault: &mut Vault, cancel: &super::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
     let stream = resolve_and_connect(a)?;
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
     let socket = stream.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
+    // Issue #10: a cancel during the handshake or login shuts the socket down, so
+    // libssh2's blocking calls return at once.
+    if let Ok(s) = socket.try_clone() {
+        cancel.on_cancel(move || {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+    }
     let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
     session.set_tcp_stream(stream);
     session.set_blocking(true);
@@ -583,8 +604,9 @@ fn wait(conn: &Conn, until: Instant) {
     if matches!(conn.session.block_directions(), ssh2::BlockDirections::Outbound | ssh2::BlockDirections::Both) {
         flags |= PollFlags::OUT;
     }
-    // Wake at least once a second: keepalives and the deadline are checked by the caller.
-    let left = until.saturating_duration_since(Instant::now()).min(Duration::from_secs(1));
+    // Wake at least every 50 ms: keepalives, the deadline and a cancel (issue #10) are
+    // checked by the caller.
+    let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
     let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
     let mut fds = [PollFd::new(&conn.socket, flags)];
     let _ = poll(&mut fds, Some(&ts));
@@ -593,6 +615,7 @@ fn wait(conn: &Conn, until: Instant) {
 enum Step {
     Done,
     TimedOut,
+    Cancelled,
 }
 
 /// Runs the command on an open channel. Returns the result and whether the connection
@@ -674,6 +697,10 @@ fn execute(
             };
             (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
         }
+        Ok(Step::Cancelled) => {
+            abort_remote(s, &mut channel);
+            (Err(SshError::Cancelled), false)
+        }
         Err(why) => {
             s.set_blocking(true);
             (
@@ -739,6 +766,9 @@ fn pump(
         if !a.keepalive.is_zero() {
             let _ = s.keepalive_send();
         }
+        if report.cancelled() {
+            return Ok(Step::Cancelled);
+        }
         if Instant::now() >= deadline {
             return Ok(Step::TimedOut);
         }
@@ -754,6 +784,9 @@ fn pump(
             Err(e) => return Err(e.message().to_owned()),
         }
         drain(channel, c)?;
+        if report.cancelled() {
+            return Ok(Step::Cancelled);
+        }
         if Instant::now() >= deadline {
             return Ok(Step::TimedOut);
         }

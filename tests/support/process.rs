@@ -171,19 +171,72 @@ impl Launch {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.describe()))
     }
 
-    /// Runs to completion with `stdin` as the whole input (then EOF).
+    /// Runs to completion with `stdin` as the whole input, then EOF. Like a client, it
+    /// closes stdin only once every request in the input has been answered (or sp has
+    /// closed stdout): since issue #10, EOF while a call runs cancels that call.
     pub fn run(&self, stdin: &[u8]) -> Run {
         let mut child = self.spawn();
         let mut pipe = child.stdin.take().expect("piped stdin");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
         let input = stdin.to_vec();
+        let expected = requests_in(stdin);
+        let (answered_tx, answered_rx) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let (mut all, mut line, mut buf) = (Vec::new(), Vec::new(), [0u8; 8192]);
+            loop {
+                let n = match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                all.extend_from_slice(&buf[..n]);
+                for b in &buf[..n] {
+                    line.push(*b);
+                    if *b == b'\n' {
+                        let v: Option<Value> = serde_json::from_slice(&line).ok();
+                        if v.is_some_and(|v| v.get("id").is_some() && v.get("method").is_none()) {
+                            let _ = answered_tx.send(());
+                        }
+                        line.clear();
+                    }
+                }
+            }
+            all
+        });
+        let errors = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            buf
+        });
         // sp may stop reading early (a closed session): a failed write is expected then.
         let writer = std::thread::spawn(move || {
             let _ = pipe.write_all(&input);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            for _ in 0..expected {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if answered_rx.recv_timeout(left).is_err() {
+                    break;
+                }
+            }
+            drop(pipe);
         });
-        let out = child.wait_with_output().expect("wait for sp");
+        let stdout = reader.join().expect("stdout reader");
+        let status = child.wait().expect("wait for sp");
         writer.join().expect("stdin writer");
-        Run::new(out.status, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned(), self.describe())
+        let stderr = errors.join().expect("stderr reader");
+        Run::new(status, stdout, String::from_utf8_lossy(&stderr).into_owned(), self.describe())
     }
+}
+
+/// Complete lines of `input` that are JSON-RPC requests (a method and an id): each gets
+/// one answer. (A last line without its newline is only read at EOF.)
+fn requests_in(input: &[u8]) -> usize {
+    input
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| l.ends_with(b"\n"))
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .filter(|v| v.get("method").is_some() && v.get("id").is_some())
+        .count()
 }
 
 fn shell_quote(s: &str) -> String {
