@@ -2,8 +2,8 @@
 //!
 //! - cold start: spawn `sp mcp`, send initialize, read the answer (median of 50);
 //! - protocol round trip: `ping` through one session (median and p99 of 2000);
-//! - pipeline refusal: a denied `http.request` (median of 2000);
-//! - HTTP round trip: an authorized `http.request` to a loopback server (median of 500);
+//! - pipeline refusal: a denied `http_request` (median of 2000);
+//! - HTTP round trip: an authorized `http_request` to a loopback server (median of 500);
 //! - peak memory of `sp mcp` after all that (VmHWM from /proc);
 //! - the redactor (issue 8) on an 8 MiB body, in process, next to a plain copy of it:
 //!   one line without escapes (no decoded view), JSON lines (line breaks: one view),
@@ -193,7 +193,7 @@ fn main() {
         ping.push(t.elapsed());
         assert!(a.contains("\"result\""));
     }
-    let denied_call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"DELETE","url":format!("http://{host}/x")}}}).to_string();
+    let denied_call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"DELETE","url":format!("http://{host}/x")}}}).to_string();
     let mut denied = Vec::new();
     for _ in 0..2000 {
         let t = Instant::now();
@@ -201,7 +201,7 @@ fn main() {
         denied.push(t.elapsed());
         assert!(a.contains("SP_DENIED"));
     }
-    let ok_call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":format!("http://{host}/x")}}}).to_string();
+    let ok_call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":format!("http://{host}/x")}}}).to_string();
     let mut http = Vec::new();
     for _ in 0..500 {
         let t = Instant::now();
@@ -222,8 +222,8 @@ fn main() {
     println!("  binary size                       {:.2} MiB", size as f64 / 1048576.0);
     println!("  cold start to initialize answer   median {}  p99 {}  (n=50)", us(cm), us(cp));
     println!("  ping round trip                   median {}  p99 {}  (n=2000)", us(pm), us(pp));
-    println!("  denied http.request round trip    median {}  p99 {}  (n=2000)", us(dm), us(dp));
-    println!("  loopback http.request round trip  median {}  p99 {}  (n=500, new connection each)", us(hm), us(hp));
+    println!("  denied http_request round trip    median {}  p99 {}  (n=2000)", us(dm), us(dp));
+    println!("  loopback http_request round trip  median {}  p99 {}  (n=500, new connection each)", us(hm), us(hp));
     match rss {
         Some(k) => println!("  peak RSS of sp mcp                {:.2} MiB", k as f64 / 1024.0),
         None => println!("  peak RSS of sp mcp                unavailable"),

@@ -1,7 +1,7 @@
 //! `make bench`, SSH part (issue #4): 100 sequential `true` commands on a loopback
 //! OpenSSH server, three ways, printed as wall times and ratios, never asserted:
 //!
-//! - `sp mcp`: one process, 100 `ssh.exec` calls (start, initialize and the one
+//! - `sp mcp`: one process, 100 `ssh_exec` calls (start, initialize and the one
 //!   connection included);
 //! - `ssh` with connection sharing (`ControlMaster=auto`, `ControlPersist`): 100
 //!   processes, the first one sets up the master;
@@ -72,9 +72,9 @@ impl Sp {
 
     fn exec_true(&mut self) {
         self.id += 1;
-        let call = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":"ssh.exec","arguments":{"host":"bench","command":"true"}}});
+        let call = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"host":"bench","command":"true"}}});
         let a = self.round_trip(call.to_string());
-        assert!(a.contains("\"exit_status\":0"), "ssh.exec failed: {a}");
+        assert!(a.contains("\"exit_status\":0"), "ssh_exec failed: {a}");
     }
 
     fn finish(self) {
@@ -192,7 +192,7 @@ fn main() {
     println!("sp ssh bench ({sp}): {N} sequential `true` on a loopback sshd, wall time");
     println!("                                                  total    per call  vs sp   per call vs sp");
     for (name, d) in [
-        ("sp mcp, ssh.exec (one process, one session)", t_sp),
+        ("sp mcp, ssh_exec (one process, one session)", t_sp),
         ("ssh -o ControlMaster=auto -o ControlPersist", t_cm),
         ("plain ssh (one login per call)", t_plain),
     ] {

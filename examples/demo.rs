@@ -2,7 +2,7 @@
 //!
 //! Starts a demo API on 127.0.0.1 (an ephemeral port), writes a policy and an owner-only
 //! secret file to a temporary directory, then plays the agent: initialize, tools/list,
-//! sp.inventory, an authorized request whose bearer token the agent never sees (the demo
+//! sp_inventory, an authorized request whose bearer token the agent never sees (the demo
 //! API even echoes it back: the gateway scrubs it), a denied request, a refused argument,
 //! and finally a malformed line that closes the session. Prints what happened, what the
 //! API received, and sp's own exit status and counters.
@@ -90,12 +90,12 @@ fn main() {
     let names: Vec<&str> = r["result"]["tools"].as_array().map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect()).unwrap_or_default();
     println!("   <- tools: {}", names.join(", "));
 
-    send(&call(3, "sp.inventory", json!({})), "sp.inventory");
+    send(&call(3, "sp_inventory", json!({})), "sp_inventory");
     let r = recv();
     println!("   <- {}", r["result"]["structuredContent"]["http"]);
 
     let url = format!("http://{host}/v1/whoami");
-    send(&call(4, "http.request", json!({"method": "GET", "url": url})), &format!("http.request GET {url} (no credential named)"));
+    send(&call(4, "http_request", json!({"method": "GET", "url": url})), &format!("http_request GET {url} (no credential named)"));
     let r = recv();
     let sc = &r["result"]["structuredContent"];
     println!("   <- status {}, body {}", sc["status"], sc["json"]);
@@ -109,17 +109,17 @@ fn main() {
     // Make the API echo the token back: the gateway must scrub it from the result.
     api.route("/v1/echo", Reply::json(200, &format!("{{\"you_sent\":\"Bearer {token}\"}}")));
     let url = format!("http://{host}/v1/echo");
-    send(&call(5, "http.request", json!({"method": "GET", "url": url})), "http.request GET /v1/echo (the API echoes the token back)");
+    send(&call(5, "http_request", json!({"method": "GET", "url": url})), "http_request GET /v1/echo (the API echoes the token back)");
     let r = recv();
     println!("   <- body {} (scrubbed by sp)", r["result"]["structuredContent"]["json"]);
 
     let url = format!("http://{host}/admin/users");
-    send(&call(6, "http.request", json!({"method": "DELETE", "url": url})), "http.request DELETE /admin/users");
+    send(&call(6, "http_request", json!({"method": "DELETE", "url": url})), "http_request DELETE /admin/users");
     let r = recv();
     println!("   <- {}", r["result"]["content"][0]["text"]);
 
     let url = format!("http://{host}/v1/whoami");
-    send(&call(7, "http.request", json!({"method": "GET", "url": url, "headers": {"Authorization": "Bearer guessed"}})), "http.request with its own Authorization header");
+    send(&call(7, "http_request", json!({"method": "GET", "url": url, "headers": {"Authorization": "Bearer guessed"}})), "http_request with its own Authorization header");
     let r = recv();
     println!("   <- {}", r["result"]["content"][0]["text"]);
 

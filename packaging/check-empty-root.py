@@ -128,7 +128,7 @@ def main() -> int:
         for i, url in enumerate([f"http://localhost:{http_port}/plain", f"https://localhost:{https_port}/tls"], start=2):
             started = time.monotonic()
             r = rpc({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                     "params": {"name": "http.request", "arguments": {"method": "GET", "url": url}}})
+                     "params": {"name": "http_request", "arguments": {"method": "GET", "url": url}}})
             took = time.monotonic() - started
             sc = r.get("result", {}).get("structuredContent", {})
             check(sc.get("status") == 200 and not r["result"].get("isError"), f"GET {url}", json.dumps(r))

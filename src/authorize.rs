@@ -43,7 +43,7 @@ impl<A> Authorized<A> {
 pub enum Action {
     Http(Authorized<HttpAction>),
     Inventory(Authorized<Inventory>),
-    /// `ssh.exec` (issue #4): built only in [`authorize`], checked by `ssh::authorize`.
+    /// `ssh_exec` (issue #4): built only in [`authorize`], checked by `ssh::authorize`.
     Ssh(Authorized<crate::ssh::SshAction>),
 }
 
@@ -73,7 +73,7 @@ pub struct HttpAction {
     pub max_response_bytes: u64,
 }
 
-/// What `sp.inventory` shows: names, hosts, paths, methods. Never a secret or its source.
+/// What `sp_inventory` shows: names, hosts, paths, methods. Never a secret or its source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inventory(pub Value);
 
@@ -87,7 +87,7 @@ pub enum Denial {
     QueryConflict { name: String, param: String },
     BodyTooLarge { limit: u64 },
     HttpsOnly,
-    /// An `ssh.exec` refusal (unknown host, command not on the list, timeout too long).
+    /// An `ssh_exec` refusal (unknown host, command not on the list, timeout too long).
     Ssh(crate::ssh::SshDenial),
 }
 
@@ -339,7 +339,7 @@ mod tests {
     }
 
     fn call(args: Value) -> Result<HttpAction, Denial> {
-        let req = call_request(Some(json!({"name": "http.request", "arguments": args}))).unwrap();
+        let req = call_request(Some(json!({"name": "http_request", "arguments": args}))).unwrap();
         match authorize(&policy(), ToolCall::parse(&req).unwrap())? {
             Action::Http(a) => Ok(a.0),
             Action::Inventory(_) | Action::Ssh(_) => panic!(),
@@ -434,7 +434,7 @@ mod tests {
     fn https_only() {
         let mut p = policy();
         p.http.https_only = true;
-        let req = call_request(Some(json!({"name": "http.request", "arguments": {"method": "DELETE", "url": "http://127.0.0.1:8080/x"}}))).unwrap();
+        let req = call_request(Some(json!({"name": "http_request", "arguments": {"method": "DELETE", "url": "http://127.0.0.1:8080/x"}}))).unwrap();
         assert!(matches!(authorize(&p, ToolCall::parse(&req).unwrap()), Err(Denial::HttpsOnly)));
     }
 

@@ -404,7 +404,7 @@ mod tests {
         let list = answer(&mut session, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
         assert!(list["result"]["tools"].is_array(), "{list}");
         for queued in [
-            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sp.inventory","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sp_inventory","arguments":{}}}"#,
             r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"nope"}"#,
             r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn a_cancelled_queued_call_is_marked_and_nothing_else() {
         let call = |id: i64| {
-            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp.inventory","arguments":{{}}}}}}"#);
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
             Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: text.len() + 1 }
         };
         let mut queue: VecDeque<Event> = [call(1), call(2)].into_iter().collect();

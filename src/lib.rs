@@ -9,7 +9,7 @@
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
 //! executors; `policy` is the operator's file. Only `out` may touch stdout. `ssh` holds
-//! what `ssh.exec` needs before execution (policy section, arguments, allow-list,
+//! what `ssh_exec` needs before execution (policy section, arguments, allow-list,
 //! known_hosts); its executor is `exec::ssh`. `audit` is the hash-chained journal every
 //! decision is written to (the intent row before any effect), `approve` the out-of-band
 //! approver, `audit_cli` the `sp audit` commands (issue #5).

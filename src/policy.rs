@@ -80,7 +80,7 @@ pub struct HostPattern {
     host: String,
     wildcard: bool,
     port: Option<u16>,
-    /// As the operator wrote it, for messages and `sp.inventory`.
+    /// As the operator wrote it, for messages and `sp_inventory`.
     pub text: String,
 }
 
@@ -308,7 +308,7 @@ pub struct Policy {
     /// Sorted by name: "the first bound credential" means the first by name.
     pub credentials: BTreeMap<String, Credential>,
     pub http: HttpPolicy,
-    /// `ssh.exec` hosts and host-key handling (issue #4, `ssh/policy.rs`).
+    /// `ssh_exec` hosts and host-key handling (issue #4, `ssh/policy.rs`).
     pub ssh: crate::ssh::SshPolicy,
     /// The `audit` section (issue #5, `audit.rs`).
     pub audit: crate::audit::AuditPolicy,

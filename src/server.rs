@@ -465,7 +465,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 // the executor (it resolves names), so it is an execution whose outcome
                 // is the block, journaled as intent + result like any other.
                 Err((e, hops)) => {
-                    log::warn!("http.request failed after {hops} redirect hop(s): {e}");
+                    log::warn!("http_request failed after {hops} redirect hop(s): {e}");
                     (tools::HTTP_REQUEST, e.code(), exec_error(&e))
                 }
             },
@@ -562,12 +562,12 @@ impl<E: Executor> Server<'_, E> {
 }
 
 impl<E: Executor> Server<'_, E> {
-    /// `ssh.exec` (issue #4): run, scrub the raw output bytes, shape the result. A
+    /// `ssh_exec` (issue #4): run, scrub the raw output bytes, shape the result. A
     /// timeout is an error result that still carries the output collected until then.
     fn run_ssh(&mut self, ssh: &Authorized<crate::ssh::SshAction>, progress: &mut Progress<'_>) -> (&'static str, &'static str, Value) {
         let a = ssh.action();
-        log::info!("executing ssh.exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
-        log::debug!("ssh.exec command on {}: {:?}", a.host, a.command);
+        log::info!("executing ssh_exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
+        log::debug!("ssh_exec command on {}: {:?}", a.host, a.command);
         // `cut`: the output may end inside a secret (truncated, or a timeout's partial
         // output), so a tail that begins a secret is scrubbed too.
         let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome, cut: bool| {
@@ -580,13 +580,13 @@ impl<E: Executor> Server<'_, E> {
         };
         match self.executor.ssh(ssh, &mut self.vault, progress) {
             Ok(mut o) => {
-                log::info!("ssh.exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
+                log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
                 let cut = o.truncated;
                 scrub(&self.vault, &mut o, cut);
                 (crate::ssh::SSH_EXEC, "ok", tool_ok(o.to_json()))
             }
             Err(mut e) => {
-                log::warn!("ssh.exec on {} failed: {e}", a.host);
+                log::warn!("ssh_exec on {} failed: {e}", a.host);
                 let mut result = tool_error(e.code(), &e.to_string());
                 if let Some(o) = e.partial_mut() {
                     scrub(&self.vault, o, true);

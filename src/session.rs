@@ -277,9 +277,9 @@ fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> 
 
 /// What `initialize` and `server/discover` tell the model.
 const INSTRUCTIONS: &str = "Sallyport runs HTTP requests and SSH commands for you under the operator's \
-    policy and injects credentials itself: you never see or send a secret. Call sp.inventory to \
+    policy and injects credentials itself: you never see or send a secret. Call sp_inventory to \
     learn which hosts, methods, paths, credential names and SSH hosts are allowed, then \
-    http.request or ssh.exec. Refusals come back as tool results with isError and a code \
+    http_request or ssh_exec. Refusals come back as tool results with isError and a code \
     (SP_DENIED, SP_BAD_ARGUMENTS, ...) and a reason. Calls with some credentials or SSH hosts \
     wait for the operator's out-of-band approval (SP_NOT_APPROVED when refused), and every call \
     is recorded in the operator's audit journal.";
@@ -315,7 +315,7 @@ mod tests {
         let (s, step) = s.handle(&init("2025-06-18"));
         assert!(matches!(step, Step::Reply(r, Era::Handshake) if r["protocolVersion"] == "2025-06-18"));
         assert_eq!(s, Session::Initializing { version: "2025-06-18" });
-        let (s, step) = s.handle(&req("tools/call", json!({"name": "sp.inventory"})));
+        let (s, step) = s.handle(&req("tools/call", json!({"name": "sp_inventory"})));
         assert!(matches!(step, Step::Refuse(Refusal::NotInitialized { .. })));
         let (s, _) = s.handle(&note("notifications/initialized"));
         assert_eq!(s, Session::Ready { version: "2025-06-18" });
@@ -403,7 +403,7 @@ mod tests {
             assert_eq!(s, state);
             let (s, step) = s.handle(&modern("tools/list", v(), json!({}), json!({})));
             assert_eq!((s.clone(), step), (state.clone(), Step::ListTools(Era::Stateless)));
-            let (s, step) = s.handle(&modern("tools/call", v(), json!({}), json!({"name": "sp.inventory"})));
+            let (s, step) = s.handle(&modern("tools/call", v(), json!({}), json!({"name": "sp_inventory"})));
             assert!(matches!(step, Step::CallTool(Some(_), Era::Stateless)), "{state:?}");
             // ping and logging/setLevel do not exist in 2026-07-28.
             let (s, step) = s.handle(&modern("ping", v(), json!({}), json!({})));

@@ -23,8 +23,8 @@ pub const MAX_HEADER_NAME_BYTES: usize = 128;
 pub const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
 pub const MAX_QUERY_PARAMS: usize = 100;
 
-pub const HTTP_REQUEST: &str = "http.request";
-pub const INVENTORY: &str = "sp.inventory";
+pub const HTTP_REQUEST: &str = "http_request";
+pub const INVENTORY: &str = "sp_inventory";
 
 /// Headers the agent may never set: credentials, framing and routing belong to `sp`.
 pub const RESERVED_HEADERS: &[&str] = &[
@@ -129,7 +129,7 @@ pub fn definitions() -> Value {
             "name": HTTP_REQUEST,
             "title": "HTTP request",
             "description": "Send one HTTP request to an API the operator allows. Credentials are \
-                injected by the gateway: name one with `credential` (see sp.inventory) or \
+                injected by the gateway: name one with `credential` (see sp_inventory) or \
                 let the gateway pick the one bound to the URL. Never put secrets in arguments. \
                 The result has the status, response headers, and the body (as `json` when it \
                 parses, else `body`), with `truncated` set when the body was cut at the limit.",
@@ -141,7 +141,7 @@ pub fn definitions() -> Value {
                     "headers": {"type": "object", "description": "Extra request headers (Authorization, Cookie, Host, Accept-Encoding and framing headers are refused)", "additionalProperties": {"type": "string"}, "maxProperties": MAX_HEADERS},
                     "query": {"type": "object", "description": "Query parameters appended to the URL", "additionalProperties": {"type": "string"}, "maxProperties": MAX_QUERY_PARAMS},
                     "body": {"type": "string", "description": "Request body (not allowed with GET or HEAD)"},
-                    "credential": {"type": "string", "description": "Name of a credential from sp.inventory"}
+                    "credential": {"type": "string", "description": "Name of a credential from sp_inventory"}
                 },
                 "required": ["method", "url"],
                 "additionalProperties": false
@@ -245,11 +245,11 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
 pub enum ToolCall {
     Http(HttpRequest),
     Inventory,
-    /// `ssh.exec` (issue #4, `ssh/args.rs`).
+    /// `ssh_exec` (issue #4, `ssh/args.rs`).
     Ssh(crate::ssh::SshExec),
 }
 
-/// `http.request` arguments after every check.
+/// `http_request` arguments after every check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpRequest {
     pub method: Method,
@@ -290,7 +290,7 @@ impl ToolCall {
             crate::ssh::SSH_EXEC => crate::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
             INVENTORY => match call.arguments.keys().next() {
                 None => Ok(ToolCall::Inventory),
-                Some(k) => bad(format!("unknown argument {:?}: sp.inventory takes none", short(k))),
+                Some(k) => bad(format!("unknown argument {:?}: sp_inventory takes none", short(k))),
             },
             // call_request admits only known names.
             other => bad(format!("unknown tool {:?}", short(other))),
@@ -326,7 +326,7 @@ fn string_map<'a>(args: &'a Map<String, Value>, key: &str, max: usize) -> Result
 fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     const KNOWN: [&str; 6] = ["method", "url", "headers", "query", "body", "credential"];
     if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return bad(format!("unknown argument {:?} (http.request takes: {})", short(k), KNOWN.join(", ")));
+        return bad(format!("unknown argument {:?} (http_request takes: {})", short(k), KNOWN.join(", ")));
     }
     let method = match string_arg(args, "method")? {
         None => return bad("\"method\" is required"),
@@ -388,7 +388,7 @@ fn http_request(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     let credential = string_arg(args, "credential")?.map(str::to_owned);
     if let Some(c) = &credential {
         if !is_name(c) {
-            return bad("\"credential\" must be a credential name from sp.inventory");
+            return bad("\"credential\" must be a credential name from sp_inventory");
         }
     }
 
@@ -533,17 +533,17 @@ mod tests {
         assert_eq!(call(json!({})), Err(CallError::MissingName));
         assert_eq!(call(json!({"name": 1})), Err(CallError::NameNotString));
         assert_eq!(
-            call(json!({"name": "http.request", "arguments": []})),
+            call(json!({"name": "http_request", "arguments": []})),
             Err(CallError::ArgumentsNotObject { found: "an array" })
         );
         assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
         // Issue #10: unknown params members (task augmentation, future fields) are ignored.
-        assert_eq!(call(json!({"name": "sp.inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp.inventory");
-        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
-        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
-        assert_eq!(call(json!({"name": "sp.inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);
+        assert_eq!(call(json!({"name": "sp_inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp_inventory");
+        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
+        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
+        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);
         for meta in [json!("x"), json!({"progressToken": 1.5}), json!({"progressToken": null}), json!({"progressToken": {}})] {
-            assert_eq!(call(json!({"name": "sp.inventory", "_meta": meta})), Err(CallError::BadMeta));
+            assert_eq!(call(json!({"name": "sp_inventory", "_meta": meta})), Err(CallError::BadMeta));
         }
     }
 
@@ -656,7 +656,7 @@ mod tests {
         String::from_utf8(out).ok()
     }
 
-    /// Issue 8.5, the property: for any URL `http.request` accepts, the path the policy
+    /// Issue 8.5, the property: for any URL `http_request` accepts, the path the policy
     /// matched equals the decoding of the path on the wire. `exec/http.rs` builds the
     /// request with `.uri(url.as_str())` (or, for a query credential, the same URL with
     /// one pair appended) and ureq-proto writes `uri().path_and_query()` on the request

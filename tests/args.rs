@@ -48,7 +48,7 @@ fn ready(policy: &std::path::Path) -> Session {
 fn refused(s: &mut Session, server: &TestServer, id: i64, args: Value, want: &str) {
     server.settle();
     let before = server.accepted();
-    let result = s.tool(id, "http.request", args.clone());
+    let result = s.tool(id, "http_request", args.clone());
     assert_eq!(tool_error_code(&result), Some("SP_BAD_ARGUMENTS"), "{args}: {result}");
     let text = result.to_string();
     assert!(text.contains(want), "{args}: want {want:?} in {text}");
@@ -58,7 +58,7 @@ fn refused(s: &mut Session, server: &TestServer, id: i64, args: Value, want: &st
 
 /// The path the policy matches for `url`, computed by the library itself.
 fn matched_path(url: &str) -> String {
-    let call = sallyport::tools::call_request(Some(json!({"name": "http.request", "arguments": {"method": "GET", "url": url}}))).unwrap();
+    let call = sallyport::tools::call_request(Some(json!({"name": "http_request", "arguments": {"method": "GET", "url": url}}))).unwrap();
     match sallyport::tools::ToolCall::parse(&call).unwrap() {
         sallyport::tools::ToolCall::Http(r) => r.match_path,
         _ => unreachable!(),
@@ -107,7 +107,7 @@ fn the_server_gets_the_path_the_policy_matched() {
         id += 1;
         let url = format!("{base}{path}");
         let before = server.requests().len();
-        let result = s.tool(id, "http.request", json!({"method": "GET", "url": url}));
+        let result = s.tool(id, "http_request", json!({"method": "GET", "url": url}));
         assert_eq!(result["isError"], false, "{url}: {result}");
         let seen = server.requests();
         assert_eq!(seen.len(), before + 1, "{url}: want one request");
@@ -131,7 +131,7 @@ fn credentialed_requests_cannot_change_their_method_or_path() {
     let mut id = 10;
     // The setup works: this call is credentialed and reaches the server.
     let before = server.requests().len();
-    let ok = s.tool(1, "http.request", json!({"method": "POST", "url": url, "body": "{}"}));
+    let ok = s.tool(1, "http_request", json!({"method": "POST", "url": url, "body": "{}"}));
     assert_eq!(ok["isError"], false, "{ok}");
     assert_eq!(server.requests()[before].header("authorization"), Some("Bearer s3cret-args-token"));
     for name in sallyport::tools::OVERRIDE_HEADERS {
@@ -173,7 +173,7 @@ fn global_flags_before_audit_work_and_a_malformed_anchor_is_a_usage_error() {
     let dir = TempDir::new("args-audit");
     let journal = dir.join("audit.jsonl");
     let policy = dir.file("policy.json", json!({"audit": {"path": journal}}).to_string().as_bytes(), 0o600);
-    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "sp.inventory", json!({}))]);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "sp_inventory", json!({}))]);
     Launch::mcp(&policy, &[]).run(&input).assert_exit(0);
 
     let mut last_hash = String::new();

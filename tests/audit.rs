@@ -102,12 +102,12 @@ fn busy_journal(server: &TestServer, f: &Fixture) -> Vec<u8> {
     let base = server.base();
     let mut s = Session::start(f.launch());
     s.ready("2025-06-18");
-    assert_eq!(s.tool(1, "http.request", get(format!("{base}/v1/users")))["isError"], false);
-    assert_eq!(tool_error_code(&s.tool(2, "http.request", get(format!("{base}/admin")))), Some("SP_DENIED"));
-    assert_eq!(tool_error_code(&s.tool(3, "http.request", json!({"method": "GET"}))), Some("SP_BAD_ARGUMENTS"));
-    assert_eq!(s.tool(4, "sp.inventory", json!({}))["isError"], false);
+    assert_eq!(s.tool(1, "http_request", get(format!("{base}/v1/users")))["isError"], false);
+    assert_eq!(tool_error_code(&s.tool(2, "http_request", get(format!("{base}/admin")))), Some("SP_DENIED"));
+    assert_eq!(tool_error_code(&s.tool(3, "http_request", json!({"method": "GET"}))), Some("SP_BAD_ARGUMENTS"));
+    assert_eq!(s.tool(4, "sp_inventory", json!({}))["isError"], false);
     assert_eq!(s.call(&json!({"jsonrpc": "2.0", "id": 5, "method": "nope"}))["error"]["code"], -32601);
-    assert_eq!(s.tool(6, "http.request", get(format!("{base}/open/x")))["isError"], false);
+    assert_eq!(s.tool(6, "http_request", get(format!("{base}/open/x")))["isError"], false);
     let run = s.finish();
     run.assert_exit(0);
     std::fs::read(&f.journal).unwrap()
@@ -146,7 +146,7 @@ fn a_session_journals_every_decision_and_verifies() {
     assert_eq!(all[4]["decision"], "bad_arguments");
     assert_eq!((all[7]["decision"].as_str(), all[7]["code"].as_str()), (Some("method_not_found"), Some("-32601")));
     // request_fp: the method and params, keys sorted, no id, no _meta
-    let params = json!({"arguments": get(format!("{}/admin", server.base())), "name": "http.request"});
+    let params = json!({"arguments": get(format!("{}/admin", server.base())), "name": "http_request"});
     let canonical = format!("{{\"method\":\"tools/call\",\"params\":{}}}", canonical(&params));
     assert_eq!(denied["request_fp"], sha256_hex(canonical.as_bytes()));
     let run = assert_whole(&f.journal);
@@ -252,7 +252,7 @@ fn crash_safety_kill_9_mid_session() {
         let mut msgs = vec![initialize(json!(0), "2025-06-18"), initialized()];
         for id in 1..=6 {
             let path = if id % 2 == 0 { "/v1/users" } else { "/admin" };
-            msgs.push(tool_call(id, "http.request", get(format!("{base}{path}"))));
+            msgs.push(tool_call(id, "http_request", get(format!("{base}{path}"))));
         }
         let _ = std::io::Write::write_all(&mut stdin, &lines(&msgs));
         // Somewhere between startup and the end of the session.
@@ -285,7 +285,7 @@ fn crash_safety_kill_9_mid_session() {
 // Fail closed
 
 fn assert_refuses_to_start(f: &Fixture, server: &TestServer, what: &str) -> Run {
-    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "http.request", get(format!("{}/v1/x", server.base())))]);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "http_request", get(format!("{}/v1/x", server.base())))]);
     let run = f.launch().run(&input);
     run.assert_exit(1);
     assert_eq!(run.stdout, b"", "{what}: sp served without its journal\n{}", run.context());
@@ -354,12 +354,12 @@ fn lock_held_by_another_process() {
     s.ready("2025-06-18");
     rustix::fs::flock(holder.as_fd(), rustix::fs::FlockOperation::LockExclusive).unwrap();
     server.settle();
-    let r = s.tool(1, "http.request", get(format!("{}/v1/x", server.base())));
+    let r = s.tool(1, "http_request", get(format!("{}/v1/x", server.base())));
     assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
     server.settle();
     assert_eq!(server.accepted(), 0);
     rustix::fs::flock(holder.as_fd(), rustix::fs::FlockOperation::Unlock).unwrap();
-    assert_eq!(s.tool(2, "http.request", get(format!("{}/v1/x", server.base())))["isError"], false);
+    assert_eq!(s.tool(2, "http_request", get(format!("{}/v1/x", server.base())))["isError"], false);
     let run = s.finish();
     assert!(run.summary().contains("audit_unavailable=1"), "{}", run.context());
     assert_whole(&f.journal);
@@ -372,7 +372,7 @@ fn journal_replaced_or_truncated_mid_session_stops_all_actions() {
         let f = fixture(server.port, json!({}), false);
         let mut s = Session::start(f.launch());
         s.ready("2025-06-18");
-        assert_eq!(s.tool(1, "http.request", get(format!("{}/open/a", server.base())))["isError"], false);
+        assert_eq!(s.tool(1, "http_request", get(format!("{}/open/a", server.base())))["isError"], false);
         match how {
             "replaced" => {
                 let other = f.dir.file("other.jsonl", b"", 0o600);
@@ -393,7 +393,7 @@ fn journal_replaced_or_truncated_mid_session_stops_all_actions() {
         server.settle();
         let before = server.accepted();
         for id in 2..4 {
-            let r = s.tool(id, "http.request", get(format!("{}/open/b", server.base())));
+            let r = s.tool(id, "http_request", get(format!("{}/open/b", server.base())));
             assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{how}: {r}");
             assert!(r["structuredContent"]["error"]["message"].as_str().unwrap().contains(says), "{how}: {r}");
         }
@@ -423,7 +423,7 @@ fn file_size_limit_refuses_the_action_and_keeps_the_journal_whole() {
     let input = lines(&[
         initialize(json!(1), "2025-06-18"),
         initialized(),
-        tool_call(2, "http.request", get(format!("{}/v1/users", server.base()))),
+        tool_call(2, "http_request", get(format!("{}/v1/users", server.base()))),
     ]);
     server.settle();
     let out = cmd
@@ -467,7 +467,7 @@ fn secrets_never_reach_the_journal_or_the_syslog_copy() {
     let mut s = Session::start(f.launch());
     s.ready("2025-06-18");
     for (id, url) in [(1, format!("{base}/v1/echo")), (2, format!("{base}/q/echo?x=1"))] {
-        let r = s.tool(id, "http.request", get(url));
+        let r = s.tool(id, "http_request", get(url));
         assert_eq!(r["isError"], false, "{r}");
     }
     let run = s.finish();
@@ -544,13 +544,13 @@ fn counters_match_the_journal() {
         json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}),
         initialize(json!(1), "2025-06-18"),
         initialized(),
-        tool_call(2, "http.request", get(format!("{base}/v1/a"))),
-        tool_call(3, "http.request", get(format!("{base}/nope"))),
-        tool_call(4, "http.request", json!({"url": 1})),
+        tool_call(2, "http_request", get(format!("{base}/v1/a"))),
+        tool_call(3, "http_request", get(format!("{base}/nope"))),
+        tool_call(4, "http_request", json!({"url": 1})),
         tool_call(5, "no.such.tool", json!({})),
-        tool_call(6, "sp.inventory", json!({})),
-        tool_call(7, "http.request", get("http://127.0.0.1:1/v1/x".into())),
-        tool_call(8, "http.request", get(format!("{base}/open/b"))),
+        tool_call(6, "sp_inventory", json!({})),
+        tool_call(7, "http_request", get("http://127.0.0.1:1/v1/x".into())),
+        tool_call(8, "http_request", get(format!("{base}/open/b"))),
         json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}),
     ]);
     let mut input = input;
@@ -581,7 +581,7 @@ fn default_location_and_no_location() {
     policy.as_object_mut().unwrap().remove("audit");
     std::fs::write(&f.policy, policy.to_string()).unwrap();
     let home = TempDir::new("home");
-    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "sp.inventory", json!({}))]);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "sp_inventory", json!({}))]);
     // $HOME/.local/state/sallyport/audit.jsonl, directories 0700
     f.launch().env("HOME", &home.join("")).run(&input).assert_exit(0);
     let j = home.path.join(".local/state/sallyport/audit.jsonl");
@@ -653,7 +653,7 @@ fn approver_yes_no_timeout_crash_and_chatter() {
         let t = Instant::now();
         // Each call asks again: an approval covers one call only.
         for id in [1, 2] {
-            let r = s.tool(id, "http.request", get(format!("{}/v1/{name}", server.base())));
+            let r = s.tool(id, "http_request", get(format!("{}/v1/{name}", server.base())));
             if runs {
                 assert_eq!(r["isError"], false, "{name}: {r}");
             } else {
@@ -661,7 +661,7 @@ fn approver_yes_no_timeout_crash_and_chatter() {
             }
         }
         // Uncredentialed calls do not ask.
-        assert_eq!(s.tool(3, "http.request", get(format!("{}/open/{name}", server.base())))["isError"], false);
+        assert_eq!(s.tool(3, "http_request", get(format!("{}/open/{name}", server.base())))["isError"], false);
         assert!(t.elapsed() < Duration::from_secs(15), "{name}: the timeout was not enforced");
         let run = s.finish();
         run.assert_exit(0);
@@ -708,10 +708,10 @@ fn observe_mode_runs_without_asking_and_says_so() {
     let f = fixture(server.port, json!({"mode": "observe"}), true);
     let mut s = Session::start(f.launch());
     s.ready("2025-06-18");
-    assert_eq!(s.tool(1, "http.request", get(format!("{}/v1/a", server.base())))["isError"], false);
-    assert_eq!(tool_error_code(&s.tool(2, "http.request", get(format!("{}/nope", server.base())))), Some("SP_DENIED"));
+    assert_eq!(s.tool(1, "http_request", get(format!("{}/v1/a", server.base())))["isError"], false);
+    assert_eq!(tool_error_code(&s.tool(2, "http_request", get(format!("{}/nope", server.base())))), Some("SP_DENIED"));
     // The inventory tells the agent which credentials wait for approval.
-    let inv = s.tool(3, "sp.inventory", json!({}));
+    let inv = s.tool(3, "sp_inventory", json!({}));
     let creds = inv["structuredContent"]["http"]["credentials"].as_array().unwrap().clone();
     let flag = |name: &str| creds.iter().find(|c| c["name"] == name).map(|c| c["approve"].clone());
     assert_eq!((flag("api"), flag("envtok")), (Some(json!(true)), Some(Value::Null)), "{inv}");
@@ -743,7 +743,7 @@ fn tail_and_show_print_rows_for_people_and_as_json() {
     let mut s = Session::start(f.launch());
     s.ready("2025-06-18");
     // An escape sequence in an agent-chosen path must not reach the operator's terminal raw.
-    s.tool(1, "http.request", get(format!("{}/nope\u{1b}[2J", server.base())));
+    s.tool(1, "http_request", get(format!("{}/nope\u{1b}[2J", server.base())));
     s.finish().assert_exit(0);
     let j = f.journal.display().to_string();
     let show = run_sp(&["audit", "show", &j], &[], b"");
@@ -762,7 +762,7 @@ fn tail_and_show_print_rows_for_people_and_as_json() {
 }
 
 // ---------------------------------------------------------------------------------------
-// ssh.exec: result rows and approve-flagged hosts
+// ssh_exec: result rows and approve-flagged hosts
 
 #[test]
 fn ssh_rows_and_host_approval() {
@@ -788,18 +788,18 @@ fn ssh_rows_and_host_approval() {
         let before = sshd.connections();
         let mut s = Session::start(Launch::mcp(&policy, &[]));
         s.ready("2025-06-18");
-        let r = s.tool(1, "ssh.exec", json!({"host": "guarded", "command": "echo hi"}));
+        let r = s.tool(1, "ssh_exec", json!({"host": "guarded", "command": "echo hi"}));
         if runs {
             assert_eq!((r["isError"].as_bool(), r["structuredContent"]["exit_status"].as_i64()), (Some(false), Some(0)), "{r}");
         } else {
             assert_eq!(tool_error_code(&r), Some("SP_NOT_APPROVED"), "{r}");
             assert_eq!(sshd.connections(), before, "a refused call reached sshd");
         }
-        let r = s.tool(2, "ssh.exec", json!({"host": "open", "command": "echo oops >&2; exit 3"}));
+        let r = s.tool(2, "ssh_exec", json!({"host": "open", "command": "echo oops >&2; exit 3"}));
         assert_eq!(r["structuredContent"]["exit_status"], 3, "{r}");
         s.finish().assert_exit(0);
         let told: Value = serde_json::from_str(&std::fs::read_to_string(approver.with_extension("stdin")).unwrap()).unwrap();
-        assert_eq!((told["tool"].as_str(), told["request"]["command"].as_str()), (Some("ssh.exec"), Some("echo hi")));
+        assert_eq!((told["tool"].as_str(), told["request"]["command"].as_str()), (Some("ssh_exec"), Some("echo hi")));
         assert_eq!(told["request"]["host"], "guarded");
     }
     let all = rows(&journal);
@@ -841,7 +841,7 @@ fn concurrent_sessions_share_one_chain() {
             std::thread::spawn(move || {
                 for id in 1..=10 {
                     let path = if id % 3 == 0 { "/nope" } else { "/open/x" };
-                    s.tool(id, "http.request", get(format!("{base}{path}")));
+                    s.tool(id, "http_request", get(format!("{base}{path}")));
                 }
                 s.finish()
             })

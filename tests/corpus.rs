@@ -94,11 +94,11 @@ fn refusal_leaves_no_trace() {
         let lines: Vec<Value> = out.into_inner().split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
         (exit, lines, server.executor().calls.clone())
     };
-    let good = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/after"}}}"#;
+    let good = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/after"}}}"#;
     let refused = [
-        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/refused","headers":{"Authorization":"Bearer stolen"}}}}"#,
-        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/refused","credential":"nope"}}}"#,
-        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http.request","arguments":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/refused","headers":{"Authorization":"Bearer stolen"}}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/refused","credential":"nope"}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"http_request","arguments":"x"}}"#,
         r#"{"jsonrpc":"2.0","id":6,"method":"nope/refused","params":{"headers":{"X-Refused":"1"}}}"#,
     ];
     let (_, fresh, fresh_calls) = run(&[good]);
@@ -120,7 +120,7 @@ fn close_on_refusal() {
     let mut input = corpus::prelude_ready();
     input.extend_from_slice(br#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#);
     input.extend_from_slice(b"\n");
-    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http.request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/x"}}}"#);
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":"http://127.0.0.1:9/corpus/x"}}}"#);
     input.extend_from_slice(b"\n");
     let mut server = Server::new(&policy, Recording::default(), Options { close_on_refusal: true, cancel_on_eof: false, ..Options::default() });
     let mut out = ProtocolWriter::new(Vec::new());
@@ -130,7 +130,7 @@ fn close_on_refusal() {
     assert_eq!(out.written(), 2, "init answer and the -32601 only");
 }
 
-/// The ssh control: a valid `ssh.exec` through the same entry point reaches the recorder
+/// The ssh control: a valid `ssh_exec` through the same entry point reaches the recorder
 /// exactly once (so the ssh cases' `calls == []` means something), and an allowed
 /// command on the listed host does too.
 #[test]
@@ -139,7 +139,7 @@ fn ssh_control_reaches_the_recorder() {
     let mut input = corpus::prelude_ready();
     for (id, host, command) in [(1, "corpus", "echo /corpus/ssh_control; id"), (2, "corpus-listed", "systemctl status nginx")] {
         let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "ssh.exec", "arguments": {"host": host, "command": command}}});
+            "params": {"name": "ssh_exec", "arguments": {"host": host, "command": command}}});
         input.extend_from_slice(call.to_string().as_bytes());
         input.push(b'\n');
     }

@@ -1,6 +1,6 @@
 //! Issue #10 part 2: the loop never goes deaf while a call runs. Through the built `sp`:
-//! `ping` and `tools/list` are answered while an `http.request`, an approval wait and an
-//! `ssh.exec` run; `notifications/cancelled` stops each of them (the HTTP server sees its
+//! `ping` and `tools/list` are answered while an `http_request`, an approval wait and an
+//! `ssh_exec` run; `notifications/cancelled` stops each of them (the HTTP server sees its
 //! connection closed, the approver's processes are gone, the remote command's processes
 //! are gone before it could `touch` its file), no result and no progress for that id
 //! arrives afterwards, the journal's result row says `cancelled` and verifies; stdin EOF
@@ -22,7 +22,7 @@
 //!   (closing the channel makes sshd hang up the terminal: SIGHUP);
 //! - cancel during an SSH handshake with a server that never speaks: the socket is shut
 //!   down at once instead of waiting out `connect_timeout_s` (held);
-//! - close stdin during an `ssh.exec`: exit at once, result row cancelled (held);
+//! - close stdin during an `ssh_exec`: exit at once, result row cancelled (held);
 //! - close stdin during a call: exit well within the limit, end row written (held);
 //! - a second tools/call during a running one: answered after the first, in order; a
 //!   cancel for a queued call: it never runs, a rejection row says cancelled (held);
@@ -240,9 +240,9 @@ fn ping_and_tools_list_are_answered_while_an_http_request_waits() {
     let (policy, _) = http_policy(&dir, server.port, json!({}));
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/slow/1500", server.base()))));
+    s.send(&tool_call(1, "http_request", get(format!("{}/slow/1500", server.base()))));
     server.wait_for(&Seen::Request("/slow/1500".into()), Duration::from_secs(10));
-    control_answers_are_prompt(&mut s, "during http.request", 10);
+    control_answers_are_prompt(&mut s, "during http_request", 10);
     // The call itself still completes and is answered.
     let r = s.read();
     assert_eq!((r["id"].as_i64(), r["result"]["structuredContent"]["status"].as_u64()), (Some(1), Some(200)), "{r}");
@@ -256,7 +256,7 @@ fn cancelling_an_http_request_closes_its_connection_and_sends_nothing_more() {
     let (policy, journal) = http_policy(&dir, server.port, json!({}));
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/slow/30000", server.base()))));
+    s.send(&tool_call(1, "http_request", get(format!("{}/slow/30000", server.base()))));
     server.wait_for(&Seen::Request("/slow/30000".into()), Duration::from_secs(10));
     // A cancel for an id that does not run, and one without a requestId: ignored.
     s.send(&cancelled(77));
@@ -269,7 +269,7 @@ fn cancelling_an_http_request_closes_its_connection_and_sends_nothing_more() {
     let (_, before) = timed(&mut s, &ping(2));
     nothing_for(&before, 1, None);
     // The next call runs normally (a fresh connection pool).
-    let r = s.tool(3, "http.request", get(format!("{}/fast", server.base())));
+    let r = s.tool(3, "http_request", get(format!("{}/fast", server.base())));
     assert_eq!(r["structuredContent"]["status"], 200, "{r}");
     let run = s.finish();
     run.assert_exit(0);
@@ -279,7 +279,7 @@ fn cancelling_an_http_request_closes_its_connection_and_sends_nothing_more() {
     assert_eq!(results.len(), 2, "{all:#?}");
     assert_eq!((results[0]["decision"].as_str(), results[0]["code"].as_str()), (Some("cancelled"), Some("SP_CANCELLED")), "{all:#?}");
     assert_eq!(results[1]["decision"], "ok");
-    assert!(run.summary().contains("http.request:SP_CANCELLED=1"), "{}", run.summary());
+    assert!(run.summary().contains("http_request:SP_CANCELLED=1"), "{}", run.summary());
     assert_verifies(&journal);
 }
 
@@ -290,7 +290,7 @@ fn stdin_eof_during_a_call_cancels_it_and_exits_promptly() {
     let (policy, journal) = http_policy(&dir, server.port, json!({}));
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/slow/30000", server.base()))));
+    s.send(&tool_call(1, "http_request", get(format!("{}/slow/30000", server.base()))));
     server.wait_for(&Seen::Request("/slow/30000".into()), Duration::from_secs(10));
     let started = Instant::now();
     let run = s.finish();
@@ -303,7 +303,7 @@ fn stdin_eof_during_a_call_cancels_it_and_exits_promptly() {
     let all = rows(&journal);
     assert_eq!(last_of(&all, "result")["decision"], "cancelled", "{all:#?}");
     assert_eq!(all.last().unwrap()["kind"], "end", "{all:#?}");
-    assert!(run.summary().contains("http.request:SP_CANCELLED=1"), "{}", run.summary());
+    assert!(run.summary().contains("http_request:SP_CANCELLED=1"), "{}", run.summary());
     assert_verifies(&journal);
 }
 
@@ -314,10 +314,10 @@ fn a_second_call_waits_for_the_first_and_answers_come_in_order() {
     let (policy, journal) = http_policy(&dir, server.port, json!({}));
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/slow/2000", server.base()))));
+    s.send(&tool_call(1, "http_request", get(format!("{}/slow/2000", server.base()))));
     server.wait_for(&Seen::Request("/slow/2000".into()), Duration::from_secs(10));
-    s.send(&tool_call(2, "http.request", get(format!("{}/second", server.base()))));
-    s.send(&tool_call(3, "http.request", get(format!("{}/third", server.base()))));
+    s.send(&tool_call(2, "http_request", get(format!("{}/second", server.base()))));
+    s.send(&tool_call(3, "http_request", get(format!("{}/third", server.base()))));
     // 3 waits in the queue; cancelling it means it never runs.
     s.send(&cancelled(3));
     let (t, _) = timed(&mut s, &ping(4));
@@ -365,7 +365,7 @@ fn ping_is_answered_during_approval_and_a_cancel_kills_the_approver() {
     );
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "http.request", get(format!("{}/v1/x", server.base()))));
+    s.send(&tool_call(1, "http_request", get(format!("{}/v1/x", server.base()))));
     wait_until(Duration::from_secs(10), "the approver starts", || pidfile.exists() && !pgrep(&format!("sleep {marker}")).is_empty());
     control_answers_are_prompt(&mut s, "during the approval wait", 10);
     let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
@@ -411,7 +411,7 @@ fn ssh_sleeping(sshd: &Sshd, policy: &Path, marker: &str, flag: &Path) -> Sessio
     let command = format!("sleep {marker}; touch {}", flag.display());
     let mut s = Session::start(Launch::mcp(policy, &["-v"]));
     s.ready(VERSION);
-    let mut call = tool_call(1, "ssh.exec", json!({"host": "web1", "command": command}));
+    let mut call = tool_call(1, "ssh_exec", json!({"host": "web1", "command": command}));
     call["params"]["_meta"] = json!({"progressToken": "tok-1"});
     s.send(&call);
     wait_until(Duration::from_secs(10), "the remote command starts", || !pgrep(&format!("sleep {marker}")).is_empty());
@@ -437,7 +437,7 @@ fn ping_during_ssh_and_a_cancel_closes_the_channel_and_sends_nothing_more() {
     // Progress notifications flow (one a second) until the cancel.
     let first = s.read();
     assert_eq!(first["params"]["progressToken"], "tok-1", "{first}");
-    control_answers_are_prompt(&mut s, "during ssh.exec", 10);
+    control_answers_are_prompt(&mut s, "during ssh_exec", 10);
     // The channel and the connection are closed: sshd logs the disconnect (or, when
     // the socket was shut down first, the closed connection).
     let gone = || sshd.count("Connection closed by") + sshd.count("Received disconnect from");
@@ -459,7 +459,7 @@ fn ping_during_ssh_and_a_cancel_closes_the_channel_and_sends_nothing_more() {
     let all = rows(&journal);
     let result = last_of(&all, "result");
     assert_eq!((result["decision"].as_str(), result["code"].as_str()), (Some("cancelled"), Some("SP_CANCELLED")), "{all:#?}");
-    assert!(run.summary().contains("ssh.exec:SP_CANCELLED=1"), "{}", run.summary());
+    assert!(run.summary().contains("ssh_exec:SP_CANCELLED=1"), "{}", run.summary());
     assert_verifies(&journal);
 }
 
@@ -499,7 +499,7 @@ fn stdin_eof_during_ssh_exec_cancels_it_and_exits_promptly() {
     let started = Instant::now();
     let run = s.finish();
     let took = started.elapsed();
-    eprintln!("stdin EOF during ssh.exec: sp exited {} ms after stdin was closed", took.as_millis());
+    eprintln!("stdin EOF during ssh_exec: sp exited {} ms after stdin was closed", took.as_millis());
     assert!(took < Duration::from_secs(3), "{took:?}");
     run.assert_exit(0);
     nothing_for(&run.protocol(), 1, Some("tok-1"));
@@ -553,7 +553,7 @@ fn cancelling_during_an_ssh_handshake_returns_at_once() {
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
     s.ready(VERSION);
-    s.send(&tool_call(1, "ssh.exec", json!({"host": "mute", "command": "true"})));
+    s.send(&tool_call(1, "ssh_exec", json!({"host": "mute", "command": "true"})));
     assert_eq!(events.recv_timeout(Duration::from_secs(10)), Ok("accepted"));
     control_answers_are_prompt(&mut s, "during an ssh handshake", 10);
     let started = Instant::now();

@@ -116,7 +116,7 @@ fn fifo_credential_file_or_systemd_credential_fails_the_call_at_once_and_ping_is
     s.ready("2025-06-18");
     let url = format!("http://{host}/v1/x");
     for (id, cred) in [(1, "fifo_file"), (2, "fifo_systemd")] {
-        refused_promptly(&mut s, id, "http.request", json!({"method": "GET", "url": url, "credential": cred}), "SP_UNAVAILABLE", "FIFO");
+        refused_promptly(&mut s, id, "http_request", json!({"method": "GET", "url": url, "credential": cred}), "SP_UNAVAILABLE", "FIFO");
     }
     server.settle();
     assert_eq!(server.accepted(), 0, "a request ran without its credential");
@@ -143,7 +143,7 @@ fn fifo_or_world_writable_approver_refuses_the_call_at_once_and_nothing_runs() {
         let _guard = Watchdog::new(s.pid());
         s.ready("2025-06-18");
         let args = json!({"method": "GET", "url": format!("http://{host}/v1/x"), "credential": "api"});
-        refused_promptly(&mut s, 1, "http.request", args, "SP_NOT_APPROVED", want);
+        refused_promptly(&mut s, 1, "http_request", args, "SP_NOT_APPROVED", want);
         s.finish().assert_exit(0);
     }
     server.settle();
@@ -173,7 +173,7 @@ fn fifo_key_passphrase_password_or_known_hosts_fails_the_ssh_call_at_once() {
         let mut s = Session::start(Launch::mcp(&policy, &[]));
         let _guard = Watchdog::new(s.pid());
         s.ready("2025-06-18");
-        refused_promptly(&mut s, 1, "ssh.exec", json!({"host": "web1", "command": "true"}), code, "FIFO");
+        refused_promptly(&mut s, 1, "ssh_exec", json!({"host": "web1", "command": "true"}), code, "FIFO");
         s.finish().assert_exit(0);
     }
     assert_eq!(sshd.logins(), 0, "nothing may log in");

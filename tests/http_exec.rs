@@ -1,7 +1,7 @@
 //! Full MCP sessions through the built `sp mcp` against a real HTTP server on loopback
 //! (`support::http_server`), with a policy and owner-only secret files in a temp dir.
 //!
-//! What must hold: an authorized `http.request` reaches the server exactly once, carrying
+//! What must hold: an authorized `http_request` reaches the server exactly once, carrying
 //! the credential the policy injects; the agent's side (the whole of stdout) never holds
 //! the secret, even when the server echoes it back in its body or headers; statuses are
 //! results; a credentialed request never follows a redirect (an uncredentialed one
@@ -72,27 +72,27 @@ fn ready(launch: Launch) -> Session {
     s
 }
 
-/// Calls `http.request`; the server must see exactly one new request. Returns the tool
+/// Calls `http_request`; the server must see exactly one new request. Returns the tool
 /// result and that request.
 fn exec_once(s: &mut Session, server: &TestServer, id: i64, args: Value) -> (Value, Recorded) {
     let (result, mut seen) = exec_n(s, server, id, args, 1);
     (result, seen.remove(0))
 }
 
-/// Calls `http.request`; the server must see exactly `n` new requests (redirect hops).
+/// Calls `http_request`; the server must see exactly `n` new requests (redirect hops).
 fn exec_n(s: &mut Session, server: &TestServer, id: i64, args: Value, n: usize) -> (Value, Vec<Recorded>) {
     let before = server.requests().len();
-    let result = s.tool(id, "http.request", args.clone());
+    let result = s.tool(id, "http_request", args.clone());
     let seen = server.requests();
     assert_eq!(seen.len(), before + n, "{args}: want exactly {n} request(s) at the server, result {result}");
     (result, seen[before..].to_vec())
 }
 
-/// Calls `http.request`; it must be denied and the server must see no connection.
+/// Calls `http_request`; it must be denied and the server must see no connection.
 fn denied(s: &mut Session, server: &TestServer, id: i64, args: Value) -> Value {
     server.settle();
     let before = server.accepted();
-    let result = s.tool(id, "http.request", args.clone());
+    let result = s.tool(id, "http_request", args.clone());
     assert_eq!(tool_error_code(&result), Some("SP_DENIED"), "{args}: {result}");
     server.settle();
     assert_eq!(server.accepted(), before, "{args}: a denied request reached the server");
@@ -155,19 +155,19 @@ fn tools_list_offers_http_request_and_inventory() {
     let list = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("no tools: {list}"));
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    // ssh.exec joins them once the SSH issue lands.
-    assert!(names.contains(&"http.request") && names.contains(&"sp.inventory"), "{list}");
-    assert!(names.iter().all(|n| ["http.request", "sp.inventory", "ssh.exec"].contains(n)), "{list}");
+    // ssh_exec joins them once the SSH issue lands.
+    assert!(names.contains(&"http_request") && names.contains(&"sp_inventory"), "{list}");
+    assert!(names.iter().all(|n| ["http_request", "sp_inventory", "ssh_exec"].contains(n)), "{list}");
     for t in tools {
         let schema = &t["inputSchema"];
         assert_eq!(schema["type"], "object", "{t}");
         assert_eq!(schema["additionalProperties"], false, "{t}");
         assert!(t["description"].as_str().is_some_and(|d| !d.is_empty()), "{t}");
     }
-    let http = &tools.iter().find(|t| t["name"] == "http.request").expect("http.request")["inputSchema"];
+    let http = &tools.iter().find(|t| t["name"] == "http_request").expect("http_request")["inputSchema"];
     assert_eq!(http["required"], json!(["method", "url"]));
     for p in ["method", "url", "headers", "query", "body", "credential"] {
-        assert!(http["properties"][p].is_object(), "http.request lacks {p}: {http}");
+        assert!(http["properties"][p].is_object(), "http_request lacks {p}: {http}");
     }
     let run = s.finish();
     run.protocol();
@@ -205,8 +205,8 @@ fn authorized_session_end_to_end() {
 
     let mut s = ready(Launch::mcp(&st.policy, &["-vv"]));
 
-    // sp.inventory: names and hosts, never a secret or where it lives.
-    let inv = s.tool(10, "sp.inventory", json!({}));
+    // sp_inventory: names and hosts, never a secret or where it lives.
+    let inv = s.tool(10, "sp_inventory", json!({}));
     assert_eq!(inv["isError"], false, "{inv}");
     let creds = &sc(&inv)["http"]["credentials"];
     let names: Vec<&str> = creds.as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
@@ -333,7 +333,7 @@ fn authorized_session_end_to_end() {
     assert_eq!(to_v1_target, 1, "only the uncredentialed hop reaches /v1/target; a credentialed redirect was followed");
     assert_eq!(
         run.summary(),
-        "sp: session ended (Eof): executions=14 [http.request:ok=13 sp.inventory:ok=1] rejections=3 [denied=3]",
+        "sp: session ended (Eof): executions=14 [http_request:ok=13 sp_inventory:ok=1] rejections=3 [denied=3]",
         "{}",
         run.context()
     );
@@ -350,7 +350,7 @@ fn timeout_is_an_sp_timeout_result() {
     let run = s.finish();
     run.protocol();
     run.assert_exit(0);
-    assert_eq!(run.summary(), "sp: session ended (Eof): executions=1 [http.request:SP_TIMEOUT=1] rejections=0 []", "{}", run.context());
+    assert_eq!(run.summary(), "sp: session ended (Eof): executions=1 [http_request:SP_TIMEOUT=1] rejections=0 []", "{}", run.context());
 }
 
 #[test]
@@ -359,14 +359,14 @@ fn connection_refused_is_sp_unavailable() {
     let dead = dead_port();
     let st = setup(server.port, dead, json!({}));
     let mut s = ready(Launch::mcp(&st.policy, &[]));
-    let r = s.tool(1, "http.request", json!({"method": "GET", "url": format!("http://127.0.0.1:{dead}/anything")}));
+    let r = s.tool(1, "http_request", json!({"method": "GET", "url": format!("http://127.0.0.1:{dead}/anything")}));
     assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
     let message = sc(&r)["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains(&format!("127.0.0.1:{dead}")), "{message}");
     let run = s.finish();
     run.protocol();
     run.assert_exit(0);
-    assert_eq!(run.summary(), "sp: session ended (Eof): executions=1 [http.request:SP_UNAVAILABLE=1] rejections=0 []", "{}", run.context());
+    assert_eq!(run.summary(), "sp: session ended (Eof): executions=1 [http_request:SP_UNAVAILABLE=1] rejections=0 []", "{}", run.context());
     assert_eq!(server.accepted(), 0);
 }
 

@@ -39,7 +39,7 @@ fn input(port: u16) -> Vec<u8> {
     lines(&[
         initialize(json!(1), "2025-06-18"),
         initialized(),
-        tool_call(2, "http.request", json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/v1/x")})),
+        tool_call(2, "http_request", json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/v1/x")})),
     ])
 }
 

@@ -83,10 +83,10 @@ fn a_secret_in_a_redirect_path_reaches_no_journal_row_and_no_log_line() {
     s.ready("2025-06-18");
     let base = server.base();
     // The credentialed call reads the secret: from now on it is a secret of the session.
-    assert_eq!(s.tool(1, "http.request", get(format!("{base}/v1/me")))["isError"], false);
-    let followed = s.tool(2, "http.request", get(format!("{base}/open/start")));
+    assert_eq!(s.tool(1, "http_request", get(format!("{base}/v1/me")))["isError"], false);
+    let followed = s.tool(2, "http_request", get(format!("{base}/open/start")));
     assert_eq!(followed["structuredContent"]["redirects"], 1, "{followed}");
-    let refused = s.tool(3, "http.request", get(format!("{base}/open/elsewhere")));
+    let refused = s.tool(3, "http_request", get(format!("{base}/open/elsewhere")));
     assert_eq!(refused["structuredContent"]["redirect_refused"], true, "{refused}");
     let run = s.finish();
     run.assert_exit(0);
@@ -113,8 +113,8 @@ fn a_log_forging_path_leaves_no_raw_control_byte_on_stderr() {
     s.ready("2025-06-18");
     let base = server.base();
     // Allowed (an "executing" line) and denied (a "refused" line with the decoded path).
-    s.tool(1, "http.request", get(format!("{base}/open/x%0a%1b[2KINFO%20forged-allowed%e2%80%ae")));
-    let denied = s.tool(2, "http.request", get(format!("{base}/nope%0a%1b[2KINFO%20forged-denied%e2%80%ae")));
+    s.tool(1, "http_request", get(format!("{base}/open/x%0a%1b[2KINFO%20forged-allowed%e2%80%ae")));
+    let denied = s.tool(2, "http_request", get(format!("{base}/nope%0a%1b[2KINFO%20forged-denied%e2%80%ae")));
     assert_eq!(tool_error_code(&denied), Some("SP_DENIED"), "{denied}");
     let run = s.finish();
     run.assert_exit(0);
@@ -134,7 +134,7 @@ fn audit_show_escapes_bidi_overrides_and_line_separators() {
     let mut s = Session::start(Launch::mcp(&f.policy, &[]));
     s.ready("2025-06-18");
     // Denied: the reason row carries the decoded path, with U+202E, U+2066 and U+2028 raw.
-    let denied = s.tool(1, "http.request", get(format!("{}/nope%e2%80%ae%e2%81%a6%e2%80%a8gnp.exe%c2%85", server.base())));
+    let denied = s.tool(1, "http_request", get(format!("{}/nope%e2%80%ae%e2%81%a6%e2%80%a8gnp.exe%c2%85", server.base())));
     assert_eq!(tool_error_code(&denied), Some("SP_DENIED"), "{denied}");
     s.finish().assert_exit(0);
     let journal = journal_text(&f.journal);
@@ -238,7 +238,7 @@ fn big_answer(len: usize) -> (TestServer, Fixture, Vec<Value>) {
     let msgs = vec![
         support::process::initialize(json!(0), "2025-06-18"),
         support::process::initialized(),
-        support::process::tool_call(1, "http.request", get(format!("{}/open/big", server.base()))),
+        support::process::tool_call(1, "http_request", get(format!("{}/open/big", server.base()))),
     ];
     (server, f, msgs)
 }
@@ -326,13 +326,13 @@ fn a_stop_signal_during_an_action_cancels_it_and_runs_nothing_after() {
     server.route("/open/slow", slow);
     let mut sp = Slow::start(&f.policy, false);
     sp.send(&msgs[..2]);
-    sp.send(&[support::process::tool_call(1, "http.request", get(format!("{}/open/slow", server.base())))]);
+    sp.send(&[support::process::tool_call(1, "http_request", get(format!("{}/open/slow", server.base())))]);
     // The intent row is written before the request goes out: the action is running.
     wait_for_row(&f.journal, "intent");
     let signalled = std::time::Instant::now();
     kill_process(Pid::from_raw(sp.child.id() as i32).expect("pid"), Signal::TERM).expect("kill");
     // Sent after the signal: must not run.
-    sp.send(&[support::process::tool_call(2, "http.request", get(format!("{}/open/after", server.base())))]);
+    sp.send(&[support::process::tool_call(2, "http_request", get(format!("{}/open/after", server.base())))]);
     let (status, msgs, stderr) = sp.finish();
     let took = signalled.elapsed();
     assert_eq!(status.code(), Some(143), "{status:?}\n{stderr}");

@@ -33,12 +33,12 @@ fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
     let server = TestServer::start();
     let dir = TempDir::new("proto");
     let policy = policy(&dir, server.port);
-    let mut call_with_task = tool_call(4, "sp.inventory", json!({}));
+    let mut call_with_task = tool_call(4, "sp_inventory", json!({}));
     call_with_task["params"]["task"] = json!({"ttl": 60000});
     call_with_task["params"]["futureParam"] = json!([1, 2]);
     let mut denied_with_task = tool_call(
         5,
-        "http.request",
+        "http_request",
         json!({"method": "DELETE", "url": format!("http://127.0.0.1:{}/open/task", server.port)}),
     );
     denied_with_task["params"]["task"] = json!({"ttl": 1});
@@ -49,7 +49,7 @@ fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
         req(json!(3), "tools/list", json!({"futureParam": true})),
         call_with_task,
         denied_with_task,
-        tool_call(6, "sp.inventory", json!({"future": 1})),
+        tool_call(6, "sp_inventory", json!({"future": 1})),
         req(json!(7), "ping", json!([1])),
     ]);
     let run = Launch::mcp(&policy, &[]).run(&input);
@@ -75,7 +75,7 @@ fn lifecycle_errors_are_invalid_request_with_the_id() {
     let input = lines(&[
         req(json!("early"), "tools/list", json!({})),
         initialize(json!(1), "2025-06-18"),
-        req(json!("between"), "tools/call", json!({"name": "sp.inventory"})),
+        req(json!("between"), "tools/call", json!({"name": "sp_inventory"})),
         initialized(),
         initialize(json!("again"), "2025-06-18"),
     ]);
@@ -105,7 +105,7 @@ fn malformed_message_with_a_readable_id_echoes_it_and_closes() {
     let dir = TempDir::new("proto");
     let policy = policy(&dir, server.port);
     let url = format!("http://127.0.0.1:{}/open/echo", server.port);
-    let mut bad = tool_call(42, "http.request", json!({"method": "GET", "url": url}));
+    let mut bad = tool_call(42, "http_request", json!({"method": "GET", "url": url}));
     bad["extra"] = json!(1);
     let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), bad, req(json!(43), "ping", json!({}))]);
     let run = Launch::mcp(&policy, &[]).run(&input);
@@ -120,4 +120,57 @@ fn malformed_message_with_a_readable_id_echoes_it_and_closes() {
     assert_eq!(run.protocol()[0]["id"], Value::Null, "{}", run.context());
     server.settle();
     assert_eq!(server.accepted(), 0);
+}
+
+/// Issue #10 part 1: Codex, Claude Desktop, Copilot CLI and Cursor check tool names
+/// against `^[a-zA-Z0-9_-]{1,64}$`. Every name offered, in both eras, matches; the old
+/// dotted names are unknown tools (no aliases); the journal names the tool as offered.
+#[test]
+fn tool_names_match_the_pattern_hosts_enforce_and_dotted_names_are_gone() {
+    fn host_accepts(name: &str) -> bool {
+        (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+    assert!(!host_accepts("http.request") && !host_accepts("") && host_accepts("ssh_exec"), "the checker itself");
+    let server = TestServer::start();
+    let dir = TempDir::new("proto-names");
+    let policy = policy(&dir, server.port);
+    let journal = dir.path.join("audit.jsonl");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["audit"] = json!({"path": journal});
+    std::fs::write(&policy, value.to_string()).unwrap();
+    let stateless_meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let input = lines(&[
+        req(json!(1), "tools/list", json!({"_meta": stateless_meta})),
+        initialize(json!(2), "2025-11-25"),
+        initialized(),
+        req(json!(3), "tools/list", json!({})),
+        tool_call(4, "sp_inventory", json!({})),
+        tool_call(5, "sp.inventory", json!({})),
+        tool_call(6, "http.request", json!({"method": "GET", "url": format!("http://127.0.0.1:{}/open/x", server.port)})),
+        tool_call(7, "ssh.exec", json!({"host": "h", "command": "true"})),
+    ]);
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(0);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 7, "{}", run.context());
+    for list in [&msgs[0], &msgs[2]] {
+        let names: Vec<&str> = list["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names.len(), 3, "{}", run.context());
+        assert!(names.iter().all(|n| host_accepts(n)), "a name a host would refuse: {names:?}");
+        for want in ["http_request", "ssh_exec", "sp_inventory"] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+    }
+    assert_eq!(msgs[3]["result"]["isError"], false, "{}", run.context());
+    for (i, old) in [(4, "sp.inventory"), (5, "http.request"), (6, "ssh.exec")] {
+        assert_eq!(msgs[i]["error"]["code"], -32602, "{old} must be an unknown tool\n{}", run.context());
+    }
+    server.settle();
+    assert_eq!(server.accepted(), 0, "an old dotted name reached the server");
+    let rows = std::fs::read_to_string(&journal).unwrap();
+    assert!(rows.contains("\"tool\":\"sp_inventory\"") && !rows.contains("\"tool\":\"sp.inventory\""), "{rows}");
 }

@@ -100,7 +100,7 @@ fn assert_clean(stdout: &[u8], secrets: &[&str], planted: &[String]) {
 }
 
 fn get(s: &mut Session, id: i64, url: String) -> Value {
-    s.tool(id, "http.request", json!({"method": "GET", "url": url}))
+    s.tool(id, "http_request", json!({"method": "GET", "url": url}))
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `ssh.exec` end to end (issue #4): the built `sp mcp` against a real OpenSSH `sshd` on
+//! `ssh_exec` end to end (issue #4): the built `sp mcp` against a real OpenSSH `sshd` on
 //! 127.0.0.1 (`support/sshd.rs`), logging in as the user running the tests.
 //!
 //! What the server saw is read from its log (`LogLevel DEBUG1`): `Connection from`
@@ -93,7 +93,7 @@ impl World {
 }
 
 fn exec(s: &mut Session, id: i64, args: Value) -> Value {
-    s.tool(id, "ssh.exec", args)
+    s.tool(id, "ssh_exec", args)
 }
 
 fn sc(r: &Value) -> &Value {
@@ -143,7 +143,7 @@ fn runs_commands_and_reuses_one_connection() {
         assert_eq!(sc(&r)["exit_status"], 0, "{r}");
     }
     let per_call = t.elapsed() / 30;
-    let inv = s.tool(200, "sp.inventory", json!({}));
+    let inv = s.tool(200, "sp_inventory", json!({}));
     let hosts = &sc(&inv)["ssh"]["hosts"];
     assert_eq!(hosts[0]["name"], "web1", "{inv}");
     assert_eq!(hosts[0]["user"], w.sshd.user.as_str());
@@ -152,8 +152,8 @@ fn runs_commands_and_reuses_one_connection() {
     run.protocol();
     assert_eq!(w.sshd.wait_count("Connection from 127.0.0.1", 1), 1, "{}", w.sshd.log());
     assert_eq!(w.sshd.logins(), 1, "one login for 36 calls\n{}", w.sshd.log());
-    assert!(run.summary().contains("ssh.exec:ok=35"), "{}", run.summary());
-    eprintln!("reused session: {per_call:?} per ssh.exec of `true`");
+    assert!(run.summary().contains("ssh_exec:ok=35"), "{}", run.summary());
+    eprintln!("reused session: {per_call:?} per ssh_exec of `true`");
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn timeout_returns_partial_output_and_detaches() {
     let r = exec(&mut s, 3, json!({"host": "web1", "command": "echo after"}));
     assert_eq!(sc(&r)["stdout"], "after\n", "{r}");
     let run = s.finish();
-    assert!(run.summary().contains("ssh.exec:SP_TIMEOUT=1"), "{}", run.summary());
+    assert!(run.summary().contains("ssh_exec:SP_TIMEOUT=1"), "{}", run.summary());
     assert_eq!(w.sshd.logins(), 2, "{}", w.sshd.log());
 }
 
@@ -275,7 +275,7 @@ fn timed_out_command_is_stopped_on_the_server() {
     let mut s = w.session(&w.simple_policy(json!({"timeout_s": 10})));
     let (command, marker, flag) = sleeper(&w);
     let t = Instant::now();
-    s.send(&support::process::tool_call(1, "ssh.exec", json!({"host": "web1", "command": command, "timeout_s": 1})));
+    s.send(&support::process::tool_call(1, "ssh_exec", json!({"host": "web1", "command": command, "timeout_s": 1})));
     wait_running(&marker);
     let answer = s.read();
     let r = &answer["result"];
@@ -301,7 +301,7 @@ fn killing_sp_stops_the_remote_command() {
     let Some(w) = World::new() else { return };
     let mut s = w.session(&w.simple_policy(json!({"timeout_s": 60})));
     let (command, marker, flag) = sleeper(&w);
-    s.send(&support::process::tool_call(1, "ssh.exec", json!({"host": "web1", "command": command})));
+    s.send(&support::process::tool_call(1, "ssh_exec", json!({"host": "web1", "command": command})));
     wait_running(&marker);
     let pid = rustix::process::Pid::from_raw(s.pid() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
@@ -667,7 +667,7 @@ fn a_command_that_may_have_started_is_never_rerun() {
     let mut s = w.session(&w.simple_policy(json!({})));
     let r = exec(&mut s, 1, json!({"host": "web1", "command": "true"}));
     assert_eq!(sc(&r)["exit_status"], 0);
-    s.send(&support::process::tool_call(2, "ssh.exec", json!({"host": "web1", "command": format!("echo run >> {}; sleep 5", marker.display())})));
+    s.send(&support::process::tool_call(2, "ssh_exec", json!({"host": "web1", "command": format!("echo run >> {}; sleep 5", marker.display())})));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !marker.exists() {
         assert!(Instant::now() < deadline, "the command never started");
@@ -755,7 +755,7 @@ fn progress_notifications_for_a_long_command() {
     let mut s = w.session(&w.simple_policy(json!({})));
     let command = "echo secret-looking-output; sleep 2.5; echo done";
     s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "ssh.exec", "arguments": {"host": "web1", "command": command}, "_meta": {"progressToken": "tok-1"}}}));
+        "params": {"name": "ssh_exec", "arguments": {"host": "web1", "command": command}, "_meta": {"progressToken": "tok-1"}}}));
     let mut notes = Vec::new();
     let answer = loop {
         let m = s.read();
@@ -778,7 +778,7 @@ fn progress_notifications_for_a_long_command() {
     }
     // The same command without a token: the next message is the answer itself.
     s.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "ssh.exec", "arguments": {"host": "web1", "command": "sleep 1.5; echo quiet"}}}));
+        "params": {"name": "ssh_exec", "arguments": {"host": "web1", "command": "sleep 1.5; echo quiet"}}}));
     let m = s.read();
     assert_eq!(m["id"], 2, "a notification without a progressToken: {m}");
     s.finish().protocol();

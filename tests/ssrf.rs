@@ -101,7 +101,7 @@ fn session(policy: &Policy, exec: HttpExecutor, urls: &[String]) -> (Vec<Value>,
     let mut input = prelude_ready();
     for (i, url) in urls.iter().enumerate() {
         let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-            "params": {"name": "http.request", "arguments": {"method": "GET", "url": url}}});
+            "params": {"name": "http_request", "arguments": {"method": "GET", "url": url}}});
         input.extend_from_slice(call.to_string().as_bytes());
         input.push(b'\n');
     }

@@ -53,11 +53,11 @@ fn fixture(port: u16, secret_mode: u32) -> Fixture {
 }
 
 fn http_get(id: i64, url: String) -> Value {
-    tool_call(id, "http.request", json!({"method": "GET", "url": url}))
+    tool_call(id, "http_request", json!({"method": "GET", "url": url}))
 }
 
 /// A whole session exercising every stage, as one stdin: initialize, initialized, ping,
-/// tools/list, sp.inventory, an executed credentialed GET, a denied DELETE, an argument
+/// tools/list, sp_inventory, an executed credentialed GET, a denied DELETE, an argument
 /// error, an unknown method, an unknown tool. Returns the input and the request ids.
 fn busy_session(port: u16) -> (Vec<u8>, Vec<Value>) {
     let msgs = vec![
@@ -65,10 +65,10 @@ fn busy_session(port: u16) -> (Vec<u8>, Vec<Value>) {
         initialized(),
         json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        tool_call(3, "sp.inventory", json!({})),
+        tool_call(3, "sp_inventory", json!({})),
         http_get(4, format!("http://127.0.0.1:{port}/v1/users")),
-        tool_call(5, "http.request", json!({"method": "DELETE", "url": format!("http://127.0.0.1:{port}/v1/users")})),
-        tool_call(6, "http.request", json!({"method": "GET", "url": 7})),
+        tool_call(5, "http_request", json!({"method": "DELETE", "url": format!("http://127.0.0.1:{port}/v1/users")})),
+        tool_call(6, "http_request", json!({"method": "GET", "url": 7})),
         json!({"jsonrpc": "2.0", "id": 7, "method": "no/such/method"}),
         tool_call(8, "no.such.tool", json!({})),
     ];
@@ -357,7 +357,7 @@ fn close_on_refusal_exits_4_with_protocol_only_stdout() {
     let input = lines(&[
         initialize(json!(1), "2025-06-18"),
         initialized(),
-        tool_call(2, "http.request", json!({"method": "DELETE", "url": url})),
+        tool_call(2, "http_request", json!({"method": "DELETE", "url": url})),
         http_get(3, url.clone()),
     ]);
     let run = Launch::mcp(&f.policy, &["--close-on-refusal", "-vvv"]).run(&input);
@@ -504,7 +504,7 @@ fn a_child_writing_to_fd_1_reaches_stderr_not_the_protocol() {
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     let mut s = Session::start(Launch::mcp(&policy, &[]));
     s.ready("2025-06-18");
-    let r = s.tool(1, "http.request", json!({"method": "GET", "url": format!("http://127.0.0.1:{}/x", server.port)}));
+    let r = s.tool(1, "http_request", json!({"method": "GET", "url": format!("http://127.0.0.1:{}/x", server.port)}));
     assert_eq!(r["isError"], false, "{r}");
     let stdout_pipe = s.stdout_pipe.display().to_string();
     let stderr_pipe = s.stderr_pipe.display().to_string();

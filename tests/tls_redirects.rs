@@ -46,7 +46,7 @@ fn session(st: &Setup) -> Session {
 }
 
 fn get(s: &mut Session, id: i64, url: String) -> Value {
-    let r = s.call(&tool_call(id, "http.request", json!({"method": "GET", "url": url})));
+    let r = s.call(&tool_call(id, "http_request", json!({"method": "GET", "url": url})));
     r["result"].clone()
 }
 

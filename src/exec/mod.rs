@@ -41,7 +41,7 @@ pub trait Executor {
         progress: &mut Progress<'_>,
     ) -> Result<SshOutcome, SshError> {
         let _ = (action, vault, progress);
-        Err(SshError::Unavailable("this executor does not run ssh.exec".into()))
+        Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
     }
 }
 

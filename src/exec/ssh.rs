@@ -230,7 +230,7 @@ fn text(bytes: &[u8], truncated: bool) -> String {
     }
 }
 
-/// Why an authorized `ssh.exec` produced no outcome. Messages name the inventory host,
+/// Why an authorized `ssh_exec` produced no outcome. Messages name the inventory host,
 /// address and port, never a secret.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SshError {

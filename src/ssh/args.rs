@@ -1,5 +1,5 @@
-//! `ssh.exec` arguments: `{host, command, timeout_s?, stdin?}`, hand-checked, unknown
-//! names refused (stage 5 of the pipeline, like `tools.rs` does for `http.request`).
+//! `ssh_exec` arguments: `{host, command, timeout_s?, stdin?}`, hand-checked, unknown
+//! names refused (stage 5 of the pipeline, like `tools.rs` does for `http_request`).
 //!
 //! Nothing here knows the policy: whether the host exists, whether the command is on
 //! its list and whether `timeout_s` is within `ssh.timeout_s` is authorization's call.
@@ -9,12 +9,12 @@ use serde_json::{json, Map, Value};
 use crate::jsonrpc::kind_of;
 use crate::tools::ArgError;
 
-pub const SSH_EXEC: &str = "ssh.exec";
+pub const SSH_EXEC: &str = "ssh_exec";
 /// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).
 pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
 pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
 
-/// `ssh.exec` arguments after every check.
+/// `ssh_exec` arguments after every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshExec {
     pub host: String,
@@ -28,7 +28,7 @@ pub fn definition() -> Value {
     json!({
         "name": SSH_EXEC,
         "title": "Run a command over SSH",
-        "description": "Run one command on an SSH host the operator allows, by inventory name (see sp.inventory). \
+        "description": "Run one command on an SSH host the operator allows, by inventory name (see sp_inventory). \
             The gateway holds the key, verifies the host key and reuses the connection. The command goes to the \
             remote user's shell; when the host has a command list it must match one of its patterns exactly \
             (`*` = one plain argument) and may not contain ; & | ` $( > < or newlines. A non-zero exit status is a \
@@ -38,7 +38,7 @@ pub fn definition() -> Value {
         "inputSchema": {
             "type": "object",
             "properties": {
-                "host": {"type": "string", "description": "Host name from sp.inventory"},
+                "host": {"type": "string", "description": "Host name from sp_inventory"},
                 "command": {"type": "string", "description": "Command line to run", "maxLength": MAX_COMMAND_BYTES},
                 "timeout_s": {"type": "integer", "minimum": 1, "maximum": super::policy::MAX_TIMEOUT_S, "description": "Seconds before the command is stopped (at most the operator's limit)"},
                 "stdin": {"type": "string", "description": "Text fed to the command's standard input", "maxLength": MAX_STDIN_BYTES}
@@ -58,7 +58,7 @@ pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     const KNOWN: [&str; 4] = ["host", "command", "timeout_s", "stdin"];
     if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         let shown: String = k.chars().take(64).collect();
-        return bad(format!("unknown argument {shown:?} (ssh.exec takes: {})", KNOWN.join(", ")));
+        return bad(format!("unknown argument {shown:?} (ssh_exec takes: {})", KNOWN.join(", ")));
     }
     let string = |key: &str| -> Result<Option<&str>, ArgError> {
         match args.get(key) {
@@ -70,7 +70,7 @@ pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     let host = match string("host")? {
         None => return bad("\"host\" is required"),
         Some(h) if super::policy::is_host_name(h) => h.to_owned(),
-        Some(_) => return bad("\"host\" must be a host name from sp.inventory"),
+        Some(_) => return bad("\"host\" must be a host name from sp_inventory"),
     };
     let command = match string("command")? {
         None => return bad("\"command\" is required"),

@@ -54,7 +54,7 @@ pub fn is_arg_char(c: char) -> bool {
 /// One allow-list entry, parsed at policy load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandPattern {
-    /// As the operator wrote it (for `sp.inventory`, messages and the log).
+    /// As the operator wrote it (for `sp_inventory`, messages and the log).
     pub text: String,
     words: Vec<Word>,
 }

@@ -1,10 +1,10 @@
-//! `ssh.exec` (issue #4): the policy section, the typed arguments, the command
+//! `ssh_exec` (issue #4): the policy section, the typed arguments, the command
 //! allow-list, host-key handling, and the authorization step that turns a typed call into
 //! an [`SshAction`]. The executor is `exec/ssh.rs`; nothing in this module opens a
 //! socket, resolves a name or reads a secret.
 //!
 //! ```text
-//!  tools/call ssh.exec ──> args::parse ──> authorize (here, called by authorize.rs)
+//!  tools/call ssh_exec ──> args::parse ──> authorize (here, called by authorize.rs)
 //!     SshExec{host, command,               │ host in ssh.hosts?           SshDenial
 //!             timeout_s, stdin}            │ command on its list?   ──>   (SP_DENIED)
 //!                                          │ timeout_s <= ssh.timeout_s?
@@ -20,7 +20,7 @@
 //!   the agent learns the limit.
 //! - The allow-list is checked on the exact command string; see `commands.rs` for what
 //!   `*` matches and which escapes are closed.
-//! - `sp.inventory` lists each host's name, user and command patterns (`null` = any
+//! - `sp_inventory` lists each host's name, user and command patterns (`null` = any
 //!   command), plus address and port unless `hide_address` is set; never auth details or
 //!   key paths.
 
@@ -86,7 +86,7 @@ pub enum SshDenial {
 impl fmt::Display for SshDenial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SshDenial::UnknownHost { host } => write!(f, "there is no ssh host named {host:?} (see sp.inventory)"),
+            SshDenial::UnknownHost { host } => write!(f, "there is no ssh host named {host:?} (see sp_inventory)"),
             SshDenial::CommandNotAllowed { host, why } => write!(f, "ssh host {host:?}: {why}"),
             SshDenial::TimeoutTooLong { requested, limit } => {
                 write!(f, "timeout_s {requested} is above the operator's limit ssh.timeout_s ({limit})")
@@ -133,7 +133,7 @@ pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDeni
     })
 }
 
-/// `sp.inventory`'s `ssh.hosts`: names, users, command patterns, and addresses unless
+/// `sp_inventory`'s `ssh.hosts`: names, users, command patterns, and addresses unless
 /// hidden. Never auth methods or paths.
 pub fn inventory(policy: &SshPolicy) -> Value {
     let hosts: Vec<Value> = policy

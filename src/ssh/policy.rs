@@ -27,7 +27,7 @@
 //!   lowercase without brackets; it is also the name looked up in `known_hosts`.
 //! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
 //!   opened only when a call needs them, never at load time.
-//! - `hide_address: true` keeps `address` and `port` out of `sp.inventory`.
+//! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
 //!   timed-out command is not stopped (see `exec/ssh.rs`).
 

@@ -11,8 +11,8 @@ the arguments, and the environment is the SDK's filtered default (HOME, PATH, ..
 
 Through `mcp.ClientSession` over `mcp.client.stdio.stdio_client` it checks the
 handshake, the tool list (names, schemas, and no SDK warning), an authorized
-`http.request` (the credential reaches the upstream and never the result), refusals
-(SP_DENIED, SP_BAD_ARGUMENTS) that reach nothing, and `sp.inventory`; then the SDK's
+`http_request` (the credential reaches the upstream and never the result), refusals
+(SP_DENIED, SP_BAD_ARGUMENTS) that reach nothing, and `sp_inventory`; then the SDK's
 high-level `mcp.Client` in its default mode, which probes `server/discover` and settles
 on the stateless 2026-07-28 revision, and pinned to that revision (`mode="2026-07-28"`,
 no handshake at all). One line per check, then `N passed, M failed`; the exit
@@ -245,24 +245,24 @@ async def session_checks(params: StdioServerParameters, errlog, up: Upstream, se
             listed = await session.list_tools()
             tools = {t.name: t for t in listed.tools}
             REPORT.check(
-                "tools/list: http.request and sp.inventory listed",
-                {"http.request", "sp.inventory"} <= set(tools),
+                "tools/list: http_request and sp_inventory listed",
+                {"http_request", "sp_inventory"} <= set(tools),
                 f"got {sorted(tools)}",
             )
             REPORT.check("tools/list: names and input schemas valid, no SDK warning", *tool_list_problems(listed.tools, capture))
 
             before = len(up.seen())
-            ok = await session.call_tool("http.request", {"method": "GET", "url": f"{base}/v1/items?x=1"})
+            ok = await session.call_tool("http_request", {"method": "GET", "url": f"{base}/v1/items?x=1"})
             seen = up.seen()[before:]
             sc = structured(ok)
             REPORT.check(
-                "http.request GET: isError false, status 200",
+                "http_request GET: isError false, status 200",
                 is_error(ok) is False and sc.get("status") == 200,
                 short(dump(ok)),
             )
             auths = [r.headers.get("authorization") for r in seen]
             REPORT.check(
-                "http.request GET: upstream saw exactly one request, with the injected bearer",
+                "http_request GET: upstream saw exactly one request, with the injected bearer",
                 len(seen) == 1 and auths == [f"Bearer {secret}"] and seen[0].method == "GET"
                 and seen[0].path == "/v1/items?x=1",
                 f"{len(seen)} request(s): "
@@ -270,42 +270,42 @@ async def session_checks(params: StdioServerParameters, errlog, up: Upstream, se
             )
             text = dump(ok)
             REPORT.check(
-                "http.request GET: the secret appears nowhere in the result (the upstream echoed it)",
+                "http_request GET: the secret appears nowhere in the result (the upstream echoed it)",
                 secret not in text and "echo_authorization" in text,
                 "the result contains the secret" if secret in text else "the upstream's echo is missing from the result",
             )
 
             before = len(up.seen())
             denied = await session.call_tool(
-                "http.request", {"method": "POST", "url": f"{base}/v1/items", "body": "{}"})
+                "http_request", {"method": "POST", "url": f"{base}/v1/items", "body": "{}"})
             REPORT.check(
-                "http.request POST outside the policy: isError, SP_DENIED, upstream saw nothing",
+                "http_request POST outside the policy: isError, SP_DENIED, upstream saw nothing",
                 is_error(denied) is True and error_code(denied) == "SP_DENIED" and len(up.seen()) == before,
                 f"upstream requests +{len(up.seen()) - before}; result {short(dump(denied))}",
             )
 
             other_port = up.port + 1 if up.port < 65535 else up.port - 1
             denied_port = await session.call_tool(
-                "http.request", {"method": "GET", "url": f"http://127.0.0.1:{other_port}/v1/items"})
+                "http_request", {"method": "GET", "url": f"http://127.0.0.1:{other_port}/v1/items"})
             REPORT.check(
-                "http.request GET to a port the policy does not name: isError, SP_DENIED",
+                "http_request GET to a port the policy does not name: isError, SP_DENIED",
                 is_error(denied_port) is True and error_code(denied_port) == "SP_DENIED" and len(up.seen()) == before,
                 f"upstream requests +{len(up.seen()) - before}; result {short(dump(denied_port))}",
             )
 
             smuggle = await session.call_tool(
-                "http.request",
+                "http_request",
                 {"method": "GET", "url": f"{base}/v1/items", "headers": {"Authorization": "Bearer agent-chosen"}})
             REPORT.check(
-                "http.request with an agent Authorization header: isError, SP_BAD_ARGUMENTS, upstream saw nothing",
+                "http_request with an agent Authorization header: isError, SP_BAD_ARGUMENTS, upstream saw nothing",
                 is_error(smuggle) is True and error_code(smuggle) == "SP_BAD_ARGUMENTS" and len(up.seen()) == before,
                 f"upstream requests +{len(up.seen()) - before}; result {short(dump(smuggle))}",
             )
 
-            inv = await session.call_tool("sp.inventory", {})
+            inv = await session.call_tool("sp_inventory", {})
             inv_text = dump(inv)
             REPORT.check(
-                "sp.inventory: a result naming the credential, without its secret",
+                "sp_inventory: a result naming the credential, without its secret",
                 is_error(inv) is False and names_credential(structured(inv)) and f"127.0.0.1:{up.port}" in inv_text
                 and secret not in inv_text,
                 short(inv_text),
@@ -349,11 +349,11 @@ async def client_auto_checks(params: StdioServerParameters, errlog, transcript: 
     async with mcp.Client(traced(stdio_client(params, errlog=errlog), transcript),
                           read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
         listed = await client.list_tools()
-        inv = await client.call_tool("sp.inventory", {})
+        inv = await client.call_tool("sp_inventory", {})
         REPORT.check(
             "mcp.Client (default mode): server/discover answered, 2026-07-28 chosen, tools listed and called",
             client.protocol_version == STATELESS
-            and {"http.request", "sp.inventory"} <= {t.name for t in listed.tools}
+            and {"http_request", "sp_inventory"} <= {t.name for t in listed.tools}
             and is_error(inv) is False,
             f"protocol {client.protocol_version!r}, tools {[t.name for t in listed.tools]}, inventory {short(dump(inv))}",
         )
@@ -371,13 +371,13 @@ async def client_pinned_checks(params: StdioServerParameters, errlog, up: Upstre
                           read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
         listed = await client.list_tools()
         before = len(up.seen())
-        ok = await client.call_tool("http.request", {"method": "GET", "url": f"{base}/v1/pinned"})
+        ok = await client.call_tool("http_request", {"method": "GET", "url": f"{base}/v1/pinned"})
         seen = up.seen()[before:]
-        denied = await client.call_tool("http.request", {"method": "DELETE", "url": f"{base}/v1/pinned"})
+        denied = await client.call_tool("http_request", {"method": "DELETE", "url": f"{base}/v1/pinned"})
         REPORT.check(
             "mcp.Client (mode=2026-07-28): tools listed, GET ran once with the credential, DELETE denied",
             client.protocol_version == STATELESS
-            and {"http.request", "sp.inventory"} <= {t.name for t in listed.tools}
+            and {"http_request", "sp_inventory"} <= {t.name for t in listed.tools}
             and is_error(ok) is False and structured(ok).get("status") == 200
             and len(seen) == 1 and seen[0].headers.get("authorization") == f"Bearer {secret}"
             and is_error(denied) is True and error_code(denied) == "SP_DENIED"

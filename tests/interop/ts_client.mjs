@@ -6,10 +6,10 @@
 //     node tests/interop/ts_client.mjs target/release/sp
 //
 // For each version-negotiation mode of the TS client (legacy handshake, pinned to the
-// stateless 2026-07-28 revision, auto) it lists the tools, calls sp.inventory, and sends
+// stateless 2026-07-28 revision, auto) it lists the tools, calls sp_inventory, and sends
 // a call the policy denies to a loopback port nothing listens on (SP_DENIED proves the
 // call reached authorization and went no further). Then the Inspector CLI lists the tools
-// and calls sp.inventory in its legacy and modern protocol eras. One line per check, then
+// and calls sp_inventory in its legacy and modern protocol eras. One line per check, then
 // `N passed, M failed`; exit 1 on any failure. Every wait is bounded.
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const TOOLS = ['http.request', 'ssh.exec', 'sp.inventory'];
+const TOOLS = ['http_request', 'ssh_exec', 'sp_inventory'];
 const STATELESS = '2026-07-28';
 const here = dirname(fileURLToPath(import.meta.url));
 const sp = resolve(process.argv[2] ?? 'target/release/sp');
@@ -51,10 +51,10 @@ for (const [label, mode, era] of [
   try {
     await client.connect(new StdioClientTransport({ command: sp, args: ['mcp', '--config', policy], stderr: 'pipe' }));
     const names = (await client.listTools()).tools.map((t) => t.name).sort();
-    const inv = await client.callTool({ name: 'sp.inventory', arguments: {} });
-    const denied = await client.callTool({ name: 'http.request', arguments: { method: 'DELETE', url: 'http://127.0.0.1:9/x' } });
+    const inv = await client.callTool({ name: 'sp_inventory', arguments: {} });
+    const denied = await client.callTool({ name: 'http_request', arguments: { method: 'DELETE', url: 'http://127.0.0.1:9/x' } });
     check(
-      `TS client (${label}): era ${era}, tools listed, sp.inventory ok, a denied call is SP_DENIED`,
+      `TS client (${label}): era ${era}, tools listed, sp_inventory ok, a denied call is SP_DENIED`,
       client.getProtocolEra() === era && JSON.stringify(names) === JSON.stringify([...TOOLS].sort())
         && inv.isError === false && denied.isError === true && code(denied) === 'SP_DENIED',
       `era ${client.getProtocolEra()}, tools ${names}, inventory ${JSON.stringify(inv).slice(0, 200)}, denied ${JSON.stringify(denied).slice(0, 200)}`,
@@ -80,10 +80,10 @@ for (const era of ['legacy', 'modern']) {
   try { names = JSON.parse(list.stdout).tools.map((t) => t.name).sort(); } catch { /* reported below */ }
   check(`Inspector CLI (--protocol-era ${era}): tools/list`, !list.err && JSON.stringify(names) === JSON.stringify([...TOOLS].sort()),
     `${list.err ?? ''} stdout ${list.stdout.slice(0, 300)} stderr ${list.stderr.slice(0, 300)}`);
-  const call = await inspector(['--protocol-era', era, '--method', 'tools/call', '--tool-name', 'sp.inventory']);
+  const call = await inspector(['--protocol-era', era, '--method', 'tools/call', '--tool-name', 'sp_inventory']);
   let result = {};
   try { result = JSON.parse(call.stdout); } catch { /* reported below */ }
-  check(`Inspector CLI (--protocol-era ${era}): tools/call sp.inventory`, !call.err && result.isError === false && typeof result.structuredContent === 'object',
+  check(`Inspector CLI (--protocol-era ${era}): tools/call sp_inventory`, !call.err && result.isError === false && typeof result.structuredContent === 'object',
     `${call.err ?? ''} stdout ${call.stdout.slice(0, 300)} stderr ${call.stderr.slice(0, 300)}`);
 }
 

@@ -1,4 +1,4 @@
-//! A real OpenSSH `sshd` on 127.0.0.1 for the `ssh.exec` tests (issue #4).
+//! A real OpenSSH `sshd` on 127.0.0.1 for the `ssh_exec` tests (issue #4).
 //!
 //! Each [`Sshd`] has its own directory with a generated Ed25519 host key, an
 //! `authorized_keys` file holding a generated client key, a config and a log. It listens
