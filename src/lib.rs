@@ -29,5 +29,6 @@ pub mod policy;
 pub mod secret;
 pub mod server;
 pub mod session;
+pub mod sigv4;
 pub mod ssh;
 pub mod tools;
