@@ -24,6 +24,7 @@ pub mod fields;
 pub mod frame;
 pub mod json;
 pub mod jsonrpc;
+pub mod oauth2;
 pub mod out;
 pub mod policy;
 pub mod secret;

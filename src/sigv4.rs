@@ -234,8 +234,8 @@ impl Credentials {
 }
 
 /// A parsed JSON document that wipes its strings when dropped (the source's secret
-/// passes through it).
-struct ValueBox(serde_json::Value);
+/// passes through it). Also used by `oauth2` for token responses.
+pub(crate) struct ValueBox(pub(crate) serde_json::Value);
 
 impl zeroize::Zeroize for ValueBox {
     fn zeroize(&mut self) {
