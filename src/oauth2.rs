@@ -14,9 +14,11 @@
 //! # How the lead wires it in
 //! - Policy: `inject: {"oauth2": {"token_url": "https://...", "scopes": ["a", "b"],
 //!   "client_auth": "basic" | "body", "audience"?: "..."}}`; the credential's source
-//!   yields `client_id:client_secret`. `sp check` validates the section by building a
-//!   [`TokenRequest`] (scheme, scopes, audience) and checking `token_url`'s host against
-//!   the destination rules like any bound host.
+//!   yields `client_id:client_secret`. [`TokenRequest::from_policy`] parses the section
+//!   (scheme, scopes, audience; `client_auth` defaults to `basic`), so `sp check`
+//!   validates it; map its `SectionError` to `PolicyError` as
+//!   `credentials.<name>.inject.oauth2.<field>`. `token_url`'s host must also pass the
+//!   destination rules like any bound host (it is not an agent-callable host, though).
 //! - Fetching: the token request goes through the same SSRF-checked, TLS-verified,
 //!   pinned-resolver path as every request (`exec/http.rs`), with no redirects followed
 //!   (a 3xx is a [`TokenError::Status`]) and the response body read up to
@@ -46,7 +48,7 @@ use base64::Engine as _;
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::sigv4::ValueBox;
+use crate::sigv4::{section_err, SectionError, ValueBox};
 
 /// Largest token response read; the HTTP reader should stop there too.
 pub const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
@@ -275,6 +277,85 @@ impl TokenRequest {
         }
         self.audience = Some(audience.to_owned());
         Ok(self)
+    }
+
+    /// The policy's `inject: {"oauth2": {...}}` section: `token_url` (required),
+    /// `scopes` (array of strings, default none), `client_auth` (`"basic"`, the
+    /// default since RFC 6749 2.3.1 makes servers support it, or `"body"`),
+    /// `audience` (string, optional). Other members are refused.
+    pub fn from_policy(v: &serde_json::Value) -> Result<TokenRequest, SectionError> {
+        use serde_json::Value;
+        let Some(map) = v.as_object() else {
+            return section_err("", "must be an object {\"token_url\": ..., ...}");
+        };
+        if let Some(k) = map
+            .keys()
+            .find(|k| !["token_url", "scopes", "client_auth", "audience"].contains(&k.as_str()))
+        {
+            return section_err(
+                k.as_str(),
+                "is not a member (token_url, scopes, client_auth, audience)",
+            );
+        }
+        let client_auth = match map.get("client_auth") {
+            None => ClientAuth::Basic,
+            Some(Value::String(a)) if a == "basic" => ClientAuth::Basic,
+            Some(Value::String(a)) if a == "body" => ClientAuth::Body,
+            Some(_) => return section_err("client_auth", "must be \"basic\" or \"body\""),
+        };
+        let url = match map.get("token_url") {
+            Some(Value::String(u)) => u,
+            _ => {
+                return section_err(
+                    "token_url",
+                    "must be a string such as \"https://auth.example/oauth/token\"",
+                )
+            }
+        };
+        let mut req = TokenRequest::new(url, client_auth).or_else(|e| {
+            section_err(
+                "token_url",
+                match e {
+                    TokenRequestError::NotHttps => "must be https (http only on loopback)",
+                    TokenRequestError::UserInfo => "must not carry a user or password",
+                    TokenRequestError::Fragment => "must not have a #fragment",
+                    _ => "must be an absolute https URL",
+                },
+            )
+        })?;
+        match map.get("scopes") {
+            None => {}
+            Some(Value::Array(a)) => {
+                let mut scopes = Vec::with_capacity(a.len());
+                for (i, s) in a.iter().enumerate() {
+                    match s {
+                        Value::String(s) => scopes.push(s.as_str()),
+                        _ => return section_err(format!("scopes[{i}]"), "must be a string"),
+                    }
+                }
+                req = req.scopes(&scopes).or_else(|e| match e {
+                    TokenRequestError::BadScope(i) => section_err(
+                        format!("scopes[{i}]"),
+                        "must be a non-empty scope without spaces, quotes, backslashes or control characters",
+                    ),
+                    _ => section_err("scopes", "is not valid"),
+                })?;
+            }
+            Some(_) => return section_err("scopes", "must be an array of strings"),
+        }
+        match map.get("audience") {
+            None => {}
+            Some(Value::String(a)) => {
+                req = req.audience(a).or_else(|_| {
+                    section_err(
+                        "audience",
+                        "must be a non-empty string without control characters",
+                    )
+                })?;
+            }
+            Some(_) => return section_err("audience", "must be a string"),
+        }
+        Ok(req)
     }
 
     pub fn url(&self) -> &Url {
@@ -717,6 +798,54 @@ mod tests {
             TokenRequestError::BadAudience
         );
         assert_eq!(r.audience("").unwrap_err(), TokenRequestError::BadAudience);
+    }
+
+    #[test]
+    fn policy_section_parses_and_names_the_bad_member() {
+        use serde_json::json;
+        let c = ClientCredentials::parse(b"id:hunter2").unwrap();
+        let r = TokenRequest::from_policy(&json!({
+            "token_url": "https://auth.example/oauth/token", "scopes": ["read", "write"],
+            "client_auth": "body", "audience": "https://api.example"
+        }))
+        .unwrap();
+        assert_eq!(
+            r.build(&c).body.as_str(),
+            "grant_type=client_credentials&scope=read+write&audience=https%3A%2F%2Fapi.example&client_id=id&client_secret=hunter2"
+        );
+        let r = TokenRequest::from_policy(&json!({"token_url": "https://auth.example/t"})).unwrap();
+        assert_eq!(r.build(&c).headers.len(), 3, "basic is the default");
+        let bad = |v: serde_json::Value| TokenRequest::from_policy(&v).unwrap_err();
+        assert_eq!(bad(json!("x")).field, "");
+        assert_eq!(bad(json!({})).field, "token_url");
+        assert_eq!(
+            bad(json!({"token_url": "http://auth.example/t"})).message,
+            "must be https (http only on loopback)"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "client_auth": "jwt"})).field,
+            "client_auth"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "scopes": "read"})).field,
+            "scopes"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "scopes": ["read", 1]})).field,
+            "scopes[1]"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "scopes": ["read", "a b"]})).field,
+            "scopes[1]"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "audience": 5})).field,
+            "audience"
+        );
+        assert_eq!(
+            bad(json!({"token_url": "https://a.example/t", "client_secret": "hunter2"})).field,
+            "client_secret"
+        );
     }
 
     #[test]

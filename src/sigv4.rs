@@ -4,9 +4,9 @@
 //! `x-amz-security-token` when there is a session token, `authorization`).
 //!
 //! ```text
-//! source bytes --Credentials::from_json--> Credentials ─┐
-//! policy {"region","service"} --Scope::new--> Scope ────┼─> sign(Request, .., SystemTime) -> Signed
-//! final URL + headers + body ------------> Request ─────┘        (headers to add)
+//! source bytes ----Credentials::from_json----> Credentials ─┐
+//! policy section --SigV4Config::from_policy--> .scope ──────┼─> sign(Request, .., SystemTime) -> Signed
+//! final URL + headers + body (.payload()) ---> Request ─────┘        (headers to add)
 //! ```
 //!
 //! # How the lead wires it in
@@ -15,10 +15,12 @@
 //!   source yields JSON `{"access_key_id", "secret_access_key", "session_token"?}`
 //!   ([`Credentials::from_json`]). Note: `Vault::read` refuses control characters, so a
 //!   pretty-printed (multi-line) JSON needs the raw bytes, not `Vault::read`'s check.
-//!   `sp check` can validate the section with [`Scope::new`].
+//!   [`SigV4Config::from_policy`] parses the section (so `sp check` validates it);
+//!   map its [`SectionError`] to `PolicyError` as `credentials.<name>.inject.aws_sigv4.<field>`.
 //! - Refuse early (authorization, `SP_BAD_ARGUMENTS`): on a request bound to an
 //!   `aws_sigv4` credential, every agent header name and every decoded query parameter
-//!   name goes through [`agent_may_not_send`] / [`agent_may_not_send_query`].
+//!   name goes through [`agent_may_not_send`] / [`agent_may_not_send_query`]
+//!   ([`refused_agent_name`] does both for a header list and a URL).
 //! - Sign late: in `exec/http.rs`, after the destination is checked and the final URL,
 //!   header list and body bytes are known, immediately before the request is sent. The
 //!   header list passed in must be exactly what will be sent (the signer also signs
@@ -36,7 +38,9 @@
 //!
 //! # Canonicalisation rules (AWS SigV4 documentation, "Create a canonical request")
 //! - Path: for S3 (`s3`, `s3-*`, `s3express`) the wire path is percent-decoded and
-//!   encoded ONCE, never normalised (object keys may contain `//` or `..`). Every other
+//!   encoded ONCE, never normalised here (object keys may contain `//`; note that the
+//!   `url` crate already resolves `.` and `..` segments, as WHATWG says, so what is
+//!   signed is what is sent). Every other
 //!   service: the wire path is normalised (RFC 3986 dot segments removed, empty
 //!   segments collapsed) and then encoded AGAIN (the wire path is already encoded once,
 //!   so a space is `%2520`): that is what the services compute.
@@ -294,6 +298,96 @@ impl Scope {
     /// S3 and its variants encode the path once and never normalise it.
     fn is_s3(&self) -> bool {
         self.service == "s3" || self.service == "s3express" || self.service.starts_with("s3-")
+    }
+}
+
+/// A policy section that does not parse: `field` is the member inside the section
+/// (empty for the section itself), for `PolicyError`'s `credentials.<name>.inject.<kind>.<field>`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SectionError {
+    pub field: String,
+    pub message: &'static str,
+}
+
+impl fmt::Display for SectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for SectionError {}
+
+pub(crate) fn section_err<T>(
+    field: impl Into<String>,
+    message: &'static str,
+) -> Result<T, SectionError> {
+    Err(SectionError {
+        field: field.into(),
+        message,
+    })
+}
+
+/// The policy's `inject: {"aws_sigv4": {...}}` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigV4Config {
+    pub scope: Scope,
+    /// `"unsigned_payload": true`: send `UNSIGNED-PAYLOAD` instead of the body's hash.
+    pub unsigned_payload: bool,
+}
+
+impl SigV4Config {
+    /// `{"region": "eu-west-1", "service": "s3", "unsigned_payload"?: bool}`; other
+    /// members are refused.
+    pub fn from_policy(v: &serde_json::Value) -> Result<SigV4Config, SectionError> {
+        let Some(map) = v.as_object() else {
+            return section_err("", "must be an object {\"region\": ..., \"service\": ...}");
+        };
+        if let Some(k) = map
+            .keys()
+            .find(|k| !["region", "service", "unsigned_payload"].contains(&k.as_str()))
+        {
+            return section_err(
+                k.as_str(),
+                "is not a member (region, service, unsigned_payload)",
+            );
+        }
+        let region = match map.get("region") {
+            Some(serde_json::Value::String(r)) => r,
+            _ => return section_err("region", "must be a string such as \"eu-west-1\""),
+        };
+        let service = match map.get("service") {
+            Some(serde_json::Value::String(s)) => s,
+            _ => return section_err("service", "must be a string such as \"s3\""),
+        };
+        let unsigned_payload = match map.get("unsigned_payload") {
+            None => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(_) => return section_err("unsigned_payload", "must be true or false"),
+        };
+        let scope = match Scope::new(region, service) {
+            Ok(s) => s,
+            Err(SigV4Error::BadRegion) => {
+                return section_err("region", "must be 1-64 of [a-z0-9-]")
+            }
+            Err(_) => return section_err("service", "must be 1-64 of [a-z0-9-]"),
+        };
+        Ok(SigV4Config {
+            scope,
+            unsigned_payload,
+        })
+    }
+
+    /// The payload to sign for `body` under this section.
+    pub fn payload<'a>(&self, body: &'a [u8]) -> Payload<'a> {
+        if self.unsigned_payload {
+            Payload::Unsigned
+        } else {
+            Payload::Hash(body)
+        }
     }
 }
 
@@ -693,6 +787,22 @@ fn canonical_query(query: &str) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join("&")
+}
+
+/// The first agent-supplied name [`agent_may_not_send`] or [`agent_may_not_send_query`]
+/// refuses: header names first, then the URL's query parameter names as the server
+/// will decode them. For the `SP_BAD_ARGUMENTS` message (the name is the agent's own).
+pub fn refused_agent_name<'a>(
+    header_names: impl IntoIterator<Item = &'a str>,
+    url: &Url,
+) -> Option<String> {
+    if let Some(h) = header_names.into_iter().find(|h| agent_may_not_send(h)) {
+        return Some(h.to_owned());
+    }
+    url.query_pairs()
+        .map(|(k, _)| k)
+        .find(|k| agent_may_not_send_query(k))
+        .map(|k| k.into_owned())
 }
 
 /// True for a header name the agent may not set on a request signed with SigV4:
@@ -1542,6 +1652,71 @@ mod tests {
         );
         assert!(Scope::new("us-east-1", "s3-object-lambda").unwrap().is_s3());
         assert!(!Scope::new("us-east-1", "sts").unwrap().is_s3());
+    }
+
+    #[test]
+    fn refused_agent_name_checks_headers_then_decoded_query_names() {
+        let url = Url::parse("https://b.example/k?prefix=a&X%2DAmz%2DSignature=1").unwrap();
+        assert_eq!(
+            refused_agent_name(["Accept", "Range"], &url).as_deref(),
+            Some("X-Amz-Signature")
+        );
+        assert_eq!(
+            refused_agent_name(["Accept", "X-Amz-Acl"], &url).as_deref(),
+            Some("X-Amz-Acl")
+        );
+        let url = Url::parse("https://b.example/k?prefix=x-amz-&list-type=2").unwrap();
+        assert_eq!(refused_agent_name(["Accept"], &url), None);
+        let url = Url::parse("https://b.example/k?Authorization=x").unwrap();
+        assert_eq!(
+            refused_agent_name([], &url).as_deref(),
+            Some("Authorization")
+        );
+    }
+
+    #[test]
+    fn policy_section_parses_and_names_the_bad_member() {
+        let c =
+            SigV4Config::from_policy(&serde_json::json!({"region": "eu-west-1", "service": "s3"}))
+                .unwrap();
+        assert_eq!(
+            (c.scope.region(), c.scope.service(), c.unsigned_payload),
+            ("eu-west-1", "s3", false)
+        );
+        assert!(matches!(c.payload(b"x"), Payload::Hash(b"x")));
+        let c = SigV4Config::from_policy(
+            &serde_json::json!({"region": "auto", "service": "s3", "unsigned_payload": true}),
+        )
+        .unwrap();
+        assert!(matches!(c.payload(b"x"), Payload::Unsigned));
+        let bad = |v: serde_json::Value| SigV4Config::from_policy(&v).unwrap_err().field;
+        assert_eq!(bad(serde_json::json!([])), "");
+        assert_eq!(bad(serde_json::json!({"service": "s3"})), "region");
+        assert_eq!(
+            bad(serde_json::json!({"region": "EU", "service": "s3"})),
+            "region"
+        );
+        assert_eq!(bad(serde_json::json!({"region": "eu-west-1"})), "service");
+        assert_eq!(
+            bad(serde_json::json!({"region": "eu-west-1", "service": "s3/x"})),
+            "service"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!({"region": "eu-west-1", "service": "s3", "unsigned_payload": "yes"})
+            ),
+            "unsigned_payload"
+        );
+        assert_eq!(
+            bad(serde_json::json!({"region": "eu-west-1", "service": "s3", "secret": "x"})),
+            "secret"
+        );
+        assert_eq!(
+            SigV4Config::from_policy(&serde_json::json!({"region": "eu-west-1"}))
+                .unwrap_err()
+                .to_string(),
+            "service: must be a string such as \"s3\""
+        );
     }
 
     #[test]
