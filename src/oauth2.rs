@@ -656,7 +656,9 @@ pub enum Reply<T> {
 /// with a cached token: invalidate, fetch once more, call once more. A 401 with a token
 /// fetched for this call, or a second 401, is returned as the answer (at most one
 /// refresh per call, so a broken API cannot make `sp` hammer the token endpoint).
-/// `fetch` does the token request (and journals it); `now` is the clock.
+/// `fetch` does the token request, journals it and registers the new token with the
+/// redactor before returning it (so the API call's echo is scrubbed); `now` is the
+/// clock.
 pub fn with_token<T, E>(
     cache: &mut TokenCache,
     name: &str,
