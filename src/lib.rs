@@ -26,6 +26,8 @@ pub mod frame;
 pub mod json;
 pub mod jsonrpc;
 pub mod logging;
+
+pub mod oauth2;
 pub mod out;
 pub mod policy;
 pub mod redact;
@@ -33,6 +35,8 @@ pub mod secret;
 pub mod server;
 pub mod session;
 pub mod signals;
+
+pub mod sigv4;
 pub mod ssh;
 pub mod sys;
 pub mod tools;
