@@ -26,7 +26,6 @@ pub mod frame;
 pub mod json;
 pub mod jsonrpc;
 pub mod logging;
-
 pub mod oauth2;
 pub mod out;
 pub mod policy;
@@ -35,7 +34,6 @@ pub mod secret;
 pub mod server;
 pub mod session;
 pub mod signals;
-
 pub mod sigv4;
 pub mod ssh;
 pub mod sys;
