@@ -122,28 +122,49 @@ impl<R: BufRead> FrameReader<R> {
             let used = chunk.len() + usize::from(found_newline);
             self.inner.consume(used);
             if found_newline {
-                return Some(check_line(&self.line));
+                return Some(self.take_line());
             }
         }
     }
 }
 
-fn check_line(raw: &[u8]) -> Result<Frame, FrameError> {
-    let raw_len = raw.len();
-    let body = raw.strip_suffix(b"\r").unwrap_or(raw);
-    if let Some(offset) = body.iter().position(|b| *b == 0) {
-        return Err(FrameError::Nul { offset });
-    }
-    // JSON would take a bare CR as whitespace, but a peer that emits one is not speaking
-    // newline-delimited frames (`a\rb\n` may be two messages to it).
-    if let Some(offset) = body.iter().position(|b| *b == b'\r') {
-        return Err(FrameError::StrayCr { offset });
-    }
-    match std::str::from_utf8(body) {
-        Ok(text) => Ok(Frame { text: text.to_owned(), raw_len }),
-        Err(e) => Err(FrameError::InvalidUtf8 { offset: e.valid_up_to() }),
+impl<R> FrameReader<R> {
+    /// Checks the line just read and moves it into the frame: no second copy of a large
+    /// line (issue #12). A buffer grown past [`KEEP_CAPACITY`] is not kept for the
+    /// next line, so one large message does not stay resident for the whole session.
+    fn take_line(&mut self) -> Result<Frame, FrameError> {
+        let raw_len = self.line.len();
+        let body_len = raw_len - usize::from(self.line.ends_with(b"\r"));
+        let body = &self.line[..body_len];
+        if let Some(offset) = body.iter().position(|b| *b == 0) {
+            return Err(FrameError::Nul { offset });
+        }
+        // JSON would take a bare CR as whitespace, but a peer that emits one is not speaking
+        // newline-delimited frames (`a\rb\n` may be two messages to it).
+        if let Some(offset) = body.iter().position(|b| *b == b'\r') {
+            return Err(FrameError::StrayCr { offset });
+        }
+        if let Err(e) = std::str::from_utf8(body) {
+            return Err(FrameError::InvalidUtf8 { offset: e.valid_up_to() });
+        }
+        let mut bytes = if self.line.capacity() > KEEP_CAPACITY {
+            std::mem::take(&mut self.line)
+        } else {
+            let copy = body.to_vec();
+            self.line.clear();
+            copy
+        };
+        bytes.truncate(body_len);
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(Frame { text, raw_len }),
+            Err(e) => Err(FrameError::InvalidUtf8 { offset: e.utf8_error().valid_up_to() }),
+        }
     }
 }
+
+/// Line buffers up to this size are reused from line to line; a larger one moves into
+/// its frame and is freed with it.
+const KEEP_CAPACITY: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,11 @@
 //!   `"\u0061"` collide) instead of silently keeping the last one: two parsers reading
 //!   the same bytes must never see two different requests;
 //! - nesting depth is capped at [`MAX_DEPTH`] (serde_json's own limit is 128);
+//! - the memory the parsed value takes is capped ([`MAX_PARSED_BYTES`] by default, issue
+//!   #12): a value costs 32 bytes or more however few bytes it takes on the wire
+//!   (`[0,0,...]` is 2 bytes per value, `{"a":0}` costs a 500-byte map node for 7), so
+//!   without a cap a 4 MiB line cost 137 MiB and more. Each value is charged its
+//!   estimated cost ([`cost`]) before it is built; the parse stops at the limit;
 //! - a BOM is not whitespace; lone surrogate escapes are refused (serde_json does this).
 
 use std::fmt;
@@ -16,6 +21,20 @@ use serde_json::{Map, Number, Value};
 /// Maximum nesting of arrays and objects (issue #2).
 pub const MAX_DEPTH: usize = 64;
 
+/// Default cap on the estimated memory of one parsed document: 8 MiB. `sp mcp` raises it
+/// with `--max-line-bytes` (twice the line limit, see `sp(1)`).
+pub const MAX_PARSED_BYTES: usize = 8 * 1024 * 1024;
+
+/// Estimated heap cost of parsed values, as serde_json builds them (64-bit).
+mod cost {
+    /// Any value: a `Value` slot in its array or map.
+    pub const VALUE: usize = 32;
+    /// A non-empty object: its first B-tree node (11 keys and values).
+    pub const OBJECT_NODE: usize = 544;
+    /// Each member of an object: its key `String` and its share of further nodes.
+    pub const MEMBER: usize = 48;
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum JsonError {
     /// Not JSON, or JSON followed by anything but whitespace. Carries serde_json's
@@ -23,6 +42,7 @@ pub enum JsonError {
     Syntax(String),
     DuplicateKey { key: String },
     TooDeep { limit: usize },
+    TooLarge { limit: usize },
 }
 
 impl fmt::Display for JsonError {
@@ -33,6 +53,7 @@ impl fmt::Display for JsonError {
                 write!(f, "duplicate object key {:?}", truncate(key, 64))
             }
             JsonError::TooDeep { limit } => write!(f, "JSON nested deeper than {limit} levels"),
+            JsonError::TooLarge { limit } => write!(f, "JSON whose parsed values would take more than {limit} bytes"),
         }
     }
 }
@@ -44,24 +65,35 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
-/// Parses exactly one JSON value from `text`.
+/// Parses exactly one JSON value from `text`, within [`MAX_PARSED_BYTES`].
 pub fn parse(text: &str) -> Result<Value, JsonError> {
+    parse_limited(text, MAX_PARSED_BYTES)
+}
+
+/// Parses exactly one JSON value from `text` whose parsed form takes at most about
+/// `max_bytes` of memory.
+pub fn parse_limited(text: &str, max_bytes: usize) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_str(text);
+    let left = std::cell::Cell::new(max_bytes);
     // Our seed tracks depth itself; serde_json's 128 limit stays on as a backstop.
-    let value = Strict { depth: 0 }.deserialize(&mut de).map_err(classify)?;
-    de.end().map_err(classify)?;
+    let value = Strict { depth: 0, left: &left }.deserialize(&mut de).map_err(|e| classify(e, max_bytes))?;
+    de.end().map_err(|e| classify(e, max_bytes))?;
     Ok(value)
 }
 
 const DUP_TAG: &str = "\u{1}sp-duplicate-key:";
 const DEPTH_TAG: &str = "\u{1}sp-too-deep";
+const COUNT_TAG: &str = "\u{1}sp-too-many";
 
-fn classify(e: serde_json::Error) -> JsonError {
+fn classify(e: serde_json::Error, max_bytes: usize) -> JsonError {
     let msg = e.to_string();
     if let Some(rest) = msg.strip_prefix(DUP_TAG) {
         // serde_json appends " at line L column C"; keep only the key.
         let key = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
         return JsonError::DuplicateKey { key: key.to_owned() };
+    }
+    if msg.starts_with(COUNT_TAG) {
+        return JsonError::TooLarge { limit: max_bytes };
     }
     if msg.starts_with(DEPTH_TAG) || e.to_string().contains("recursion limit exceeded") {
         return JsonError::TooDeep { limit: MAX_DEPTH };
@@ -69,27 +101,42 @@ fn classify(e: serde_json::Error) -> JsonError {
     JsonError::Syntax(msg)
 }
 
-struct Strict {
+struct Strict<'c> {
     depth: usize,
+    /// Estimated bytes still allowed for the document.
+    left: &'c std::cell::Cell<usize>,
 }
 
-impl Strict {
-    fn child<E: de::Error>(&self) -> Result<Strict, E> {
+impl<'c> Strict<'c> {
+    /// Charges `n` bytes to the document, failing once the budget is spent.
+    fn charge<E: de::Error>(&self, n: usize) -> Result<(), E> {
+        match self.left.get().checked_sub(n) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(COUNT_TAG)),
+        }
+    }
+
+    fn child<E: de::Error>(&self) -> Result<Strict<'c>, E> {
         if self.depth >= MAX_DEPTH {
             return Err(E::custom(DEPTH_TAG));
         }
-        Ok(Strict { depth: self.depth + 1 })
+        Ok(Strict { depth: self.depth + 1, left: self.left })
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Strict {
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
     type Value = Value;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        // Charged before the value is built: an array stops growing at the limit.
+        self.charge(cost::VALUE)?;
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Strict {
+impl<'de> Visitor<'de> for Strict<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -107,10 +154,12 @@ impl<'de> Visitor<'de> for Strict {
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("number out of range"))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.charge(v.len())?;
         Ok(Value::String(v.to_owned()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.charge(v.len())?;
         Ok(Value::String(v))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
@@ -122,7 +171,7 @@ impl<'de> Visitor<'de> for Strict {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let child = self.child()?;
         let mut items = Vec::new();
-        while let Some(v) = seq.next_element_seed(Strict { depth: child.depth })? {
+        while let Some(v) = seq.next_element_seed(Strict { depth: child.depth, left: child.left })? {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -131,10 +180,12 @@ impl<'de> Visitor<'de> for Strict {
         let child = self.child()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            let node = if out.is_empty() { cost::OBJECT_NODE } else { 0 };
+            self.charge(node + cost::MEMBER + key.len())?;
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format_args!("{DUP_TAG}{}", truncate(&key, 64))));
             }
-            let v = map.next_value_seed(Strict { depth: child.depth })?;
+            let v = map.next_value_seed(Strict { depth: child.depth, left: child.left })?;
             out.insert(key, v);
         }
         Ok(Value::Object(out))
@@ -209,6 +260,28 @@ mod tests {
             parse(r#"{"method":1,"method":2}"#),
             Err(JsonError::DuplicateKey { key: "method".into() })
         );
+    }
+
+    #[test]
+    fn the_memory_cap_stops_dense_documents_before_they_are_built() {
+        let dense = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        // n elements + the array itself, 32 bytes each
+        assert!(parse_limited(&dense(9), 320).is_ok());
+        assert_eq!(parse_limited(&dense(10), 320), Err(JsonError::TooLarge { limit: 320 }));
+        // an object: its value, a node, a member with its key, the member's value
+        let one = 32 + 544 + 48 + 1 + 32;
+        assert!(parse_limited(r#"{"a":0}"#, one).is_ok());
+        assert_eq!(parse_limited(r#"{"a":0}"#, one - 1), Err(JsonError::TooLarge { limit: one - 1 }));
+        // strings count their bytes
+        assert!(parse_limited(r#""abcd""#, 36).is_ok());
+        assert_eq!(parse_limited(r#""abcde""#, 36), Err(JsonError::TooLarge { limit: 36 }));
+        // the default: 4 MiB of `[0,0,...]` or of `[{"a":0},...]` is refused
+        assert_eq!(parse(&dense(2 * 1024 * 1024)), Err(JsonError::TooLarge { limit: MAX_PARSED_BYTES }));
+        let objects = format!("[{}]", vec![r#"{"a":0}"#; 512 * 1024].join(","));
+        assert_eq!(parse(&objects), Err(JsonError::TooLarge { limit: MAX_PARSED_BYTES }));
+        assert!(parse(&dense(200_000)).is_ok());
+        // the limit wins over a syntax error later in the text (it is met first)
+        assert_eq!(parse_limited("[0,0,0,x", 64), Err(JsonError::TooLarge { limit: 64 }));
     }
 
     #[test]

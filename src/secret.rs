@@ -186,6 +186,18 @@ impl Vault {
         self.redactor.add(credential, value);
     }
 
+    /// No secret read yet: nothing to search for.
+    pub fn is_empty(&self) -> bool {
+        self.redactor.is_empty()
+    }
+
+    /// An upper bound on the length of any spelling of a secret the redactor finds in
+    /// text: each byte of a secret takes at most 16 bytes in the encodings it decodes
+    /// (`&#x41;`, `%2541`, `\u0041` inside a JSON string: at most 7). For windowed search.
+    pub fn longest_spelling(&self) -> usize {
+        16 * self.redactor.patterns().map(|(_, p)| p.len()).max().unwrap_or(0)
+    }
+
     /// Whether any spelling of any secret read so far is in `bytes`.
     pub fn found_in(&self, bytes: &[u8]) -> bool {
         !self.echoed(bytes).is_empty()

@@ -114,7 +114,7 @@ impl RpcError {
     /// The one mapping from refusals to JSON-RPC codes.
     pub fn code(&self) -> i64 {
         match self {
-            RpcError::Frame(FrameError::TooLong { .. }) => -32600,
+            RpcError::Frame(FrameError::TooLong { .. }) | RpcError::Json(JsonError::TooLarge { .. }) => -32600,
             RpcError::Frame(_) | RpcError::Json(_) => -32700,
             RpcError::Shape(_) => -32600,
             RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => -32601,
@@ -138,6 +138,7 @@ impl RpcError {
             RpcError::Frame(f) => f.reason(),
             RpcError::Json(JsonError::DuplicateKey { .. }) => "json_duplicate_key",
             RpcError::Json(JsonError::TooDeep { .. }) => "json_too_deep",
+            RpcError::Json(JsonError::TooLarge { .. }) => "json_too_large",
             RpcError::Json(JsonError::Syntax(_)) => "json_parse",
             RpcError::Shape(_) => "invalid_request",
             RpcError::Lifecycle(Refusal::NotInitialized { .. }) => "not_initialized",
@@ -155,6 +156,7 @@ impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RpcError::Frame(e) => write!(f, "parse error: {e}"),
+            RpcError::Json(e @ JsonError::TooLarge { .. }) => write!(f, "invalid request: {e} (see --max-line-bytes)"),
             RpcError::Json(e) => write!(f, "parse error: {e}"),
             RpcError::Shape(e) => write!(f, "invalid request: {e}"),
             RpcError::Lifecycle(e) => e.fmt(f),
@@ -289,7 +291,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 panic!("SP_TEST_PANIC=request: panicking on the first frame as asked");
             }
             first = false;
-            let value = match json::parse(&frame.text) {
+            let value = match json::parse_limited(&frame.text, max_parsed_bytes(self.options.max_line_bytes)) {
                 Ok(v) => v,
                 Err(e) => {
                     self.audit_raw(&raw_of(&frame));
@@ -533,7 +535,8 @@ impl<E: Executor> Server<'_, E> {
             }
             // Names and values, and an echo split across two header lines.
             self.vault.scrub_headers(&mut outcome.headers);
-            let mut result = http_result(&outcome);
+            let status = outcome.status;
+            let mut result = http_result(outcome);
             withhold_echo(&mut result, body_echo.as_deref(), header_echo.as_deref());
             // The URL as authorized: an injected query credential is not part of it.
             result["final_url"] = Value::String(current.action().url.to_string());
@@ -542,7 +545,7 @@ impl<E: Executor> Server<'_, E> {
                 result["redirect_refused"] = Value::Bool(false);
                 return Ok(result);
             };
-            match authorize_redirect(self.policy, &current, hops, outcome.status, &location) {
+            match authorize_redirect(self.policy, &current, hops, status, &location) {
                 Ok(next) => {
                     current = next;
                     hops += 1;
@@ -594,7 +597,9 @@ impl<E: Executor> Server<'_, E> {
                     if let (Some(sc), Value::Object(fields)) = (result["structuredContent"].as_object_mut(), &partial) {
                         sc.extend(fields.clone());
                     }
-                    result["content"][0]["text"] = Value::String(format!("{}: {e}\n{partial}", e.code()));
+                    // The text block: the error line, then the JSON of the whole result
+                    // (rendered when written, issue #12).
+                    result["content"][0] = json!({"type": "text", (crate::out::RENDER_STRUCTURED): format!("{}: {e}\n", e.code())});
                 }
                 (crate::ssh::SSH_EXEC, e.code(), result)
             }
@@ -703,6 +708,12 @@ pub(crate) fn tool_list(era: Era) -> Value {
 
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
 /// carries the server info in `_meta` (a SHOULD of that revision).
+/// The memory cap for a request's parsed JSON (issue #12): [`json::MAX_PARSED_BYTES`], or
+/// twice a larger line limit.
+pub fn max_parsed_bytes(max_line_bytes: usize) -> usize {
+    json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
+}
+
 pub(crate) fn stamp_stateless(response: &mut Value) {
     if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
         result.insert("resultType".into(), json!("complete"));
@@ -726,9 +737,11 @@ fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
 
+/// A successful result. Its text block is the JSON of `structuredContent`, rendered
+/// when the answer is written ([`crate::out::RENDER_STRUCTURED`]), not held twice.
 fn tool_ok(structured: Value) -> Value {
     json!({
-        "content": [{"type": "text", "text": structured.to_string()}],
+        "content": [{"type": "text", (crate::out::RENDER_STRUCTURED): ""}],
         "structuredContent": structured,
         "isError": false
     })
@@ -743,17 +756,65 @@ pub fn tool_error(code: &str, message: &str) -> Value {
 }
 
 /// Scrubs a tool result everywhere it carries text: every string and number of
-/// `structuredContent` (parsed values, object keys included) and `content`; then the
-/// text of a successful result is rendered again from the scrubbed values and scrubbed
-/// as text too, so the two views agree and neither carries what the other lost.
+/// `structuredContent` (parsed values, object keys included) and `content`. Then the JSON
+/// text of `structuredContent` (what the wire carries, twice) is searched for every
+/// spelling as well, without building it (issue #12: [`EchoScan`]): a secret that only
+/// appears once values are escaped and joined is not cut out of the middle of the JSON
+/// (that could not be done without breaking it) but withholds the whole result.
 fn scrub_result(vault: &Vault, result: &mut Value) {
     vault.scrub(result);
-    if result["isError"] == Value::Bool(false) {
-        if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
-            let mut text = Value::String(structured.to_string());
-            vault.scrub(&mut text);
-            result["content"][0]["text"] = text;
+    let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) else { return };
+    if !vault.is_empty() && EchoScan::spells_a_secret(vault, structured) {
+        log::warn!("a result's JSON text spelled a secret that no single value showed: the result is withheld");
+        *result = tool_error(
+            "SP_UPSTREAM",
+            "the answer is withheld: its JSON text spells a secret of this session in a form that no single value shows",
+        );
+    }
+}
+
+/// A sink for a value's JSON that searches it for secrets in overlapping windows, so
+/// memory stays at one window however large the JSON is. The overlap is longer than any
+/// spelling the redactor looks for, so every spelling lies whole inside some window.
+struct EchoScan<'v> {
+    vault: &'v Vault,
+    window: Vec<u8>,
+    overlap: usize,
+    found: bool,
+}
+
+impl EchoScan<'_> {
+    const WINDOW: usize = 1024 * 1024;
+
+    fn spells_a_secret(vault: &Vault, value: &Value) -> bool {
+        let overlap = vault.longest_spelling().saturating_add(64).min(Self::WINDOW / 2);
+        let mut scan = EchoScan { vault, window: Vec::with_capacity(Self::WINDOW + overlap), overlap, found: false };
+        let _ = serde_json::to_writer(&mut scan, value);
+        scan.check();
+        scan.found
+    }
+
+    fn check(&mut self) {
+        self.found = self.found || self.vault.found_in(&self.window);
+    }
+}
+
+impl std::io::Write for EchoScan<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.found {
+            return Ok(buf.len());
         }
+        self.window.extend_from_slice(buf);
+        if self.window.len() >= Self::WINDOW + self.overlap {
+            self.check();
+            let keep = self.window.len() - self.overlap;
+            self.window.drain(..keep);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -790,9 +851,10 @@ fn exec_error(e: &ExecError) -> Value {
 }
 
 /// `{status, headers, json | body | body_base64 | body_withheld, truncated}`.
-fn http_result(o: &HttpOutcome) -> Value {
+fn http_result(o: HttpOutcome) -> Value {
+    let HttpOutcome { status, headers: header_list, mut body, truncated } = o;
     let mut headers = Map::new();
-    for (name, value) in &o.headers {
+    for (name, value) in &header_list {
         match headers.get_mut(name) {
             Some(Value::String(prev)) => {
                 prev.push_str(", ");
@@ -803,10 +865,10 @@ fn http_result(o: &HttpOutcome) -> Value {
             }
         }
     }
-    let mut r = json!({"status": o.status, "headers": headers, "truncated": o.truncated});
+    let mut r = json!({"status": status, "headers": headers, "truncated": truncated});
     // No compression is requested, but a server may send it anyway: compressed bytes
     // cannot be searched for secrets, so they are not passed on (issue #3).
-    if let Some((_, coding)) = o.headers.iter().find(|(n, v)| n == "content-encoding" && !v.eq_ignore_ascii_case("identity")) {
+    if let Some((_, coding)) = header_list.iter().find(|(n, v)| n == "content-encoding" && !v.eq_ignore_ascii_case("identity")) {
         r["body_withheld"] = Value::String(format!(
             "the response body is compressed ({coding}); compressed bodies cannot be scrubbed of secrets, so it is withheld"
         ));
@@ -814,17 +876,21 @@ fn http_result(o: &HttpOutcome) -> Value {
     }
     // A truncated body may end inside a UTF-8 sequence: that tail alone is no reason
     // to fall back to base64.
-    let text = match std::str::from_utf8(&o.body) {
-        Ok(t) => Some(t),
-        Err(e) if o.truncated && e.error_len().is_none() => std::str::from_utf8(&o.body[..e.valid_up_to()]).ok(),
-        Err(_) => None,
-    };
-    match text {
-        Some(text) => match (o.truncated, json::parse(text)) {
-            (false, Ok(v)) if !text.trim().is_empty() => r["json"] = v,
-            _ => r["body"] = Value::String(text.to_owned()),
-        },
-        None => r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&o.body)),
+    match std::str::from_utf8(&body) {
+        Ok(_) => {}
+        Err(e) if truncated && e.error_len().is_none() => body.truncate(e.valid_up_to()),
+        Err(_) => {
+            r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&body));
+            return r;
+        }
+    }
+    // Issue #12: the body moves into the result (no copy). A JSON body whose parsed form
+    // would take more than `json::MAX_PARSED_BYTES` is passed on as text (`body`): parsed,
+    // it could cost 16 to 80 times its size.
+    let text = String::from_utf8(body).unwrap_or_default();
+    match (truncated, json::parse(&text)) {
+        (false, Ok(v)) if !text.trim().is_empty() => r["json"] = v,
+        _ => r["body"] = Value::String(text),
     }
     r
 }
@@ -840,6 +906,7 @@ mod tests {
             (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
             (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
             (RpcError::Json(JsonError::DuplicateKey { key: "a".into() }), -32700, true),
+            (RpcError::Json(JsonError::TooLarge { limit: 1 }), -32600, true),
             (RpcError::Shape(ShapeError::Batch), -32600, true),
             (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
             (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
@@ -852,7 +919,7 @@ mod tests {
     }
 
     fn outcome(body: &[u8], truncated: bool) -> Value {
-        http_result(&HttpOutcome {
+        http_result(HttpOutcome {
             status: 200,
             headers: vec![("a".into(), "1".into()), ("a".into(), "2".into())],
             body: body.to_vec(),
@@ -874,9 +941,30 @@ mod tests {
         assert_eq!(sc["json"]["n"], "[REDACTED:pin]");
         assert_eq!(sc["json"]["s"], "x[REDACTED:pin]");
         assert!(sc["headers"].get("X-[REDACTED:pin]").is_some(), "{sc}");
-        let text = r["content"][0]["text"].as_str().unwrap();
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *sc);
+        let text = crate::out::rendered_text(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), *sc);
         assert!(!text.contains("1415926535"), "{text}");
+    }
+
+    /// Issue #12: the text block is no longer scrubbed as a string of its own, so a secret
+    /// that only the JSON text spells (an escape that joins what no single value shows)
+    /// must withhold the result; far into a large result too (the windowed search).
+    #[test]
+    fn a_secret_only_the_json_text_spells_withholds_the_result() {
+        let mut vault = Vault::new();
+        let source = crate::policy::SecretSource::Command { argv: vec!["echo".into(), r#"k\"ey-31415"#.into()], timeout: std::time::Duration::from_secs(5) };
+        vault.read("odd", &source).unwrap();
+        // The value holds `k"ey-31415`; its JSON text holds `k\"ey-31415`, the secret.
+        for pad in [0, 3 * 1024 * 1024 + 17] {
+            let mut r = tool_ok(json!({"body": format!("{}k\"ey-31415", "x".repeat(pad))}));
+            scrub_result(&vault, &mut r);
+            let wire = serde_json::to_string(&r).unwrap() + &crate::out::rendered_text(&r).unwrap_or_default();
+            assert!(!wire.contains(r#"k\"ey-31415"#), "pad {pad}: the secret survived");
+            assert_eq!((r["isError"].as_bool(), r["structuredContent"]["error"]["code"].as_str()), (Some(true), Some("SP_UPSTREAM")), "pad {pad}");
+        }
+        let mut clean = tool_ok(json!({"body": "x".repeat(3 * 1024 * 1024)}));
+        scrub_result(&vault, &mut clean);
+        assert_eq!(clean["isError"], false);
     }
 
     #[test]
@@ -890,7 +978,7 @@ mod tests {
         // cut inside "é" (0xc3 0xa9): still text
         assert_eq!(outcome(b"caf\xc3", true)["body"], "caf");
         assert!(outcome(b"caf\xc3", false).get("body_base64").is_some());
-        let gz = http_result(&HttpOutcome {
+        let gz = http_result(HttpOutcome {
             status: 200,
             headers: vec![("content-encoding".into(), "gzip".into())],
             body: b"\x1f\x8b".to_vec(),

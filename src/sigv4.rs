@@ -1623,7 +1623,7 @@ mod tests {
     fn civil_dates_agree_with_a_day_by_day_count_for_400_years() {
         // Walk day by day from 1970 with the calendar rules and compare every day.
         let (mut y, mut m, mut d) = (1970u32, 1u32, 1u32);
-        let leap = |y: u32| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let leap = |y: u32| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
         for day in 0..146_097u64 {
             let got = UtcTime::from_system_time(
                 UNIX_EPOCH + std::time::Duration::from_secs(day * 86_400 + 86_399),

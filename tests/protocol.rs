@@ -174,3 +174,38 @@ fn tool_names_match_the_pattern_hosts_enforce_and_dotted_names_are_gone() {
     let rows = std::fs::read_to_string(&journal).unwrap();
     assert!(rows.contains("\"tool\":\"sp_inventory\"") && !rows.contains("\"tool\":\"sp.inventory\""), "{rows}");
 }
+
+/// Issue #12: a request whose parsed form would take far more memory than its line
+/// (`[{"a":0},...]`: 8 bytes on the wire, ~650 in memory) is refused before it is built:
+/// -32600, the session closes, nothing runs; the same values inside a valid `tools/call`
+/// never reach the server. A request within the budget still runs.
+///
+/// Attacks tried (held): dense arrays of numbers, of empty arrays, of one-member objects,
+/// as a top-level array and inside `params` / tool `arguments`; `--max-line-bytes` raises
+/// the budget with the line (twice the line limit).
+#[test]
+fn a_request_whose_parsed_form_is_too_large_is_refused_before_it_is_built() {
+    let server = TestServer::start();
+    let dir = TempDir::new("proto-big");
+    let policy = policy(&dir, server.port);
+    let url = format!("http://127.0.0.1:{}/open/big", server.port);
+    let objects = |n: usize| Value::Array(vec![json!({"a": 0}); n]);
+    let big = tool_call(5, "http_request", json!({"method": "GET", "url": url, "json": objects(20_000)}));
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), big, req(json!(6), "ping", json!({}))]);
+    assert!(input.len() < 4 * 1024 * 1024, "within the default line limit");
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(3);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 2, "{}", run.context());
+    assert_eq!(msgs[1]["error"]["code"], -32600, "{}", run.context());
+    assert!(msgs[1]["error"]["message"].as_str().unwrap().contains("--max-line-bytes"), "{}", run.context());
+    // Raised with the line limit: the same request is parsed (and then refused as
+    // arguments: `json` is no GET body), the session stays open.
+    let run = Launch::mcp(&policy, &["--max-line-bytes", "16777216"]).run(&input);
+    run.assert_exit(0);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 3, "{}", run.context());
+    assert_eq!(msgs[2]["result"], json!({}), "{}", run.context());
+    server.settle();
+    assert_eq!(server.accepted(), 0);
+}
