@@ -84,6 +84,7 @@ demo: build
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
+	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
 
 # One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
 static:
