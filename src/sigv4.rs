@@ -322,6 +322,18 @@ impl fmt::Display for SectionError {
 
 impl std::error::Error for SectionError {}
 
+impl SectionError {
+    /// As a policy `(field, message)` under `section` (`credentials.<name>.inject.aws_sigv4`).
+    pub fn at(self, section: &str) -> (String, String) {
+        let field = if self.field.is_empty() {
+            section.to_owned()
+        } else {
+            format!("{section}.{}", self.field)
+        };
+        (field, self.message.to_owned())
+    }
+}
+
 pub(crate) fn section_err<T>(
     field: impl Into<String>,
     message: &'static str,
@@ -380,6 +392,20 @@ impl SigV4Config {
             scope,
             unsigned_payload,
         })
+    }
+
+    /// For `sp check`: the scope and the payload rule.
+    pub fn describe(&self) -> String {
+        format!(
+            "aws_sigv4 region {} service {}{}",
+            self.scope.region,
+            self.scope.service,
+            if self.unsigned_payload {
+                ", UNSIGNED-PAYLOAD"
+            } else {
+                ", body hashed"
+            }
+        )
     }
 
     /// The payload to sign for `body` under this section.
@@ -1623,7 +1649,7 @@ mod tests {
     fn civil_dates_agree_with_a_day_by_day_count_for_400_years() {
         // Walk day by day from 1970 with the calendar rules and compare every day.
         let (mut y, mut m, mut d) = (1970u32, 1u32, 1u32);
-        let leap = |y: u32| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let leap = |y: u32| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
         for day in 0..146_097u64 {
             let got = UtcTime::from_system_time(
                 UNIX_EPOCH + std::time::Duration::from_secs(day * 86_400 + 86_399),
