@@ -393,16 +393,34 @@ fn sigv4_echo_never_reveals_the_signature_secret_key_or_session_token() {
     let st = aws_setup(server.port);
     server.echo_route("/echo/headers", Echo::Json);
     server.echo_route("/echo/binary", Echo::Binary);
+    // S3's SignatureDoesNotMatch error quotes the signature it got; here also base64'd.
+    server.handle("/echo/s3-error", |r| {
+        let sig = r.header("authorization").unwrap_or_default().rsplit("Signature=").next().unwrap_or_default().to_owned();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&sig);
+        let mut reply = Reply::text(403, &format!("<Error><Code>SignatureDoesNotMatch</Code><SignatureProvided>{sig}</SignatureProvided><B64>{b64}</B64></Error>"));
+        reply.headers.push(("X-Sig".into(), sig.to_uppercase()));
+        reply
+    });
     let mut s = ready(Launch::mcp(&st.policy, &[]));
-    for (id, path) in [(1, "/echo/headers"), (2, "/echo/binary")] {
-        let r = s.tool(id, "http_request", json!({"method": "GET", "url": format!("{}{path}", server.base())}));
-        assert_eq!(sc(&r)["status"], 200, "{r}");
+    let mut id = 0;
+    // Twenty rounds: more signatures than the executor keeps (8), the newest always covered.
+    for _ in 0..20 {
+        for path in ["/echo/headers", "/echo/binary", "/echo/s3-error"] {
+            id += 1;
+            let r = s.tool(id, "http_request", json!({"method": "GET", "url": format!("{}{path}", server.base())}));
+            assert_eq!(r["isError"], false, "{r}");
+            if path == "/echo/s3-error" {
+                let body = sc(&r)["body"].as_str().unwrap_or_default();
+                assert!(body.contains("<SignatureProvided>[REDACTED:s3]</SignatureProvided><B64>[REDACTED:s3]</B64>"), "{r}");
+                assert_eq!(sc(&r)["headers"]["x-sig"], "[REDACTED:s3]", "{r}");
+            }
+        }
     }
     let run = s.finish();
     run.assert_exit(0);
     let out = String::from_utf8_lossy(&run.stdout);
     let sent = server.requests();
-    assert_eq!(sent.len(), 2);
+    assert_eq!(sent.len(), 60);
     for q in &sent {
         let auth = q.header("authorization").expect("signed");
         let sig = auth.rsplit("Signature=").next().unwrap();

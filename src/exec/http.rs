@@ -72,7 +72,18 @@ pub struct HttpExecutor {
     tokens: oauth2::TokenCache,
     /// Token fetches not yet journaled (`take_token_fetches`).
     token_fetches: Vec<crate::exec::TokenFetch>,
+    /// Issue #13: the last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
+    /// a redactor over them, applied to every response (see [`HttpExecutor::http`]).
+    signatures: std::collections::VecDeque<(String, Zeroizing<String>)>,
+    signature_redactor: crate::redact::Redactor,
 }
+
+/// SigV4 signatures kept for redaction. Not the Vault: every remembered value rebuilds
+/// the Vault's automaton over all values, so one per request grows without bound (2000
+/// signed requests took 5 minutes of rebuilding in total). A signature is good for
+/// that one request and a few minutes; the likely echo is the answer to that request
+/// (S3's `SignatureDoesNotMatch` quotes it).
+const RECENT_SIGNATURES: usize = 8;
 
 struct Pool {
     agent: ureq::Agent,
@@ -130,6 +141,8 @@ impl HttpExecutor {
             roots: None,
             tokens: oauth2::TokenCache::new(),
             token_fetches: Vec::new(),
+            signatures: std::collections::VecDeque::new(),
+            signature_redactor: crate::redact::Redactor::default(),
         }
     }
 
@@ -178,7 +191,10 @@ impl HttpExecutor {
 
 impl Executor for HttpExecutor {
     fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
-        let result = self.http_interruptible(authorized, vault, cancel);
+        let mut result = self.http_interruptible(authorized, vault, cancel);
+        if let Ok(outcome) = &mut result {
+            self.scrub_signatures(outcome);
+        }
         if cancel.is_cancelled() {
             // Issue #10: the agent's sockets were shut down (idle pooled ones too); a
             // fresh pool serves the next call. What came back is discarded.
@@ -211,9 +227,17 @@ impl HttpExecutor {
             // Issue #13: signed after the destination check, with the final URL, headers
             // and body, immediately before sending. A redirect hop comes through here
             // again, so it would be signed anew (today a credentialed request follows none).
-            Injection::AwsSigV4(config) => self.exchange(&wire, budget, cancel, &mut |out| {
-                sign_aws(&cred.name, &cred.source, config, wire.method, out, body, vault)
-            }),
+            Injection::AwsSigV4(config) => {
+                let mut signature = None;
+                let result = self.exchange(&wire, budget, cancel, &mut |out| {
+                    signature = Some(sign_aws(&cred.name, &cred.source, config, wire.method, out, body, vault)?);
+                    Ok(())
+                });
+                if let Some(sig) = signature {
+                    self.remember_signature(&cred.name, &sig);
+                }
+                result
+            }
             Injection::OAuth2(request) => self.oauth2(&wire, &cred.name, &cred.source, request, vault, budget, cancel),
             inject => self.exchange(&wire, budget, cancel, &mut |out| {
                 let secret = vault.read(&cred.name, &cred.source).map_err(ExecError::Secret)?;
@@ -227,6 +251,40 @@ impl HttpExecutor {
                 Ok(())
             }),
         }
+    }
+
+    /// Issue #13: a signature just sent, for [`HttpExecutor::scrub_signatures`].
+    fn remember_signature(&mut self, credential: &str, signature: &str) {
+        if self.signatures.len() == RECENT_SIGNATURES {
+            self.signatures.pop_front();
+        }
+        self.signatures.push_back((credential.to_owned(), Zeroizing::new(signature.to_owned())));
+        let mut r = crate::redact::Redactor::default();
+        for (c, s) in &self.signatures {
+            r.add(c, s);
+        }
+        self.signature_redactor = r;
+    }
+
+    /// Replaces every spelling of a recent signature in the response (body, a cut-off
+    /// tail of one, headers) with `[REDACTED:<credential>]`, before `server.rs` scrubs
+    /// it of the Vault's secrets.
+    fn scrub_signatures(&self, o: &mut HttpOutcome) {
+        let r = &self.signature_redactor;
+        if r.is_empty() {
+            return;
+        }
+        if let Some(body) = r.redact(&o.body) {
+            o.body = body;
+        }
+        if o.truncated {
+            if let Some((start, name)) = r.tail_match(&o.body) {
+                let marker = format!("[REDACTED:{name}]");
+                o.body.truncate(start);
+                o.body.extend_from_slice(marker.as_bytes());
+            }
+        }
+        r.redact_headers(&mut o.headers);
     }
 
     /// Issue #13: the OAuth2 token fetches since the last call.
@@ -443,9 +501,9 @@ impl Budget {
 }
 
 /// Issue #13: reads the `aws_sigv4` credential (JSON, so pretty-printed output of the
-/// AWS CLI works), remembers the secret key, session token and signature for
-/// redaction, and adds the signer's headers to `out.headers`, which is exactly what will
-/// be sent (ureq adds only unsigned ones: user-agent, content-length, accept).
+/// AWS CLI works), remembers the secret key and session token for redaction, adds the
+/// signer's headers to `out.headers`, which is exactly what will be sent (ureq adds
+/// only unsigned ones: user-agent, content-length, accept), and returns the signature.
 fn sign_aws(
     name: &str,
     source: &crate::policy::SecretSource,
@@ -454,7 +512,7 @@ fn sign_aws(
     out: &mut Outgoing,
     body: Option<&[u8]>,
     vault: &mut Vault,
-) -> Result<(), ExecError> {
+) -> Result<Zeroizing<String>, ExecError> {
     let secret = vault.read_json(name, source).map_err(ExecError::Secret)?;
     let creds = sigv4::Credentials::from_json(secret.expose().as_bytes())
         .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
@@ -468,9 +526,8 @@ fn sign_aws(
         sigv4::sign(&request, &creds, &config.scope, std::time::SystemTime::now())
             .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: cannot sign: {e}")))?
     };
-    vault.remember(name, signed.signature());
     out.headers.extend(signed.headers().map(|(n, v)| (n.to_owned(), Zeroizing::new(v.to_owned()))));
-    Ok(())
+    Ok(Zeroizing::new(signed.signature().to_owned()))
 }
 
 /// Runs `request` with the time left of the policy timeout (the lookup spent the rest).
