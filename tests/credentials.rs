@@ -29,6 +29,9 @@
 //!   agent gets SP_UPSTREAM naming `invalid_client` only, the journal row likewise (held);
 //! - a revoked token, then an IdP whose every token the API refuses: one refresh and one
 //!   retry per call, never a loop on the token endpoint (held);
+//! - a token endpoint behind a certificate from another CA: TLS fails, no token request
+//!   and no API call (held); a `token_url` at the metadata address 169.254.169.254:
+//!   SP_BLOCKED, nothing dialed, a `token` row says so (held);
 //! - agent `Authorization` on an oauth2-bound request: SP_BAD_ARGUMENTS (as for every
 //!   request), no token fetched, nothing sent (held);
 //! - `token_url` over plain http to a non-loopback host, bad region, unknown members:
@@ -531,19 +534,27 @@ struct OAuth {
 /// Credential `saas` (oauth2, scopes read and write, basic client auth) on `/api/*`,
 /// its `client_id:client_secret` in a file; GET allowed on `/api/*`.
 fn oauth_setup(port: u16, idp: &Idp, secret: &str) -> OAuth {
+    oauth_setup_with(port, idp, secret, format!("http://127.0.0.1:{port}/oauth/token"), None)
+}
+
+/// [`oauth_setup`] with another token URL, and `ca_pem` as `http.ca_file` when given.
+fn oauth_setup_with(port: u16, idp: &Idp, secret: &str, token_url: String, ca_pem: Option<&str>) -> OAuth {
     let dir = TempDir::new("oauth2");
     let host = format!("127.0.0.1:{port}");
     let source = dir.file("client", format!("{}:{secret}\n", idp.client_id).as_bytes(), 0o600);
     let journal = dir.path.join("audit.jsonl");
-    let policy = json!({
+    let mut policy = json!({
         "credentials": {"saas": {
             "source": {"file": source.display().to_string()},
-            "inject": {"oauth2": {"token_url": format!("http://{host}/oauth/token"), "scopes": ["read", "write"], "client_auth": "basic"}},
+            "inject": {"oauth2": {"token_url": token_url, "scopes": ["read", "write"], "client_auth": "basic"}},
             "hosts": [host], "paths": ["/api/*"]
         }},
         "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/api/*"]}]},
         "audit": {"path": journal.display().to_string()}
     });
+    if let Some(pem) = ca_pem {
+        policy["http"]["ca_file"] = json!(dir.file("ca.pem", pem.as_bytes(), 0o644).display().to_string());
+    }
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     OAuth { dir, policy, journal }
 }
@@ -681,6 +692,51 @@ fn oauth2_agent_authorization_is_refused_and_no_token_is_fetched() {
     assert_eq!(idp.counts(), (0, 0));
     s.finish().assert_exit(0);
     drop(st.dir);
+}
+
+#[test]
+fn oauth2_token_comes_over_verified_tls_and_an_untrusted_endpoint_gets_no_request() {
+    let ca = support::tls::pki("sp test CA 13");
+    let server = support::tls::https_server(&ca);
+    let idp = Idp::start(&server, 3600);
+    let token_url = format!("https://127.0.0.1:{}/oauth/token", server.port);
+    let base = format!("https://127.0.0.1:{}", server.port);
+    let st = oauth_setup_with(server.port, &idp, &idp.client_secret, token_url.clone(), Some(&ca.ca_pem));
+    let mut s = ready(Launch::mcp(&st.policy, &[]));
+    let r = s.tool(1, "http_request", json!({"method": "GET", "url": format!("{base}/api/data")}));
+    assert_eq!(sc(&r)["status"], 200, "{r}");
+    assert_eq!(idp.counts(), (1, 1));
+    s.finish().assert_exit(0);
+    // The same endpoint under another CA: the handshake fails, no token request is made.
+    let other = support::tls::pki("another CA");
+    let st = oauth_setup_with(server.port, &idp, &idp.client_secret, token_url, Some(&other.ca_pem));
+    let mut s = ready(Launch::mcp(&st.policy, &[]));
+    let r = s.tool(1, "http_request", json!({"method": "GET", "url": format!("{base}/api/data")}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    assert!(sc(&r)["error"]["message"].as_str().unwrap_or_default().contains("TLS failed"), "{r}");
+    assert_eq!(idp.counts(), (1, 1), "nothing reached the token endpoint or the API");
+    s.finish().assert_exit(0);
+    let token: Vec<Value> = rows(&st.journal).into_iter().filter(|r| r["kind"] == "token").collect();
+    assert_eq!((token.len(), token[0]["code"].clone()), (1, json!("SP_UNAVAILABLE")), "{token:?}");
+}
+
+#[test]
+fn oauth2_token_url_at_a_metadata_address_is_blocked_and_nothing_is_sent() {
+    let server = TestServer::start();
+    let idp = Idp::start(&server, 3600);
+    let st = oauth_setup_with(server.port, &idp, &idp.client_secret, "https://169.254.169.254/latest/api/token".into(), None);
+    let mut s = ready(Launch::mcp(&st.policy, &[]));
+    server.settle();
+    let before = server.accepted();
+    let r = api_get(&mut s, 1, &server, "/api/data");
+    assert_eq!(tool_error_code(&r), Some("SP_BLOCKED"), "{r}");
+    server.settle();
+    assert_eq!(server.accepted(), before, "the API was called without a token");
+    s.finish().assert_exit(0);
+    let token: Vec<Value> = rows(&st.journal).into_iter().filter(|r| r["kind"] == "token").collect();
+    assert_eq!(token.len(), 1, "{token:?}");
+    assert_eq!((token[0]["decision"].clone(), token[0]["code"].clone()), (json!("error"), json!("SP_BLOCKED")), "{token:?}");
+    assert_eq!(token[0]["target"], "POST https://169.254.169.254/latest/api/token");
 }
 
 // ---------------------------------------------------------------------------------------
