@@ -25,6 +25,9 @@
 //!   body and headers: signature, session token, secret key and bearer token all come
 //!   back as `[REDACTED:<name>]` (held);
 //! - a wrong secret key: the independent verifier answers 403, proving it checks (held);
+//! - a source that is `id:secret` instead of JSON, JSON without the secret key, JSON
+//!   with a control character: SP_UNAVAILABLE naming the problem, never the content,
+//!   and nothing sent unsigned (held);
 //! - a token endpoint that refuses with the client secret in `error_description`: the
 //!   agent gets SP_UPSTREAM naming `invalid_client` only, the journal row likewise (held);
 //! - a revoked token, then an IdP whose every token the API refuses: one refresh and one
@@ -435,6 +438,41 @@ fn sigv4_echo_never_reveals_the_signature_secret_key_or_session_token() {
     // own check has already refused the secret key and session token on stdout/stderr).
     assert!(out.contains("[REDACTED:s3]"), "{out}");
     assert!(out.contains("AKIDEXAMPLE13"), "the key id is not a secret and stays readable: {out}");
+}
+
+#[test]
+fn sigv4_source_that_is_not_credentials_json_is_sp_unavailable_and_never_quoted() {
+    let server = TestServer::start();
+    let dir = TempDir::new("sigv4-bad");
+    let host = format!("127.0.0.1:{}", server.port);
+    let key = canary();
+    let sources = [
+        ("colon", format!("AKIDEXAMPLE13:{key}")),
+        ("nokey", json!({"access_key_id": "AKIDEXAMPLE13", "session_token": key}).to_string()),
+        ("ctrl", format!("{{\"access_key_id\": \"AKIDEXAMPLE13\",\u{7}\"secret_access_key\": \"{key}\"}}")),
+    ];
+    let mut creds = serde_json::Map::new();
+    for (name, text) in &sources {
+        let file = dir.file(name, text.as_bytes(), 0o600);
+        creds.insert(name.to_string(), json!({
+            "source": {"file": file.display().to_string()},
+            "inject": {"aws_sigv4": {"region": "eu-west-1", "service": "s3"}},
+            "hosts": [host], "paths": [format!("/{name}/*")]
+        }));
+    }
+    let policy = json!({"credentials": creds, "http": {"allow": [{"hosts": [host]}]}, "audit": {"path": null}});
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = ready(Launch::mcp(&policy, &[]));
+    let want = [("colon", "aws credentials are not valid JSON"), ("nokey", "aws credentials lack \"secret_access_key\""), ("ctrl", "control characters")];
+    for (i, (name, why)) in want.iter().enumerate() {
+        let r = s.tool(i as i64 + 1, "http_request", json!({"method": "GET", "url": format!("{}/{name}/x", server.base())}));
+        assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+        let msg = sc(&r)["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(why) && msg.contains(&format!("{name:?}")), "{name}: {msg}");
+    }
+    s.finish().assert_exit(0);
+    server.settle();
+    assert_eq!(server.accepted(), 0, "nothing is sent unsigned");
 }
 
 // ---------------------------------------------------------------------------------------
