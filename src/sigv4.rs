@@ -31,8 +31,10 @@
 //!   signature is bound to its URL, so re-using the first hop's headers would only fail;
 //!   never forward the old `authorization` to another hop. Cross-origin hops stay refused.
 //! - Redaction: register with the vault the secret access key and the session token
-//!   when the credential is read, and [`Signed::signature`] for each signed request
-//!   (the `authorization` header value contains it). The access key id is not a secret.
+//!   when the credential is read. [`Signed::signature`] (inside the `authorization`
+//!   value) is scrubbed from responses by the HTTP executor, which keeps the last few
+//!   (`exec/http.rs`): one Vault entry per request would grow its automaton without
+//!   bound. The access key id is not a secret.
 //! - Payload: pass the body bytes ([`Payload::Hash`]) unless the operator asked for
 //!   `UNSIGNED-PAYLOAD`; a streamed body cannot be hashed in advance.
 //!
