@@ -85,6 +85,9 @@ pub enum Denial {
     CredentialNeedsHttps { name: String },
     HeaderConflict { name: String, header: String },
     QueryConflict { name: String, param: String },
+    /// Issue #13: `Authorization` or an `X-Amz-*` header or query parameter on a request
+    /// signed with the `aws_sigv4` credential `name` (`SP_BAD_ARGUMENTS`, see [`Denial::code`]).
+    SignerOwns { name: String, field: String },
     BodyTooLarge { limit: u64 },
     HttpsOnly,
     /// An `ssh_exec` refusal (unknown host, command not on the list, timeout too long).
@@ -111,10 +114,25 @@ impl fmt::Display for Denial {
             Denial::QueryConflict { name, param } => {
                 write!(f, "query parameter {param:?} is reserved for credential {name:?}")
             }
+            Denial::SignerOwns { name, field } => write!(
+                f,
+                "{field:?} is set by sp when it signs for credential {name:?} (aws_sigv4): send no Authorization and no X-Amz-* header or query parameter"
+            ),
             Denial::HttpsOnly => f.write_str("the policy allows https:// URLs only (http.https_only)"),
             Denial::BodyTooLarge { limit } => {
                 write!(f, "the request body is larger than http.max_request_body_bytes ({limit})")
             }
+        }
+    }
+}
+
+impl Denial {
+    /// The journal reason and tool error code: `SP_DENIED`, except arguments no policy
+    /// could allow (`SP_BAD_ARGUMENTS`).
+    pub fn code(&self) -> (&'static str, &'static str) {
+        match self {
+            Denial::SignerOwns { .. } => ("bad_arguments", "SP_BAD_ARGUMENTS"),
+            _ => ("denied", "SP_DENIED"),
         }
     }
 }
@@ -237,6 +255,11 @@ fn authorize_http(policy: &Policy, req: HttpRequest, may_pick_credential: bool) 
                     return Err(Denial::QueryConflict { name: c.name.clone(), param: name.clone() });
                 }
             }
+            Injection::AwsSigV4(_) => {
+                if let Some(field) = crate::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
+                    return Err(Denial::SignerOwns { name: c.name.clone(), field });
+                }
+            }
             other => {
                 let header = other.header_name().unwrap_or_default();
                 if req.headers.iter().any(|(n, _)| *n == header) {
@@ -292,6 +315,22 @@ fn inventory(policy: &Policy) -> Inventory {
         .values()
         .map(|c| {
             let mut v = json!({"name": c.name, "hosts": texts(&c.hosts), "paths": paths(&c.paths)});
+            // Issue #13: the scheme and its public settings, never a key or token.
+            v["scheme"] = json!(match &c.inject {
+                Injection::Bearer => "bearer",
+                Injection::Basic => "basic",
+                Injection::Header { .. } => "header",
+                Injection::Query { .. } => "query",
+                Injection::AwsSigV4(s) => {
+                    v["region"] = json!(s.scope.region());
+                    v["service"] = json!(s.scope.service());
+                    "aws_sigv4"
+                }
+                Injection::OAuth2(t) => {
+                    v["scopes"] = json!(t.scope_list());
+                    "oauth2"
+                }
+            });
             if let Some(m) = &c.methods {
                 v["methods"] = json!(m.iter().map(|m| m.as_str()).collect::<Vec<_>>());
             }

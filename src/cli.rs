@@ -312,6 +312,11 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
         let paths: Vec<String> = c.paths.iter().map(|p| p.text()).collect();
         let methods = c.methods.as_ref().map_or("any method".to_owned(), |m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","));
         s += &format!("  {}: {} -> {} {} ({})\n", c.name, c.source.describe(), hosts.join(","), paths.join(","), methods);
+        match &c.inject {
+            crate::policy::Injection::AwsSigV4(a) => s += &format!("    inject: {}\n", a.describe()),
+            crate::policy::Injection::OAuth2(o) => s += &format!("    inject: {}\n", o.describe()),
+            _ => {}
+        }
     }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| std::env::var(k).ok());

@@ -362,6 +362,30 @@ impl TokenRequest {
         &self.url
     }
 
+    /// The scopes asked for (not secret: `sp_inventory` and `sp check` show them).
+    pub fn scope_list(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// For `sp check`: token URL, scopes, client authentication, audience.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "oauth2 client credentials from {} (client_auth {})",
+            self.url,
+            match self.client_auth {
+                ClientAuth::Basic => "basic",
+                ClientAuth::Body => "body",
+            }
+        );
+        if !self.scopes.is_empty() {
+            s += &format!(", scopes {}", self.scopes.join(" "));
+        }
+        if let Some(a) = &self.audience {
+            s += &format!(", audience {a}");
+        }
+        s
+    }
+
     /// The POST to send: `grant_type=client_credentials`, then `scope`, `audience`,
     /// and with [`ClientAuth::Body`] `client_id` and `client_secret`, form-urlencoded;
     /// `Content-Type: application/x-www-form-urlencoded`, `Accept: application/json`,

@@ -236,15 +236,19 @@ pub enum Injection {
     Header { name: String, format: String },
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
+    /// AWS Signature Version 4 (issue #13, `sigv4.rs`).
+    AwsSigV4(crate::sigv4::SigV4Config),
+    /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `oauth2.rs`).
+    OAuth2(crate::oauth2::TokenRequest),
 }
 
 impl Injection {
     /// The header this injection sets, lowercase; `None` for query injection.
     pub fn header_name(&self) -> Option<String> {
         match self {
-            Injection::Bearer | Injection::Basic => Some("authorization".into()),
+            Injection::Bearer | Injection::Basic | Injection::OAuth2(_) => Some("authorization".into()),
             Injection::Header { name, .. } => Some(name.to_ascii_lowercase()),
-            Injection::Query { .. } => None,
+            Injection::Query { .. } | Injection::AwsSigV4(_) => None,
         }
     }
 }
@@ -567,10 +571,10 @@ fn source(v: &Value, field: &str) -> Check<SecretSource> {
 }
 
 fn injection(v: &Value, field: &str) -> Check<Injection> {
-    let map = object(v, field, &["bearer", "basic", "header", "query"])?;
+    let map = object(v, field, &["bearer", "basic", "header", "query", "aws_sigv4", "oauth2"])?;
     let (kind, value) = match map.iter().next() {
         Some((k, v)) if map.len() == 1 => (k.as_str(), v),
-        _ => return err(field, "must be exactly one of {\"bearer\": {}}, {\"basic\": {}}, {\"header\": {...}} or {\"query\": {...}}"),
+        _ => return err(field, "must be exactly one of {\"bearer\": {}}, {\"basic\": {}}, {\"header\": {...}}, {\"query\": {...}}, {\"aws_sigv4\": {...}} or {\"oauth2\": {...}}"),
     };
     let sub = format!("{field}.{kind}");
     Ok(match kind {
@@ -582,6 +586,8 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
             object(value, &sub, &[])?;
             Injection::Basic
         }
+        "aws_sigv4" => Injection::AwsSigV4(crate::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
+        "oauth2" => Injection::OAuth2(crate::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
         "header" => {
             let hm = object(value, &sub, &["name", "format"])?;
             let hname = string(hm.get("name").unwrap_or(&Value::Null), &format!("{sub}.name"))?;

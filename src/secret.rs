@@ -119,6 +119,17 @@ impl Vault {
     }
 
     pub fn read(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
+        self.read_text(credential, source, false)
+    }
+
+    /// Like [`Vault::read`] for a JSON document (issue #13, `aws_sigv4`): newlines, tabs
+    /// and carriage returns are allowed (pretty-printed JSON, `aws configure
+    /// export-credentials`), other control characters are not.
+    pub fn read_json(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
+        self.read_text(credential, source, true)
+    }
+
+    fn read_text(&mut self, credential: &str, source: &SecretSource, json: bool) -> Result<Secret, SecretError> {
         let value = Zeroizing::new(match source {
             SecretSource::File(path) => read_file(credential, path)?,
             SecretSource::Systemd(name) => {
@@ -136,7 +147,7 @@ impl Vault {
         if value.is_empty() {
             return Err(SecretError::Empty { credential: credential.to_owned() });
         }
-        if value.chars().any(|c| c.is_control()) {
+        if value.chars().any(|c| c.is_control() && !(json && matches!(c, '\n' | '\r' | '\t'))) {
             return Err(SecretError::Invalid {
                 credential: credential.to_owned(),
                 why: "secret contains control characters (only one trailing newline is trimmed)",
@@ -172,7 +183,9 @@ impl Vault {
         Ok(Secret(text))
     }
 
-    fn remember(&mut self, credential: &str, value: &str) {
+    /// Remembers a value derived from a credential for redaction (issue #13: the AWS
+    /// secret key and session token, each signature, the OAuth2 client secret and tokens).
+    pub fn remember(&mut self, credential: &str, value: &str) {
         // Issue 8 point 3: the logger and the journal scrub against every secret read.
         PROCESS.write().unwrap_or_else(std::sync::PoisonError::into_inner).remember_here(credential, value);
         self.remember_here(credential, value);
@@ -313,6 +326,9 @@ pub fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
 pub enum Placement {
     Header { name: String, value: Zeroizing<String> },
     Query { name: String, value: Zeroizing<String> },
+    /// Issue #13 (`aws_sigv4`, `oauth2`): nothing to place from the source as is; the
+    /// HTTP executor signs the final request or fetches a token (`exec/http.rs`).
+    Executor,
 }
 
 /// Renders the secret the way the credential's injection says.
@@ -328,6 +344,7 @@ pub fn place(inject: &Injection, secret: &Secret) -> Placement {
             Placement::Header { name: name.clone(), value: Zeroizing::new(format.replace("{secret}", s)) }
         }
         Injection::Query { name } => Placement::Query { name: name.clone(), value: Zeroizing::new(s.to_owned()) },
+        Injection::AwsSigV4(_) | Injection::OAuth2(_) => Placement::Executor,
     }
 }
 
@@ -509,7 +526,7 @@ mod tests {
         let s = Secret(Zeroizing::new("user:pa ss".to_owned()));
         let header = |p: Placement| match p {
             Placement::Header { name, value } => (name, value.to_string()),
-            Placement::Query { .. } => panic!(),
+            Placement::Query { .. } | Placement::Executor => panic!(),
         };
         assert_eq!(header(place(&Injection::Bearer, &s)), ("authorization".into(), "Bearer user:pa ss".into()));
         assert_eq!(header(place(&Injection::Basic, &s)), ("authorization".into(), "Basic dXNlcjpwYSBzcw==".into()));

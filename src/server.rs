@@ -413,7 +413,7 @@ impl<'p, E: Executor> Server<'p, E> {
         self.audit.target = crate::audit::call_target(&call);
         let action = match authorize(self.policy, call) {
             Ok(a) => a,
-            Err(d) => return Some(self.refuse_tool(id, "denied", "SP_DENIED", d.to_string())),
+            Err(d) => return Some(self.refuse_tool(id, d.code().0, d.code().1, d.to_string())),
         };
         // Issue #10: the approval wait and the execution run while the control thread
         // answers pings and watches for a cancel (`control.rs`).
@@ -513,7 +513,9 @@ impl<E: Executor> Server<'_, E> {
             if cancel.is_cancelled() {
                 return Err((ExecError::Cancelled, hops));
             }
-            let mut outcome = self.executor.http(&current, &mut self.vault, cancel).map_err(|e| (e, hops))?;
+            let ran = self.executor.http(&current, &mut self.vault, cancel);
+            self.journal_tokens();
+            let mut outcome = ran.map_err(|e| (e, hops))?;
             self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
             // Issue 8: a credential with `on_echo: "withhold"` whose secret is in the body
             // (or the headers) in any spelling: that part is not passed on at all.
@@ -659,6 +661,19 @@ impl<E: Executor> Server<'_, E> {
         self.journal_intent(None, None, None).map_err(|m| ("audit_unavailable", "SP_UNAVAILABLE", m))?;
         self.audit.started = Some(std::time::Instant::now());
         Ok(())
+    }
+
+    /// Issue #13: a `token` row per OAuth2 token fetch the call made: the token URL and
+    /// the outcome (`expires_in`, or the error), never the token.
+    fn journal_tokens(&mut self) {
+        for f in self.executor.take_token_fetches() {
+            let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
+            let row = match f.outcome {
+                Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("expires_in {s} s"))),
+                Err((code, message)) => row.set("decision", "error").set("code", code).set("reason", message),
+            };
+            self.journal.record(row);
+        }
     }
 
     /// The `result` row of an execution (after scrubbing: it reads the error message).

@@ -31,8 +31,10 @@
 //!   signature is bound to its URL, so re-using the first hop's headers would only fail;
 //!   never forward the old `authorization` to another hop. Cross-origin hops stay refused.
 //! - Redaction: register with the vault the secret access key and the session token
-//!   when the credential is read, and [`Signed::signature`] for each signed request
-//!   (the `authorization` header value contains it). The access key id is not a secret.
+//!   when the credential is read. [`Signed::signature`] (inside the `authorization`
+//!   value) is scrubbed from responses by the HTTP executor, which keeps the last few
+//!   (`exec/http.rs`): one Vault entry per request would grow its automaton without
+//!   bound. The access key id is not a secret.
 //! - Payload: pass the body bytes ([`Payload::Hash`]) unless the operator asked for
 //!   `UNSIGNED-PAYLOAD`; a streamed body cannot be hashed in advance.
 //!
@@ -322,6 +324,18 @@ impl fmt::Display for SectionError {
 
 impl std::error::Error for SectionError {}
 
+impl SectionError {
+    /// As a policy `(field, message)` under `section` (`credentials.<name>.inject.aws_sigv4`).
+    pub fn at(self, section: &str) -> (String, String) {
+        let field = if self.field.is_empty() {
+            section.to_owned()
+        } else {
+            format!("{section}.{}", self.field)
+        };
+        (field, self.message.to_owned())
+    }
+}
+
 pub(crate) fn section_err<T>(
     field: impl Into<String>,
     message: &'static str,
@@ -380,6 +394,20 @@ impl SigV4Config {
             scope,
             unsigned_payload,
         })
+    }
+
+    /// For `sp check`: the scope and the payload rule.
+    pub fn describe(&self) -> String {
+        format!(
+            "aws_sigv4 region {} service {}{}",
+            self.scope.region,
+            self.scope.service,
+            if self.unsigned_payload {
+                ", UNSIGNED-PAYLOAD"
+            } else {
+                ", body hashed"
+            }
+        )
     }
 
     /// The payload to sign for `body` under this section.

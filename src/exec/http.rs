@@ -40,8 +40,14 @@ use ureq::unversioned::transport::DefaultConnector;
 
 use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
 use super::{Cancel, ExecError, Executor, HttpOutcome};
+use url::Url;
+use zeroize::Zeroizing;
+
 use crate::authorize::{Authorized, HttpAction};
+use crate::oauth2;
+use crate::policy::Injection;
 use crate::secret::{Placement, Vault};
+use crate::sigv4;
 
 pub const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 
@@ -61,7 +67,23 @@ pub struct HttpExecutor {
     /// `http.ca_file` roots; `None`: the built-in Mozilla roots (webpki-roots), so a
     /// binary on a minimal container does not depend on the host's CA store.
     roots: Option<Arc<Vec<Vec<u8>>>>,
+    /// Issue #13: OAuth2 tokens per credential, for the life of the executor (one per
+    /// `sp mcp`).
+    tokens: oauth2::TokenCache,
+    /// Token fetches not yet journaled (`take_token_fetches`).
+    token_fetches: Vec<crate::exec::TokenFetch>,
+    /// Issue #13: the last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
+    /// a redactor over them, applied to every response (see [`HttpExecutor::http`]).
+    signatures: std::collections::VecDeque<(String, Zeroizing<String>)>,
+    signature_redactor: crate::redact::Redactor,
 }
+
+/// SigV4 signatures kept for redaction. Not the Vault: every remembered value rebuilds
+/// the Vault's automaton over all values, so one per request grows without bound (2000
+/// signed requests took 5 minutes of rebuilding in total). A signature is good for
+/// that one request and a few minutes; the likely echo is the answer to that request
+/// (S3's `SignatureDoesNotMatch` quotes it).
+const RECENT_SIGNATURES: usize = 8;
 
 struct Pool {
     agent: ureq::Agent,
@@ -111,7 +133,17 @@ impl HttpExecutor {
 
     /// Resolves names with `lookup` (tests inject DNS answers here).
     pub fn with_lookup(lookup: impl Lookup) -> HttpExecutor {
-        HttpExecutor { lookup: Arc::new(lookup), dial_filter: None, pool: None, retired_dials: 0, roots: None }
+        HttpExecutor {
+            lookup: Arc::new(lookup),
+            dial_filter: None,
+            pool: None,
+            retired_dials: 0,
+            roots: None,
+            tokens: oauth2::TokenCache::new(),
+            token_fetches: Vec::new(),
+            signatures: std::collections::VecDeque::new(),
+            signature_redactor: crate::redact::Redactor::default(),
+        }
     }
 
     /// Trusts exactly these CA certificates (DER) instead of the built-in roots.
@@ -159,7 +191,10 @@ impl HttpExecutor {
 
 impl Executor for HttpExecutor {
     fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
-        let result = self.http_interruptible(authorized, vault, cancel);
+        let mut result = self.http_interruptible(authorized, vault, cancel);
+        if let Ok(outcome) = &mut result {
+            self.scrub_signatures(outcome);
+        }
         if cancel.is_cancelled() {
             // Issue #10: the agent's sockets were shut down (idle pooled ones too); a
             // fresh pool serves the next call. What came back is discarded.
@@ -170,41 +205,219 @@ impl Executor for HttpExecutor {
         }
         result
     }
+
+    fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+        HttpExecutor::take_token_fetches(self)
+    }
 }
 
 impl HttpExecutor {
     fn http_interruptible(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
         let action = authorized.action();
         let started = Instant::now();
-        let target = format!(
-            "{}:{}",
-            action.url.host_str().unwrap_or_default(),
-            action.url.port_or_known_default().unwrap_or_default()
-        );
-        // Before anything is read or sent: resolve once, check every address.
-        let checked = dest::resolve_and_check(&self.lookup, &action.url, action.host_named_exactly, action.timeout)
-            .map_err(dest_error)?;
-        let mut builder = Request::builder().method(action.method.as_str()).uri(action.url.as_str());
-        for (name, value) in &action.headers {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
-        if let Some(cred) = &action.credential {
-            let secret = vault.read(&cred.name, &cred.source).map_err(ExecError::Secret)?;
-            match crate::secret::place(&cred.inject, &secret) {
-                Placement::Header { name, value } => builder = builder.header(name, value.as_str()),
-                Placement::Query { name, value } => {
-                    let mut with_secret = action.url.clone();
-                    with_secret.query_pairs_mut().append_pair(&name, &value);
-                    builder = builder.uri(with_secret.as_str());
+        let budget = Budget { started, timeout: action.timeout };
+        let headers: Vec<(String, Zeroizing<String>)> =
+            action.headers.iter().map(|(n, v)| (n.clone(), Zeroizing::new(v.clone()))).collect();
+        let body = action.body.as_deref().map(str::as_bytes);
+        let wire = Wire { method: action.method.as_str(), url: &action.url, headers: &headers, body, named_exactly: action.host_named_exactly, cap: action.max_response_bytes };
+        let Some(cred) = &action.credential else {
+            return self.exchange(&wire, budget, cancel, &mut |_| Ok(()));
+        };
+        match &cred.inject {
+            // Issue #13: signed after the destination check, with the final URL, headers
+            // and body, immediately before sending. A redirect hop comes through here
+            // again, so it would be signed anew (today a credentialed request follows none).
+            Injection::AwsSigV4(config) => {
+                let mut signature = None;
+                let result = self.exchange(&wire, budget, cancel, &mut |out| {
+                    signature = Some(sign_aws(&cred.name, &cred.source, config, wire.method, out, body, vault)?);
+                    Ok(())
+                });
+                if let Some(sig) = signature {
+                    self.remember_signature(&cred.name, &sig);
                 }
+                result
             }
+            Injection::OAuth2(request) => self.oauth2(&wire, &cred.name, &cred.source, request, vault, budget, cancel),
+            inject => self.exchange(&wire, budget, cancel, &mut |out| {
+                let secret = vault.read(&cred.name, &cred.source).map_err(ExecError::Secret)?;
+                match crate::secret::place(inject, &secret) {
+                    Placement::Header { name, value } => out.headers.push((name, value)),
+                    Placement::Query { name, value } => {
+                        out.url.query_pairs_mut().append_pair(&name, &value);
+                    }
+                    Placement::Executor => {}
+                }
+                Ok(())
+            }),
+        }
+    }
+
+    /// Issue #13: a signature just sent, for [`HttpExecutor::scrub_signatures`].
+    fn remember_signature(&mut self, credential: &str, signature: &str) {
+        if self.signatures.len() == RECENT_SIGNATURES {
+            self.signatures.pop_front();
+        }
+        self.signatures.push_back((credential.to_owned(), Zeroizing::new(signature.to_owned())));
+        let mut r = crate::redact::Redactor::default();
+        for (c, s) in &self.signatures {
+            r.add(c, s);
+        }
+        self.signature_redactor = r;
+    }
+
+    /// Replaces every spelling of a recent signature in the response (body, a cut-off
+    /// tail of one, headers) with `[REDACTED:<credential>]`, before `server.rs` scrubs
+    /// it of the Vault's secrets.
+    fn scrub_signatures(&self, o: &mut HttpOutcome) {
+        let r = &self.signature_redactor;
+        if r.is_empty() {
+            return;
+        }
+        if let Some(body) = r.redact(&o.body) {
+            o.body = body;
+        }
+        if o.truncated {
+            if let Some((start, name)) = r.tail_match(&o.body) {
+                let marker = format!("[REDACTED:{name}]");
+                o.body.truncate(start);
+                o.body.extend_from_slice(marker.as_bytes());
+            }
+        }
+        r.redact_headers(&mut o.headers);
+    }
+
+    /// Issue #13: the OAuth2 token fetches since the last call.
+    pub fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+        std::mem::take(&mut self.token_fetches)
+    }
+
+    /// An API call with an OAuth2 token (`oauth2::with_token`): the cached one while it
+    /// is fresh, else one fetched now; on a 401 with a cached token, one fetch more and
+    /// one retry. The API's destination is checked before any token is fetched, so a
+    /// blocked call reads no credential and sends nothing.
+    #[allow(clippy::too_many_arguments, reason = "one call site, the pieces of one request")]
+    fn oauth2(
+        &mut self,
+        wire: &Wire<'_>,
+        name: &str,
+        source: &crate::policy::SecretSource,
+        request: &oauth2::TokenRequest,
+        vault: &mut Vault,
+        budget: Budget,
+        cancel: &Cancel,
+    ) -> Result<HttpOutcome, ExecError> {
+        dest::resolve_and_check(&self.lookup, wire.url, wire.named_exactly, budget.remaining()).map_err(dest_error)?;
+        let mut cache = std::mem::take(&mut self.tokens);
+        let shared = std::cell::RefCell::new((&mut *self, &mut *vault));
+        let result = oauth2::with_token(
+            &mut cache,
+            name,
+            Instant::now,
+            || {
+                let mut guard = shared.borrow_mut();
+                let (this, vault) = &mut *guard;
+                this.fetch_token(name, source, request, vault, budget, cancel)
+            },
+            |token| {
+                let mut guard = shared.borrow_mut();
+                let (this, _) = &mut *guard;
+                let authorization = token.authorization();
+                let outcome = this.exchange(wire, budget, cancel, &mut |out| {
+                    out.headers.push(("authorization".into(), authorization.clone()));
+                    Ok(())
+                })?;
+                Ok(if outcome.status == 401 { oauth2::Reply::Unauthorized(outcome) } else { oauth2::Reply::Accepted(outcome) })
+            },
+        );
+        self.tokens = cache;
+        result
+    }
+
+    /// One token request (`grant_type=client_credentials`) through the same checked,
+    /// pinned, TLS-verified path as any request, no redirect followed, the answer read
+    /// up to `oauth2::MAX_TOKEN_RESPONSE_BYTES`. The client secret and the token are
+    /// remembered for redaction before anything else sees them; the fetch is recorded
+    /// for the journal (URL and outcome only).
+    fn fetch_token(
+        &mut self,
+        name: &str,
+        source: &crate::policy::SecretSource,
+        request: &oauth2::TokenRequest,
+        vault: &mut Vault,
+        budget: Budget,
+        cancel: &Cancel,
+    ) -> Result<oauth2::Token, ExecError> {
+        let target = crate::audit::http_target("POST", request.url());
+        let result = self.fetch_token_inner(name, source, request, vault, budget, cancel);
+        let outcome = match &result {
+            Ok(token) => Ok(token.expires_in()),
+            Err(e) => Err((e.code(), e.to_string())),
+        };
+        self.token_fetches.push(crate::exec::TokenFetch { credential: name.to_owned(), target, outcome });
+        result
+    }
+
+    fn fetch_token_inner(
+        &mut self,
+        name: &str,
+        source: &crate::policy::SecretSource,
+        request: &oauth2::TokenRequest,
+        vault: &mut Vault,
+        budget: Budget,
+        cancel: &Cancel,
+    ) -> Result<oauth2::Token, ExecError> {
+        let url = request.url().clone();
+        // The token endpoint is the operator's exact URL: private addresses (a local
+        // identity provider) are allowed as for a host an allow rule names exactly;
+        // metadata, link-local and the other always-refused ranges stay refused.
+        let wire = Wire { method: "POST", url: &url, headers: &[], body: None, named_exactly: true, cap: oauth2::MAX_TOKEN_RESPONSE_BYTES as u64 };
+        let mut outcome = self.exchange(&wire, budget, cancel, &mut |out| {
+            let secret = vault.read(name, source).map_err(ExecError::Secret)?;
+            let creds = oauth2::ClientCredentials::parse(secret.expose().as_bytes())
+                .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
+            vault.remember(name, creds.client_secret());
+            let prepared = request.build(&creds);
+            out.headers.extend(prepared.headers.into_iter().map(|(n, v)| (n.to_owned(), v)));
+            out.body.extend_from_slice(prepared.body.as_bytes());
+            Ok(())
+        })?;
+        let parsed = if outcome.truncated {
+            Err(oauth2::TokenError::TooLarge)
+        } else {
+            oauth2::parse_token_response(outcome.status, &outcome.body)
+        };
+        zeroize::Zeroize::zeroize(&mut outcome.body);
+        let token = parsed.map_err(|e| ExecError::Upstream(format!("credential {name:?}: {e}")))?;
+        vault.remember(name, token.secret());
+        Ok(token)
+    }
+
+    /// One request on the wire. Before anything is read or sent: resolve once, check
+    /// every address. Then `late` adds what the credential says (reading it only now),
+    /// and the request goes out at once.
+    fn exchange(
+        &mut self,
+        wire: &Wire<'_>,
+        budget: Budget,
+        cancel: &Cancel,
+        late: &mut dyn FnMut(&mut Outgoing) -> Result<(), ExecError>,
+    ) -> Result<HttpOutcome, ExecError> {
+        let target = format!("{}:{}", wire.url.host_str().unwrap_or_default(), wire.url.port_or_known_default().unwrap_or_default());
+        let checked =
+            dest::resolve_and_check(&self.lookup, wire.url, wire.named_exactly, budget.remaining()).map_err(dest_error)?;
+        let mut out = Outgoing { url: wire.url.clone(), headers: wire.headers.to_vec(), body: Zeroizing::new(Vec::new()) };
+        late(&mut out)?;
+        let mut builder = Request::builder().method(wire.method).uri(out.url.as_str());
+        for (name, value) in &out.headers {
+            builder = builder.header(name.as_str(), value.as_str());
         }
         if let Some(allow) = &self.dial_filter {
             if let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip())) {
                 return Err(ExecError::Unavailable(format!("{target}: {} is outside the dial restriction; not dialed", a.ip())));
             }
         }
-        let remaining = action.timeout.saturating_sub(started.elapsed());
+        let remaining = budget.remaining();
         if remaining.is_zero() {
             return Err(ExecError::Timeout(format!("{target}: timed out")));
         }
@@ -220,8 +433,9 @@ impl HttpExecutor {
         if cancel.is_cancelled() {
             return Err(ExecError::Cancelled);
         }
-        let sent = match &action.body {
-            Some(body) => builder.body(body.clone()).map(|r| run(agent, r, remaining)),
+        let sent = match wire.body {
+            Some(body) => builder.body(body).map(|r| run(agent, r, remaining)),
+            None if !out.body.is_empty() => builder.body(&out.body[..]).map(|r| run(agent, r, remaining)),
             None => builder.body(()).map(|r| run(agent, r, remaining)),
         };
         let response = sent
@@ -235,7 +449,7 @@ impl HttpExecutor {
             .filter(|(n, _)| n.as_str() != "set-cookie")
             .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
-        let cap = action.max_response_bytes;
+        let cap = wire.cap;
         let mut body = Vec::new();
         response
             .into_body()
@@ -247,6 +461,73 @@ impl HttpExecutor {
         body.truncate(cap as usize);
         Ok(HttpOutcome { status, headers, body, truncated })
     }
+}
+
+/// Headers as they will be sent; values are zeroed on drop (they may hold a credential).
+type Headers = Vec<(String, Zeroizing<String>)>;
+
+/// What the credential adds after the destination check: the URL (a query
+/// credential), headers, and a body (the token request's form).
+struct Outgoing {
+    url: Url,
+    headers: Headers,
+    body: Zeroizing<Vec<u8>>,
+}
+
+/// The request as authorized (or the token request as configured), before the
+/// credential is added.
+struct Wire<'a> {
+    method: &'a str,
+    url: &'a Url,
+    headers: &'a [(String, Zeroizing<String>)],
+    body: Option<&'a [u8]>,
+    /// Private destinations are allowed (see `dest.rs`).
+    named_exactly: bool,
+    /// Response bytes read at most.
+    cap: u64,
+}
+
+/// The policy timeout of one call, shared by its token fetch and its API request(s).
+#[derive(Clone, Copy)]
+struct Budget {
+    started: Instant,
+    timeout: Duration,
+}
+
+impl Budget {
+    fn remaining(self) -> Duration {
+        self.timeout.saturating_sub(self.started.elapsed())
+    }
+}
+
+/// Issue #13: reads the `aws_sigv4` credential (JSON, so pretty-printed output of the
+/// AWS CLI works), remembers the secret key and session token for redaction, adds the
+/// signer's headers to `out.headers`, which is exactly what will be sent (ureq adds
+/// only unsigned ones: user-agent, content-length, accept), and returns the signature.
+fn sign_aws(
+    name: &str,
+    source: &crate::policy::SecretSource,
+    config: &sigv4::SigV4Config,
+    method: &str,
+    out: &mut Outgoing,
+    body: Option<&[u8]>,
+    vault: &mut Vault,
+) -> Result<Zeroizing<String>, ExecError> {
+    let secret = vault.read_json(name, source).map_err(ExecError::Secret)?;
+    let creds = sigv4::Credentials::from_json(secret.expose().as_bytes())
+        .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
+    vault.remember(name, creds.secret_access_key());
+    if let Some(t) = creds.session_token() {
+        vault.remember(name, t);
+    }
+    let signed = {
+        let pairs: Vec<(&str, &str)> = out.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let request = sigv4::Request { method, url: &out.url, headers: &pairs, payload: config.payload(body.unwrap_or_default()) };
+        sigv4::sign(&request, &creds, &config.scope, std::time::SystemTime::now())
+            .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: cannot sign: {e}")))?
+    };
+    out.headers.extend(signed.headers().map(|(n, v)| (n.to_owned(), Zeroizing::new(v.to_owned()))));
+    Ok(Zeroizing::new(signed.signature().to_owned()))
 }
 
 /// Runs `request` with the time left of the policy timeout (the lookup spent the rest).

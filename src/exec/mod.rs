@@ -30,6 +30,12 @@ pub trait Executor {
     /// promptly: its connection is closed, whatever it returns is discarded.
     fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError>;
 
+    /// Issue #13: the OAuth2 token fetches made since the last call, oldest first, for
+    /// the journal's `token` rows (URL and outcome, never the token).
+    fn take_token_fetches(&mut self) -> Vec<TokenFetch> {
+        Vec::new()
+    }
+
     /// Runs one authorized SSH command (issue #4); key, passphrase and password files are
     /// read through `vault` at connection time. The default refuses, so an executor built
     /// for HTTP only fails closed.
@@ -188,6 +194,10 @@ impl Executor for Executors {
         self.http.http(action, vault, cancel)
     }
 
+    fn take_token_fetches(&mut self) -> Vec<TokenFetch> {
+        self.http.take_token_fetches()
+    }
+
     fn ssh(
         &mut self,
         action: &Authorized<crate::ssh::SshAction>,
@@ -196,6 +206,16 @@ impl Executor for Executors {
     ) -> Result<SshOutcome, SshError> {
         self.ssh.run(action, vault, progress)
     }
+}
+
+/// One OAuth2 token request (issue #13): which credential, where (`POST
+/// scheme://host[:port]/path`, no query), and the outcome: the `expires_in` the server
+/// gave, or the error (its code and message, which never hold the token or the body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenFetch {
+    pub credential: String,
+    pub target: String,
+    pub outcome: Result<Option<u64>, (&'static str, String)>,
 }
 
 /// What came back. A status is a result, never an error.

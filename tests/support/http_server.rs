@@ -77,7 +77,11 @@ struct Shared {
     requests: Mutex<Vec<Recorded>>,
     routes: Mutex<HashMap<String, Reply>>,
     echoes: Mutex<HashMap<String, Echo>>,
+    handlers: Mutex<HashMap<String, Handler>>,
 }
+
+/// Computes the answer from the request (issue #13: a SigV4 verifier, a token endpoint).
+pub type Handler = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
 
 pub struct TestServer {
     pub port: u16,
@@ -133,6 +137,11 @@ impl TestServer {
         self.shared.echoes.lock().unwrap().insert(path.to_owned(), how);
     }
 
+    /// Answers `path` with whatever `handler` computes from the request.
+    pub fn handle(&self, path: &str, handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) {
+        self.shared.handlers.lock().unwrap().insert(path.to_owned(), Arc::new(handler));
+    }
+
     /// Connections accepted so far (fence connections excluded).
     pub fn accepted(&self) -> usize {
         self.shared.accepted.load(Ordering::SeqCst) - self.shared.fences.load(Ordering::SeqCst)
@@ -185,13 +194,16 @@ fn handle(stream: Box<dyn Conn>, shared: &Shared) -> std::io::Result<()> {
         return out.flush();
     }
     let echo = shared.echoes.lock().unwrap().get(&path).copied();
-    let reply = match echo {
-        Some(how) => echo_reply(how, &headers),
-        None => shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| {
+    let handler = shared.handlers.lock().unwrap().get(&path).cloned();
+    let recorded = Recorded { method: method.clone(), target: target.clone(), headers, body };
+    let reply = match (echo, handler) {
+        (_, Some(h)) => h(&recorded),
+        (Some(how), None) => echo_reply(how, &recorded.headers),
+        (None, None) => shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| {
             Reply::json(200, &format!("{{\"method\":\"{method}\",\"path\":\"{path}\"}}"))
         }),
     };
-    shared.requests.lock().unwrap().push(Recorded { method: method.clone(), target: target.clone(), headers, body });
+    shared.requests.lock().unwrap().push(recorded);
     if reply.delay_ms > 0 {
         thread::sleep(std::time::Duration::from_millis(reply.delay_ms));
     }
