@@ -35,18 +35,13 @@
 //! MCP elicitation is not approval: the client could answer it itself, so the model's
 //! side would be approving its own action.
 //!
-//! Policy (parsed here, called from `policy.rs`): `"mode": "enforce" | "observe"`,
+//! Policy (parsed in `policy/approval.rs`): `"mode": "enforce" | "observe"`,
 //! `"approval": {"command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120}`, and
-//! `"approve": true` on a credential or an SSH host. The flags are taken out of the
-//! credential and host objects before their own parsers see them, so the approval
-//! policy lives in one place ([`ApprovalPolicy`]).
+//! `"approve": true`, an ordinary field of a credential or an SSH host.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use crate::fields::{err, Check};
 
 use serde_json::{json, Map, Value};
 
@@ -54,127 +49,18 @@ use crate::audit::{Context, Journal};
 use crate::authorize::Action;
 use crate::policy::{Policy, SecretSource};
 
-pub const DEFAULT_TIMEOUT_S: u64 = 120;
-pub const MAX_TIMEOUT_S: u64 = 3600;
+pub use crate::policy::approval::{ApprovalPolicy, Mode, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S};
+
 /// Bodies and stdin shown to the approver are cut here.
 pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
 const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Approve-flagged actions wait for the approver.
-    #[default]
-    Enforce,
-    /// Everything the policy allows runs without asking; rows say `observe`.
-    Observe,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Observe => "observe",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalPolicy {
-    pub mode: Mode,
-    /// `approval.command`: argv, `argv[0]` absolute.
-    pub command: Option<Vec<String>>,
-    pub timeout: Duration,
-    /// Credentials with `"approve": true`.
-    pub credentials: BTreeSet<String>,
-    /// SSH hosts with `"approve": true`.
-    pub ssh_hosts: BTreeSet<String>,
-}
-
-impl Default for ApprovalPolicy {
-    fn default() -> ApprovalPolicy {
-        ApprovalPolicy {
-            mode: Mode::Enforce,
-            command: None,
-            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
-            credentials: BTreeSet::new(),
-            ssh_hosts: BTreeSet::new(),
-        }
-    }
-}
-
-/// Reads `mode`, `approval` and every `approve` flag; returns the policy document with
-/// the flags removed (for the credential and SSH parsers) and the approval policy.
-pub fn parse_policy(root: &Value) -> Check<(Value, ApprovalPolicy)> {
-    let mut p = ApprovalPolicy::default();
-    let mut doc = root.clone();
-    if let Some(m) = root.get("mode") {
-        p.mode = match m.as_str() {
-            Some("enforce") => Mode::Enforce,
-            Some("observe") => Mode::Observe,
-            _ => return err("mode", "must be \"enforce\" or \"observe\""),
-        };
-    }
-    if let Some(a) = root.get("approval") {
-        let Value::Object(map) = a else {
-            return err("approval", "must be an object");
-        };
-        let allowed = ["command", "timeout_s"];
-        if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return err(&format!("approval.{k}"), format!("unknown field (expected one of: {})", allowed.join(", ")));
-        }
-        let argv = match map.get("command") {
-            Some(Value::Array(items)) if !items.is_empty() => items
-                .iter()
-                .enumerate()
-                .map(|(i, a)| match a {
-                    Value::String(s) if !s.contains('\0') && (i > 0 || s.starts_with('/')) => Ok(s.clone()),
-                    Value::String(_) if i == 0 => err("approval.command[0]", "must be an absolute path to the approver"),
-                    _ => err(&format!("approval.command[{i}]"), "must be a string"),
-                })
-                .collect::<Check<Vec<String>>>()?,
-            Some(_) => return err("approval.command", "must be a non-empty array: [PROGRAM, ARGS...]"),
-            None => return err("approval.command", "is required"),
-        };
-        p.command = Some(argv);
-        if let Some(t) = map.get("timeout_s") {
-            match t.as_u64() {
-                Some(n) if (1..=MAX_TIMEOUT_S).contains(&n) => p.timeout = Duration::from_secs(n),
-                _ => return err("approval.timeout_s", format!("must be an integer from 1 to {MAX_TIMEOUT_S}")),
-            }
-        }
-    }
-    let mut flagged = Vec::new();
-    if let Some(Value::Object(creds)) = doc.get_mut("credentials") {
-        take_flags(creds, "credentials", &mut p.credentials, &mut flagged)?;
-    }
-    if let Some(Value::Object(hosts)) = doc.get_mut("ssh").and_then(|s| s.get_mut("hosts")) {
-        take_flags(hosts, "ssh.hosts", &mut p.ssh_hosts, &mut flagged)?;
-    }
-    if let (Some(field), None, Mode::Enforce) = (flagged.first(), &p.command, p.mode) {
-        return err(field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
-    }
-    Ok((doc, p))
-}
-
-fn take_flags(defs: &mut Map<String, Value>, section: &str, into: &mut BTreeSet<String>, flagged: &mut Vec<String>) -> Check<()> {
-    for (name, def) in defs.iter_mut() {
-        let Value::Object(def) = def else { continue };
-        let field = format!("{section}.{name}.approve");
-        match def.remove("approve") {
-            None | Some(Value::Bool(false)) => {}
-            Some(Value::Bool(true)) => {
-                into.insert(name.clone());
-                flagged.push(field);
-            }
-            Some(_) => return err(&field, "must be true or false"),
-        }
-    }
-    Ok(())
-}
-
 /// `sp check`'s lines.
-pub fn check_summary(p: &ApprovalPolicy) -> String {
-    let list = |s: &BTreeSet<String>| if s.is_empty() { "none".to_owned() } else { s.iter().cloned().collect::<Vec<_>>().join(",") };
+pub fn check_summary(policy: &Policy) -> String {
+    let p = &policy.approval;
+    let list = |names: Vec<&String>| if names.is_empty() { "none".to_owned() } else { names.into_iter().cloned().collect::<Vec<_>>().join(",") };
+    let credentials = policy.credentials.values().filter(|c| c.approve).map(|c| &c.name).collect();
+    let ssh_hosts = policy.ssh.hosts.values().filter(|h| h.approve).map(|h| &h.name).collect();
     let command = p.command.as_ref().map_or("none".to_owned(), |c| match crate::sys::check_program(std::path::Path::new(&c[0])) {
         Ok(()) => c[0].clone(),
         // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.
@@ -184,8 +70,8 @@ pub fn check_summary(p: &ApprovalPolicy) -> String {
         "mode: {}\napproval: command {command}, timeout {}s; credentials: {}; ssh hosts: {}\n",
         p.mode.as_str(),
         p.timeout.as_secs(),
-        list(&p.credentials),
-        list(&p.ssh_hosts)
+        list(credentials),
+        list(ssh_hosts)
     )
 }
 
@@ -209,8 +95,8 @@ pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Acti
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
     let subject = match action {
-        Action::Http(a) => a.action().credential.as_ref().map(|c| c.name.clone()).filter(|n| p.credentials.contains(n)),
-        Action::Ssh(a) => Some(a.action().host.clone()).filter(|h| p.ssh_hosts.contains(h)),
+        Action::Http(a) => a.action().credential.as_ref().map(|c| c.name.clone()).filter(|n| policy.credential_needs_approval(n)),
+        Action::Ssh(a) => Some(a.action().host.clone()).filter(|h| policy.ssh_host_needs_approval(h)),
         Action::Inventory(_) => None,
     };
     let Some(subject) = subject else {
@@ -418,42 +304,6 @@ pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flags_are_taken_out_and_collected() {
-        let (doc, p) = parse_policy(&json!({
-            "mode": "enforce",
-            "approval": {"command": ["/usr/local/bin/sp-approve", "--x"], "timeout_s": 30},
-            "credentials": {"a": {"approve": true, "hosts": ["x"]}, "b": {"approve": false}},
-            "ssh": {"hosts": {"web": {"approve": true}}}
-        }))
-        .unwrap();
-        assert!(doc["credentials"]["a"].get("approve").is_none() && doc["credentials"]["b"].get("approve").is_none());
-        assert!(doc["ssh"]["hosts"]["web"].get("approve").is_none());
-        assert_eq!(p.credentials.iter().collect::<Vec<_>>(), vec!["a"]);
-        assert_eq!(p.ssh_hosts.iter().collect::<Vec<_>>(), vec!["web"]);
-        assert_eq!(p.timeout, Duration::from_secs(30));
-        let (_, p) = parse_policy(&json!({"mode": "observe", "credentials": {"a": {"approve": true}}})).unwrap();
-        assert_eq!((p.mode, p.command), (Mode::Observe, None));
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        for (v, field) in [
-            (json!({"mode": "audit"}), "mode"),
-            (json!({"approval": {"command": []}}), "approval.command"),
-            (json!({"approval": {"command": ["sp-approve"]}}), "approval.command[0]"),
-            (json!({"approval": {"command": ["/a", 1]}}), "approval.command[1]"),
-            (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s"),
-            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd"),
-            (json!({"approval": {}}), "approval.command"),
-            (json!({"credentials": {"a": {"approve": "yes"}}}), "credentials.a.approve"),
-            (json!({"credentials": {"a": {"approve": true}}}), "credentials.a.approve"),
-            (json!({"ssh": {"hosts": {"w": {"approve": true}}}}), "ssh.hosts.w.approve"),
-        ] {
-            assert_eq!(parse_policy(&v).unwrap_err().0, field, "{v}");
-        }
-    }
 
     fn script(body: &str) -> (std::path::PathBuf, Vec<String>) {
         let dir = std::env::temp_dir().join(format!("sp-approve-unit-{}-{}", std::process::id(), crate::audit::session_id()));

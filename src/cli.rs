@@ -315,7 +315,7 @@ fn check(stdout: StdoutHandle, args: &Args) -> ExitCode {
     }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| std::env::var(k).ok());
-    s += &crate::approve::check_summary(&policy.approval);
+    s += &crate::approve::check_summary(&policy);
     text(stdout, &s)
 }
 

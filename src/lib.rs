@@ -21,7 +21,6 @@ pub mod authorize;
 pub mod cli;
 pub mod control;
 pub mod exec;
-pub mod fields;
 pub mod frame;
 pub mod json;
 pub mod jsonrpc;

@@ -1,4 +1,4 @@
-//! The `ssh` section of the policy (`sp-policy(5)`, issue #4), parsed from the JSON value
+//! The `ssh` section of the policy (`sp-policy(5)`, issues #4 and #5), parsed from the JSON value
 //! with errors that name the field (`ssh.hosts.web1.auth.key_file: must be an absolute
 //! path`). Unknown fields are refused at every level, like the rest of the policy.
 //!
@@ -12,7 +12,7 @@
 //!     "web1": {"address": "10.0.0.5", "port": 22, "user": "deploy",
 //!              "auth": {"key_file": "/etc/sallyport/keys/deploy", "passphrase_file": "/etc/sallyport/keys/deploy.pass"},
 //!              "commands": ["systemctl status *", "uptime"],
-//!              "hide_address": false}
+//!              "hide_address": false, "approve": false}
 //!   }
 //! }
 //! ```
@@ -39,7 +39,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::commands::CommandPattern;
-use crate::fields::{abs_path, err, int, object, required, string, Check};
+use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 pub const MAX_TIMEOUT_S: u64 = 3600;
@@ -87,6 +87,8 @@ pub struct SshHost {
     pub hide_address: bool,
     /// Run commands on a pseudo-terminal (default), so that a timeout stops them.
     pub pty: bool,
+    /// `"approve": true`: every call to it waits for the operator's approver.
+    pub approve: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +119,7 @@ impl Default for SshPolicy {
 
 /// Host names the agent uses: the same alphabet as credential names.
 pub fn is_host_name(s: &str) -> bool {
-    crate::policy::is_name(s)
+    super::is_name(s)
 }
 
 /// A remote login name: portable POSIX user names, plus what `useradd` accepts in
@@ -198,7 +200,8 @@ pub fn parse(v: &Value) -> Check<SshPolicy> {
 }
 
 fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty"])?;
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve"])?;
+    let approve = flag(map, "approve", field, false)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
         .ok_or_else(|| (af.clone(), "must be a host name or an IP address (no port, no user@)".to_owned()))?;
@@ -230,17 +233,9 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
             Some(out)
         }
     };
-    let hide_address = match map.get("hide_address") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return err(&format!("{field}.hide_address"), "must be true or false"),
-    };
-    let pty = match map.get("pty") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return err(&format!("{field}.pty"), "must be true or false"),
-    };
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty })
+    let hide_address = flag(map, "hide_address", field, false)?;
+    let pty = flag(map, "pty", field, true)?;
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve })
 }
 
 fn auth(v: &Value, field: &str) -> Check<SshAuth> {

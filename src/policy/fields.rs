@@ -1,5 +1,5 @@
-//! Field checks shared by every policy section parser (`policy.rs`, `ssh/policy.rs`,
-//! `approve.rs`, `audit.rs`): each failure is `(field, message)`, so an error names the
+//! Field checks shared by every policy section parser (`credentials.rs`, `http.rs`,
+//! `ssh.rs`, `approval.rs`, `audit.rs`): each failure is `(field, message)`, so an error names the
 //! exact field (`ssh.hosts.web1.port: must be an integer from 1 to 65535`).
 
 use std::path::PathBuf;
@@ -61,4 +61,13 @@ pub fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
 
 pub fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
     map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
+}
+
+/// An optional `true`/`false` field of `map`; `default` when absent.
+pub fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> Check<bool> {
+    match map.get(key) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => err(&format!("{field}.{key}"), "must be true or false"),
+    }
 }
