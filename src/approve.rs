@@ -149,14 +149,8 @@ pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Acti
 /// The approver's stdin: the exact action, no secret.
 pub fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
     let shown = |s: &str| -> (String, bool) {
-        if s.len() <= MAX_SHOWN_BYTES {
-            return (s.to_owned(), false);
-        }
-        let mut end = MAX_SHOWN_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        (s[..end].to_owned(), true)
+        let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
+        (kept.to_owned(), kept.len() < s.len())
     };
     let request = match action {
         Action::Http(a) => {
@@ -212,7 +206,8 @@ pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str
 /// [`ask`], and when `cancel` fires the approver's process group is killed at once
 /// (decision `cancelled`).
 pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use crate::sys::Waited;
+    use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
     let answer = |decision, exit, why: String| Answer { decision, exit, why, duration_ms: started.elapsed().as_millis() as u64 };
     // Issue 8 points 7 and 10: whoever can write the approver approves everything, and
@@ -221,21 +216,19 @@ pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, 
         return answer("failed", None, format!("the approver {} is refused: {e}", argv[0]));
     }
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for var in hidden_env {
         cmd.env_remove(var);
     }
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = match cmd.spawn() {
+    // Its own process group: the whole group is killed when the call ends.
+    let mut running = match crate::sys::Child::spawn(&mut cmd) {
         Ok(c) => c,
-        Err(e) => return answer("failed", None, format!("{} could not be started: {}", argv[0], crate::policy::io_reason(&e))),
+        Err(e) => return answer("failed", None, format!("{} could not be started: {}", argv[0], crate::sys::io_reason(&e))),
     };
-    let group = rustix::process::Pid::from_child(&child);
-    let kill_group = || {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-    };
+    let child = &mut running.child;
     // Its own pipes, drained by threads so a chatty approver never blocks on them.
     for (name, pipe) in [("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>))] {
         if let Some(pipe) = pipe {
@@ -265,38 +258,29 @@ pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, 
             let _ = stdin.write_all(&line);
         });
     }
-    let deadline = started + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                // Nothing it started outlives the call.
-                kill_group();
-                return match (status.code(), status.signal()) {
-                    (Some(0), _) => answer("approved", Some(0), "the approver exited 0".into()),
-                    (Some(code), _) => answer("refused", Some(code), format!("the approver exited {code}")),
-                    (None, Some(sig)) => answer("failed", None, format!("the approver was killed by signal {sig}")),
-                    (None, None) => answer("failed", None, "the approver ended without a status".into()),
-                };
+    // Polled every few milliseconds, so a cancel is seen at once.
+    match running.wait_until(started + timeout, || cancel.is_cancelled()) {
+        Waited::Exited(status) => {
+            // Nothing it started outlives the call.
+            running.kill_group();
+            match (status.code(), status.signal()) {
+                (Some(0), _) => answer("approved", Some(0), "the approver exited 0".into()),
+                (Some(code), _) => answer("refused", Some(code), format!("the approver exited {code}")),
+                (None, Some(sig)) => answer("failed", None, format!("the approver was killed by signal {sig}")),
+                (None, None) => answer("failed", None, "the approver ended without a status".into()),
             }
-            Ok(None) if cancel.is_cancelled() => {
-                kill_group();
-                let _ = child.kill();
-                let _ = child.wait();
-                return answer("cancelled", None, "the client cancelled the call; the approver was killed".into());
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => {
-                kill_group();
-                let _ = child.kill();
-                let _ = child.wait();
-                return answer("timeout", None, format!("the approver did not answer within {}s", timeout.as_secs()));
-            }
-            Err(e) => {
-                kill_group();
-                let _ = child.kill();
-                let _ = child.wait();
-                return answer("failed", None, format!("waiting for the approver failed: {e}"));
-            }
+        }
+        Waited::Stopped => {
+            running.kill();
+            answer("cancelled", None, "the client cancelled the call; the approver was killed".into())
+        }
+        Waited::TimedOut => {
+            running.kill();
+            answer("timeout", None, format!("the approver did not answer within {}s", timeout.as_secs()))
+        }
+        Waited::Failed(e) => {
+            running.kill();
+            answer("failed", None, format!("waiting for the approver failed: {e}"))
         }
     }
 }

@@ -74,7 +74,6 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -272,14 +271,11 @@ pub fn session_id() -> String {
 
 /// Cuts `s` to at most [`MAX_TEXT`] bytes at a character boundary, saying how much went.
 pub fn cap(s: &str) -> String {
-    if s.len() <= MAX_TEXT {
+    let kept = crate::sys::cut(s, MAX_TEXT);
+    if kept.len() == s.len() {
         return s.to_owned();
     }
-    let mut end = MAX_TEXT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…[+{} bytes]", &s[..end], s.len() - end)
+    format!("{kept}…[+{} bytes]", s.len() - kept.len())
 }
 
 /// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
@@ -594,26 +590,11 @@ fn create_private_dirs(path: &Path) -> Result<(), AuditError> {
 }
 
 /// Held while appending; released on drop (and by the kernel if the process dies).
-struct Lock<'a>(&'a File);
-
-impl Drop for Lock<'_> {
-    fn drop(&mut self) {
-        let _ = rustix::fs::flock(self.0.as_fd(), rustix::fs::FlockOperation::Unlock);
-    }
-}
-
-fn lock<'f>(file: &'f File, path: &Path) -> Result<Lock<'f>, AuditError> {
-    let deadline = Instant::now() + LOCK_WAIT;
-    loop {
-        match rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(Lock(file)),
-            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => return Err(AuditError::Locked { path: path.to_owned() }),
-            Err(e) => return Err(AuditError::Write { path: path.to_owned(), why: format!("cannot lock: {e}") }),
-        }
-    }
+fn lock<'f>(file: &'f File, path: &Path) -> Result<crate::sys::FileLock<'f>, AuditError> {
+    crate::sys::lock_exclusive(file, LOCK_WAIT).map_err(|e| match e {
+        crate::sys::LockError::Busy { .. } => AuditError::Locked { path: path.to_owned() },
+        e => AuditError::Write { path: path.to_owned(), why: format!("cannot lock: {e}") },
+    })
 }
 
 impl FileJournal {
@@ -839,14 +820,7 @@ impl Syslog {
 
     fn send(&mut self, line: &str, notice: bool) {
         let severity = if notice { 5 } else { 6 };
-        let mut body = line;
-        if body.len() > SYSLOG_MAX {
-            let mut end = SYSLOG_MAX;
-            while !body.is_char_boundary(end) {
-                end -= 1;
-            }
-            body = &body[..end];
-        }
+        let body = crate::sys::cut(line, SYSLOG_MAX);
         let msg = format!("<{}>sp[{}]: {body}", u32::from(self.facility) * 8 + severity, std::process::id());
         let mut result = Err(std::io::Error::other("not connected"));
         for _ in 0..2 {

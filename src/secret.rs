@@ -320,24 +320,13 @@ pub fn place(inject: &Injection, secret: &Secret) -> Placement {
 }
 
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
-    use std::os::unix::process::CommandExt;
+    use crate::sys::{Child, Waited};
     use std::process::{Command, Stdio};
     let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
-    let group = rustix::process::Pid::from_child(&child);
-    let kill = |child: &mut std::process::Child| {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        let _ = child.kill();
-        let _ = child.wait();
-    };
-    let mut stdout = child.stdout.take().expect("piped");
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
+    let mut stdout = child.child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut buf = Zeroizing::new(Vec::new());
@@ -349,22 +338,19 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
     let bytes = match rx.recv_timeout(timeout) {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) => {
-            kill(&mut child);
+            child.kill();
             return Err(fail(format!("output could not be read: {}", io_reason(&e))));
         }
         Err(_) => {
-            kill(&mut child);
+            child.kill();
             return Err(fail(format!("timed out after {}s", timeout.as_secs())));
         }
     };
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            _ => {
-                kill(&mut child);
-                return Err(fail(format!("timed out after {}s", timeout.as_secs())));
-            }
+    let status = match child.wait_until(deadline, || false) {
+        Waited::Exited(status) => status,
+        _ => {
+            child.kill();
+            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
         }
     };
     if !status.success() {

@@ -1,6 +1,9 @@
 //! Files named by the operator, opened so that nothing can block and nothing is trusted
 //! that others could have written (issue 8, points 7 and 10). A leaf: imports nothing
-//! from the crate.
+//! from the crate. Also the small pieces of infrastructure several modules need once:
+//! [`lock_exclusive`] (a lock with a deadline: the journal, `known_hosts`), [`Child`]
+//! (a child with a timeout in its own process group: the approver, credential
+//! commands), [`cut`] (text cut at a character boundary) and [`short`] (echoed names).
 //!
 //! [`open`] is the one way `sp` opens such a file (a credential `file` or `systemd`
 //! source, an SSH key, passphrase or password file, `known_hosts`, `ca_file`, the
@@ -316,6 +319,155 @@ pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------
+// Text, errors
+
+/// The plain reason of an I/O error, for messages: "no such file", "permission denied", ...
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        k => k.to_string(),
+    }
+}
+
+/// `s` cut to at most `max_bytes` bytes, at a character boundary (never inside one).
+pub fn cut(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Whether [`short`] says that it cut something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ellipsis {
+    /// The first characters only.
+    Silent,
+    /// A final `…` when something was cut.
+    Marked,
+}
+
+/// The first `max_chars` characters of `s`: an echoed, agent-chosen name never makes a
+/// message large.
+pub fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_owned(),
+        Some((end, _)) if ellipsis == Ellipsis::Marked => format!("{}…", &s[..end]),
+        Some((end, _)) => s[..end].to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Locks and children
+
+/// An exclusive `flock` on a file, released on drop (and by the kernel when the process
+/// dies or the file is closed).
+#[derive(Debug)]
+pub struct FileLock<'f>(&'f File);
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(self.0.as_fd(), rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Why [`lock_exclusive`] gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockError {
+    /// Someone else held it for the whole wait.
+    Busy { waited: Duration },
+    /// `flock` itself failed.
+    Failed { errno: i32 },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Busy { waited } => write!(f, "still locked by another process after {} ms", waited.as_millis()),
+            LockError::Failed { errno } => write!(f, "{}", rustix::io::Errno::from_raw_os_error(*errno)),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Takes an exclusive lock on `file`, retrying (every few milliseconds) while another
+/// process holds it, for at most `wait`.
+pub fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>, LockError> {
+    use rustix::{fs::FlockOperation, io::Errno};
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match rustix::fs::flock(file.as_fd(), FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(FileLock(file)),
+            Err(Errno::WOULDBLOCK | Errno::INTR) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(Errno::WOULDBLOCK) => return Err(LockError::Busy { waited: wait }),
+            Err(e) => return Err(LockError::Failed { errno: e.raw_os_error() }),
+        }
+    }
+}
+
+/// A child process in a process group of its own, so that everything it starts can be
+/// killed with it (the approver, a credential `command`).
+#[derive(Debug)]
+pub struct Child {
+    pub child: std::process::Child,
+    group: rustix::process::Pid,
+}
+
+/// How [`Child::wait_until`] ended.
+#[derive(Debug)]
+pub enum Waited {
+    Exited(std::process::ExitStatus),
+    /// The deadline passed first.
+    TimedOut,
+    /// `stop` said so first (a cancel).
+    Stopped,
+    Failed(std::io::Error),
+}
+
+impl Child {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
+        use std::os::unix::process::CommandExt;
+        let child = cmd.process_group(0).spawn()?;
+        let group = rustix::process::Pid::from_child(&child);
+        Ok(Child { child, group })
+    }
+
+    /// Polls every few milliseconds until the child exits, `deadline` passes or `stop`
+    /// returns true; nothing is killed here (the caller decides).
+    pub fn wait_until(&mut self, deadline: std::time::Instant, stop: impl Fn() -> bool) -> Waited {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Waited::Exited(status),
+                Ok(None) if stop() => return Waited::Stopped,
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => return Waited::TimedOut,
+                Err(e) => return Waited::Failed(e),
+            }
+        }
+    }
+
+    /// SIGKILL to the whole group (what the child started, even after it exited).
+    pub fn kill_group(&self) {
+        let _ = rustix::process::kill_process_group(self.group, rustix::process::Signal::KILL);
+    }
+
+    /// Kills the group and the child, and reaps it.
+    pub fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +589,70 @@ mod tests {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(check_dirs(&g), Ok(()), "a sticky ancestor is like /tmp");
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn cut_never_splits_a_character() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abc", 2), "ab");
+        assert_eq!(cut("aé", 2), "a", "é is two bytes: cut before it, not inside");
+        assert_eq!(cut("ééé", 3), "é");
+        assert_eq!(cut("€", 2), "");
+    }
+
+    #[test]
+    fn short_counts_characters_and_marks_the_cut_only_when_asked() {
+        assert_eq!(short("abc", 3, Ellipsis::Marked), "abc", "nothing cut, no mark");
+        assert_eq!(short("abcd", 3, Ellipsis::Marked), "abc…");
+        assert_eq!(short("abcd", 3, Ellipsis::Silent), "abc");
+        assert_eq!(short("ééééé", 2, Ellipsis::Silent), "éé");
+        assert_eq!(io_reason(&std::io::Error::from(std::io::ErrorKind::NotFound)), "no such file");
+    }
+
+    #[test]
+    fn a_held_lock_makes_another_wait_then_give_up_busy() {
+        let d = dir("lock");
+        let path = file(&d, "f", 0o600);
+        let (a, b) = (File::open(&path).unwrap(), File::open(&path).unwrap());
+        let held = lock_exclusive(&a, Duration::ZERO).unwrap();
+        let started = Instant::now();
+        let wait = Duration::from_millis(200);
+        assert_eq!(lock_exclusive(&b, wait).unwrap_err(), LockError::Busy { waited: wait });
+        assert!(started.elapsed() >= wait, "gave up before the deadline");
+        drop(held);
+        assert!(lock_exclusive(&b, Duration::ZERO).is_ok(), "dropping the guard releases the lock");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_child_is_waited_for_until_its_deadline_or_a_stop_and_killed_with_its_group() {
+        let sh = |script: &str| {
+            let mut cmd = std::process::Command::new("/bin/sh");
+            cmd.arg("-c").arg(script).stdout(std::process::Stdio::piped());
+            Child::spawn(&mut cmd).unwrap()
+        };
+        let soon = || Instant::now() + Duration::from_secs(10);
+        let mut c = sh("exit 3");
+        assert!(matches!(c.wait_until(soon(), || false), Waited::Exited(s) if s.code() == Some(3)));
+        let mut c = sh("sleep 30");
+        assert!(matches!(c.wait_until(soon(), || true), Waited::Stopped));
+        c.kill();
+        // A grandchild in the background: the timeout kills the whole group.
+        let mut c = sh("sleep 30 & echo $!; wait");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(c.child.stdout.take().unwrap()), &mut line).unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        let started = Instant::now();
+        assert!(matches!(c.wait_until(Instant::now() + Duration::from_millis(200), || false), Waited::TimedOut));
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        c.kill();
+        // Evidence, not a sleep: the grandchild is gone (or a zombie awaiting its reaper).
+        let stat = format!("/proc/{grandchild}/stat");
+        let gone = |s: std::io::Result<String>| s.map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(std::fs::read_to_string(&stat)) {
+            assert!(Instant::now() < deadline, "the grandchild {grandchild} survived the group kill");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }

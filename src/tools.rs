@@ -175,11 +175,7 @@ impl fmt::Display for CallError {
 
 /// Echoed names are cut short: a message must never carry a large agent-chosen payload.
 fn short(s: &str) -> String {
-    let mut out: String = s.chars().take(64).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
+    crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
 }
 
 pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {

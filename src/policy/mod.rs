@@ -141,13 +141,7 @@ pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
     Ok(bytes.to_vec())
 }
 
-pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        k => k.to_string(),
-    }
-}
+pub use crate::sys::io_reason;
 
 /// A validation error naming the file and the field.
 #[derive(Debug, PartialEq, Eq)]

@@ -34,7 +34,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -325,8 +325,8 @@ pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorde
     // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
     let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
         .map_err(|e| format!("{}: cannot be opened for writing: {e}", path.display()))?;
-    lock(&file, path)?;
-    // From here to the end of the function the lock is held; closing `file` releases it.
+    // From here to the end of the function the lock is held.
+    let _lock = crate::sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| format!("{}: cannot be locked: {e}", path.display()))?;
     let text = read_checked(&file, path)?;
     match KnownHosts::parse(&text).check(host, port, blob) {
         Verdict::Known { .. } => return Ok(Recorded::AlreadyKnown),
@@ -345,19 +345,8 @@ pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorde
     Ok(Recorded::Added)
 }
 
-fn lock(file: &std::fs::File, path: &Path) -> Result<(), String> {
-    use rustix::fs::{flock, FlockOperation};
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(format!("{}: cannot be locked: {e}", path.display())),
-        }
-    }
-}
+/// How long [`record`] waits for another `sp` recording a key.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
