@@ -161,6 +161,8 @@ impl fmt::Display for PolicyError {
     }
 }
 
+impl std::error::Error for PolicyError {}
+
 /// Credential names: what the agent uses to pick one. Kept plain so they are safe in
 /// messages, logs and the journal.
 pub fn is_name(s: &str) -> bool {
