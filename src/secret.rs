@@ -40,8 +40,9 @@ use crate::policy::{io_reason, Injection, SecretSource};
 
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
-/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces.
-pub const MIN_TAIL_MATCH: usize = 4;
+/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces (the
+/// redactor's rule; defined there so `redact` does not import `secret`).
+pub use crate::redact::MIN_TAIL_MATCH;
 
 pub struct Secret(Zeroizing<String>);
 
@@ -97,6 +98,8 @@ impl fmt::Display for SecretError {
         }
     }
 }
+
+impl std::error::Error for SecretError {}
 
 /// Reads secrets and remembers each value read in this process, for redaction.
 #[derive(Default)]

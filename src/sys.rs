@@ -293,6 +293,18 @@ pub struct UnsafeDir {
     pub why: SysError,
 }
 
+impl fmt::Display for UnsafeDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "directory {} {}", self.dir.display(), self.why)
+    }
+}
+
+impl std::error::Error for UnsafeDir {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.why)
+    }
+}
+
 /// StrictModes for the directories above `path` (module docs): `path`'s own directory
 /// must be owned by root or the effective user and not writable by group or others;
 /// each directory above it must be owned by root or the effective user and not
@@ -654,5 +666,15 @@ mod tests {
             assert!(Instant::now() < deadline, "the grandchild {grandchild} survived the group kill");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    #[test]
+    fn errors_are_std_errors_and_an_unsafe_dir_names_its_cause() {
+        fn is_error<E: std::error::Error>(_: &E) {}
+        let bad = UnsafeDir { dir: PathBuf::from("/x"), why: SysError::TooOpen { mode: 0o777, forbidden: 0o022 } };
+        is_error(&bad);
+        is_error(&LockError::Busy { waited: Duration::ZERO });
+        assert_eq!(std::error::Error::source(&bad).map(|e| e.to_string()), Some(bad.why.to_string()));
+        assert!(bad.to_string().starts_with("directory /x "), "{bad}");
     }
 }

@@ -124,7 +124,25 @@ pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
 }
 
 /// [`default_path`], or why there is none (for the refusal and `sp check`).
-pub fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+pub fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, NoLocation> {
+    default_location_text(env).map_err(|why| NoLocation { why })
+}
+
+/// Why there is no default journal location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoLocation {
+    pub why: String,
+}
+
+impl fmt::Display for NoLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for NoLocation {}
+
+fn default_location_text(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
     let xdg = env("XDG_STATE_HOME").filter(|s| !s.is_empty());
     if let Some(x) = xdg.as_ref().filter(|s| s.starts_with('/')) {
         return Ok(PathBuf::from(x).join("sallyport/audit.jsonl"));
@@ -207,6 +225,8 @@ impl fmt::Display for AuditError {
     }
 }
 
+impl std::error::Error for AuditError {}
+
 fn io_why(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(code) => rustix::io::Errno::from_raw_os_error(code).to_string(),
@@ -257,7 +277,7 @@ impl Journal {
                     create_private_dirs(&path)?;
                     Some(path)
                 }
-                Err(why) => return Err(AuditError::NoLocation { why }),
+                Err(NoLocation { why }) => return Err(AuditError::NoLocation { why }),
             },
         };
         if let Some(path) = path {

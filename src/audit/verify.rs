@@ -22,7 +22,25 @@ pub struct ParsedRow {
 /// Parses one line (without its newline) and checks it against itself: one JSON object
 /// in the exact form `sp` writes, with `seq`, `prev`, `hash`, and a hash that matches.
 /// The error completes "row N ...".
-pub fn parse_row(line: &[u8]) -> Result<ParsedRow, String> {
+/// Why a line is not a well-formed row (completes "row N ...").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRow {
+    pub why: String,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for BadRow {}
+
+pub fn parse_row(line: &[u8]) -> Result<ParsedRow, BadRow> {
+    parse_row_text(line).map_err(|why| BadRow { why })
+}
+
+fn parse_row_text(line: &[u8]) -> Result<ParsedRow, String> {
     let text = std::str::from_utf8(line).map_err(|_| "is not UTF-8 (edited or corrupted)".to_owned())?;
     let value = crate::json::parse(text).map_err(|e| format!("is not a journal row ({e}): edited or corrupted"))?;
     let Value::Object(fields) = value else {
@@ -66,6 +84,17 @@ pub struct Broken {
     pub row: u64,
     pub why: String,
 }
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.row {
+            0 => f.write_str(&self.why),
+            n => write!(f, "row {n} {}", self.why),
+        }
+    }
+}
+
+impl std::error::Error for Broken {}
 
 /// One line of a journal: its bytes without the newline, and whether it had one.
 /// Lines longer than [`MAX_ROW_BYTES`] come back cut, as not terminated.
@@ -115,7 +144,7 @@ pub fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Resul
             };
             return Err(Broken { row: n, why });
         }
-        let row = parse_row(&line).map_err(|why| Broken { row: n, why })?;
+        let row = parse_row(&line).map_err(|e| Broken { row: n, why: e.why })?;
         match &prev_hash {
             None => {
                 let starts = row.prev == GENESIS || Some(row.prev.as_str()) == anchor;

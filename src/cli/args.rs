@@ -57,7 +57,26 @@ pub struct Args {
     pub quiet: bool,
 }
 
-pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
+/// A usage error (exit 2): one line for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    pub message: String,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Argv (without the program name) to [`Args`].
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, UsageError> {
+    parse_text(argv).map_err(|message| UsageError { message })
+}
+
+fn parse_text(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(argv);
     let mut args = Args {
@@ -100,7 +119,7 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                     // -q may come before it).
                     Some("audit") => {
                         let rest: Vec<OsString> = p.raw_args().map_err(|e| e.to_string())?.collect();
-                        Command::Audit(parse_audit(rest)?)
+                        Command::Audit(parse_audit_text(rest)?)
                     }
                     Some("help") => Command::Help,
                     Some("version") => Command::Version,
@@ -153,7 +172,11 @@ pub struct AuditArgs {
 }
 
 /// What follows `audit` on the command line.
-pub fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, String> {
+pub fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, UsageError> {
+    parse_audit_text(argv).map_err(|message| UsageError { message })
+}
+
+fn parse_audit_text(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, String> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(argv);
     let mut sub = None;
@@ -207,7 +230,7 @@ mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<Args, String> {
-        parse(args.iter().map(OsString::from))
+        parse(args.iter().map(OsString::from)).map_err(|e| e.message)
     }
 
     #[test]
@@ -258,7 +281,7 @@ mod tests {
     }
 
     fn pa(args: &[&str]) -> Result<AuditArgs, String> {
-        parse_audit(args.iter().map(OsString::from))
+        parse_audit(args.iter().map(OsString::from)).map_err(|e| e.message)
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> {
                 finish(out.write_all(text.as_bytes()))
             }
             Err(b) => {
-                let text = if b.row == 0 { format!("{name}: {}\n", b.why) } else { format!("{name}: row {} {}\n", b.row, b.why) };
+                let text = format!("{name}: {b}\n");
                 let _ = out.write_all(text.as_bytes());
                 eprintln!("sp: {name}: the journal is not whole (row {})", b.row);
                 Err(Failed)

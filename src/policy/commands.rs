@@ -32,6 +32,8 @@
 
 use std::fmt;
 
+use super::fields::PatternError;
+
 /// Refused anywhere in a command when the host has an allow-list.
 pub const FORBIDDEN: &[(&str, &str)] = &[
     (";", "';'"),
@@ -87,8 +89,14 @@ impl fmt::Display for Mismatch {
     }
 }
 
+impl std::error::Error for Mismatch {}
+
 impl CommandPattern {
-    pub fn parse(text: &str) -> Result<CommandPattern, String> {
+    pub fn parse(text: &str) -> Result<CommandPattern, PatternError> {
+        Self::parse_text(text).map_err(PatternError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<CommandPattern, String> {
         if text.is_empty() {
             return Err("must not be empty".into());
         }
@@ -299,7 +307,7 @@ mod tests {
     fn pattern_with_its_own_dotdot_segment_in_a_starred_word_is_refused_at_load() {
         for p in ["cat /srv/*/../x", "cat ../*", "cat */..", "cat /srv/../*.log", "cat a/../*"] {
             let e = CommandPattern::parse(p).expect_err(p);
-            assert!(e.contains("'..' path segment"), "{p}: {e}");
+            assert!(e.message.contains("'..' path segment"), "{p}: {e}");
         }
         // A literal word without a star is the operator's business, and so are dots
         // that form no segment.

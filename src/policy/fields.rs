@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 /// A check's result: the value, or `(field, message)`.
@@ -69,5 +71,31 @@ pub fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> 
         None => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
         Some(_) => err(&format!("{field}.{key}"), "must be true or false"),
+    }
+}
+
+/// Why a host, path or command pattern is refused; the message quotes the pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    pub message: String,
+}
+
+impl PatternError {
+    pub fn new(message: impl Into<String>) -> PatternError {
+        PatternError { message: message.into() }
+    }
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+impl From<String> for PatternError {
+    fn from(message: String) -> PatternError {
+        PatternError { message }
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::fields::{err, flag, int, list, object, string, Check};
+use super::fields::{err, flag, int, list, object, string, Check, PatternError};
 
 pub const DEFAULT_TIMEOUT_S: u64 = 30;
 pub const MAX_TIMEOUT_S: u64 = 3600;
@@ -75,7 +75,11 @@ pub struct HostPattern {
 }
 
 impl HostPattern {
-    pub fn parse(text: &str) -> Result<HostPattern, String> {
+    pub fn parse(text: &str) -> Result<HostPattern, PatternError> {
+        Self::parse_text(text).map_err(PatternError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<HostPattern, String> {
         let (host_part, port) = split_port(text)?;
         let (wildcard, bare) = match host_part.strip_prefix("*.") {
             Some(rest) => (true, rest),
@@ -152,7 +156,11 @@ pub enum PathPattern {
 }
 
 impl PathPattern {
-    pub fn parse(text: &str) -> Result<PathPattern, String> {
+    pub fn parse(text: &str) -> Result<PathPattern, PatternError> {
+        Self::parse_text(text).map_err(PatternError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<PathPattern, String> {
         if !text.starts_with('/') {
             return Err(format!("{text:?} must start with '/'"));
         }
@@ -222,7 +230,7 @@ pub(super) fn hosts(v: &Value, field: &str) -> Check<Vec<HostPattern>> {
         .enumerate()
         .map(|(i, h)| {
             let f = format!("{field}[{i}]");
-            HostPattern::parse(string(h, &f)?).map_err(|m| (f, m))
+            HostPattern::parse(string(h, &f)?).map_err(|e| (f, e.message))
         })
         .collect()
 }
@@ -236,7 +244,7 @@ pub(super) fn paths(v: Option<&Value>, field: &str) -> Check<Vec<PathPattern>> {
         .enumerate()
         .map(|(i, p)| {
             let f = format!("{field}[{i}]");
-            PathPattern::parse(string(p, &f)?).map_err(|m| (f, m))
+            PathPattern::parse(string(p, &f)?).map_err(|e| (f, e.message))
         })
         .collect()
 }

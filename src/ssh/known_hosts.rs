@@ -207,7 +207,11 @@ impl KnownHosts {
     }
 
     /// Reads `path` with the checks in the module docs. A missing file is empty.
-    pub fn load(path: &Path) -> Result<KnownHosts, String> {
+    pub fn load(path: &Path) -> Result<KnownHosts, KnownHostsError> {
+        KnownHosts::load_text(path).map_err(|message| KnownHostsError { message })
+    }
+
+    fn load_text(path: &Path) -> Result<KnownHosts, String> {
         let bytes = match crate::sys::read_within(path, RULES, crate::sys::READ_TIMEOUT) {
             Ok(b) => b,
             Err(crate::sys::SysError::Missing) => return Ok(KnownHosts::default()),
@@ -321,7 +325,25 @@ pub enum Recorded {
 
 /// `accept-new`: appends the key for `host`/`port`, under an exclusive lock, after
 /// checking again that the file does not (now) say something else about this host.
-pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
+pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
+    record_text(path, host, port, blob).map_err(|message| KnownHostsError { message })
+}
+
+/// Why `known_hosts` could not be read or written; the message names the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownHostsError {
+    pub message: String,
+}
+
+impl std::fmt::Display for KnownHostsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for KnownHostsError {}
+
+fn record_text(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
     // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
     let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
         .map_err(|e| format!("{}: cannot be opened for writing: {e}", path.display()))?;
@@ -453,7 +475,7 @@ mod tests {
         assert_eq!(KnownHosts::load(&path).unwrap().check("h", 2222, &ed), Verdict::Known { line: 1 });
         assert!(record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).is_err());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(KnownHosts::load(&path).unwrap_err().contains("group or others"));
+        assert!(KnownHosts::load(&path).unwrap_err().message.contains("group or others"));
         assert!(record(&path, "other", 22, &ed).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
