@@ -49,14 +49,14 @@ use crate::audit::{Context, Journal};
 use crate::authorize::Action;
 use crate::policy::{Policy, SecretSource};
 
-pub use crate::policy::approval::{ApprovalPolicy, Mode, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S};
+pub use crate::policy::approval::{ApprovalPolicy, Mode};
 
 /// Bodies and stdin shown to the approver are cut here.
-pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_SHOWN_BYTES: usize = 64 * 1024;
 const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 
 /// `sp check`'s lines.
-pub fn check_summary(policy: &Policy) -> String {
+pub(crate) fn check_summary(policy: &Policy) -> String {
     let p = &policy.approval;
     let list = |names: Vec<&String>| if names.is_empty() { "none".to_owned() } else { names.into_iter().cloned().collect::<Vec<_>>().join(",") };
     let credentials = policy.credentials.values().filter(|c| c.approve).map(|c| &c.name).collect();
@@ -80,7 +80,7 @@ pub fn check_summary(policy: &Policy) -> String {
 
 /// What the server does next.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Gate {
+pub(crate) enum Gate {
     /// Run it; the intent row's `decision`.
     Run { intent: &'static str },
     /// Do not run it: a rejection with this counter key, code and message.
@@ -91,7 +91,7 @@ pub enum Gate {
 /// cannot take the approval row refuses the action (`SP_UNAVAILABLE`).
 /// A cancel (issue #10) kills the approver's process group; the call is then refused
 /// with `SP_CANCELLED` and never answered.
-pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::exec::Cancel) -> Gate {
+pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::exec::Cancel) -> Gate {
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
     let subject = match action {
@@ -147,7 +147,7 @@ pub fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Acti
 }
 
 /// The approver's stdin: the exact action, no secret.
-pub fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
+pub(crate) fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
     let shown = |s: &str| -> (String, bool) {
         let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
         (kept.to_owned(), kept.len() < s.len())
@@ -190,7 +190,7 @@ pub fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
 
 /// The approver's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// `approved`, `refused`, `timeout`, `failed` (or `observed`, never asked).
     pub decision: &'static str,
     pub exit: Option<i32>,
@@ -199,13 +199,14 @@ pub struct Answer {
 }
 
 /// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
-pub fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
+#[cfg(test)]
+fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
     ask_cancellable(argv, timeout, description, env, hidden_env, &crate::exec::Cancel::new())
 }
 
 /// [`ask`], and when `cancel` fires the approver's process group is killed at once
 /// (decision `cancelled`).
-pub fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
+pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
     use crate::sys::Waited;
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();

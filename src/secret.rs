@@ -38,7 +38,7 @@ use zeroize::Zeroizing;
 
 use crate::policy::{io_reason, Injection, SecretSource};
 
-pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
 /// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces (the
 /// redactor's rule; defined there so `redact` does not import `secret`).
@@ -153,7 +153,7 @@ impl Vault {
     /// at most 64 KiB, read through the opened descriptor), but the text is kept whole,
     /// newlines included. The whole key and each of its base64 body lines are remembered
     /// for redaction, so a key echoed whole or line by line never leaves in a result.
-    pub fn read_key_file(&mut self, credential: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
+    pub(crate) fn read_key_file(&mut self, credential: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
         let mut text = Zeroizing::new(read_file(credential, path)?);
         if text.trim().is_empty() {
             return Err(SecretError::Empty { credential: credential.to_owned() });
@@ -196,7 +196,7 @@ impl Vault {
 
     /// The credentials whose secret is in `bytes` in any spelling (sorted), including a
     /// cut-off tail that [`Vault::scrub_truncated_tail`] would replace when `cut`.
-    pub fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
+    pub(crate) fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
         let mut names: Vec<String> = self.echoed(bytes).into_iter().map(str::to_owned).collect();
         if cut {
             if let Some((_, name)) = self.tail_match(bytes) {
@@ -214,13 +214,13 @@ impl Vault {
 
     /// Redacts response headers: names and values, and an echo split across two
     /// consecutive header lines ([`crate::redact::Redactor::redact_headers`]).
-    pub fn scrub_headers(&self, headers: &mut [(String, String)]) {
+    pub(crate) fn scrub_headers(&self, headers: &mut [(String, String)]) {
         self.redactor.redact_headers(headers);
     }
 
     /// Whether any spelling of a secret is in the headers (as [`Vault::scrub_headers`]
     /// reads them); the credentials found.
-    pub fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {
+    pub(crate) fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {
         let all: String = headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
         let values: String = headers.iter().map(|(_, v)| v.as_str()).collect();
         let names: String = headers.iter().map(|(n, _)| n.as_str()).collect();
@@ -260,7 +260,7 @@ impl Vault {
     /// Replaces every spelling of every secret seen so far, in every string of `value`
     /// (object keys included), with `[REDACTED:<credential>]`. A number whose digits
     /// spell a secret becomes that marker string.
-    pub fn scrub(&self, value: &mut Value) {
+    pub(crate) fn scrub(&self, value: &mut Value) {
         if self.redactor.is_empty() {
             return;
         }
@@ -296,18 +296,18 @@ static PROCESS: std::sync::LazyLock<std::sync::RwLock<Vault>> = std::sync::LazyL
 
 /// The process-wide redactor for text that is not an answer: log lines and journal rows
 /// (issue 8 point 3). Same [`Vault::scrub`]/[`Vault::scrub_bytes`] as answers.
-pub fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
+pub(crate) fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
     PROCESS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where an injected secret goes. Values are zeroed on drop.
-pub enum Placement {
+pub(crate) enum Placement {
     Header { name: String, value: Zeroizing<String> },
     Query { name: String, value: Zeroizing<String> },
 }
 
 /// Renders the secret the way the credential's injection says.
-pub fn place(inject: &Injection, secret: &Secret) -> Placement {
+pub(crate) fn place(inject: &Injection, secret: &Secret) -> Placement {
     let s = secret.expose();
     match inject {
         Injection::Bearer => Placement::Header { name: "authorization".into(), value: Zeroizing::new(format!("Bearer {s}")) },

@@ -45,11 +45,11 @@ use zeroize::Zeroizing;
 
 /// How long a call waits for an operator-named file to be opened and read (see the
 /// module docs: only a file system that does not answer can take this long).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a file must satisfy besides being a regular file that is not a symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Permission bits that must be clear (e.g. `0o077`: no group or other access).
     pub forbidden_mode: u32,
     /// Owned by root or the effective user.
@@ -64,24 +64,24 @@ pub struct Rules {
 
 impl Rules {
     /// Any owner, any mode.
-    pub const fn any(max_bytes: u64) -> Rules {
+    pub(crate) const fn any(max_bytes: u64) -> Rules {
         Rules { forbidden_mode: 0, owner: false, max_bytes, follow: false }
     }
 
     /// Owned by root or the effective user, with none of `forbidden_mode`.
-    pub const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
+    pub(crate) const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
         Rules { forbidden_mode, owner: true, max_bytes, follow: false }
     }
 
     /// The same rules for the file a symbolic link reaches ([`Rules::follow`]).
-    pub const fn following(self) -> Rules {
+    pub(crate) const fn following(self) -> Rules {
         Rules { follow: true, ..self }
     }
 }
 
 /// Why a file was refused. Names the reason, never the content; the caller adds the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SysError {
+pub(crate) enum SysError {
     Missing,
     Denied,
     Symlink,
@@ -118,7 +118,7 @@ impl std::error::Error for SysError {}
 
 /// What `fstat` said about an opened file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Info {
+pub(crate) struct Info {
     pub mode: u32,
     pub uid: u32,
     pub size: u64,
@@ -127,12 +127,12 @@ pub struct Info {
     pub ino: u64,
 }
 
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// A file type's name for messages.
-pub fn kind_name(mode: u32) -> &'static str {
+pub(crate) fn kind_name(mode: u32) -> &'static str {
     match FileType::from_raw_mode(mode) {
         FileType::RegularFile => "regular file",
         FileType::Directory => "directory",
@@ -164,14 +164,14 @@ fn io(e: &std::io::Error) -> SysError {
 
 /// Whether an `open` may create the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     Read,
     /// Read and append, created with `mode` when missing (`known_hosts` under `accept-new`).
     AppendCreate { mode: u32 },
 }
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
-pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
+pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
     let resolved;
     let path = if rules.follow {
         resolved = match std::fs::canonicalize(path) {
@@ -205,7 +205,7 @@ pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), S
 }
 
 /// The checks of `rules` on an open descriptor.
-pub fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
+pub(crate) fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
     let st = rustix::fs::fstat(fd).map_err(errno)?;
     let raw_mode = st.st_mode;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -233,7 +233,7 @@ pub fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
 
 /// Reads what is left of `file`, refusing more than `max` bytes. The buffer is zeroed
 /// when dropped (it may hold a secret).
-pub fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let mut bytes = Zeroizing::new(Vec::new());
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| io(&e))?;
     if bytes.len() as u64 > max {
@@ -243,13 +243,13 @@ pub fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError
 }
 
 /// [`open`] for reading, then [`read_capped`].
-pub fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let (file, _) = open(path, Access::Read, rules)?;
     read_capped(&file, rules.max_bytes)
 }
 
 /// [`read`] on a helper thread, given up after `timeout` (module docs).
-pub fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let owned = path.to_owned();
     within(timeout, move || read(&owned, rules))
 }
@@ -271,7 +271,7 @@ fn within<T: Send + 'static>(timeout: Duration, f: impl FnOnce() -> Result<T, Sy
 /// decides every approval, so it must be a regular file (symbolic links followed; `stat`
 /// only, nothing opened) owned by root or the effective user and not writable by group
 /// or others.
-pub fn check_program(path: &Path) -> Result<(), SysError> {
+pub(crate) fn check_program(path: &Path) -> Result<(), SysError> {
     let st = rustix::fs::stat(path).map_err(errno)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(SysError::NotRegular { kind: kind_name(st.st_mode) });
@@ -288,7 +288,7 @@ pub fn check_program(path: &Path) -> Result<(), SysError> {
 
 /// A directory that failed [`check_dirs`], and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnsafeDir {
+pub(crate) struct UnsafeDir {
     pub dir: PathBuf,
     pub why: SysError,
 }
@@ -311,7 +311,7 @@ impl std::error::Error for UnsafeDir {
 /// writable by group or others unless its sticky bit is set. Directories are followed
 /// through symbolic links (`stat`), so a link's own directory and its target's are
 /// both checked when the caller passes both paths.
-pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
+pub(crate) fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
     let absolute = std::path::absolute(path).map_err(|e| UnsafeDir { dir: path.to_owned(), why: io(&e) })?;
     for (i, dir) in absolute.ancestors().skip(1).enumerate() {
         let fail = |why| Err(UnsafeDir { dir: dir.to_owned(), why });
@@ -335,7 +335,7 @@ pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
 // Text, errors
 
 /// The plain reason of an I/O error, for messages: "no such file", "permission denied", ...
-pub fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),
@@ -344,7 +344,7 @@ pub fn io_reason(e: &std::io::Error) -> String {
 }
 
 /// `s` cut to at most `max_bytes` bytes, at a character boundary (never inside one).
-pub fn cut(s: &str, max_bytes: usize) -> &str {
+pub(crate) fn cut(s: &str, max_bytes: usize) -> &str {
     if s.len() <= max_bytes {
         return s;
     }
@@ -357,7 +357,7 @@ pub fn cut(s: &str, max_bytes: usize) -> &str {
 
 /// Whether [`short`] says that it cut something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ellipsis {
+pub(crate) enum Ellipsis {
     /// The first characters only.
     Silent,
     /// A final `…` when something was cut.
@@ -366,7 +366,7 @@ pub enum Ellipsis {
 
 /// The first `max_chars` characters of `s`: an echoed, agent-chosen name never makes a
 /// message large.
-pub fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
+pub(crate) fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
     match s.char_indices().nth(max_chars) {
         None => s.to_owned(),
         Some((end, _)) if ellipsis == Ellipsis::Marked => format!("{}…", &s[..end]),
@@ -380,7 +380,7 @@ pub fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
 /// An exclusive `flock` on a file, released on drop (and by the kernel when the process
 /// dies or the file is closed).
 #[derive(Debug)]
-pub struct FileLock<'f>(&'f File);
+pub(crate) struct FileLock<'f>(&'f File);
 
 impl Drop for FileLock<'_> {
     fn drop(&mut self) {
@@ -390,7 +390,7 @@ impl Drop for FileLock<'_> {
 
 /// Why [`lock_exclusive`] gave up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Someone else held it for the whole wait.
     Busy { waited: Duration },
     /// `flock` itself failed.
@@ -410,7 +410,7 @@ impl std::error::Error for LockError {}
 
 /// Takes an exclusive lock on `file`, retrying (every few milliseconds) while another
 /// process holds it, for at most `wait`.
-pub fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>, LockError> {
+pub(crate) fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>, LockError> {
     use rustix::{fs::FlockOperation, io::Errno};
     let deadline = std::time::Instant::now() + wait;
     loop {
@@ -428,14 +428,14 @@ pub fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>, LockE
 /// A child process in a process group of its own, so that everything it starts can be
 /// killed with it (the approver, a credential `command`).
 #[derive(Debug)]
-pub struct Child {
+pub(crate) struct Child {
     pub child: std::process::Child,
     group: rustix::process::Pid,
 }
 
 /// How [`Child::wait_until`] ended.
 #[derive(Debug)]
-pub enum Waited {
+pub(crate) enum Waited {
     Exited(std::process::ExitStatus),
     /// The deadline passed first.
     TimedOut,
@@ -446,7 +446,7 @@ pub enum Waited {
 
 impl Child {
     /// Spawns `cmd` as the leader of a new process group.
-    pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
+    pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
         use std::os::unix::process::CommandExt;
         let child = cmd.process_group(0).spawn()?;
         let group = rustix::process::Pid::from_child(&child);
@@ -455,7 +455,7 @@ impl Child {
 
     /// Polls every few milliseconds until the child exits, `deadline` passes or `stop`
     /// returns true; nothing is killed here (the caller decides).
-    pub fn wait_until(&mut self, deadline: std::time::Instant, stop: impl Fn() -> bool) -> Waited {
+    pub(crate) fn wait_until(&mut self, deadline: std::time::Instant, stop: impl Fn() -> bool) -> Waited {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return Waited::Exited(status),
@@ -468,12 +468,12 @@ impl Child {
     }
 
     /// SIGKILL to the whole group (what the child started, even after it exited).
-    pub fn kill_group(&self) {
+    pub(crate) fn kill_group(&self) {
         let _ = rustix::process::kill_process_group(self.group, rustix::process::Signal::KILL);
     }
 
     /// Kills the group and the child, and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         self.kill_group();
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -28,7 +28,7 @@ pub const INVENTORY: &str = "sp_inventory";
 
 // Headers the agent may never set, and those of them that cannot carry a credential
 // either: the policy needs them to validate `inject.header.name` (`policy/http.rs`).
-pub use crate::policy::{is_hop_header, RESERVED_HEADERS};
+pub(crate) use crate::policy::RESERVED_HEADERS;
 
 /// Headers that ask the server, or a framework or proxy in front of it, to treat the
 /// request as another method or path (issue 8.6): a credential bound to `POST /ok/*`

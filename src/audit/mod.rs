@@ -103,13 +103,13 @@ pub const FIELDS: [&str; 22] = [
 ];
 
 /// Longest `target` or `reason` written (bytes, cut at a character boundary).
-pub const MAX_TEXT: usize = 1024;
+pub(crate) const MAX_TEXT: usize = 1024;
 
 /// How long an append waits for another `sp` to finish its own.
-pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Longest line `sp audit` and the tail reader accept.
-pub const MAX_ROW_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_ROW_BYTES: usize = 1024 * 1024;
 
 
 // ---------------------------------------------------------------------------------------
@@ -118,13 +118,9 @@ pub const MAX_ROW_BYTES: usize = 1024 * 1024;
 pub use crate::policy::audit::{AuditPolicy, JournalPath, SyslogConfig};
 
 /// Where the journal goes when the policy does not say: `$XDG_STATE_HOME/sallyport/`,
-/// else `$HOME/.local/state/sallyport/` (only absolute values count).
-pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    default_location(env).ok()
-}
-
-/// [`default_path`], or why there is none (for the refusal and `sp check`).
-pub fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, NoLocation> {
+/// else `$HOME/.local/state/sallyport/` (only absolute values count); or why there is
+/// none (for the refusal and `sp check`).
+pub(crate) fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, NoLocation> {
     default_location_text(env).map_err(|why| NoLocation { why })
 }
 
@@ -167,7 +163,7 @@ fn relative_xdg_note(env: impl Fn(&str) -> Option<String>) -> Option<String> {
 }
 
 /// `sp check`'s line for the section.
-pub fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String>) -> String {
     let path = match &p.journal {
         JournalPath::Path(path) => path.display().to_string(),
         JournalPath::Off => "off (audit.path is null)".into(),
@@ -364,13 +360,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_location() {
+    fn default_location_rule() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
         };
-        assert_eq!(default_path(env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])), Some("/s/sallyport/audit.jsonl".into()));
-        assert_eq!(default_path(env(&[("HOME", "/h")])), Some("/h/.local/state/sallyport/audit.jsonl".into()));
-        assert_eq!(default_path(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])), Some("/h/.local/state/sallyport/audit.jsonl".into()));
-        assert_eq!(default_path(env(&[])), None);
+        let path = |pairs| default_location(env(pairs)).ok();
+        assert_eq!(path(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")]), Some("/s/sallyport/audit.jsonl".into()));
+        assert_eq!(path(&[("HOME", "/h")]), Some("/h/.local/state/sallyport/audit.jsonl".into()));
+        assert_eq!(path(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")]), Some("/h/.local/state/sallyport/audit.jsonl".into()));
+        assert_eq!(default_location(env(&[])).unwrap_err().why, "the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set");
     }
 }

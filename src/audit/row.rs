@@ -14,7 +14,7 @@ use super::{FIELDS, MAX_TEXT};
 // ---------------------------------------------------------------------------------------
 // Hashing, canonical form, time
 
-pub fn sha256_hex(parts: &[&[u8]]) -> String {
+pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p);
@@ -79,12 +79,12 @@ pub fn request_fp(method: &str, params: Option<&Value>) -> String {
 }
 
 /// `request_fp` of a malformed frame: its raw bytes.
-pub fn raw_fp(raw: &[u8]) -> String {
+pub(crate) fn raw_fp(raw: &[u8]) -> String {
     sha256_hex(&[raw])
 }
 
 /// RFC 3339 in UTC with milliseconds: `2026-05-01T12:34:56.789Z`.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -108,7 +108,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 /// A random session id: 16 hex digits from the kernel's generator.
-pub fn session_id() -> String {
+pub(crate) fn session_id() -> String {
     let mut bytes = [0u8; 8];
     let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
     if !ok {
@@ -123,7 +123,7 @@ pub fn session_id() -> String {
 }
 
 /// Cuts `s` to at most [`MAX_TEXT`] bytes at a character boundary, saying how much went.
-pub fn cap(s: &str) -> String {
+pub(crate) fn cap(s: &str) -> String {
     let kept = crate::sys::cut(s, MAX_TEXT);
     if kept.len() == s.len() {
         return s.to_owned();
@@ -132,7 +132,7 @@ pub fn cap(s: &str) -> String {
 }
 
 /// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
-pub fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
+pub(crate) fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
     let mut out = String::from("{");
     let push = |k: &str, v: &Value, out: &mut String| {
         if out.len() > 1 {
@@ -160,7 +160,7 @@ pub fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
 }
 
 /// `hash` of a row whose `prev` is set.
-pub fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
+pub(crate) fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
     sha256_hex(&[prev.as_bytes(), serialize_row(row, false).as_bytes()])
 }
 
@@ -229,19 +229,19 @@ impl Context {
             .set("bytes_in", self.bytes_in)
     }
 
-    pub fn elapsed_ms(&self) -> Option<u64> {
+    pub(crate) fn elapsed_ms(&self) -> Option<u64> {
         self.started.map(|t| t.elapsed().as_millis() as u64)
     }
 }
 
 /// HTTP `target`: method and `scheme://host[:port]/path`, no query, no userinfo.
-pub fn http_target(method: &str, url: &url::Url) -> String {
+pub(crate) fn http_target(method: &str, url: &url::Url) -> String {
     let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
     format!("{method} {}://{}{port}{}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
 }
 
 /// `target` of a typed call, before authorization.
-pub fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
+pub(crate) fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
     match call {
         crate::tools::ToolCall::Http(r) => Some(http_target(r.method.as_str(), &r.url)),
         crate::tools::ToolCall::Ssh(s) => Some(format!("{} {}", s.host, s.command)),

@@ -31,7 +31,7 @@ use crate::out::StdoutHandle;
 /// The command failed (exit status 1, `cli::EXIT_FATAL`); the reason is already on stderr
 /// or stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failed;
+pub(crate) struct Failed;
 
 impl std::fmt::Display for Failed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,7 +42,7 @@ impl std::fmt::Display for Failed {
 impl std::error::Error for Failed {}
 
 /// `sp audit ...`, after `args::parse_audit` (called by `args::parse` with what follows `audit`).
-pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> {
+pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> {
     let mut out = stdout.into_text();
     if args.sub == Sub::Help {
         return finish(out.write_all(AUDIT_USAGE.as_bytes()));
@@ -215,7 +215,7 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
 
 /// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
 /// operator's terminal.
-pub fn safe(s: &str) -> String {
+pub(crate) fn safe(s: &str) -> String {
     // Controls (C0, C1), line separators and bidi overrides (issue 8 point 4).
     crate::logging::escape(s).into_owned()
 }
@@ -223,7 +223,7 @@ pub fn safe(s: &str) -> String {
 /// A row for `--json`: the same JSON value, with DEL, C1 controls, line separators and
 /// bidi characters (legal raw inside JSON strings) written as `\uXXXX`, and the only
 /// controls JSON allows outside strings (tab, CR: whitespace between tokens) as spaces.
-pub fn json_safe(line: &str) -> String {
+pub(crate) fn json_safe(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     for c in line.chars() {
         match c {

@@ -31,25 +31,26 @@ pub const EXIT_USAGE: u8 = 2;
 /// The environment variables `sp` reads, read once ([`Env::read`]); everything else
 /// gets them from here, so the rest of the program (and every test) can pass its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Env(BTreeMap<&'static str, String>);
+pub(crate) struct Env(BTreeMap<&'static str, String>);
 
 impl Env {
     /// Every variable `sp` looks at: policy lookup (`SP_CONFIG`, `XDG_CONFIG_HOME`,
     /// `HOME`), the journal's default location (`XDG_STATE_HOME`, `HOME`), the log level
     /// (`SP_LOG`) and the test hook `SP_TEST_PANIC`.
-    pub const NAMES: [&'static str; 6] = ["SP_CONFIG", "XDG_CONFIG_HOME", "HOME", "XDG_STATE_HOME", "SP_LOG", "SP_TEST_PANIC"];
+    pub(crate) const NAMES: [&'static str; 6] = ["SP_CONFIG", "XDG_CONFIG_HOME", "HOME", "XDG_STATE_HOME", "SP_LOG", "SP_TEST_PANIC"];
 
     /// The process environment (the one place `sp` reads it).
-    pub fn read() -> Env {
+    pub(crate) fn read() -> Env {
         Env(Env::NAMES.iter().filter_map(|&k| Some((k, std::env::var(k).ok()?))).collect())
     }
 
     /// An environment given explicitly (tests).
-    pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {
+    #[cfg(test)]
+    fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {
         Env(pairs.iter().map(|&(k, v)| (k, v.to_owned())).collect())
     }
 
-    pub fn get(&self, name: &str) -> Option<String> {
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
         self.0.get(name).cloned()
     }
 }
@@ -57,7 +58,7 @@ impl Env {
 /// What `sp mcp` and `sp check` work with once the arguments' and the environment's
 /// pointers are followed (ripgrep's `HiArgs`).
 #[derive(Debug)]
-pub struct McpConfig {
+pub(crate) struct McpConfig {
     /// The policy file found, or the places searched when there is none.
     pub policy_file: Result<PathBuf, Vec<PathBuf>>,
     /// The policy loaded from it, or the deny-everything policy.
@@ -66,7 +67,7 @@ pub struct McpConfig {
 
 /// Why [`McpConfig::from_args`] failed: the policy file named or found does not load.
 #[derive(Debug)]
-pub struct ConfigError(pub crate::policy::PolicyError);
+pub(crate) struct ConfigError(pub crate::policy::PolicyError);
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -83,7 +84,7 @@ impl std::error::Error for ConfigError {
 impl McpConfig {
     /// Finds the policy (`--config`, then the environment, then the default places) and
     /// loads it; none found means deny everything. The only step that reads files.
-    pub fn from_args(args: &Args, env: &Env) -> Result<McpConfig, ConfigError> {
+    pub(crate) fn from_args(args: &Args, env: &Env) -> Result<McpConfig, ConfigError> {
         let policy_file = match lookup(args.config.clone(), |k| env.get(k), |p| p.exists()) {
             Lookup::Explicit(p) | Lookup::Found(p) => Ok(p),
             Lookup::None(searched) => Err(searched),

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::fields::{err, int, object, Check};
 
-pub const DEFAULT_TIMEOUT_S: u64 = 120;
-pub const MAX_TIMEOUT_S: u64 = 3600;
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 120;
+pub(crate) const MAX_TIMEOUT_S: u64 = 3600;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -51,7 +51,7 @@ impl Default for ApprovalPolicy {
 }
 
 /// Parses the top-level `mode` and `approval` fields (absent: the defaults).
-pub fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<ApprovalPolicy> {
+pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<ApprovalPolicy> {
     let mut p = ApprovalPolicy::default();
     if let Some(m) = mode {
         p.mode = match m.as_str() {

@@ -68,7 +68,7 @@ fn file_path(v: &Value, field: &str) -> Check<PathBuf> {
 }
 
 /// Parses the `audit` section (absent: the defaults).
-pub fn parse(v: Option<&Value>) -> Check<AuditPolicy> {
+pub(crate) fn parse(v: Option<&Value>) -> Check<AuditPolicy> {
     let mut p = AuditPolicy::default();
     let Some(v) = v else { return Ok(p) };
     let map = object(v, "audit", &["path", "fsync", "syslog"])?;

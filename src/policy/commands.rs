@@ -35,7 +35,7 @@ use std::fmt;
 use super::fields::PatternError;
 
 /// Refused anywhere in a command when the host has an allow-list.
-pub const FORBIDDEN: &[(&str, &str)] = &[
+pub(crate) const FORBIDDEN: &[(&str, &str)] = &[
     (";", "';'"),
     ("&", "'&'"),
     ("|", "'|'"),
@@ -49,7 +49,7 @@ pub const FORBIDDEN: &[(&str, &str)] = &[
 ];
 
 /// What a `*` may stand for: characters no shell interprets.
-pub fn is_arg_char(c: char) -> bool {
+pub(crate) fn is_arg_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-._+=:,@%/".contains(c)
 }
 
@@ -128,7 +128,7 @@ impl CommandPattern {
         Ok(CommandPattern { text: text.to_owned(), words })
     }
 
-    pub fn matches(&self, command: &str) -> bool {
+    pub(crate) fn matches(&self, command: &str) -> bool {
         let given: Vec<&str> = command.split(' ').collect();
         given.len() == self.words.len()
             && self.words.iter().zip(&given).all(|(w, g)| match w {
@@ -174,7 +174,7 @@ fn glob(pieces: &[String], word: &str) -> bool {
 
 /// The check `authorize` runs when a host has a list: `Ok(index)` of the first
 /// matching pattern.
-pub fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
+pub(crate) fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
     if let Some((_, what)) = FORBIDDEN.iter().find(|(s, _)| command.contains(s)) {
         return Err(Mismatch::Metacharacter(what));
     }

@@ -39,8 +39,8 @@ impl SecretSource {
     }
 }
 
-pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 10;
-pub const MAX_COMMAND_TIMEOUT_S: u64 = 300;
+pub(crate) const DEFAULT_COMMAND_TIMEOUT_S: u64 = 10;
+pub(crate) const MAX_COMMAND_TIMEOUT_S: u64 = 300;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Injection {
@@ -56,7 +56,7 @@ pub enum Injection {
 
 impl Injection {
     /// The header this injection sets, lowercase; `None` for query injection.
-    pub fn header_name(&self) -> Option<String> {
+    pub(crate) fn header_name(&self) -> Option<String> {
         match self {
             Injection::Bearer | Injection::Basic => Some("authorization".into()),
             Injection::Header { name, .. } => Some(name.to_ascii_lowercase()),

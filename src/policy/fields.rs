@@ -11,13 +11,13 @@ use serde_json::{Map, Value};
 /// A check's result: the value, or `(field, message)`.
 pub type Check<T> = Result<T, (String, String)>;
 
-pub fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+pub(crate) fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
     Err((field.to_owned(), message.into()))
 }
 
 /// An object whose keys are all in `allowed` (unknown fields are refused: a typo must
 /// not silently widen or narrow access). `field` empty means the top level.
-pub fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
+pub(crate) fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
     let Value::Object(map) = v else {
         return err(field, "must be an object");
     };
@@ -29,7 +29,7 @@ pub fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<
 }
 
 /// A non-empty string.
-pub fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
+pub(crate) fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
     match v {
         Value::String(s) if !s.is_empty() => Ok(s),
         Value::String(_) => err(field, "must not be empty"),
@@ -38,7 +38,7 @@ pub fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
 }
 
 /// A non-empty array.
-pub fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
+pub(crate) fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
     match v {
         Value::Array(a) if !a.is_empty() => Ok(a),
         Value::Array(_) => err(field, "must not be empty"),
@@ -46,14 +46,14 @@ pub fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
     }
 }
 
-pub fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
+pub(crate) fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
     match v.as_u64() {
         Some(n) if (min..=max).contains(&n) => Ok(n),
         _ => err(field, format!("must be an integer from {min} to {max}")),
     }
 }
 
-pub fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
+pub(crate) fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
     let p = string(v, field)?;
     if !p.starts_with('/') || p.contains('\0') {
         return err(field, "must be an absolute path");
@@ -61,12 +61,12 @@ pub fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
     Ok(PathBuf::from(p))
 }
 
-pub fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
+pub(crate) fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
     map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
 }
 
 /// An optional `true`/`false` field of `map`; `default` when absent.
-pub fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> Check<bool> {
+pub(crate) fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> Check<bool> {
     match map.get(key) {
         None => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
@@ -78,12 +78,6 @@ pub fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatternError {
     pub message: String,
-}
-
-impl PatternError {
-    pub fn new(message: impl Into<String>) -> PatternError {
-        PatternError { message: message.into() }
-    }
 }
 
 impl fmt::Display for PatternError {

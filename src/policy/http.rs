@@ -18,14 +18,14 @@ use serde_json::Value;
 
 use super::fields::{err, flag, int, list, object, string, Check, PatternError};
 
-pub const DEFAULT_TIMEOUT_S: u64 = 30;
-pub const MAX_TIMEOUT_S: u64 = 3600;
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
-pub const MAX_RESPONSE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
-pub const DEFAULT_MAX_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
-pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
-pub const MAX_REDIRECTS_CEILING: u64 = 20;
-pub const MAX_REQUEST_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 30;
+pub(crate) const MAX_TIMEOUT_S: u64 = 3600;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_REDIRECTS: u32 = 5;
+pub(crate) const MAX_REDIRECTS_CEILING: u64 = 20;
+pub(crate) const MAX_REQUEST_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
@@ -98,7 +98,7 @@ impl HostPattern {
 
     /// `host` is normalised (as `url::Url::host_str` gives it, trailing dot removed);
     /// `port` is the effective port, `default_port` the scheme's.
-    pub fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
+    pub(crate) fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
         let port_ok = match self.port {
             Some(p) => p == port,
             None => port == default_port,
@@ -111,7 +111,7 @@ impl HostPattern {
         port_ok && host_ok
     }
 
-    pub fn is_exact(&self) -> bool {
+    pub(crate) fn is_exact(&self) -> bool {
         !self.wildcard
     }
 }
@@ -139,7 +139,7 @@ fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
 }
 
 /// Normalises a host the way request URLs are normalised, so both sides compare equal.
-pub fn normalize_host(host: &str) -> Option<String> {
+pub(crate) fn normalize_host(host: &str) -> Option<String> {
     if host.is_empty() || host.bytes().any(|b| !(b.is_ascii_alphanumeric() || b"-.[]:_".contains(&b)) && b.is_ascii()) {
         return None;
     }
@@ -178,7 +178,7 @@ impl PathPattern {
         })
     }
 
-    pub fn matches(&self, path: &str) -> bool {
+    pub(crate) fn matches(&self, path: &str) -> bool {
         match self {
             PathPattern::Exact(p) => p == path,
             PathPattern::Prefix(p) => {
@@ -250,7 +250,7 @@ pub(super) fn paths(v: Option<&Value>, field: &str) -> Check<Vec<PathPattern>> {
 }
 
 /// Headers the agent may never set: credentials, framing and routing belong to `sp`.
-pub const RESERVED_HEADERS: &[&str] = &[
+pub(crate) const RESERVED_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",
@@ -269,12 +269,12 @@ pub const RESERVED_HEADERS: &[&str] = &[
 ];
 
 /// Framing and routing headers, which cannot carry a credential either.
-pub fn is_hop_header(lower: &str) -> bool {
+pub(crate) fn is_hop_header(lower: &str) -> bool {
     RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
 }
 
 /// An HTTP header field name: an RFC 9110 token.
-pub fn is_token(s: &str) -> bool {
+pub(crate) fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 

@@ -101,7 +101,7 @@ impl Policy {
 }
 
 /// Largest policy file read.
-pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
 /// The policy's bytes, if nobody but root and the user `sp` runs as could have written
 /// them (issue 8 point 10, like OpenSSH's `StrictModes`): the file is a regular file (a
@@ -111,7 +111,7 @@ pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 /// writable only with the sticky bit (`/tmp`). A symbolic link is followed, and both the
 /// link's directories and the target's are checked: whoever can change the link chooses
 /// the policy. Every refusal names the file or directory and the fix.
-pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
+pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
     use crate::sys::{self, SysError};
     let whole = |message: String| PolicyError { file: path.to_owned(), field: String::new(), message };
     let dir_refusal = |bad: sys::UnsafeDir| {
@@ -141,7 +141,7 @@ pub fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
     Ok(bytes.to_vec())
 }
 
-pub use crate::sys::io_reason;
+pub(crate) use crate::sys::io_reason;
 
 /// A validation error naming the file and the field.
 #[derive(Debug, PartialEq, Eq)]
@@ -165,7 +165,7 @@ impl std::error::Error for PolicyError {}
 
 /// Credential names: what the agent uses to pick one. Kept plain so they are safe in
 /// messages, logs and the journal.
-pub fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
@@ -208,7 +208,7 @@ fn parse(root: &Value) -> Check<Policy> {
 /// `$SP_CONFIG`, then `$XDG_CONFIG_HOME/sallyport/policy.json` (or
 /// `$HOME/.config/sallyport/policy.json`), then `/etc/sallyport/policy.json`.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Named explicitly (`--config` or `$SP_CONFIG`): it must load.
     Explicit(PathBuf),
     /// Found at a default location: it must load.
@@ -217,7 +217,7 @@ pub enum Lookup {
     None(Vec<PathBuf>),
 }
 
-pub fn lookup(
+pub(crate) fn lookup(
     flag: Option<PathBuf>,
     env: impl Fn(&str) -> Option<String>,
     exists: impl Fn(&Path) -> bool,

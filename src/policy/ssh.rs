@@ -41,13 +41,13 @@ use serde_json::Value;
 use super::commands::CommandPattern;
 use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
-pub const DEFAULT_TIMEOUT_S: u64 = 60;
-pub const MAX_TIMEOUT_S: u64 = 3600;
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
-pub const MAX_CONNECT_TIMEOUT_S: u64 = 300;
-pub const DEFAULT_KEEPALIVE_S: u64 = 30;
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
-pub const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
+pub(crate) const MAX_TIMEOUT_S: u64 = 3600;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
+pub(crate) const MAX_CONNECT_TIMEOUT_S: u64 = 300;
+pub(crate) const DEFAULT_KEEPALIVE_S: u64 = 30;
+pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostKeyPolicy {
@@ -118,20 +118,20 @@ impl Default for SshPolicy {
 }
 
 /// Host names the agent uses: the same alphabet as credential names.
-pub fn is_host_name(s: &str) -> bool {
+pub(crate) fn is_host_name(s: &str) -> bool {
     super::is_name(s)
 }
 
 /// A remote login name: portable POSIX user names, plus what `useradd` accepts in
 /// practice; never something an SSH server or a log line could misread.
-pub fn is_user(s: &str) -> bool {
+pub(crate) fn is_user(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && !s.starts_with('-')
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// A DNS name or an IP literal, normalised (lowercase, IPv6 without brackets).
-pub fn normalize_address(s: &str) -> Option<String> {
+pub(crate) fn normalize_address(s: &str) -> Option<String> {
     let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
     if let Ok(v6) = bare.parse::<Ipv6Addr>() {
         return Some(v6.to_string());
@@ -152,7 +152,7 @@ pub fn normalize_address(s: &str) -> Option<String> {
     (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
 }
 
-pub fn parse(v: &Value) -> Check<SshPolicy> {
+pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
     let map = object(
         v,
         "ssh",

@@ -41,7 +41,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
-pub const MAX_KNOWN_HOSTS_BYTES: u64 = 4 * 1024 * 1024;
+pub(crate) const MAX_KNOWN_HOSTS_BYTES: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
@@ -68,7 +68,7 @@ struct Entry {
 
 /// What the file says about a server's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Known { line: usize },
     Unknown,
     /// A different key of the same type is recorded for this host.
@@ -79,14 +79,14 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KnownHosts {
+pub(crate) struct KnownHosts {
     entries: Vec<Entry>,
     /// Line numbers skipped as malformed.
     pub malformed: Vec<usize>,
 }
 
 /// The name an entry must match for `host` on `port` (the OpenSSH port rule).
-pub fn lookup_name(host: &str, port: u16) -> String {
+pub(crate) fn lookup_name(host: &str, port: u16) -> String {
     if port == 22 {
         host.to_ascii_lowercase()
     } else {
@@ -95,7 +95,7 @@ pub fn lookup_name(host: &str, port: u16) -> String {
 }
 
 /// The key type inside an SSH public key blob (its first string).
-pub fn blob_type(blob: &[u8]) -> Option<&str> {
+pub(crate) fn blob_type(blob: &[u8]) -> Option<&str> {
     let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
     std::str::from_utf8(blob.get(4..4 + len)?).ok()
 }
@@ -194,7 +194,7 @@ fn parse_line(line: &str, number: usize) -> Option<Option<Entry>> {
 }
 
 impl KnownHosts {
-    pub fn parse(text: &str) -> KnownHosts {
+    pub(crate) fn parse(text: &str) -> KnownHosts {
         let mut kh = KnownHosts::default();
         for (i, line) in text.lines().enumerate() {
             match parse_line(line, i + 1) {
@@ -207,7 +207,7 @@ impl KnownHosts {
     }
 
     /// Reads `path` with the checks in the module docs. A missing file is empty.
-    pub fn load(path: &Path) -> Result<KnownHosts, KnownHostsError> {
+    pub(crate) fn load(path: &Path) -> Result<KnownHosts, KnownHostsError> {
         KnownHosts::load_text(path).map_err(|message| KnownHostsError { message })
     }
 
@@ -230,7 +230,7 @@ impl KnownHosts {
         self.entries.iter().filter(move |e| e.marker == Marker::None && e.hosts.matches(&name))
     }
 
-    pub fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
+    pub(crate) fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
         if let Some(e) = self.entries.iter().find(|e| e.marker == Marker::Revoked && e.blob == blob) {
             return Verdict::Revoked { line: e.line };
         }
@@ -251,7 +251,7 @@ impl KnownHosts {
     }
 
     /// Key types recorded for the host, in file order, without duplicates.
-    pub fn known_types(&self, host: &str, port: u16) -> Vec<String> {
+    pub(crate) fn known_types(&self, host: &str, port: u16) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for e in self.for_host(host, port) {
             if !out.contains(&e.key_type) {
@@ -265,7 +265,7 @@ impl KnownHosts {
 /// The host key algorithms to offer, most wanted first: the types already recorded for
 /// this host, then modern defaults. SHA-1 `ssh-rsa` signatures and DSA are offered only
 /// for a host whose recorded key needs them; certificate algorithms never.
-pub fn host_key_preference(known_types: &[String]) -> String {
+pub(crate) fn host_key_preference(known_types: &[String]) -> String {
     const DEFAULTS: [&str; 6] = [
         "ssh-ed25519",
         "ecdsa-sha2-nistp256",
@@ -317,7 +317,7 @@ fn read_checked(file: &std::fs::File, path: &Path) -> Result<String, String> {
 
 /// What [`record`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     Added,
     /// Someone recorded the same key meanwhile.
     AlreadyKnown,
@@ -325,13 +325,13 @@ pub enum Recorded {
 
 /// `accept-new`: appends the key for `host`/`port`, under an exclusive lock, after
 /// checking again that the file does not (now) say something else about this host.
-pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
+pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
     record_text(path, host, port, blob).map_err(|message| KnownHostsError { message })
 }
 
 /// Why `known_hosts` could not be read or written; the message names the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownHostsError {
+pub(crate) struct KnownHostsError {
     pub message: String,
 }
 
