@@ -290,10 +290,10 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
 mod tests {
     use super::*;
 
-    fn script(body: &str) -> (std::path::PathBuf, Vec<String>) {
-        let dir = std::env::temp_dir().join(format!("sp-approve-unit-{}-{}", std::process::id(), crate::audit::session_id()));
-        std::fs::create_dir(&dir).unwrap();
-        let path = dir.join("approver");
+    /// The approver script in a private temporary directory (removed on drop).
+    fn script(body: &str) -> (tempfile::TempDir, Vec<String>) {
+        let dir = tempfile::Builder::new().prefix("sp-approve-unit-").tempdir().unwrap();
+        let path = dir.path().join("approver");
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -312,18 +312,18 @@ mod tests {
             let (dir, argv) = script(body);
             let a = ask(&argv, Duration::from_secs(10), &d, &[], &[]);
             assert_eq!((a.decision, a.exit), (decision, exit), "{body}: {}", a.why);
-            std::fs::remove_dir_all(dir).unwrap();
+            drop(dir);
         }
         // Far more output than a pipe holds: still answered by its exit, not a timeout.
         let (dir, argv) = script("head -c 1000000 /dev/zero; head -c 1000000 /dev/zero >&2; exit 0");
         assert_eq!(ask(&argv, Duration::from_secs(10), &d, &[], &[]).decision, "approved");
-        std::fs::remove_dir_all(dir).unwrap();
+        drop(dir);
         let (dir, argv) = script("sleep 30 & sleep 30");
         let t = Instant::now();
         let a = ask(&argv, Duration::from_secs(1), &d, &[], &[]);
         assert_eq!(a.decision, "timeout");
         assert!(t.elapsed() < Duration::from_secs(5));
-        std::fs::remove_dir_all(dir).unwrap();
+        drop(dir);
         let a = ask(&["/nonexistent/approver".into()], Duration::from_secs(1), &d, &[], &[]);
         assert_eq!(a.decision, "failed");
     }
@@ -336,25 +336,27 @@ mod tests {
         let a = ask(&argv, Duration::from_secs(5), &json!({}), &[], &[]);
         assert_eq!(a.decision, "failed");
         assert!(a.why.contains("0777") && a.why.contains("too open"), "{}", a.why);
-        assert!(!dir.join("approver.ran").exists(), "the approver ran");
-        let fifo = dir.join("fifo");
+        assert!(!dir.path().join("approver.ran").exists(), "the approver ran");
+        let fifo = dir.path().join("fifo");
         assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         let started = Instant::now();
         let a = ask(&[fifo.display().to_string()], Duration::from_secs(30), &json!({}), &[], &[]);
         assert_eq!(a.decision, "failed");
         assert!(a.why.contains("FIFO") && started.elapsed() < Duration::from_secs(2), "{}", a.why);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn env_sources_are_hidden_and_facts_are_given() {
         let (dir, argv) = script(&format!("env > {}/env; cat > {}/stdin", "$(dirname $0)", "$(dirname $0)"));
-        std::env::set_var("SP_APPROVE_UNIT_SECRET", "hunter2");
-        let a = ask(&argv, Duration::from_secs(10), &json!({"tool": "t"}), &[("SP_APPROVAL_TOOL", "t".into())], &["SP_APPROVE_UNIT_SECRET"]);
+        // No set_var (unsafe under edition 2024, and racy): hide a variable this test
+        // process already has; the approver must not see it.
+        let (hidden, _) = std::env::vars().find(|(k, v)| k != "PATH" && !k.starts_with("SP_") && !v.is_empty()).expect("the test runs with an environment");
+        let a = ask(&argv, Duration::from_secs(10), &json!({"tool": "t"}), &[("SP_APPROVAL_TOOL", "t".into())], &[hidden.as_str()]);
         assert_eq!(a.decision, "approved");
-        let env = std::fs::read_to_string(dir.join("env")).unwrap();
-        assert!(env.contains("SP_APPROVAL_TOOL=t") && !env.contains("hunter2"), "{env}");
-        assert_eq!(std::fs::read_to_string(dir.join("stdin")).unwrap(), "{\"tool\":\"t\"}\n");
-        std::fs::remove_dir_all(dir).unwrap();
+        let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+        assert!(env.lines().any(|l| l == "SP_APPROVAL_TOOL=t"), "{env}");
+        assert!(!env.lines().any(|l| l.starts_with(&format!("{hidden}="))), "{hidden} reached the approver: {env}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("stdin")).unwrap(), "{\"tool\":\"t\"}\n");
+        drop(dir);
     }
 }

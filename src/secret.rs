@@ -122,15 +122,21 @@ impl Vault {
     }
 
     pub fn read(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
+        self.read_in(credential, source, &|k| std::env::var_os(k))
+    }
+
+    /// [`Vault::read`] with the process environment given explicitly (`env` and
+    /// `systemd` sources read it), so tests need no `set_var`.
+    pub(crate) fn read_in(&mut self, credential: &str, source: &SecretSource, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<Secret, SecretError> {
         let value = Zeroizing::new(match source {
             SecretSource::File(path) => read_file(credential, path)?,
             SecretSource::Systemd(name) => {
-                let dir = std::env::var_os("CREDENTIALS_DIRECTORY")
+                let dir = env("CREDENTIALS_DIRECTORY")
                     .filter(|d| !d.is_empty())
                     .ok_or_else(|| SecretError::NoCredentialsDirectory { credential: credential.to_owned() })?;
                 read_file_checked(credential, &std::path::Path::new(&dir).join(name), SYSTEMD_MODE_MASK)?
             }
-            SecretSource::Env(var) => std::env::var(var).map_err(|_| SecretError::EnvMissing {
+            SecretSource::Env(var) => env(var).and_then(|v| v.into_string().ok()).ok_or_else(|| SecretError::EnvMissing {
                 credential: credential.to_owned(),
                 var: var.clone(),
             })?,
@@ -412,10 +418,9 @@ mod tests {
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
-    fn temp(name: &str, content: &str, mode: u32) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("sp-secret-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
+    /// A file in the test's private temporary directory (removed with it).
+    fn temp(dir: &tempfile::TempDir, name: &str, content: &str, mode: u32) -> std::path::PathBuf {
+        let p = dir.path().join(name);
         std::fs::write(&p, content).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         p
@@ -423,18 +428,19 @@ mod tests {
 
     #[test]
     fn file_rules() {
+        let tmp = tempfile::tempdir().unwrap();
         let mut v = Vault::new();
-        let ok = temp("ok", "s3cr3t-value\n", 0o600);
+        let ok = temp(&tmp, "ok", "s3cr3t-value\n", 0o600);
         assert_eq!(v.read("c", &SecretSource::File(ok)).unwrap().expose(), "s3cr3t-value");
-        let open = temp("open", "x", 0o644);
+        let open = temp(&tmp, "open", "x", 0o644);
         assert_eq!(v.read("c", &SecretSource::File(open)).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o644 });
-        let empty = temp("empty", "\n", 0o400);
+        let empty = temp(&tmp, "empty", "\n", 0o400);
         assert_eq!(v.read("c", &SecretSource::File(empty)).unwrap_err(), SecretError::Empty { credential: "c".into() });
-        let two = temp("two", "a\nb\n", 0o600);
+        let two = temp(&tmp, "two", "a\nb\n", 0o600);
         assert!(matches!(v.read("c", &SecretSource::File(two)), Err(SecretError::Invalid { .. })));
         let missing = std::path::PathBuf::from("/nonexistent/sp/secret");
         assert!(matches!(v.read("c", &SecretSource::File(missing)), Err(SecretError::Unreadable { .. })));
-        let big = temp("big", &"x".repeat(MAX_SECRET_FILE_BYTES as usize + 1), 0o600);
+        let big = temp(&tmp, "big", &"x".repeat(MAX_SECRET_FILE_BYTES as usize + 1), 0o600);
         assert!(matches!(v.read("c", &SecretSource::File(big)), Err(SecretError::Unreadable { .. })));
     }
 
@@ -469,14 +475,16 @@ mod tests {
 
     #[test]
     fn systemd_source_uses_credentials_directory() {
-        // CREDENTIALS_DIRECTORY is read at use; this test owns the variable.
-        let p = temp("sd-cred", "from-systemd\n", 0o400);
-        std::env::set_var("CREDENTIALS_DIRECTORY", p.parent().unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        // CREDENTIALS_DIRECTORY is read at use, from the environment given.
+        temp(&tmp, "sd-cred", "from-systemd\n", 0o400);
+        let dir = tmp.path().as_os_str().to_owned();
+        let with_dir = move |k: &str| (k == "CREDENTIALS_DIRECTORY").then(|| dir.clone());
         let mut v = Vault::new();
-        assert_eq!(v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap().expose(), "from-systemd");
-        std::env::remove_var("CREDENTIALS_DIRECTORY");
+        let source = SecretSource::Systemd("sd-cred".into());
+        assert_eq!(v.read_in("c", &source, &with_dir).unwrap().expose(), "from-systemd");
         assert_eq!(
-            v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap_err(),
+            v.read_in("c", &source, &|_| None).unwrap_err(),
             SecretError::NoCredentialsDirectory { credential: "c".into() }
         );
     }
@@ -545,12 +553,13 @@ mod tests {
 
     #[test]
     fn systemd_mode_rule() {
+        let tmp = tempfile::tempdir().unwrap();
         // group bits are how systemd's ACL shows; world bits are still refused
-        let p = temp("sd-acl", "x", 0o440);
+        let p = temp(&tmp, "sd-acl", "x", 0o440);
         assert!(read_file_checked("c", &p, SYSTEMD_MODE_MASK).is_ok());
-        assert!(read_file_checked("c", &p, FILE_MODE_MASK).is_err());
-        let w = temp("sd-world", "x", 0o404);
-        assert!(read_file_checked("c", &w, SYSTEMD_MODE_MASK).is_err());
+        assert_eq!(read_file_checked("c", &p, FILE_MODE_MASK).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o440 });
+        let w = temp(&tmp, "sd-world", "x", 0o404);
+        assert_eq!(read_file_checked("c", &w, SYSTEMD_MODE_MASK).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o404 });
     }
 
     #[test]

@@ -486,11 +486,9 @@ mod tests {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     use std::time::Instant;
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sp-sys-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
-        d
+    fn dir(tag: &str) -> tempfile::TempDir {
+        // A private (0700) directory under the sticky /tmp, removed on drop.
+        tempfile::Builder::new().prefix(&format!("sp-sys-{tag}-")).tempdir().unwrap()
     }
 
     fn file(d: &Path, name: &str, mode: u32) -> PathBuf {
@@ -502,7 +500,8 @@ mod tests {
 
     #[test]
     fn a_fifo_is_refused_at_once_without_a_writer() {
-        let d = dir("fifo");
+        let tmp = dir("fifo");
+        let d = tmp.path().to_path_buf();
         let fifo = d.join("fifo");
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
         let started = Instant::now();
@@ -512,14 +511,14 @@ mod tests {
         // The descriptor check refuses one too (a FIFO swapped in after the lstat).
         let fd = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).unwrap();
         assert_eq!(check(&fd, Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn devices_directories_and_symlinks_are_refused() {
         assert_eq!(read(Path::new("/dev/null"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "character device" });
         assert_eq!(read(Path::new("/"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "directory" });
-        let d = dir("link");
+        let tmp = dir("link");
+        let d = tmp.path().to_path_buf();
         let target = file(&d, "target", 0o600);
         let link = d.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
@@ -532,12 +531,12 @@ mod tests {
         assert_eq!(read(&to_fifo, Rules::any(100).following()).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
         assert_eq!(read(&d.join("absent"), Rules::any(100)).unwrap_err(), SysError::Missing);
         assert_eq!(&read(&target, Rules::any(100)).unwrap()[..], b"content\n");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn mode_owner_and_size_rules() {
-        let d = dir("rules");
+        let tmp = dir("rules");
+        let d = tmp.path().to_path_buf();
         let open = file(&d, "open", 0o640);
         assert_eq!(read(&open, Rules::owned(0o077, 100)).unwrap_err(), SysError::TooOpen { mode: 0o640, forbidden: 0o077 });
         assert!(read(&open, Rules::owned(0o022, 100)).is_ok());
@@ -546,7 +545,6 @@ mod tests {
         assert!(msg.contains("0664") && msg.contains("group or others write"), "{msg}");
         // /proc/1/... is not ours; /etc/hostname is root's, which is allowed.
         assert!(read(Path::new("/etc/hostname"), Rules::owned(0o022, 1 << 20)).is_ok() || euid() != 0);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -566,32 +564,33 @@ mod tests {
 
     #[test]
     fn program_rules() {
-        let d = dir("prog");
+        let tmp = dir("prog");
+        let d = tmp.path().to_path_buf();
         assert_eq!(check_program(&file(&d, "ok", 0o755)), Ok(()));
         assert_eq!(check_program(&file(&d, "open", 0o775)), Err(SysError::TooOpen { mode: 0o775, forbidden: 0o022 }));
         assert_eq!(check_program(&d), Err(SysError::NotRegular { kind: "directory" }));
         assert_eq!(check_program(&d.join("absent")), Err(SysError::Missing));
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn append_create_makes_a_private_file() {
-        let d = dir("append");
+        let tmp = dir("append");
+        let d = tmp.path().to_path_buf();
         let p = d.join("kh");
         let (_, info) = open(&p, Access::AppendCreate { mode: 0o600 }, Rules::owned(0o022, 100)).unwrap();
         assert_eq!(info.mode & 0o777, 0o600);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn strict_modes_for_directories() {
-        let d = dir("dirs");
+        let tmp = dir("dirs");
+        let d = tmp.path().to_path_buf();
         let f = file(&d, "policy.json", 0o600);
         assert_eq!(check_dirs(&f), Ok(()), "a 0700 directory under sticky /tmp is fine");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o1777, forbidden: 0o022 } }), "sticky or not, the holding directory must be private");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o770)).unwrap();
-        assert!(check_dirs(&f).is_err());
+        assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o770, forbidden: 0o022 } }));
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let sub = d.join("sub");
         std::fs::DirBuilder::new().mode(0o700).create(&sub).unwrap();
@@ -600,7 +599,6 @@ mod tests {
         assert_eq!(check_dirs(&g).unwrap_err().dir, d, "a world-writable ancestor without the sticky bit");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(check_dirs(&g), Ok(()), "a sticky ancestor is like /tmp");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -623,7 +621,8 @@ mod tests {
 
     #[test]
     fn a_held_lock_makes_another_wait_then_give_up_busy() {
-        let d = dir("lock");
+        let tmp = dir("lock");
+        let d = tmp.path().to_path_buf();
         let path = file(&d, "f", 0o600);
         let (a, b) = (File::open(&path).unwrap(), File::open(&path).unwrap());
         let held = lock_exclusive(&a, Duration::ZERO).unwrap();
@@ -633,7 +632,6 @@ mod tests {
         assert!(started.elapsed() >= wait, "gave up before the deadline");
         drop(held);
         assert!(lock_exclusive(&b, Duration::ZERO).is_ok(), "dropping the guard releases the lock");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

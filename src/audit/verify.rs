@@ -219,20 +219,17 @@ fn find_hash<R: BufRead + Seek>(r: &mut R, hash: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::super::{session_id, Journal, Row};
+    use super::super::{Journal, Row};
 
     fn journal_text(n: usize) -> (Vec<u8>, Vec<String>) {
-        let dir = std::env::temp_dir().join(format!("sp-audit-unit-{}-{}", std::process::id(), session_id()));
-        std::fs::create_dir(&dir).unwrap();
-        let path = dir.join("j.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
         let mut j = Journal::open(&path, false).unwrap();
         let mut lines = Vec::new();
         for i in 0..n {
             lines.push(j.write(Row::new("reject").set("decision", "denied").set("reason", format!("row {i}"))).unwrap().unwrap());
         }
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        (bytes, lines)
+        (std::fs::read(&path).unwrap(), lines)
     }
 
     #[test]

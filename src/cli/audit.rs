@@ -258,7 +258,8 @@ mod tests {
 
     #[test]
     fn last_lines_reads_from_the_end() {
-        let path = std::env::temp_dir().join(format!("sp-audit-cli-{}-{}", std::process::id(), crate::audit::session_id()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
         let long = "x".repeat(70_000);
         for (text, n, want) in [
             ("a\nb\nc\n".to_owned(), 2, vec!["b", "c"]),
@@ -273,7 +274,6 @@ mod tests {
             let got: Vec<String> = got.into_iter().map(|l| String::from_utf8(l).unwrap()).collect();
             assert_eq!(got, want, "{:?} -n {n}", &text[..text.len().min(20)]);
         }
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -400,10 +400,11 @@ mod tests {
         // numeric spellings normalise like URLs do
         let num = HostPattern::parse("2130706433").unwrap();
         assert!(num.matches("127.0.0.1", 80, 80));
-        assert!(HostPattern::parse("").is_err());
-        assert!(HostPattern::parse("a b").is_err());
-        assert!(HostPattern::parse("a/b").is_err());
-        assert!(HostPattern::parse("a:b").is_err());
+        let why = |p: &str| HostPattern::parse(p).unwrap_err().message;
+        assert_eq!(why(""), "\"\" is not a valid host");
+        assert_eq!(why("a b"), "\"a b\" is not a valid host");
+        assert_eq!(why("a/b"), "\"a/b\" is not a valid host");
+        assert_eq!(why("a:b"), "\"a:b\": the port must be a number from 1 to 65535");
     }
 
     #[test]
@@ -420,7 +421,8 @@ mod tests {
         let exact = PathPattern::parse("/status").unwrap();
         assert!(exact.matches("/status"));
         assert!(!exact.matches("/status/"));
-        assert!(PathPattern::parse("/a*").is_err());
-        assert!(PathPattern::parse("/a/%2e").is_err());
+        let why = |p: &str| PathPattern::parse(p).unwrap_err().message;
+        assert_eq!(why("/a*"), "\"/a*\": '*' is only allowed as a final \"/*\"");
+        assert_eq!(why("/a/%2e"), "\"/a/%2e\": write the plain decoded path, without '.', '..', '%', '?' or '#'");
     }
 }

@@ -461,10 +461,8 @@ mod tests {
     #[test]
     fn record_appends_once_and_refuses_conflicts() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("sp-kh-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("known_hosts");
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
         let ed = blob("ssh-ed25519", b"A");
         assert_eq!(record(&path, "h", 2222, &ed), Ok(Recorded::Added));
         assert_eq!(record(&path, "h", 2222, &ed), Ok(Recorded::AlreadyKnown));
@@ -473,10 +471,11 @@ mod tests {
         assert_eq!(text.lines().count(), 1);
         assert!(text.starts_with("[h]:2222 ssh-ed25519 "), "{text}");
         assert_eq!(KnownHosts::load(&path).unwrap().check("h", 2222, &ed), Verdict::Known { line: 1 });
-        assert!(record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).is_err());
+        let changed = record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).unwrap_err().message;
+        assert!(changed.contains("changed while connecting") && changed.contains("nothing recorded"), "{changed}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(KnownHosts::load(&path).unwrap_err().message.contains("group or others"));
-        assert!(record(&path, "other", 22, &ed).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
+        let open = record(&path, "other", 22, &ed).unwrap_err().message;
+        assert!(open.contains("cannot be opened for writing") && open.contains("group or others"), "{open}");
     }
 }
