@@ -343,6 +343,14 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// The kernel's words for an OS error ("No space left on device"), else the error's.
+pub(crate) fn os_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => rustix::io::Errno::from_raw_os_error(code).to_string(),
+        None => e.to_string(),
+    }
+}
+
 /// `s` cut to at most `max_bytes` bytes, at a character boundary (never inside one).
 pub(crate) fn cut(s: &str, max_bytes: usize) -> &str {
     if s.len() <= max_bytes {
@@ -617,6 +625,7 @@ mod tests {
         assert_eq!(short("abcd", 3, Ellipsis::Silent), "abc");
         assert_eq!(short("ééééé", 2, Ellipsis::Silent), "éé");
         assert_eq!(io_reason(&std::io::Error::from(std::io::ErrorKind::NotFound)), "no such file");
+        assert!(os_reason(&std::io::Error::from_raw_os_error(28)).contains("space"), "ENOSPC in the kernel's words");
     }
 
     #[test]

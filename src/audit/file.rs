@@ -9,8 +9,54 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-use super::verify::{parse_row, read_line};
-use super::{io_why, raw_fp, rfc3339, row_hash, serialize_row, AuditError, Row, GENESIS, LOCK_WAIT, MAX_ROW_BYTES};
+use std::fmt;
+use std::time::Duration;
+
+use super::row::{raw_fp, rfc3339, row_hash, serialize_row, Row, GENESIS};
+use super::verify::{parse_row, read_line, MAX_ROW_BYTES};
+use crate::sys::os_reason as io_why;
+
+/// How long an append waits for another `sp` to finish its own.
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum AuditError {
+    /// The journal cannot be opened (startup).
+    Open { path: PathBuf, why: String },
+    /// No `audit.path` and no usable default location (startup).
+    NoLocation { why: String },
+    /// Another process kept the lock past [`LOCK_WAIT`].
+    Locked { path: PathBuf },
+    /// The file was replaced, removed, truncated or edited under us: stopped for good.
+    Tampered { path: PathBuf, why: String },
+    /// Writing failed (disk full, I/O error).
+    Write { path: PathBuf, why: String },
+}
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditError::Open { path, why } => write!(f, "audit journal {}: {why}", path.display()),
+            AuditError::NoLocation { why } => write!(
+                f,
+                "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)"
+            ),
+            AuditError::Locked { path } => write!(
+                f,
+                "audit journal {}: another process has held its lock for more than {}s",
+                path.display(),
+                LOCK_WAIT.as_secs()
+            ),
+            AuditError::Tampered { path, why } => {
+                write!(f, "audit journal {}: {why}; journaling stopped, no further action runs", path.display())
+            }
+            AuditError::Write { path, why } => write!(f, "audit journal {}: write failed: {why}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for AuditError {}
+
 
 pub(super) struct FileJournal {
     file: File,

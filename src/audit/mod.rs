@@ -27,7 +27,7 @@
 //! appended meanwhile are read and must chain on from the last row this writer knows. A
 //! replaced or truncated file, or rows that do not chain, stop the journal for the rest
 //! of the process: every later action is refused with `SP_UNAVAILABLE`. The lock is
-//! waited for at most [`LOCK_WAIT`]; an `sp` that cannot get it refuses the action too.
+//! waited for at most `file::LOCK_WAIT` (2 s); an `sp` that cannot get it refuses the action too.
 //! With `fsync` (the default) each row is `fdatasync`ed before the action runs.
 //!
 //! # Rows
@@ -83,33 +83,21 @@ mod verify;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
+pub use file::AuditError;
 use file::{create_private_dirs, FileJournal};
 pub use row::*;
 use syslog::Syslog;
 pub use verify::*;
 
 
-/// `prev` of the first row of a file.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The order fields are written in; unknown fields (none today) would follow, sorted.
-pub const FIELDS: [&str; 22] = [
-    "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
-    "exit_status", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
-];
 
-/// Longest `target` or `reason` written (bytes, cut at a character boundary).
-pub(crate) const MAX_TEXT: usize = 1024;
 
-/// How long an append waits for another `sp` to finish its own.
-pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
 
-/// Longest line `sp audit` and the tail reader accept.
-pub(crate) const MAX_ROW_BYTES: usize = 1024 * 1024;
 
 
 // ---------------------------------------------------------------------------------------
@@ -185,50 +173,7 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
 // ---------------------------------------------------------------------------------------
 // Errors
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum AuditError {
-    /// The journal cannot be opened (startup).
-    Open { path: PathBuf, why: String },
-    /// No `audit.path` and no usable default location (startup).
-    NoLocation { why: String },
-    /// Another process kept the lock past [`LOCK_WAIT`].
-    Locked { path: PathBuf },
-    /// The file was replaced, removed, truncated or edited under us: stopped for good.
-    Tampered { path: PathBuf, why: String },
-    /// Writing failed (disk full, I/O error).
-    Write { path: PathBuf, why: String },
-}
 
-impl fmt::Display for AuditError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AuditError::Open { path, why } => write!(f, "audit journal {}: {why}", path.display()),
-            AuditError::NoLocation { why } => write!(
-                f,
-                "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)"
-            ),
-            AuditError::Locked { path } => write!(
-                f,
-                "audit journal {}: another process has held its lock for more than {}s",
-                path.display(),
-                LOCK_WAIT.as_secs()
-            ),
-            AuditError::Tampered { path, why } => {
-                write!(f, "audit journal {}: {why}; journaling stopped, no further action runs", path.display())
-            }
-            AuditError::Write { path, why } => write!(f, "audit journal {}: write failed: {why}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for AuditError {}
-
-fn io_why(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => rustix::io::Errno::from_raw_os_error(code).to_string(),
-        None => e.to_string(),
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // The journal

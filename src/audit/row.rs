@@ -9,7 +9,17 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::{FIELDS, MAX_TEXT};
+/// `prev` of the first row of a file.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The order fields are written in; unknown fields (none today) would follow, sorted.
+pub const FIELDS: [&str; 22] = [
+    "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
+    "exit_status", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
+];
+
+/// Longest `target` or `reason` written (bytes, cut at a character boundary).
+pub(crate) const MAX_TEXT: usize = 1024;
 
 // ---------------------------------------------------------------------------------------
 // Hashing, canonical form, time

@@ -5,7 +5,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::SyslogConfig;
+use crate::policy::audit::SyslogConfig;
 
 const SYSLOG_MAX: usize = 8 * 1024;
 

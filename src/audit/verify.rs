@@ -5,7 +5,11 @@ use std::io::{BufRead, Read, Seek, SeekFrom};
 
 use serde_json::{Map, Value};
 
-use super::{io_why, row_hash, serialize_row, GENESIS, MAX_ROW_BYTES};
+use super::row::{row_hash, serialize_row, GENESIS};
+use crate::sys::os_reason as io_why;
+
+/// Longest line `sp audit` and the tail reader accept.
+pub(crate) const MAX_ROW_BYTES: usize = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // Verification (`sp audit verify`, and the writer's own checks)

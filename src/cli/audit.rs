@@ -6,7 +6,7 @@
 //! sp audit show FILE [--json]            every row
 //! ```
 //!
-//! `verify` checks the whole chain from the first row (see `audit.rs` for the hash),
+//! `verify` checks the whole chain from the first row (see `audit/mod.rs` for the hash),
 //! names the first broken row by its line number and why (edited, out of order, a gap,
 //! a torn last row after a crash, a chain that does not start at genesis or the anchor),
 //! and on success prints the row count and the last hash: record that hash elsewhere

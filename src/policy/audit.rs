@@ -1,5 +1,5 @@
 //! The `audit` section (issue #5, `sp-policy(5)`): where the journal goes, whether each
-//! row is synced, and the optional syslog copy. The journal itself is `audit.rs`.
+//! row is synced, and the optional syslog copy. The journal itself is `audit/`.
 //!
 //! ```json
 //! "audit": {"path": "/var/log/sallyport/audit.jsonl", "fsync": true,

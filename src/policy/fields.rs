@@ -28,6 +28,12 @@ pub(crate) fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&
     Ok(map)
 }
 
+/// Credential (and SSH host) names: what the agent uses to pick one. Kept plain so they are safe in
+/// messages, logs and the journal.
+pub(crate) fn is_name(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
 /// A non-empty string.
 pub(crate) fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
     match v {

@@ -34,6 +34,7 @@ use serde_json::Value;
 pub use credentials::*;
 pub use http::*;
 
+pub(crate) use fields::is_name;
 use fields::{err, object, Check};
 use crate::json;
 
@@ -163,11 +164,6 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
-/// Credential names: what the agent uses to pick one. Kept plain so they are safe in
-/// messages, logs and the journal.
-pub(crate) fn is_name(s: &str) -> bool {
-    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-}
 
 fn parse(root: &Value) -> Check<Policy> {
     let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode"])?;

@@ -119,7 +119,7 @@ impl Default for SshPolicy {
 
 /// Host names the agent uses: the same alphabet as credential names.
 pub(crate) fn is_host_name(s: &str) -> bool {
-    super::is_name(s)
+    super::fields::is_name(s)
 }
 
 /// A remote login name: portable POSIX user names, plus what `useradd` accepts in

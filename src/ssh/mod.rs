@@ -18,7 +18,7 @@
 //! - A host without `commands` accepts any command: the agent has a shell as that user.
 //! - `timeout_s` above `ssh.timeout_s` is denied (`SP_DENIED`), not silently lowered:
 //!   the agent learns the limit.
-//! - The allow-list is checked on the exact command string; see `commands.rs` for what
+//! - The allow-list is checked on the exact command string; see `policy/commands.rs` for what
 //!   `*` matches and which escapes are closed.
 //! - `sp_inventory` lists each host's name, user and command patterns (`null` = any
 //!   command), plus address and port unless `hide_address` is set; never auth details or
