@@ -2,8 +2,9 @@
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
-//! 2. [`Env::read`] and [`McpConfig::from_args`]: the one place that reads the process
-//!    environment, and the step that reads the files the arguments and the environment
+//! 2. [`Env::read`] and [`McpConfig::from_args`]: the one place `sp` reads its settings
+//!    from the process environment (a credential's `env` source is read at use, in
+//!    `secret.rs`), and the step that reads the files the arguments and the environment
 //!    point at (the policy);
 //! 3. [`run`]: logging, the journal, the server, `sp check`'s summary, or `sp audit`
 //!    ([`audit`]).
