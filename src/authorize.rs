@@ -342,10 +342,10 @@ fn inventory(policy: &Policy) -> Inventory {
         "ssh": {"hosts": crate::ssh::inventory(&policy.ssh)},
     });
     // Issue #5: the agent learns which calls wait for a human's approval.
-    let approval = &policy.approval;
-    for (list, flagged) in [("/http/credentials", &approval.credentials), ("/ssh/hosts", &approval.ssh_hosts)] {
+    for (list, http) in [("/http/credentials", true), ("/ssh/hosts", false)] {
+        let flagged = |n: &str| if http { policy.credential_needs_approval(n) } else { policy.ssh_host_needs_approval(n) };
         for entry in inv.pointer_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
-            if entry["name"].as_str().is_some_and(|n| flagged.contains(n)) {
+            if entry["name"].as_str().is_some_and(flagged) {
                 entry["approve"] = json!(true);
             }
         }

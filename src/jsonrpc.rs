@@ -68,7 +68,7 @@ impl fmt::Display for ShapeError {
             ShapeError::MissingMethod => f.write_str("\"method\" is missing"),
             ShapeError::BadMethod => f.write_str("\"method\" must be a non-empty string"),
             ShapeError::UnexpectedMember { name } => {
-                let shown: String = name.chars().take(32).collect();
+                let shown = crate::sys::short(name, 32, crate::sys::Ellipsis::Silent);
                 write!(f, "unexpected member {shown:?}")
             }
             ShapeError::ClientResponse => {

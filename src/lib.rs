@@ -12,16 +12,14 @@
 //! what `ssh_exec` needs before execution (policy section, arguments, allow-list,
 //! known_hosts); its executor is `exec::ssh`. `audit` is the hash-chained journal every
 //! decision is written to (the intent row before any effect), `approve` the out-of-band
-//! approver, `audit_cli` the `sp audit` commands (issue #5).
+//! approver, `cli::audit` the `sp audit` commands (issue #5).
 
 pub mod approve;
 pub mod audit;
-pub mod audit_cli;
 pub mod authorize;
 pub mod cli;
 pub mod control;
 pub mod exec;
-pub mod fields;
 pub mod frame;
 pub mod json;
 pub mod jsonrpc;

@@ -44,6 +44,9 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine as _;
 use zeroize::Zeroizing;
 
+/// Shortest cut-off secret prefix that a truncated tail is checked against.
+pub const MIN_TAIL_MATCH: usize = 4;
+
 /// How many times a view is decoded again (double percent-encoding needs two).
 pub const DECODE_PASSES: usize = 3;
 
@@ -250,7 +253,7 @@ impl Redactor {
 
     /// For text cut at a limit: where a tail that begins some spelling starts (the
     /// earliest such start), in the text or in a decoded view of it, and the credential.
-    /// A tail counts from [`crate::secret::MIN_TAIL_MATCH`] bytes of the spelling (or
+    /// A tail counts from [`MIN_TAIL_MATCH`] bytes of the spelling (or
     /// all but its last byte, if it is shorter). An escape cut in the middle at the very
     /// end (`%4`, `&#11`, `\u00`) is set aside, so what precedes it is still read
     /// decoded, and it is replaced along with the tail.
@@ -269,7 +272,7 @@ impl Redactor {
             for_each_view(&window[..end], |view, starts| {
                 for (idx, (_, pattern)) in self.patterns.iter().enumerate() {
                     let needle = pattern.as_bytes();
-                    let shortest = crate::secret::MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
+                    let shortest = MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
                     let most = needle.len().saturating_sub(1).min(view.len());
                     let found = (shortest..=most).rev().find(|k| {
                         let tail = &view[view.len() - k..];

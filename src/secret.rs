@@ -38,10 +38,11 @@ use zeroize::Zeroizing;
 
 use crate::policy::{io_reason, Injection, SecretSource};
 
-pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
-/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces.
-pub const MIN_TAIL_MATCH: usize = 4;
+/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces (the
+/// redactor's rule; defined there so `redact` does not import `secret`).
+pub use crate::redact::MIN_TAIL_MATCH;
 
 pub struct Secret(Zeroizing<String>);
 
@@ -98,6 +99,8 @@ impl fmt::Display for SecretError {
     }
 }
 
+impl std::error::Error for SecretError {}
+
 /// Reads secrets and remembers each value read in this process, for redaction.
 #[derive(Default)]
 pub struct Vault {
@@ -119,26 +122,39 @@ impl Vault {
     }
 
     pub fn read(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
-        self.read_text(credential, source, false)
+        self.read_text(credential, source, false, &|k| std::env::var_os(k))
     }
 
     /// Like [`Vault::read`] for a JSON document (issue #13, `aws_sigv4`): newlines, tabs
     /// and carriage returns are allowed (pretty-printed JSON, `aws configure
     /// export-credentials`), other control characters are not.
     pub fn read_json(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
-        self.read_text(credential, source, true)
+        self.read_text(credential, source, true, &|k| std::env::var_os(k))
     }
 
-    fn read_text(&mut self, credential: &str, source: &SecretSource, json: bool) -> Result<Secret, SecretError> {
+    /// [`Vault::read`] with the process environment given explicitly (`env` and
+    /// `systemd` sources read it), so tests need no `set_var`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn read_in(&mut self, credential: &str, source: &SecretSource, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<Secret, SecretError> {
+        self.read_text(credential, source, false, env)
+    }
+
+    fn read_text(
+        &mut self,
+        credential: &str,
+        source: &SecretSource,
+        json: bool,
+        env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Secret, SecretError> {
         let value = Zeroizing::new(match source {
             SecretSource::File(path) => read_file(credential, path)?,
             SecretSource::Systemd(name) => {
-                let dir = std::env::var_os("CREDENTIALS_DIRECTORY")
+                let dir = env("CREDENTIALS_DIRECTORY")
                     .filter(|d| !d.is_empty())
                     .ok_or_else(|| SecretError::NoCredentialsDirectory { credential: credential.to_owned() })?;
                 read_file_checked(credential, &std::path::Path::new(&dir).join(name), SYSTEMD_MODE_MASK)?
             }
-            SecretSource::Env(var) => std::env::var(var).map_err(|_| SecretError::EnvMissing {
+            SecretSource::Env(var) => env(var).and_then(|v| v.into_string().ok()).ok_or_else(|| SecretError::EnvMissing {
                 credential: credential.to_owned(),
                 var: var.clone(),
             })?,
@@ -161,7 +177,7 @@ impl Vault {
     /// at most 64 KiB, read through the opened descriptor), but the text is kept whole,
     /// newlines included. The whole key and each of its base64 body lines are remembered
     /// for redaction, so a key echoed whole or line by line never leaves in a result.
-    pub fn read_key_file(&mut self, credential: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
+    pub(crate) fn read_key_file(&mut self, credential: &str, path: &std::path::Path) -> Result<Secret, SecretError> {
         let mut text = Zeroizing::new(read_file(credential, path)?);
         if text.trim().is_empty() {
             return Err(SecretError::Empty { credential: credential.to_owned() });
@@ -218,7 +234,7 @@ impl Vault {
 
     /// The credentials whose secret is in `bytes` in any spelling (sorted), including a
     /// cut-off tail that [`Vault::scrub_truncated_tail`] would replace when `cut`.
-    pub fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
+    pub(crate) fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
         let mut names: Vec<String> = self.echoed(bytes).into_iter().map(str::to_owned).collect();
         if cut {
             if let Some((_, name)) = self.tail_match(bytes) {
@@ -236,13 +252,13 @@ impl Vault {
 
     /// Redacts response headers: names and values, and an echo split across two
     /// consecutive header lines ([`crate::redact::Redactor::redact_headers`]).
-    pub fn scrub_headers(&self, headers: &mut [(String, String)]) {
+    pub(crate) fn scrub_headers(&self, headers: &mut [(String, String)]) {
         self.redactor.redact_headers(headers);
     }
 
     /// Whether any spelling of a secret is in the headers (as [`Vault::scrub_headers`]
     /// reads them); the credentials found.
-    pub fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {
+    pub(crate) fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {
         let all: String = headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
         let values: String = headers.iter().map(|(_, v)| v.as_str()).collect();
         let names: String = headers.iter().map(|(n, _)| n.as_str()).collect();
@@ -282,7 +298,7 @@ impl Vault {
     /// Replaces every spelling of every secret seen so far, in every string of `value`
     /// (object keys included), with `[REDACTED:<credential>]`. A number whose digits
     /// spell a secret becomes that marker string.
-    pub fn scrub(&self, value: &mut Value) {
+    pub(crate) fn scrub(&self, value: &mut Value) {
         if self.redactor.is_empty() {
             return;
         }
@@ -318,12 +334,12 @@ static PROCESS: std::sync::LazyLock<std::sync::RwLock<Vault>> = std::sync::LazyL
 
 /// The process-wide redactor for text that is not an answer: log lines and journal rows
 /// (issue 8 point 3). Same [`Vault::scrub`]/[`Vault::scrub_bytes`] as answers.
-pub fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
+pub(crate) fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
     PROCESS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where an injected secret goes. Values are zeroed on drop.
-pub enum Placement {
+pub(crate) enum Placement {
     Header { name: String, value: Zeroizing<String> },
     Query { name: String, value: Zeroizing<String> },
     /// Issue #13 (`aws_sigv4`, `oauth2`): nothing to place from the source as is; the
@@ -332,7 +348,7 @@ pub enum Placement {
 }
 
 /// Renders the secret the way the credential's injection says.
-pub fn place(inject: &Injection, secret: &Secret) -> Placement {
+pub(crate) fn place(inject: &Injection, secret: &Secret) -> Placement {
     let s = secret.expose();
     match inject {
         Injection::Bearer => Placement::Header { name: "authorization".into(), value: Zeroizing::new(format!("Bearer {s}")) },
@@ -349,24 +365,13 @@ pub fn place(inject: &Injection, secret: &Secret) -> Placement {
 }
 
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
-    use std::os::unix::process::CommandExt;
+    use crate::sys::{Child, Waited};
     use std::process::{Command, Stdio};
     let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
-    let group = rustix::process::Pid::from_child(&child);
-    let kill = |child: &mut std::process::Child| {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        let _ = child.kill();
-        let _ = child.wait();
-    };
-    let mut stdout = child.stdout.take().expect("piped");
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
+    let mut stdout = child.child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut buf = Zeroizing::new(Vec::new());
@@ -378,22 +383,19 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
     let bytes = match rx.recv_timeout(timeout) {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) => {
-            kill(&mut child);
+            child.kill();
             return Err(fail(format!("output could not be read: {}", io_reason(&e))));
         }
         Err(_) => {
-            kill(&mut child);
+            child.kill();
             return Err(fail(format!("timed out after {}s", timeout.as_secs())));
         }
     };
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            _ => {
-                kill(&mut child);
-                return Err(fail(format!("timed out after {}s", timeout.as_secs())));
-            }
+    let status = match child.wait_until(deadline, || false) {
+        Waited::Exited(status) => status,
+        _ => {
+            child.kill();
+            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
         }
     };
     if !status.success() {
@@ -452,10 +454,9 @@ mod tests {
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
-    fn temp(name: &str, content: &str, mode: u32) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("sp-secret-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
+    /// A file in the test's private temporary directory (removed with it).
+    fn temp(dir: &tempfile::TempDir, name: &str, content: &str, mode: u32) -> std::path::PathBuf {
+        let p = dir.path().join(name);
         std::fs::write(&p, content).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         p
@@ -463,18 +464,19 @@ mod tests {
 
     #[test]
     fn file_rules() {
+        let tmp = tempfile::tempdir().unwrap();
         let mut v = Vault::new();
-        let ok = temp("ok", "s3cr3t-value\n", 0o600);
+        let ok = temp(&tmp, "ok", "s3cr3t-value\n", 0o600);
         assert_eq!(v.read("c", &SecretSource::File(ok)).unwrap().expose(), "s3cr3t-value");
-        let open = temp("open", "x", 0o644);
+        let open = temp(&tmp, "open", "x", 0o644);
         assert_eq!(v.read("c", &SecretSource::File(open)).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o644 });
-        let empty = temp("empty", "\n", 0o400);
+        let empty = temp(&tmp, "empty", "\n", 0o400);
         assert_eq!(v.read("c", &SecretSource::File(empty)).unwrap_err(), SecretError::Empty { credential: "c".into() });
-        let two = temp("two", "a\nb\n", 0o600);
+        let two = temp(&tmp, "two", "a\nb\n", 0o600);
         assert!(matches!(v.read("c", &SecretSource::File(two)), Err(SecretError::Invalid { .. })));
         let missing = std::path::PathBuf::from("/nonexistent/sp/secret");
         assert!(matches!(v.read("c", &SecretSource::File(missing)), Err(SecretError::Unreadable { .. })));
-        let big = temp("big", &"x".repeat(MAX_SECRET_FILE_BYTES as usize + 1), 0o600);
+        let big = temp(&tmp, "big", &"x".repeat(MAX_SECRET_FILE_BYTES as usize + 1), 0o600);
         assert!(matches!(v.read("c", &SecretSource::File(big)), Err(SecretError::Unreadable { .. })));
     }
 
@@ -509,14 +511,16 @@ mod tests {
 
     #[test]
     fn systemd_source_uses_credentials_directory() {
-        // CREDENTIALS_DIRECTORY is read at use; this test owns the variable.
-        let p = temp("sd-cred", "from-systemd\n", 0o400);
-        std::env::set_var("CREDENTIALS_DIRECTORY", p.parent().unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        // CREDENTIALS_DIRECTORY is read at use, from the environment given.
+        temp(&tmp, "sd-cred", "from-systemd\n", 0o400);
+        let dir = tmp.path().as_os_str().to_owned();
+        let with_dir = move |k: &str| (k == "CREDENTIALS_DIRECTORY").then(|| dir.clone());
         let mut v = Vault::new();
-        assert_eq!(v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap().expose(), "from-systemd");
-        std::env::remove_var("CREDENTIALS_DIRECTORY");
+        let source = SecretSource::Systemd("sd-cred".into());
+        assert_eq!(v.read_in("c", &source, &with_dir).unwrap().expose(), "from-systemd");
         assert_eq!(
-            v.read("c", &SecretSource::Systemd("sd-cred".into())).unwrap_err(),
+            v.read_in("c", &source, &|_| None).unwrap_err(),
             SecretError::NoCredentialsDirectory { credential: "c".into() }
         );
     }
@@ -585,12 +589,13 @@ mod tests {
 
     #[test]
     fn systemd_mode_rule() {
+        let tmp = tempfile::tempdir().unwrap();
         // group bits are how systemd's ACL shows; world bits are still refused
-        let p = temp("sd-acl", "x", 0o440);
+        let p = temp(&tmp, "sd-acl", "x", 0o440);
         assert!(read_file_checked("c", &p, SYSTEMD_MODE_MASK).is_ok());
-        assert!(read_file_checked("c", &p, FILE_MODE_MASK).is_err());
-        let w = temp("sd-world", "x", 0o404);
-        assert!(read_file_checked("c", &w, SYSTEMD_MODE_MASK).is_err());
+        assert_eq!(read_file_checked("c", &p, FILE_MODE_MASK).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o440 });
+        let w = temp(&tmp, "sd-world", "x", 0o404);
+        assert_eq!(read_file_checked("c", &w, SYSTEMD_MODE_MASK).unwrap_err(), SecretError::TooOpen { credential: "c".into(), mode: 0o404 });
     }
 
     #[test]

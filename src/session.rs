@@ -110,7 +110,7 @@ impl fmt::Display for Refusal {
 }
 
 fn short(s: &str) -> String {
-    s.chars().take(64).collect()
+    crate::sys::short(s, 64, crate::sys::Ellipsis::Silent)
 }
 
 impl Session {

@@ -1,6 +1,9 @@
 //! Files named by the operator, opened so that nothing can block and nothing is trusted
 //! that others could have written (issue 8, points 7 and 10). A leaf: imports nothing
-//! from the crate.
+//! from the crate. Also the small pieces of infrastructure several modules need once:
+//! [`lock_exclusive`] (a lock with a deadline: the journal, `known_hosts`), [`Child`]
+//! (a child with a timeout in its own process group: the approver, credential
+//! commands), [`cut`] (text cut at a character boundary) and [`short`] (echoed names).
 //!
 //! [`open`] is the one way `sp` opens such a file (a credential `file` or `systemd`
 //! source, an SSH key, passphrase or password file, `known_hosts`, `ca_file`, the
@@ -42,11 +45,11 @@ use zeroize::Zeroizing;
 
 /// How long a call waits for an operator-named file to be opened and read (see the
 /// module docs: only a file system that does not answer can take this long).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a file must satisfy besides being a regular file that is not a symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Permission bits that must be clear (e.g. `0o077`: no group or other access).
     pub forbidden_mode: u32,
     /// Owned by root or the effective user.
@@ -61,24 +64,24 @@ pub struct Rules {
 
 impl Rules {
     /// Any owner, any mode.
-    pub const fn any(max_bytes: u64) -> Rules {
+    pub(crate) const fn any(max_bytes: u64) -> Rules {
         Rules { forbidden_mode: 0, owner: false, max_bytes, follow: false }
     }
 
     /// Owned by root or the effective user, with none of `forbidden_mode`.
-    pub const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
+    pub(crate) const fn owned(forbidden_mode: u32, max_bytes: u64) -> Rules {
         Rules { forbidden_mode, owner: true, max_bytes, follow: false }
     }
 
     /// The same rules for the file a symbolic link reaches ([`Rules::follow`]).
-    pub const fn following(self) -> Rules {
+    pub(crate) const fn following(self) -> Rules {
         Rules { follow: true, ..self }
     }
 }
 
 /// Why a file was refused. Names the reason, never the content; the caller adds the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SysError {
+pub(crate) enum SysError {
     Missing,
     Denied,
     Symlink,
@@ -115,7 +118,7 @@ impl std::error::Error for SysError {}
 
 /// What `fstat` said about an opened file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Info {
+pub(crate) struct Info {
     pub mode: u32,
     pub uid: u32,
     pub size: u64,
@@ -124,12 +127,12 @@ pub struct Info {
     pub ino: u64,
 }
 
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// A file type's name for messages.
-pub fn kind_name(mode: u32) -> &'static str {
+pub(crate) fn kind_name(mode: u32) -> &'static str {
     match FileType::from_raw_mode(mode) {
         FileType::RegularFile => "regular file",
         FileType::Directory => "directory",
@@ -161,14 +164,14 @@ fn io(e: &std::io::Error) -> SysError {
 
 /// Whether an `open` may create the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     Read,
     /// Read and append, created with `mode` when missing (`known_hosts` under `accept-new`).
     AppendCreate { mode: u32 },
 }
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
-pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
+pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
     let resolved;
     let path = if rules.follow {
         resolved = match std::fs::canonicalize(path) {
@@ -202,7 +205,7 @@ pub fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), S
 }
 
 /// The checks of `rules` on an open descriptor.
-pub fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
+pub(crate) fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
     let st = rustix::fs::fstat(fd).map_err(errno)?;
     let raw_mode = st.st_mode;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -230,7 +233,7 @@ pub fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
 
 /// Reads what is left of `file`, refusing more than `max` bytes. The buffer is zeroed
 /// when dropped (it may hold a secret).
-pub fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let mut bytes = Zeroizing::new(Vec::new());
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| io(&e))?;
     if bytes.len() as u64 > max {
@@ -240,13 +243,13 @@ pub fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError
 }
 
 /// [`open`] for reading, then [`read_capped`].
-pub fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let (file, _) = open(path, Access::Read, rules)?;
     read_capped(&file, rules.max_bytes)
 }
 
 /// [`read`] on a helper thread, given up after `timeout` (module docs).
-pub fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
+pub(crate) fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let owned = path.to_owned();
     within(timeout, move || read(&owned, rules))
 }
@@ -268,7 +271,7 @@ fn within<T: Send + 'static>(timeout: Duration, f: impl FnOnce() -> Result<T, Sy
 /// decides every approval, so it must be a regular file (symbolic links followed; `stat`
 /// only, nothing opened) owned by root or the effective user and not writable by group
 /// or others.
-pub fn check_program(path: &Path) -> Result<(), SysError> {
+pub(crate) fn check_program(path: &Path) -> Result<(), SysError> {
     let st = rustix::fs::stat(path).map_err(errno)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(SysError::NotRegular { kind: kind_name(st.st_mode) });
@@ -285,9 +288,21 @@ pub fn check_program(path: &Path) -> Result<(), SysError> {
 
 /// A directory that failed [`check_dirs`], and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnsafeDir {
+pub(crate) struct UnsafeDir {
     pub dir: PathBuf,
     pub why: SysError,
+}
+
+impl fmt::Display for UnsafeDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "directory {} {}", self.dir.display(), self.why)
+    }
+}
+
+impl std::error::Error for UnsafeDir {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.why)
+    }
 }
 
 /// StrictModes for the directories above `path` (module docs): `path`'s own directory
@@ -296,7 +311,7 @@ pub struct UnsafeDir {
 /// writable by group or others unless its sticky bit is set. Directories are followed
 /// through symbolic links (`stat`), so a link's own directory and its target's are
 /// both checked when the caller passes both paths.
-pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
+pub(crate) fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
     let absolute = std::path::absolute(path).map_err(|e| UnsafeDir { dir: path.to_owned(), why: io(&e) })?;
     for (i, dir) in absolute.ancestors().skip(1).enumerate() {
         let fail = |why| Err(UnsafeDir { dir: dir.to_owned(), why });
@@ -316,17 +331,172 @@ pub fn check_dirs(path: &Path) -> Result<(), UnsafeDir> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------
+// Text, errors
+
+/// The plain reason of an I/O error, for messages: "no such file", "permission denied", ...
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        k => k.to_string(),
+    }
+}
+
+/// The kernel's words for an OS error ("No space left on device"), else the error's.
+pub(crate) fn os_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => rustix::io::Errno::from_raw_os_error(code).to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// `s` cut to at most `max_bytes` bytes, at a character boundary (never inside one).
+pub(crate) fn cut(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Whether [`short`] says that it cut something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ellipsis {
+    /// The first characters only.
+    Silent,
+    /// A final `…` when something was cut.
+    Marked,
+}
+
+/// The first `max_chars` characters of `s`: an echoed, agent-chosen name never makes a
+/// message large.
+pub(crate) fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_owned(),
+        Some((end, _)) if ellipsis == Ellipsis::Marked => format!("{}…", &s[..end]),
+        Some((end, _)) => s[..end].to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Locks and children
+
+/// An exclusive `flock` on a file, released on drop (and by the kernel when the process
+/// dies or the file is closed).
+#[derive(Debug)]
+pub(crate) struct FileLock<'f>(&'f File);
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(self.0.as_fd(), rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Why [`lock_exclusive`] gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LockError {
+    /// Someone else held it for the whole wait.
+    Busy { waited: Duration },
+    /// `flock` itself failed.
+    Failed { errno: i32 },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Busy { waited } => write!(f, "still locked by another process after {} ms", waited.as_millis()),
+            LockError::Failed { errno } => write!(f, "{}", rustix::io::Errno::from_raw_os_error(*errno)),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Takes an exclusive lock on `file`, retrying (every few milliseconds) while another
+/// process holds it, for at most `wait`.
+pub(crate) fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>, LockError> {
+    use rustix::{fs::FlockOperation, io::Errno};
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match rustix::fs::flock(file.as_fd(), FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(FileLock(file)),
+            Err(Errno::WOULDBLOCK | Errno::INTR) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(Errno::WOULDBLOCK) => return Err(LockError::Busy { waited: wait }),
+            Err(e) => return Err(LockError::Failed { errno: e.raw_os_error() }),
+        }
+    }
+}
+
+/// A child process in a process group of its own, so that everything it starts can be
+/// killed with it (the approver, a credential `command`).
+#[derive(Debug)]
+pub(crate) struct Child {
+    pub child: std::process::Child,
+    group: rustix::process::Pid,
+}
+
+/// How [`Child::wait_until`] ended.
+#[derive(Debug)]
+pub(crate) enum Waited {
+    Exited(std::process::ExitStatus),
+    /// The deadline passed first.
+    TimedOut,
+    /// `stop` said so first (a cancel).
+    Stopped,
+    Failed(std::io::Error),
+}
+
+impl Child {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
+        use std::os::unix::process::CommandExt;
+        let child = cmd.process_group(0).spawn()?;
+        let group = rustix::process::Pid::from_child(&child);
+        Ok(Child { child, group })
+    }
+
+    /// Polls every few milliseconds until the child exits, `deadline` passes or `stop`
+    /// returns true; nothing is killed here (the caller decides).
+    pub(crate) fn wait_until(&mut self, deadline: std::time::Instant, stop: impl Fn() -> bool) -> Waited {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Waited::Exited(status),
+                Ok(None) if stop() => return Waited::Stopped,
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => return Waited::TimedOut,
+                Err(e) => return Waited::Failed(e),
+            }
+        }
+    }
+
+    /// SIGKILL to the whole group (what the child started, even after it exited).
+    pub(crate) fn kill_group(&self) {
+        let _ = rustix::process::kill_process_group(self.group, rustix::process::Signal::KILL);
+    }
+
+    /// Kills the group and the child, and reaps it.
+    pub(crate) fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     use std::time::Instant;
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sp-sys-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
-        d
+    fn dir(tag: &str) -> tempfile::TempDir {
+        // A private (0700) directory under the sticky /tmp, removed on drop.
+        tempfile::Builder::new().prefix(&format!("sp-sys-{tag}-")).tempdir().unwrap()
     }
 
     fn file(d: &Path, name: &str, mode: u32) -> PathBuf {
@@ -338,7 +508,8 @@ mod tests {
 
     #[test]
     fn a_fifo_is_refused_at_once_without_a_writer() {
-        let d = dir("fifo");
+        let tmp = dir("fifo");
+        let d = tmp.path().to_path_buf();
         let fifo = d.join("fifo");
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
         let started = Instant::now();
@@ -348,14 +519,14 @@ mod tests {
         // The descriptor check refuses one too (a FIFO swapped in after the lstat).
         let fd = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).unwrap();
         assert_eq!(check(&fd, Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn devices_directories_and_symlinks_are_refused() {
         assert_eq!(read(Path::new("/dev/null"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "character device" });
         assert_eq!(read(Path::new("/"), Rules::any(100)).unwrap_err(), SysError::NotRegular { kind: "directory" });
-        let d = dir("link");
+        let tmp = dir("link");
+        let d = tmp.path().to_path_buf();
         let target = file(&d, "target", 0o600);
         let link = d.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
@@ -368,12 +539,12 @@ mod tests {
         assert_eq!(read(&to_fifo, Rules::any(100).following()).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
         assert_eq!(read(&d.join("absent"), Rules::any(100)).unwrap_err(), SysError::Missing);
         assert_eq!(&read(&target, Rules::any(100)).unwrap()[..], b"content\n");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn mode_owner_and_size_rules() {
-        let d = dir("rules");
+        let tmp = dir("rules");
+        let d = tmp.path().to_path_buf();
         let open = file(&d, "open", 0o640);
         assert_eq!(read(&open, Rules::owned(0o077, 100)).unwrap_err(), SysError::TooOpen { mode: 0o640, forbidden: 0o077 });
         assert!(read(&open, Rules::owned(0o022, 100)).is_ok());
@@ -382,7 +553,6 @@ mod tests {
         assert!(msg.contains("0664") && msg.contains("group or others write"), "{msg}");
         // /proc/1/... is not ours; /etc/hostname is root's, which is allowed.
         assert!(read(Path::new("/etc/hostname"), Rules::owned(0o022, 1 << 20)).is_ok() || euid() != 0);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -402,32 +572,33 @@ mod tests {
 
     #[test]
     fn program_rules() {
-        let d = dir("prog");
+        let tmp = dir("prog");
+        let d = tmp.path().to_path_buf();
         assert_eq!(check_program(&file(&d, "ok", 0o755)), Ok(()));
         assert_eq!(check_program(&file(&d, "open", 0o775)), Err(SysError::TooOpen { mode: 0o775, forbidden: 0o022 }));
         assert_eq!(check_program(&d), Err(SysError::NotRegular { kind: "directory" }));
         assert_eq!(check_program(&d.join("absent")), Err(SysError::Missing));
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn append_create_makes_a_private_file() {
-        let d = dir("append");
+        let tmp = dir("append");
+        let d = tmp.path().to_path_buf();
         let p = d.join("kh");
         let (_, info) = open(&p, Access::AppendCreate { mode: 0o600 }, Rules::owned(0o022, 100)).unwrap();
         assert_eq!(info.mode & 0o777, 0o600);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn strict_modes_for_directories() {
-        let d = dir("dirs");
+        let tmp = dir("dirs");
+        let d = tmp.path().to_path_buf();
         let f = file(&d, "policy.json", 0o600);
         assert_eq!(check_dirs(&f), Ok(()), "a 0700 directory under sticky /tmp is fine");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o1777, forbidden: 0o022 } }), "sticky or not, the holding directory must be private");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o770)).unwrap();
-        assert!(check_dirs(&f).is_err());
+        assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o770, forbidden: 0o022 } }));
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let sub = d.join("sub");
         std::fs::DirBuilder::new().mode(0o700).create(&sub).unwrap();
@@ -436,6 +607,81 @@ mod tests {
         assert_eq!(check_dirs(&g).unwrap_err().dir, d, "a world-writable ancestor without the sticky bit");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(check_dirs(&g), Ok(()), "a sticky ancestor is like /tmp");
-        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn cut_never_splits_a_character() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abc", 2), "ab");
+        assert_eq!(cut("aé", 2), "a", "é is two bytes: cut before it, not inside");
+        assert_eq!(cut("ééé", 3), "é");
+        assert_eq!(cut("€", 2), "");
+    }
+
+    #[test]
+    fn short_counts_characters_and_marks_the_cut_only_when_asked() {
+        assert_eq!(short("abc", 3, Ellipsis::Marked), "abc", "nothing cut, no mark");
+        assert_eq!(short("abcd", 3, Ellipsis::Marked), "abc…");
+        assert_eq!(short("abcd", 3, Ellipsis::Silent), "abc");
+        assert_eq!(short("ééééé", 2, Ellipsis::Silent), "éé");
+        assert_eq!(io_reason(&std::io::Error::from(std::io::ErrorKind::NotFound)), "no such file");
+        assert!(os_reason(&std::io::Error::from_raw_os_error(28)).contains("space"), "ENOSPC in the kernel's words");
+    }
+
+    #[test]
+    fn a_held_lock_makes_another_wait_then_give_up_busy() {
+        let tmp = dir("lock");
+        let d = tmp.path().to_path_buf();
+        let path = file(&d, "f", 0o600);
+        let (a, b) = (File::open(&path).unwrap(), File::open(&path).unwrap());
+        let held = lock_exclusive(&a, Duration::ZERO).unwrap();
+        let started = Instant::now();
+        let wait = Duration::from_millis(200);
+        assert_eq!(lock_exclusive(&b, wait).unwrap_err(), LockError::Busy { waited: wait });
+        assert!(started.elapsed() >= wait, "gave up before the deadline");
+        drop(held);
+        assert!(lock_exclusive(&b, Duration::ZERO).is_ok(), "dropping the guard releases the lock");
+    }
+
+    #[test]
+    fn a_child_is_waited_for_until_its_deadline_or_a_stop_and_killed_with_its_group() {
+        let sh = |script: &str| {
+            let mut cmd = std::process::Command::new("/bin/sh");
+            cmd.arg("-c").arg(script).stdout(std::process::Stdio::piped());
+            Child::spawn(&mut cmd).unwrap()
+        };
+        let soon = || Instant::now() + Duration::from_secs(10);
+        let mut c = sh("exit 3");
+        assert!(matches!(c.wait_until(soon(), || false), Waited::Exited(s) if s.code() == Some(3)));
+        let mut c = sh("sleep 30");
+        assert!(matches!(c.wait_until(soon(), || true), Waited::Stopped));
+        c.kill();
+        // A grandchild in the background: the timeout kills the whole group.
+        let mut c = sh("sleep 30 & echo $!; wait");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(c.child.stdout.take().unwrap()), &mut line).unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        let started = Instant::now();
+        assert!(matches!(c.wait_until(Instant::now() + Duration::from_millis(200), || false), Waited::TimedOut));
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        c.kill();
+        // Evidence, not a sleep: the grandchild is gone (or a zombie awaiting its reaper).
+        let stat = format!("/proc/{grandchild}/stat");
+        let gone = |s: std::io::Result<String>| s.map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(std::fs::read_to_string(&stat)) {
+            assert!(Instant::now() < deadline, "the grandchild {grandchild} survived the group kill");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn errors_are_std_errors_and_an_unsafe_dir_names_its_cause() {
+        fn is_error<E: std::error::Error>(_: &E) {}
+        let bad = UnsafeDir { dir: PathBuf::from("/x"), why: SysError::TooOpen { mode: 0o777, forbidden: 0o022 } };
+        is_error(&bad);
+        is_error(&LockError::Busy { waited: Duration::ZERO });
+        assert_eq!(std::error::Error::source(&bad).map(|e| e.to_string()), Some(bad.why.to_string()));
+        assert!(bad.to_string().starts_with("directory /x "), "{bad}");
     }
 }

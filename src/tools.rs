@@ -26,24 +26,9 @@ pub const MAX_QUERY_PARAMS: usize = 100;
 pub const HTTP_REQUEST: &str = "http_request";
 pub const INVENTORY: &str = "sp_inventory";
 
-/// Headers the agent may never set: credentials, framing and routing belong to `sp`.
-pub const RESERVED_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "keep-alive",
-    "proxy-connection",
-    "expect",
-    // Only identity bodies can be scrubbed of secrets (issue #3).
-    "accept-encoding",
-];
+// Headers the agent may never set, and those of them that cannot carry a credential
+// either: the policy needs them to validate `inject.header.name` (`policy/http.rs`).
+pub(crate) use crate::policy::RESERVED_HEADERS;
 
 /// Headers that ask the server, or a framework or proxy in front of it, to treat the
 /// request as another method or path (issue 8.6): a credential bound to `POST /ok/*`
@@ -114,11 +99,6 @@ fn body_override(body: &str) -> Option<String> {
         }?;
         is_override_param(name).then(|| name.to_owned())
     })
-}
-
-/// Framing and routing headers, which cannot carry a credential either.
-pub fn is_hop_header(lower: &str) -> bool {
-    RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
 }
 
 /// The tools offered by `tools/list`.
@@ -195,11 +175,7 @@ impl fmt::Display for CallError {
 
 /// Echoed names are cut short: a message must never carry a large agent-chosen payload.
 fn short(s: &str) -> String {
-    let mut out: String = s.chars().take(64).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
+    crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
 }
 
 pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {

@@ -57,7 +57,7 @@ fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
 pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     const KNOWN: [&str; 4] = ["host", "command", "timeout_s", "stdin"];
     if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        let shown: String = k.chars().take(64).collect();
+        let shown = crate::sys::short(k, 64, crate::sys::Ellipsis::Silent);
         return bad(format!("unknown argument {shown:?} (ssh_exec takes: {})", KNOWN.join(", ")));
     }
     let string = |key: &str| -> Result<Option<&str>, ArgError> {

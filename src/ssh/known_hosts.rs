@@ -34,14 +34,14 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
-pub const MAX_KNOWN_HOSTS_BYTES: u64 = 4 * 1024 * 1024;
+pub(crate) const MAX_KNOWN_HOSTS_BYTES: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
@@ -68,7 +68,7 @@ struct Entry {
 
 /// What the file says about a server's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Known { line: usize },
     Unknown,
     /// A different key of the same type is recorded for this host.
@@ -79,14 +79,14 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KnownHosts {
+pub(crate) struct KnownHosts {
     entries: Vec<Entry>,
     /// Line numbers skipped as malformed.
     pub malformed: Vec<usize>,
 }
 
 /// The name an entry must match for `host` on `port` (the OpenSSH port rule).
-pub fn lookup_name(host: &str, port: u16) -> String {
+pub(crate) fn lookup_name(host: &str, port: u16) -> String {
     if port == 22 {
         host.to_ascii_lowercase()
     } else {
@@ -95,7 +95,7 @@ pub fn lookup_name(host: &str, port: u16) -> String {
 }
 
 /// The key type inside an SSH public key blob (its first string).
-pub fn blob_type(blob: &[u8]) -> Option<&str> {
+pub(crate) fn blob_type(blob: &[u8]) -> Option<&str> {
     let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
     std::str::from_utf8(blob.get(4..4 + len)?).ok()
 }
@@ -194,7 +194,7 @@ fn parse_line(line: &str, number: usize) -> Option<Option<Entry>> {
 }
 
 impl KnownHosts {
-    pub fn parse(text: &str) -> KnownHosts {
+    pub(crate) fn parse(text: &str) -> KnownHosts {
         let mut kh = KnownHosts::default();
         for (i, line) in text.lines().enumerate() {
             match parse_line(line, i + 1) {
@@ -207,7 +207,11 @@ impl KnownHosts {
     }
 
     /// Reads `path` with the checks in the module docs. A missing file is empty.
-    pub fn load(path: &Path) -> Result<KnownHosts, String> {
+    pub(crate) fn load(path: &Path) -> Result<KnownHosts, KnownHostsError> {
+        KnownHosts::load_text(path).map_err(|message| KnownHostsError { message })
+    }
+
+    fn load_text(path: &Path) -> Result<KnownHosts, String> {
         let bytes = match crate::sys::read_within(path, RULES, crate::sys::READ_TIMEOUT) {
             Ok(b) => b,
             Err(crate::sys::SysError::Missing) => return Ok(KnownHosts::default()),
@@ -226,7 +230,7 @@ impl KnownHosts {
         self.entries.iter().filter(move |e| e.marker == Marker::None && e.hosts.matches(&name))
     }
 
-    pub fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
+    pub(crate) fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
         if let Some(e) = self.entries.iter().find(|e| e.marker == Marker::Revoked && e.blob == blob) {
             return Verdict::Revoked { line: e.line };
         }
@@ -247,7 +251,7 @@ impl KnownHosts {
     }
 
     /// Key types recorded for the host, in file order, without duplicates.
-    pub fn known_types(&self, host: &str, port: u16) -> Vec<String> {
+    pub(crate) fn known_types(&self, host: &str, port: u16) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for e in self.for_host(host, port) {
             if !out.contains(&e.key_type) {
@@ -261,7 +265,7 @@ impl KnownHosts {
 /// The host key algorithms to offer, most wanted first: the types already recorded for
 /// this host, then modern defaults. SHA-1 `ssh-rsa` signatures and DSA are offered only
 /// for a host whose recorded key needs them; certificate algorithms never.
-pub fn host_key_preference(known_types: &[String]) -> String {
+pub(crate) fn host_key_preference(known_types: &[String]) -> String {
     const DEFAULTS: [&str; 6] = [
         "ssh-ed25519",
         "ecdsa-sha2-nistp256",
@@ -313,7 +317,7 @@ fn read_checked(file: &std::fs::File, path: &Path) -> Result<String, String> {
 
 /// What [`record`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     Added,
     /// Someone recorded the same key meanwhile.
     AlreadyKnown,
@@ -321,12 +325,30 @@ pub enum Recorded {
 
 /// `accept-new`: appends the key for `host`/`port`, under an exclusive lock, after
 /// checking again that the file does not (now) say something else about this host.
-pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
+pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
+    record_text(path, host, port, blob).map_err(|message| KnownHostsError { message })
+}
+
+/// Why `known_hosts` could not be read or written; the message names the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KnownHostsError {
+    pub message: String,
+}
+
+impl std::fmt::Display for KnownHostsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for KnownHostsError {}
+
+fn record_text(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
     // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
     let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
         .map_err(|e| format!("{}: cannot be opened for writing: {e}", path.display()))?;
-    lock(&file, path)?;
-    // From here to the end of the function the lock is held; closing `file` releases it.
+    // From here to the end of the function the lock is held.
+    let _lock = crate::sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| format!("{}: cannot be locked: {e}", path.display()))?;
     let text = read_checked(&file, path)?;
     match KnownHosts::parse(&text).check(host, port, blob) {
         Verdict::Known { .. } => return Ok(Recorded::AlreadyKnown),
@@ -345,19 +367,8 @@ pub fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorde
     Ok(Recorded::Added)
 }
 
-fn lock(file: &std::fs::File, path: &Path) -> Result<(), String> {
-    use rustix::fs::{flock, FlockOperation};
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(format!("{}: cannot be locked: {e}", path.display())),
-        }
-    }
-}
+/// How long [`record`] waits for another `sp` recording a key.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
@@ -450,10 +461,8 @@ mod tests {
     #[test]
     fn record_appends_once_and_refuses_conflicts() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("sp-kh-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("known_hosts");
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
         let ed = blob("ssh-ed25519", b"A");
         assert_eq!(record(&path, "h", 2222, &ed), Ok(Recorded::Added));
         assert_eq!(record(&path, "h", 2222, &ed), Ok(Recorded::AlreadyKnown));
@@ -462,10 +471,11 @@ mod tests {
         assert_eq!(text.lines().count(), 1);
         assert!(text.starts_with("[h]:2222 ssh-ed25519 "), "{text}");
         assert_eq!(KnownHosts::load(&path).unwrap().check("h", 2222, &ed), Verdict::Known { line: 1 });
-        assert!(record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).is_err());
+        let changed = record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).unwrap_err().message;
+        assert!(changed.contains("changed while connecting") && changed.contains("nothing recorded"), "{changed}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(KnownHosts::load(&path).unwrap_err().contains("group or others"));
-        assert!(record(&path, "other", 22, &ed).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(KnownHosts::load(&path).unwrap_err().message.contains("group or others"));
+        let open = record(&path, "other", 22, &ed).unwrap_err().message;
+        assert!(open.contains("cannot be opened for writing") && open.contains("group or others"), "{open}");
     }
 }

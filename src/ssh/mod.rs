@@ -18,16 +18,17 @@
 //! - A host without `commands` accepts any command: the agent has a shell as that user.
 //! - `timeout_s` above `ssh.timeout_s` is denied (`SP_DENIED`), not silently lowered:
 //!   the agent learns the limit.
-//! - The allow-list is checked on the exact command string; see `commands.rs` for what
+//! - The allow-list is checked on the exact command string; see `policy/commands.rs` for what
 //!   `*` matches and which escapes are closed.
 //! - `sp_inventory` lists each host's name, user and command patterns (`null` = any
 //!   command), plus address and port unless `hide_address` is set; never auth details or
 //!   key paths.
 
 pub mod args;
-pub mod commands;
 pub mod known_hosts;
-pub mod policy;
+// The policy section and the command patterns live with the rest of the operator's
+// file (`policy/`, a leaf); these paths keep working.
+pub use crate::policy::{commands, ssh as policy};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! sp audit show FILE [--json]            every row
 //! ```
 //!
-//! `verify` checks the whole chain from the first row (see `audit.rs` for the hash),
+//! `verify` checks the whole chain from the first row (see `audit/mod.rs` for the hash),
 //! names the first broken row by its line number and why (edited, out of order, a gap,
 //! a torn last row after a crash, a chain that does not start at genesis or the anchor),
 //! and on success prints the row count and the last hash: record that hash elsewhere
@@ -16,112 +16,42 @@
 //! `tail` and `show` print a table for people, with control characters escaped (targets
 //! and reasons hold text the agent chose), or with `--json` the rows exactly as stored.
 //! They do not verify; a line that is not a row is reported on stderr and makes the exit
-//! status 1. Usage errors exit 2, a malformed `--anchor` among them. `cli::parse` hands
-//! this module everything after `audit`, so global flags (`sp -q audit ...`) come
+//! status 1. Usage errors exit 2, a malformed `--anchor` among them. `cli::args::parse` hands
+//! `parse_audit` everything after `audit`, so global flags (`sp -q audit ...`) come
 //! first. Output goes to stdout: these commands never run inside `sp mcp`.
 
-use std::ffi::OsString;
 use std::io::{BufReader, Write};
-use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde_json::Value;
 
+use super::args::{AuditArgs, Sub, AUDIT_USAGE};
 use crate::audit;
 use crate::out::StdoutHandle;
 
-pub const USAGE: &str = "\
-Usage:
-  sp audit verify FILE [--anchor HASH]
-  sp audit tail FILE [-n N] [--json]
-  sp audit show FILE [--json]
+/// The command failed (exit status 1, `cli::EXIT_FATAL`); the reason is already on stderr
+/// or stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Failed;
 
-  verify   check the hash chain; exit 0 only when the journal is whole
-  tail     print the last N rows (default 10)
-  show     print every row
-
-Options:
-      --anchor HASH  a hash recorded earlier (the last line of a previous verify, the
-                     syslog copy): it must be in the file, or be the first row's prev
-  -n, --lines N      how many rows tail prints
-      --json         the rows as stored, one JSON object per line
-  -h, --help         this help
-";
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum Sub {
-    Verify { anchor: Option<String> },
-    Tail { lines: usize, json: bool },
-    Show { json: bool },
-    Help,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub struct AuditArgs {
-    pub sub: Sub,
-    pub file: PathBuf,
-}
-
-pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(argv);
-    let mut sub = None;
-    let mut file = None;
-    let (mut anchor, mut lines, mut json) = (None, None, false);
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        match arg {
-            Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
-            Long("anchor") => {
-                // Checked here, not by verify: a malformed anchor is a usage error (exit
-                // 2), not a broken journal (exit 1). Upper case hex is accepted.
-                let v = p.value().map_err(|e| e.to_string())?;
-                let a = v.to_str().filter(|a| a.len() == 64 && a.bytes().all(|b| b.is_ascii_hexdigit()));
-                anchor = Some(a.ok_or("--anchor takes a row's hash: 64 hex digits")?.to_ascii_lowercase());
-            }
-            Short('n') | Long("lines") => {
-                let v = p.value().map_err(|e| e.to_string())?;
-                lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or("-n takes a number")?);
-            }
-            Long("json") => json = true,
-            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
-            Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
-            other => return Err(other.unexpected().to_string()),
-        }
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("sp audit failed")
     }
-    let sub = sub.ok_or("sp audit needs a command: verify, tail or show (try: sp audit --help)")?;
-    let file = file.ok_or_else(|| format!("sp audit {sub} needs a journal FILE"))?;
-    let only = |flag: &str, ok: bool| if ok { Ok(()) } else { Err(format!("{flag} does not apply to sp audit {sub}")) };
-    let sub = match sub.as_str() {
-        "verify" => {
-            only("-n", lines.is_none())?;
-            only("--json", !json)?;
-            Sub::Verify { anchor }
-        }
-        "tail" => {
-            only("--anchor", anchor.is_none())?;
-            Sub::Tail { lines: lines.unwrap_or(10), json }
-        }
-        "show" => {
-            only("--anchor", anchor.is_none())?;
-            only("-n", lines.is_none())?;
-            Sub::Show { json }
-        }
-        other => return Err(format!("unknown audit command {other:?} (verify, tail or show)")),
-    };
-    Ok(AuditArgs { sub, file })
 }
 
-/// `sp audit ...`, after [`parse`] (called by `cli::parse` with what follows `audit`).
-pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> ExitCode {
+impl std::error::Error for Failed {}
+
+/// `sp audit ...`, after `args::parse_audit` (called by `args::parse` with what follows `audit`).
+pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> {
     let mut out = stdout.into_text();
     if args.sub == Sub::Help {
-        return finish(out.write_all(USAGE.as_bytes()), 0);
+        return finish(out.write_all(AUDIT_USAGE.as_bytes()));
     }
     let file = match std::fs::File::open(&args.file) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("sp: {}: {}", args.file.display(), crate::policy::io_reason(&e));
-            return ExitCode::from(crate::cli::EXIT_FATAL);
+            eprintln!("sp: {}: {}", args.file.display(), crate::sys::io_reason(&e));
+            return Err(Failed);
         }
     };
     let name = args.file.display().to_string();
@@ -138,20 +68,20 @@ pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> ExitCode {
                     None => String::new(),
                 };
                 let text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
-                finish(out.write_all(text.as_bytes()), 0)
+                finish(out.write_all(text.as_bytes()))
             }
             Err(b) => {
-                let text = if b.row == 0 { format!("{name}: {}\n", b.why) } else { format!("{name}: row {} {}\n", b.row, b.why) };
+                let text = format!("{name}: {b}\n");
                 let _ = out.write_all(text.as_bytes());
                 eprintln!("sp: {name}: the journal is not whole (row {})", b.row);
-                ExitCode::from(crate::cli::EXIT_FATAL)
+                Err(Failed)
             }
         },
         Sub::Tail { lines, json } => match last_lines(file, *lines) {
             Ok(tail) => print_rows(&mut out, &name, tail.into_iter().map(Ok), *json),
             Err(e) => {
-                eprintln!("sp: {name}: {}", crate::policy::io_reason(&e));
-                ExitCode::from(crate::cli::EXIT_FATAL)
+                eprintln!("sp: {name}: {}", crate::sys::io_reason(&e));
+                Err(Failed)
             }
         },
         Sub::Show { json } => {
@@ -163,11 +93,8 @@ pub fn run(stdout: StdoutHandle, args: &AuditArgs) -> ExitCode {
     }
 }
 
-fn finish(r: std::io::Result<()>, code: u8) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::from(code),
-        Err(_) => ExitCode::from(crate::cli::EXIT_FATAL),
-    }
+fn finish(r: std::io::Result<()>) -> Result<(), Failed> {
+    r.map_err(|_| Failed)
 }
 
 /// The last `n` lines of a file, read backwards from its end in blocks.
@@ -199,7 +126,7 @@ fn last_lines(mut file: std::fs::File, n: usize) -> std::io::Result<Vec<Vec<u8>>
     Ok(lines)
 }
 
-fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std::io::Result<Vec<u8>>>, json: bool) -> ExitCode {
+fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std::io::Result<Vec<u8>>>, json: bool) -> Result<(), Failed> {
     let mut out = std::io::BufWriter::new(out);
     if !json {
         let header = format!(
@@ -207,14 +134,14 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
             "SEQ", "TIME (UTC)", "SESSION", "KIND", "DECISION", "TOOL", "CODE/STATUS", "TARGET / REASON"
         );
         if out.write_all(header.as_bytes()).is_err() {
-            return ExitCode::from(crate::cli::EXIT_FATAL);
+            return Err(Failed);
         }
     }
     let mut bad = 0;
     for (i, line) in lines.enumerate() {
         let Ok(line) = line else {
             eprintln!("sp: {name}: reading failed");
-            return ExitCode::from(crate::cli::EXIT_FATAL);
+            return Err(Failed);
         };
         let row = std::str::from_utf8(&line).ok().and_then(|t| crate::json::parse(t).ok());
         let Some(Value::Object(row)) = row else {
@@ -227,7 +154,7 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
             text.push_str(&json_safe(&String::from_utf8_lossy(&line)));
             text.push('\n');
             if out.write_all(text.as_bytes()).is_err() {
-                return ExitCode::from(crate::cli::EXIT_FATAL);
+                return Err(Failed);
             }
             continue;
         }
@@ -276,15 +203,19 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
             safe(&detail)
         ));
         if out.write_all(text.as_bytes()).is_err() {
-            return ExitCode::from(crate::cli::EXIT_FATAL);
+            return Err(Failed);
         }
     }
-    finish(out.flush(), if bad > 0 { crate::cli::EXIT_FATAL } else { 0 })
+    finish(out.flush())?;
+    if bad > 0 {
+        return Err(Failed);
+    }
+    Ok(())
 }
 
 /// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
 /// operator's terminal.
-pub fn safe(s: &str) -> String {
+pub(crate) fn safe(s: &str) -> String {
     // Controls (C0, C1), line separators and bidi overrides (issue 8 point 4).
     crate::logging::escape(s).into_owned()
 }
@@ -292,7 +223,7 @@ pub fn safe(s: &str) -> String {
 /// A row for `--json`: the same JSON value, with DEL, C1 controls, line separators and
 /// bidi characters (legal raw inside JSON strings) written as `\uXXXX`, and the only
 /// controls JSON allows outside strings (tab, CR: whitespace between tokens) as spaces.
-pub fn json_safe(line: &str) -> String {
+pub(crate) fn json_safe(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     for c in line.chars() {
         match c {
@@ -307,10 +238,6 @@ pub fn json_safe(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(args: &[&str]) -> Result<AuditArgs, String> {
-        parse(args.iter().map(OsString::from))
-    }
 
     #[test]
     fn safe_escapes_controls_bidi_and_line_separators() {
@@ -330,37 +257,9 @@ mod tests {
     }
 
     #[test]
-    fn parses() {
-        let hash = "ab".repeat(32);
-        assert_eq!(p(&["verify", "/j", "--anchor", &hash]).unwrap().sub, Sub::Verify { anchor: Some(hash.clone()) });
-        assert_eq!(p(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
-        assert_eq!(p(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
-        assert_eq!(p(&["--help"]).unwrap().sub, Sub::Help);
-        let long = "a".repeat(65);
-        for (bad, want) in [
-            (&[][..], "sp audit needs a command"),
-            (&["verify"], "sp audit verify needs a journal FILE"),
-            (&["frob", "/j"], "unknown audit command \"frob\""),
-            (&["show", "/j", "-n", "2"], "-n does not apply to sp audit show"),
-            (&["verify", "/j", "--json"], "--json does not apply to sp audit verify"),
-            (&["tail", "/j", "-n", "x"], "-n takes a number"),
-            (&["show", "/a", "/b"], "unexpected argument \"/b\""),
-            (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
-            // issue 8: a malformed anchor is a usage error (exit 2), not a broken journal
-            (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
-            (&["verify", "/j", "--anchor", &long], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor", &format!("{}g", "a".repeat(63))], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor", ""], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor"], "missing argument for option '--anchor'"),
-        ] {
-            let got = p(bad).map(|a| format!("{a:?}")).unwrap_err();
-            assert!(got.contains(want), "{bad:?}: {got}");
-        }
-    }
-
-    #[test]
     fn last_lines_reads_from_the_end() {
-        let path = std::env::temp_dir().join(format!("sp-audit-cli-{}-{}", std::process::id(), crate::audit::session_id()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
         let long = "x".repeat(70_000);
         for (text, n, want) in [
             ("a\nb\nc\n".to_owned(), 2, vec!["b", "c"]),
@@ -375,7 +274,6 @@ mod tests {
             let got: Vec<String> = got.into_iter().map(|l| String::from_utf8(l).unwrap()).collect();
             assert_eq!(got, want, "{:?} -n {n}", &text[..text.len().min(20)]);
         }
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

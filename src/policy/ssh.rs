@@ -1,4 +1,4 @@
-//! The `ssh` section of the policy (`sp-policy(5)`, issue #4), parsed from the JSON value
+//! The `ssh` section of the policy (`sp-policy(5)`, issues #4 and #5), parsed from the JSON value
 //! with errors that name the field (`ssh.hosts.web1.auth.key_file: must be an absolute
 //! path`). Unknown fields are refused at every level, like the rest of the policy.
 //!
@@ -12,7 +12,7 @@
 //!     "web1": {"address": "10.0.0.5", "port": 22, "user": "deploy",
 //!              "auth": {"key_file": "/etc/sallyport/keys/deploy", "passphrase_file": "/etc/sallyport/keys/deploy.pass"},
 //!              "commands": ["systemctl status *", "uptime"],
-//!              "hide_address": false}
+//!              "hide_address": false, "approve": false}
 //!   }
 //! }
 //! ```
@@ -39,15 +39,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::commands::CommandPattern;
-use crate::fields::{abs_path, err, int, object, required, string, Check};
+use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
-pub const DEFAULT_TIMEOUT_S: u64 = 60;
-pub const MAX_TIMEOUT_S: u64 = 3600;
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
-pub const MAX_CONNECT_TIMEOUT_S: u64 = 300;
-pub const DEFAULT_KEEPALIVE_S: u64 = 30;
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
-pub const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
+pub(crate) const MAX_TIMEOUT_S: u64 = 3600;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
+pub(crate) const MAX_CONNECT_TIMEOUT_S: u64 = 300;
+pub(crate) const DEFAULT_KEEPALIVE_S: u64 = 30;
+pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostKeyPolicy {
@@ -87,6 +87,8 @@ pub struct SshHost {
     pub hide_address: bool,
     /// Run commands on a pseudo-terminal (default), so that a timeout stops them.
     pub pty: bool,
+    /// `"approve": true`: every call to it waits for the operator's approver.
+    pub approve: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,20 +118,20 @@ impl Default for SshPolicy {
 }
 
 /// Host names the agent uses: the same alphabet as credential names.
-pub fn is_host_name(s: &str) -> bool {
-    crate::policy::is_name(s)
+pub(crate) fn is_host_name(s: &str) -> bool {
+    super::fields::is_name(s)
 }
 
 /// A remote login name: portable POSIX user names, plus what `useradd` accepts in
 /// practice; never something an SSH server or a log line could misread.
-pub fn is_user(s: &str) -> bool {
+pub(crate) fn is_user(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && !s.starts_with('-')
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// A DNS name or an IP literal, normalised (lowercase, IPv6 without brackets).
-pub fn normalize_address(s: &str) -> Option<String> {
+pub(crate) fn normalize_address(s: &str) -> Option<String> {
     let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
     if let Ok(v6) = bare.parse::<Ipv6Addr>() {
         return Some(v6.to_string());
@@ -150,7 +152,7 @@ pub fn normalize_address(s: &str) -> Option<String> {
     (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
 }
 
-pub fn parse(v: &Value) -> Check<SshPolicy> {
+pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
     let map = object(
         v,
         "ssh",
@@ -198,7 +200,8 @@ pub fn parse(v: &Value) -> Check<SshPolicy> {
 }
 
 fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty"])?;
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve"])?;
+    let approve = flag(map, "approve", field, false)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
         .ok_or_else(|| (af.clone(), "must be a host name or an IP address (no port, no user@)".to_owned()))?;
@@ -225,22 +228,14 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let f = format!("{cf}[{i}]");
-                out.push(CommandPattern::parse(string(item, &f)?).map_err(|m| (f, m))?);
+                out.push(CommandPattern::parse(string(item, &f)?).map_err(|e| (f, e.message))?);
             }
             Some(out)
         }
     };
-    let hide_address = match map.get("hide_address") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return err(&format!("{field}.hide_address"), "must be true or false"),
-    };
-    let pty = match map.get("pty") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return err(&format!("{field}.pty"), "must be true or false"),
-    };
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty })
+    let hide_address = flag(map, "hide_address", field, false)?;
+    let pty = flag(map, "pty", field, true)?;
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve })
 }
 
 fn auth(v: &Value, field: &str) -> Check<SshAuth> {

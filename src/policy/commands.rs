@@ -32,8 +32,10 @@
 
 use std::fmt;
 
+use super::fields::PatternError;
+
 /// Refused anywhere in a command when the host has an allow-list.
-pub const FORBIDDEN: &[(&str, &str)] = &[
+pub(crate) const FORBIDDEN: &[(&str, &str)] = &[
     (";", "';'"),
     ("&", "'&'"),
     ("|", "'|'"),
@@ -47,7 +49,7 @@ pub const FORBIDDEN: &[(&str, &str)] = &[
 ];
 
 /// What a `*` may stand for: characters no shell interprets.
-pub fn is_arg_char(c: char) -> bool {
+pub(crate) fn is_arg_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-._+=:,@%/".contains(c)
 }
 
@@ -87,8 +89,14 @@ impl fmt::Display for Mismatch {
     }
 }
 
+impl std::error::Error for Mismatch {}
+
 impl CommandPattern {
-    pub fn parse(text: &str) -> Result<CommandPattern, String> {
+    pub fn parse(text: &str) -> Result<CommandPattern, PatternError> {
+        Self::parse_text(text).map_err(PatternError::from)
+    }
+
+    fn parse_text(text: &str) -> Result<CommandPattern, String> {
         if text.is_empty() {
             return Err("must not be empty".into());
         }
@@ -120,7 +128,7 @@ impl CommandPattern {
         Ok(CommandPattern { text: text.to_owned(), words })
     }
 
-    pub fn matches(&self, command: &str) -> bool {
+    pub(crate) fn matches(&self, command: &str) -> bool {
         let given: Vec<&str> = command.split(' ').collect();
         given.len() == self.words.len()
             && self.words.iter().zip(&given).all(|(w, g)| match w {
@@ -166,7 +174,7 @@ fn glob(pieces: &[String], word: &str) -> bool {
 
 /// The check `authorize` runs when a host has a list: `Ok(index)` of the first
 /// matching pattern.
-pub fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
+pub(crate) fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
     if let Some((_, what)) = FORBIDDEN.iter().find(|(s, _)| command.contains(s)) {
         return Err(Mismatch::Metacharacter(what));
     }
@@ -251,7 +259,7 @@ mod tests {
             "echo (x)",
         ];
         for cmd in other {
-            assert!(check(&l, cmd).is_err(), "{cmd:?}");
+            assert!(matches!(check(&l, cmd), Err(Mismatch::NoPattern | Mismatch::Metacharacter(_))), "{cmd:?}: {:?}", check(&l, cmd));
         }
         for cmd in ["uptime ", " uptime", "systemctl  status x", "systemctl\tstatus x", ""] {
             assert_eq!(check(&l, cmd), Err(Mismatch::Spacing), "{cmd:?}");
@@ -299,7 +307,7 @@ mod tests {
     fn pattern_with_its_own_dotdot_segment_in_a_starred_word_is_refused_at_load() {
         for p in ["cat /srv/*/../x", "cat ../*", "cat */..", "cat /srv/../*.log", "cat a/../*"] {
             let e = CommandPattern::parse(p).expect_err(p);
-            assert!(e.contains("'..' path segment"), "{p}: {e}");
+            assert!(e.message.contains("'..' path segment"), "{p}: {e}");
         }
         // A literal word without a star is the operator's business, and so are dots
         // that form no segment.
@@ -395,8 +403,24 @@ mod tests {
 
     #[test]
     fn bad_patterns() {
-        for p in ["", "a;b", "a && b", "a | b", "a `b`", "a $(b)", "a > b", "a\nb", " a", "a  b", "a ", "a **", "a\tb"] {
-            assert!(CommandPattern::parse(p).is_err(), "{p:?}");
+        let never = "such a command is always refused, so this pattern could never match";
+        let spacing = "words must be separated by single spaces, without leading or trailing space";
+        for (p, why) in [
+            ("", "must not be empty".to_owned()),
+            ("a;b", format!("contains ';': {never}")),
+            ("a && b", format!("contains '&': {never}")),
+            ("a | b", format!("contains '|': {never}")),
+            ("a `b`", format!("contains a backtick: {never}")),
+            ("a $(b)", format!("contains \"$(\": {never}")),
+            ("a > b", format!("contains '>': {never}")),
+            ("a\nb", format!("contains a newline: {never}")),
+            (" a", spacing.to_owned()),
+            ("a  b", spacing.to_owned()),
+            ("a ", spacing.to_owned()),
+            ("a **", "\"**\": two '*' in a row are ambiguous; one '*' already matches a whole argument".to_owned()),
+            ("a\tb", "contains a control character".to_owned()),
+        ] {
+            assert_eq!(CommandPattern::parse(p).unwrap_err().message, why, "{p:?}");
         }
     }
 }

@@ -1,0 +1,284 @@
+//! The journal file: opened and checked (`sys`), locked for each append, re-checked
+//! under the lock (same file, not shrunk, others' rows chain on), appended with one
+//! `write`, synced.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::{Map, Value};
+
+use std::fmt;
+use std::time::Duration;
+
+use super::row::{raw_fp, rfc3339, row_hash, serialize_row, Row, GENESIS};
+use super::verify::{parse_row, read_line, MAX_ROW_BYTES};
+use crate::sys::os_reason as io_why;
+
+/// How long an append waits for another `sp` to finish its own.
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum AuditError {
+    /// The journal cannot be opened (startup).
+    Open { path: PathBuf, why: String },
+    /// No `audit.path` and no usable default location (startup).
+    NoLocation { why: String },
+    /// Another process kept the lock past [`LOCK_WAIT`].
+    Locked { path: PathBuf },
+    /// The file was replaced, removed, truncated or edited under us: stopped for good.
+    Tampered { path: PathBuf, why: String },
+    /// Writing failed (disk full, I/O error).
+    Write { path: PathBuf, why: String },
+}
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditError::Open { path, why } => write!(f, "audit journal {}: {why}", path.display()),
+            AuditError::NoLocation { why } => write!(
+                f,
+                "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)"
+            ),
+            AuditError::Locked { path } => write!(
+                f,
+                "audit journal {}: another process has held its lock for more than {}s",
+                path.display(),
+                LOCK_WAIT.as_secs()
+            ),
+            AuditError::Tampered { path, why } => {
+                write!(f, "audit journal {}: {why}; journaling stopped, no further action runs", path.display())
+            }
+            AuditError::Write { path, why } => write!(f, "audit journal {}: write failed: {why}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for AuditError {}
+
+
+pub(super) struct FileJournal {
+    file: File,
+    pub(super) path: PathBuf,
+    dev: u64,
+    ino: u64,
+    /// Bytes of the file known to hold verified rows.
+    size: u64,
+    seq: u64,
+    prev: String,
+    fsync: bool,
+    /// Set once the file was found replaced or edited: never written again.
+    stopped: Option<String>,
+}
+
+
+pub(super) fn create_private_dirs(path: &Path) -> Result<(), AuditError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(dir) = path.parent() else { return Ok(()) };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| AuditError::Open {
+        path: path.to_owned(),
+        why: format!("cannot create {}: {}", dir.display(), io_why(&e)),
+    })
+}
+
+/// Held while appending; released on drop (and by the kernel if the process dies).
+fn lock<'f>(file: &'f File, path: &Path) -> Result<crate::sys::FileLock<'f>, AuditError> {
+    crate::sys::lock_exclusive(file, LOCK_WAIT).map_err(|e| match e {
+        crate::sys::LockError::Busy { .. } => AuditError::Locked { path: path.to_owned() },
+        e => AuditError::Write { path: path.to_owned(), why: format!("cannot lock: {e}") },
+    })
+}
+
+impl FileJournal {
+    pub(super) fn open(path: &Path, fsync: bool, session: &str) -> Result<FileJournal, AuditError> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let fail = |why: String| AuditError::Open { path: path.to_owned(), why };
+        if !path.is_absolute() {
+            return Err(fail("must be an absolute path".into()));
+        }
+        // Not opened at all when the name is something else than a regular file now
+        // (issue 8 point 7): opening a device for writing can have effects.
+        if let Ok(st) = rustix::fs::lstat(path) {
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => {}
+                FileType::Symlink => return Err(fail("is a symbolic link (refused: the journal must be the file named)".into())),
+                _ => return Err(fail(format!("is a {}, not a regular file (refused without opening it)", crate::sys::kind_name(st.st_mode)))),
+            }
+        }
+        // O_NONBLOCK: opening a FIFO swapped in meanwhile must not hang; it is refused below.
+        let flags = OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(0o600)).map_err(|e| match e {
+            rustix::io::Errno::LOOP => fail("is a symbolic link (refused: the journal must be the file named)".into()),
+            e => fail(format!("cannot open: {e}")),
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| fail(format!("cannot stat: {e}")))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            _ => return Err(fail(format!("is a {}, not a regular file", crate::sys::kind_name(st.st_mode)))),
+        }
+        if st.st_nlink > 1 {
+            return Err(fail(format!("has {} hard links (refused: a second name could be used to edit it)", st.st_nlink)));
+        }
+        // Issue 8 point 10: the journal records what the agent sent (URLs, commands):
+        // no group or other access at all, owned by this user (or root).
+        if st.st_mode & 0o077 != 0 {
+            return Err(fail(format!(
+                "permissions {:04o} give group or others access (fix: chmod go-rwx {})",
+                st.st_mode & 0o7777,
+                path.display()
+            )));
+        }
+        if st.st_uid != 0 && st.st_uid != crate::sys::euid() {
+            return Err(fail(format!("is owned by uid {}, neither root nor the user sp runs as (fix: chown it, or name another journal)", st.st_uid)));
+        }
+        let file = File::from(fd);
+        let mut j = FileJournal {
+            file,
+            path: path.to_owned(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: 0,
+            seq: 0,
+            prev: GENESIS.to_owned(),
+            fsync,
+            stopped: None,
+        };
+        let created = st.st_size == 0;
+        {
+            // A second descriptor of the same open file: the lock belongs to both.
+            let locked = j.file.try_clone().map_err(|e| fail(io_why(&e)))?;
+            let _lock = lock(&locked, path).map_err(|e| fail(e.to_string()))?;
+            j.load_tail(session).map_err(fail)?;
+        }
+        if created && fsync {
+            // The new directory entry must survive a crash as well as the rows.
+            if let Some(dir) = path.parent() {
+                let _ = File::open(dir).and_then(|d| d.sync_all());
+            }
+        }
+        Ok(j)
+    }
+
+    /// Under the lock, at open: learn `seq`, `prev` and `size` from the last row. A torn
+    /// last row (a crash mid-write, power loss) is cut off and recorded by a `recover`
+    /// row; a last row that does not verify stops `sp` (run `sp audit verify`).
+    fn load_tail(&mut self, session: &str) -> Result<(), String> {
+        let size = self.file.metadata().map_err(|e| io_why(&e))?.len();
+        if size == 0 {
+            return Ok(());
+        }
+        let start = size.saturating_sub(MAX_ROW_BYTES as u64 + 1);
+        let mut tail = Vec::new();
+        let mut f = &self.file;
+        f.seek(SeekFrom::Start(start)).and_then(|_| f.take(size - start).read_to_end(&mut tail)).map_err(|e| io_why(&e))?;
+        let mut torn = None;
+        if tail.last() != Some(&b'\n') {
+            let keep = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            if keep == 0 && start > 0 {
+                return Err("the last row is longer than 1 MiB and has no end: not a journal sp wrote".into());
+            }
+            torn = Some((tail.len() - keep, raw_fp(&tail[keep..])));
+            tail.truncate(keep);
+        }
+        let whole = start + tail.len() as u64;
+        if let Some(body) = tail.strip_suffix(b"\n") {
+            let last = match body.iter().rposition(|b| *b == b'\n') {
+                Some(i) => &body[i + 1..],
+                None if start == 0 => body,
+                None => return Err("the last row is longer than 1 MiB: not a journal sp wrote".into()),
+            };
+            let row = parse_row(last).map_err(|why| format!("its last row {why}; run `sp audit verify` and move the file away"))?;
+            self.seq = row.seq;
+            self.prev = row.hash;
+        }
+        self.size = whole;
+        if let Some((len, fp)) = torn {
+            log::warn!("audit journal {}: cutting off a torn last row ({len} bytes) left by a crash", self.path.display());
+            self.file.set_len(whole).map_err(|e| io_why(&e))?;
+            let mut m = Row::new("recover")
+                .set("reason", format!("a torn last row ({len} bytes, no newline) left by an interrupted writer was cut off"))
+                .set("bytes_in", len as u64)
+                .set("request_fp", fp)
+                .0;
+            m.insert("session".into(), Value::String(session.to_owned()));
+            self.append_locked(m).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn append(&mut self, row: Map<String, Value>) -> Result<String, AuditError> {
+        if let Some(why) = &self.stopped {
+            return Err(AuditError::Tampered { path: self.path.clone(), why: why.clone() });
+        }
+        let file = self.file.try_clone().map_err(|e| AuditError::Write { path: self.path.clone(), why: io_why(&e) })?;
+        let _lock = lock(&file, &self.path)?;
+        if let Err(why) = self.check_file() {
+            self.stopped = Some(why.clone());
+            return Err(AuditError::Tampered { path: self.path.clone(), why });
+        }
+        self.append_locked(row)
+    }
+
+    /// Same file as opened, not shrunk; rows other writers appended meanwhile chain on.
+    fn check_file(&mut self) -> Result<(), String> {
+        let now = rustix::fs::lstat(&self.path).map_err(|e| format!("the path no longer names the file (it was removed or moved: {e})"))?;
+        if (now.st_dev, now.st_ino) != (self.dev, self.ino) {
+            return Err("the file was replaced under sp (another file now has its name)".into());
+        }
+        let size = self.file.metadata().map_err(|e| io_why(&e))?.len();
+        if size < self.size {
+            return Err(format!("the file was truncated under sp ({} bytes, {} expected)", size, self.size));
+        }
+        if size > self.size {
+            self.catch_up(size)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the rows another `sp` appended since our last write; each must verify and
+    /// chain on from the last row we know.
+    fn catch_up(&mut self, size: u64) -> Result<(), String> {
+        let mut f = &self.file;
+        f.seek(SeekFrom::Start(self.size)).map_err(|e| io_why(&e))?;
+        let mut r = std::io::BufReader::new(f.take(size - self.size));
+        while let Some((line, terminated)) = read_line(&mut r).map_err(|e| io_why(&e))? {
+            if !terminated {
+                return Err("another writer left a partial row".into());
+            }
+            let row = parse_row(&line).map_err(|why| format!("a row appended by another writer {why}"))?;
+            if row.prev != self.prev || row.seq != self.seq + 1 {
+                return Err(format!("a row appended by another writer (seq {}) does not chain on from seq {}", row.seq, self.seq));
+            }
+            self.seq = row.seq;
+            self.prev = row.hash;
+        }
+        self.size = size;
+        Ok(())
+    }
+
+    fn append_locked(&mut self, mut row: Map<String, Value>) -> Result<String, AuditError> {
+        let write_err = |why: String| AuditError::Write { path: self.path.clone(), why };
+        // Stamped under the lock: across writers, `ts` follows `seq`.
+        row.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
+        row.insert("seq".into(), Value::from(self.seq + 1));
+        row.insert("prev".into(), Value::String(self.prev.clone()));
+        let hash = row_hash(&self.prev, &row);
+        row.insert("hash".into(), Value::String(hash.clone()));
+        let line = serialize_row(&row, true);
+        let mut bytes = line.clone().into_bytes();
+        bytes.push(b'\n');
+        if let Err(e) = (&self.file).write_all(&bytes) {
+            // Never leave half a row: take back whatever part was written.
+            let _ = self.file.set_len(self.size);
+            return Err(write_err(io_why(&e)));
+        }
+        self.size += bytes.len() as u64;
+        self.seq += 1;
+        self.prev = hash;
+        if self.fsync {
+            self.file.sync_data().map_err(|e| write_err(format!("fdatasync: {}", io_why(&e))))?;
+        }
+        Ok(line)
+    }
+}

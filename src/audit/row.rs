@@ -1,0 +1,299 @@
+//! Rows: the typed builder ([`Row`], [`Context`]), their one byte form
+//! ([`serialize_row`]) and hash ([`row_hash`]), and the values rows carry
+//! (`request_fp`, timestamps, the session id, capped text).
+
+use std::fs::File;
+use std::io::Read;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+/// `prev` of the first row of a file.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The order fields are written in; unknown fields (none today) would follow, sorted.
+pub const FIELDS: [&str; 22] = [
+    "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
+    "exit_status", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
+];
+
+/// Longest `target` or `reason` written (bytes, cut at a character boundary).
+pub(crate) const MAX_TEXT: usize = 1024;
+
+// ---------------------------------------------------------------------------------------
+// Hashing, canonical form, time
+
+pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+/// Compact JSON with object keys sorted at every depth.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// `request_fp` of a well-formed request (see the module docs).
+pub fn request_fp(method: &str, params: Option<&Value>) -> String {
+    let mut params = params.cloned().unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut params {
+        m.remove("_meta");
+    }
+    sha256_hex(&[canonical_json(&json!({"method": method, "params": params})).as_bytes()])
+}
+
+/// `request_fp` of a malformed frame: its raw bytes.
+pub(crate) fn raw_fp(raw: &[u8]) -> String {
+    sha256_hex(&[raw])
+}
+
+/// RFC 3339 in UTC with milliseconds: `2026-05-01T12:34:56.789Z`.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01 (non-negative here).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// A random session id: 16 hex digits from the kernel's generator.
+pub(crate) fn session_id() -> String {
+    let mut bytes = [0u8; 8];
+    let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    if !ok {
+        // No /dev/urandom (a very bare chroot): std's per-process random hasher keys.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos());
+        bytes = h.finish().to_be_bytes();
+    }
+    hex(&bytes)
+}
+
+/// Cuts `s` to at most [`MAX_TEXT`] bytes at a character boundary, saying how much went.
+pub(crate) fn cap(s: &str) -> String {
+    let kept = crate::sys::cut(s, MAX_TEXT);
+    if kept.len() == s.len() {
+        return s.to_owned();
+    }
+    format!("{kept}…[+{} bytes]", s.len() - kept.len())
+}
+
+/// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
+pub(crate) fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
+    let mut out = String::from("{");
+    let push = |k: &str, v: &Value, out: &mut String| {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(k.to_owned()).to_string());
+        out.push(':');
+        write_canonical(v, out);
+    };
+    for k in FIELDS {
+        if k == "hash" && !with_hash {
+            continue;
+        }
+        if let Some(v) = row.get(k) {
+            push(k, v, &mut out);
+        }
+    }
+    let mut rest: Vec<&String> = row.keys().filter(|k| !FIELDS.contains(&k.as_str())).collect();
+    rest.sort();
+    for k in rest {
+        push(k, &row[k], &mut out);
+    }
+    out.push('}');
+    out
+}
+
+/// `hash` of a row whose `prev` is set.
+pub(crate) fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
+    sha256_hex(&[prev.as_bytes(), serialize_row(row, false).as_bytes()])
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows
+
+/// A row being built; [`Journal::write`] adds `seq`, `ts`, `session`, `prev`, `hash`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row(pub(super) Map<String, Value>);
+
+impl Row {
+    pub fn new(kind: &str) -> Row {
+        let mut m = Map::new();
+        m.insert("kind".into(), Value::String(kind.to_owned()));
+        Row(m)
+    }
+
+    /// Sets a field (`None` leaves it out). Text is capped at [`MAX_TEXT`] when written,
+    /// after scrubbing (a cap first could cut a secret past recognition).
+    pub fn set(mut self, key: &'static str, value: impl Into<Value>) -> Row {
+        debug_assert!(FIELDS.contains(&key), "{key} is not a journal field");
+        let v = value.into();
+        if v.is_null() {
+            self.0.remove(key);
+        } else {
+            self.0.insert(key.to_owned(), v);
+        }
+        self
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.get(key)
+    }
+
+    pub fn kind(&self) -> &str {
+        self.0.get("kind").and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+/// What the server knows about the request being handled; every row written for it
+/// carries these fields. Reset for each message.
+#[derive(Debug, Default, Clone)]
+pub struct Context {
+    pub request_fp: Option<String>,
+    pub tool: Option<String>,
+    pub target: Option<String>,
+    pub credential: Option<String>,
+    pub rule: Option<String>,
+    /// The intent row's `decision`: `allow`, `approved` or `observe`.
+    pub intent: Option<&'static str>,
+    /// HTTP: status, body bytes, truncated, of the last hop.
+    pub http: Option<(u16, u64, bool)>,
+    /// A malformed frame's length.
+    pub bytes_in: Option<u64>,
+    pub started: Option<Instant>,
+}
+
+impl Context {
+    pub fn row(&self, kind: &str) -> Row {
+        Row::new(kind)
+            .set("tool", self.tool.clone())
+            .set("target", self.target.clone())
+            .set("rule", self.rule.clone())
+            .set("request_fp", self.request_fp.clone())
+            .set("credential", self.credential.clone())
+            .set("bytes_in", self.bytes_in)
+    }
+
+    pub(crate) fn elapsed_ms(&self) -> Option<u64> {
+        self.started.map(|t| t.elapsed().as_millis() as u64)
+    }
+}
+
+/// HTTP `target`: method and `scheme://host[:port]/path`, no query, no userinfo.
+pub(crate) fn http_target(method: &str, url: &url::Url) -> String {
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{method} {}://{}{port}{}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
+}
+
+/// `target` of a typed call, before authorization.
+pub(crate) fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
+    match call {
+        crate::tools::ToolCall::Http(r) => Some(http_target(r.method.as_str(), &r.url)),
+        crate::tools::ToolCall::Ssh(s) => Some(format!("{} {}", s.host, s.command)),
+        crate::tools::ToolCall::Inventory => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_known_values() {
+        let at = |s: u64, ms: u64| rfc3339(UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z");
+        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        assert_eq!(at(1_234_567_890, 0), "2009-02-13T23:31:30.000Z");
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let v = json!({"b": [1, {"z": 1, "a": "x\n"}], "a": null});
+        assert_eq!(canonical_json(&v), r#"{"a":null,"b":[1,{"a":"x\n","z":1}]}"#);
+    }
+
+    #[test]
+    fn request_fp_ignores_meta_and_key_order() {
+        let a = request_fp("tools/call", Some(&json!({"name": "x", "arguments": {"a": 1, "b": 2}, "_meta": {"progressToken": 7}})));
+        let b = request_fp("tools/call", Some(&json!({"arguments": {"b": 2, "a": 1}, "name": "x"})));
+        assert_eq!(a, b);
+        assert_ne!(a, request_fp("tools/call", Some(&json!({"name": "y"}))));
+        assert_eq!(raw_fp(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn cap_cuts_at_a_char_boundary() {
+        let s = "é".repeat(MAX_TEXT);
+        let c = cap(&s);
+        assert!(c.starts_with("éé") && c.contains("…[+"));
+        assert_eq!(cap("short"), "short");
+    }
+}

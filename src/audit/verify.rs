@@ -1,0 +1,289 @@
+//! Verification (`sp audit verify`, and the writer's own checks): parse a row, re-check
+//! its byte form and its link to the previous one.
+
+use std::io::{BufRead, Read, Seek, SeekFrom};
+
+use serde_json::{Map, Value};
+
+use super::row::{row_hash, serialize_row, GENESIS};
+use crate::sys::os_reason as io_why;
+
+/// Longest line `sp audit` and the tail reader accept.
+pub(crate) const MAX_ROW_BYTES: usize = 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// Verification (`sp audit verify`, and the writer's own checks)
+
+/// A row that parsed and whose hash matches its content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedRow {
+    pub seq: u64,
+    pub prev: String,
+    pub hash: String,
+    pub fields: Map<String, Value>,
+}
+
+/// Parses one line (without its newline) and checks it against itself: one JSON object
+/// in the exact form `sp` writes, with `seq`, `prev`, `hash`, and a hash that matches.
+/// The error completes "row N ...".
+/// Why a line is not a well-formed row (completes "row N ...").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRow {
+    pub why: String,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for BadRow {}
+
+pub fn parse_row(line: &[u8]) -> Result<ParsedRow, BadRow> {
+    parse_row_text(line).map_err(|why| BadRow { why })
+}
+
+fn parse_row_text(line: &[u8]) -> Result<ParsedRow, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "is not UTF-8 (edited or corrupted)".to_owned())?;
+    let value = crate::json::parse(text).map_err(|e| format!("is not a journal row ({e}): edited or corrupted"))?;
+    let Value::Object(fields) = value else {
+        return Err("is not a JSON object: edited or corrupted".into());
+    };
+    let seq = fields.get("seq").and_then(Value::as_u64).filter(|s| *s > 0);
+    let prev = fields.get("prev").and_then(Value::as_str).filter(|s| is_hash(s));
+    let hash = fields.get("hash").and_then(Value::as_str).filter(|s| is_hash(s));
+    let (Some(seq), Some(prev), Some(hash)) = (seq, prev, hash) else {
+        return Err("lacks a valid seq, prev or hash: edited or corrupted".into());
+    };
+    if serialize_row(&fields, true).as_bytes() != line {
+        return Err("is edited: its bytes differ from the one form sp writes".into());
+    }
+    if row_hash(prev, &fields) != hash {
+        return Err("is edited: its hash does not match its content".into());
+    }
+    Ok(ParsedRow { seq, prev: prev.to_owned(), hash: hash.to_owned(), fields })
+}
+
+fn is_hash(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The outcome of verifying a whole file.
+#[derive(Debug, PartialEq)]
+pub struct Verified {
+    pub rows: u64,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    /// `hash` of the last row (or the start point for an empty file): the anchor for the
+    /// next verification.
+    pub last_hash: String,
+    /// Line number of the row whose hash is the anchor (0: the anchor is the start).
+    pub anchor_row: Option<u64>,
+}
+
+/// The first defect found: its 1-based line number and what is wrong.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Broken {
+    pub row: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.row {
+            0 => f.write_str(&self.why),
+            n => write!(f, "row {n} {}", self.why),
+        }
+    }
+}
+
+impl std::error::Error for Broken {}
+
+/// One line of a journal: its bytes without the newline, and whether it had one.
+/// Lines longer than [`MAX_ROW_BYTES`] come back cut, as not terminated.
+pub fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<(Vec<u8>, bool)>> {
+    let mut line = Vec::new();
+    let n = r.by_ref().take(MAX_ROW_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let terminated = line.last() == Some(&b'\n');
+    if terminated {
+        line.pop();
+    }
+    Ok(Some((line, terminated)))
+}
+
+/// Verifies a journal held in memory (see [`verify_reader`]).
+pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
+    verify_reader(std::io::Cursor::new(bytes), anchor)
+}
+
+/// Verifies a journal from its first row, streaming (memory does not grow with the
+/// file). The first row's `prev` must be [`GENESIS`] or `anchor`; with `anchor`, it
+/// must also be the first row's `prev` or some row's `hash` (the file holds the state
+/// the operator recorded, unchanged). Rows other writers interleaved are one chain:
+/// `seq` rises by one per row across sessions. When a row does not chain on, a second
+/// pass finds where its `prev` is, to tell a swap from a removal.
+pub fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
+    if anchor.is_some_and(|a| !is_hash(a)) {
+        return Err(Broken { row: 0, why: "the anchor must be 64 lowercase hex digits (a row's hash)".into() });
+    }
+    let mut prev_hash: Option<String> = None;
+    let (mut prev_seq, mut first_seq, mut anchor_row, mut n) = (0, None, None, 0u64);
+    loop {
+        let line = read_line(&mut r).map_err(|e| Broken { row: n + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
+        let Some((line, terminated)) = line else { break };
+        n += 1;
+        if !terminated {
+            let why = if line.len() > MAX_ROW_BYTES {
+                "is longer than 1 MiB: not a row sp wrote (edited or corrupted)".to_owned()
+            } else {
+                format!(
+                    "is torn: the file ends inside it ({} bytes, no newline): the writer stopped mid-row (a crash); rows 1..{} are whole",
+                    line.len(),
+                    n - 1
+                )
+            };
+            return Err(Broken { row: n, why });
+        }
+        let row = parse_row(&line).map_err(|e| Broken { row: n, why: e.why })?;
+        match &prev_hash {
+            None => {
+                let starts = row.prev == GENESIS || Some(row.prev.as_str()) == anchor;
+                if !starts {
+                    return Err(Broken {
+                        row: n,
+                        why: "does not start a chain: its prev is neither the genesis value nor the anchor (rows before it were \
+                              removed; if that was an archive cut, pass its last hash with --anchor)"
+                            .into(),
+                    });
+                }
+                if Some(row.prev.as_str()) == anchor {
+                    anchor_row = Some(0);
+                }
+                first_seq = Some(row.seq);
+            }
+            Some(expected) if row.prev != *expected => {
+                let why = match find_hash(&mut r, &row.prev) {
+                    Some(j) if j > n => format!("is out of order: it chains on from row {j}, which comes after it (rows were swapped or moved)"),
+                    Some(j) => format!("is out of order: it chains on from row {j} instead of row {} (rows were moved or duplicated)", n - 1),
+                    None if row.seq > prev_seq + 1 => format!(
+                        "follows a gap: seq jumps from {prev_seq} to {} and its prev matches no row (row(s) removed before it)",
+                        row.seq
+                    ),
+                    None if row.seq <= prev_seq => format!("is out of order: seq {} after seq {prev_seq}", row.seq),
+                    None => format!(
+                        "does not chain on from row {}: its prev is not that row's hash (a row was edited and re-hashed, or replaced)",
+                        n - 1
+                    ),
+                };
+                return Err(Broken { row: n, why });
+            }
+            Some(_) if row.seq != prev_seq + 1 => {
+                return Err(Broken { row: n, why: format!("has seq {} where {} was due", row.seq, prev_seq + 1) });
+            }
+            Some(_) => {}
+        }
+        if Some(row.hash.as_str()) == anchor {
+            anchor_row = Some(n);
+        }
+        prev_hash = Some(row.hash);
+        prev_seq = row.seq;
+    }
+    if let (Some(a), None) = (anchor, anchor_row) {
+        return Err(Broken {
+            row: n + 1,
+            why: format!("the anchor {a} is neither the first row's prev nor any row's hash: the rows it pinned were removed or rewritten"),
+        });
+    }
+    Ok(Verified {
+        rows: n,
+        first_seq,
+        last_seq: (n > 0).then_some(prev_seq),
+        last_hash: prev_hash.unwrap_or_else(|| anchor.unwrap_or(GENESIS).to_owned()),
+        anchor_row,
+    })
+}
+
+/// The line number of the row whose `hash` is `hash`, if any (a second pass).
+fn find_hash<R: BufRead + Seek>(r: &mut R, hash: &str) -> Option<u64> {
+    r.seek(SeekFrom::Start(0)).ok()?;
+    let mut n = 0;
+    while let Ok(Some((line, _))) = read_line(r) {
+        n += 1;
+        if parse_row(&line).is_ok_and(|row| row.hash == hash) {
+            return Some(n);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::{Journal, Row};
+
+    fn journal_text(n: usize) -> (Vec<u8>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut j = Journal::open(&path, false).unwrap();
+        let mut lines = Vec::new();
+        for i in 0..n {
+            lines.push(j.write(Row::new("reject").set("decision", "denied").set("reason", format!("row {i}"))).unwrap().unwrap());
+        }
+        (std::fs::read(&path).unwrap(), lines)
+    }
+
+    #[test]
+    fn a_whole_chain_verifies() {
+        let (bytes, lines) = journal_text(5);
+        let v = verify(&bytes, None).unwrap();
+        assert_eq!((v.rows, v.first_seq, v.last_seq), (5, Some(1), Some(5)));
+        let last = parse_row(lines[4].as_bytes()).unwrap();
+        assert_eq!(v.last_hash, last.hash);
+        // the anchor may be a row's hash, or the prev of the first row
+        let third = parse_row(lines[2].as_bytes()).unwrap().hash;
+        assert_eq!(verify(&bytes, Some(&third)).unwrap().anchor_row, Some(3));
+        let cut: Vec<u8> = lines[3..].iter().flat_map(|l| format!("{l}\n").into_bytes()).collect();
+        assert_eq!(verify(&cut, Some(&third)).unwrap().anchor_row, Some(0));
+        assert_eq!(verify(&cut, None).unwrap_err().row, 1);
+        assert_eq!(verify(b"", None).unwrap().rows, 0);
+    }
+
+    #[test]
+    fn every_single_byte_edit_is_found_at_its_row() {
+        let (bytes, lines) = journal_text(3);
+        let second_start = lines[0].len() + 1;
+        let second_end = second_start + lines[1].len();
+        for at in second_start..second_end {
+            for replacement in [b'0', b'x', b' ', b'"'] {
+                if bytes[at] == replacement {
+                    continue;
+                }
+                let mut edited = bytes.clone();
+                edited[at] = replacement;
+                let e = verify(&edited, None).unwrap_err();
+                assert_eq!(e.row, 2, "byte {at} -> {:?}: {}", replacement as char, e.why);
+            }
+        }
+    }
+
+    #[test]
+    fn removal_swap_and_tear_are_named() {
+        let (bytes, lines) = journal_text(4);
+        let join = |ls: &[&String]| ls.iter().flat_map(|l| format!("{l}\n").into_bytes()).collect::<Vec<u8>>();
+        let e = verify(&join(&[&lines[0], &lines[2], &lines[3]]), None).unwrap_err();
+        assert_eq!(e.row, 2);
+        assert!(e.why.contains("gap"), "{}", e.why);
+        let e = verify(&join(&[&lines[0], &lines[2], &lines[1], &lines[3]]), None).unwrap_err();
+        assert_eq!(e.row, 2);
+        assert!(e.why.contains("out of order"), "{}", e.why);
+        let e = verify(&bytes[..bytes.len() - 10], None).unwrap_err();
+        assert_eq!(e.row, 4);
+        assert!(e.why.contains("torn"), "{}", e.why);
+        let anchor = "ab".repeat(32);
+        assert!(verify(&bytes, Some(&anchor)).unwrap_err().why.contains("anchor"));
+    }
+}

@@ -1,0 +1,315 @@
+//! The command line, parsed: argv in, [`Args`] (or a usage error) out. Pure (ripgrep's
+//! `LowArgs`): no system call, no environment, no file; `sp audit`'s own arguments
+//! included. What the arguments point at is read afterwards (`McpConfig::from_args`).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::frame::DEFAULT_MAX_LINE_BYTES;
+
+pub const USAGE: &str = "\
+sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the credentials
+
+Usage:
+  sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
+  sp check [--config FILE]
+  sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
+  sp --version
+  sp --help
+
+Commands:
+  mcp      serve MCP over stdin/stdout (started by an MCP client)
+  check    validate a policy file and print a summary
+  audit    check or print an audit journal (sp audit --help)
+
+Options:
+  -c, --config FILE       policy file (default: $SP_CONFIG, then
+                          $XDG_CONFIG_HOME/sallyport/policy.json or
+                          ~/.config/sallyport/policy.json, then /etc/sallyport/policy.json)
+      --max-line-bytes N  longest accepted request line (default 4194304)
+      --close-on-refusal  end the session after any refused request
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+  -V, --version           the version
+
+See sp(1) and sp-policy(5).
+";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Mcp,
+    Check,
+    /// `sp [-v|-q] audit ...`: the rest of argv, parsed by [`parse_audit`].
+    Audit(AuditArgs),
+    Help,
+    Version,
+}
+
+/// Argv as given, checked for shape only.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub command: Command,
+    pub config: Option<PathBuf>,
+    pub max_line_bytes: usize,
+    pub close_on_refusal: bool,
+    pub verbose: u8,
+    pub quiet: bool,
+}
+
+/// A usage error (exit 2): one line for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    pub message: String,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Argv (without the program name) to [`Args`].
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, UsageError> {
+    parse_text(argv).map_err(|message| UsageError { message })
+}
+
+fn parse_text(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut args = Args {
+        command: Command::Help,
+        config: None,
+        max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        close_on_refusal: false,
+        verbose: 0,
+        quiet: false,
+    };
+    let mut command = None;
+    let mut mcp_only = None;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Args { command: Command::Help, ..args }),
+            Short('V') | Long("version") => return Ok(Args { command: Command::Version, ..args }),
+            Short('c') | Long("config") => {
+                args.config = Some(PathBuf::from(p.value().map_err(|e| e.to_string())?));
+            }
+            Long("max-line-bytes") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                args.max_line_bytes = v
+                    .to_str()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .filter(|n| (1024..=256 * 1024 * 1024).contains(n))
+                    .ok_or("--max-line-bytes takes a number from 1024 to 268435456")?;
+                mcp_only = Some("--max-line-bytes");
+            }
+            Long("close-on-refusal") => {
+                args.close_on_refusal = true;
+                mcp_only = Some("--close-on-refusal");
+            }
+            Short('v') | Long("verbose") => args.verbose = args.verbose.saturating_add(1),
+            Short('q') | Long("quiet") => args.quiet = true,
+            Value(v) if command.is_none() => {
+                command = Some(match v.to_str() {
+                    Some("mcp") => Command::Mcp,
+                    Some("check") => Command::Check,
+                    // Everything after `audit` is its own (issue 8: global flags such as
+                    // -q may come before it).
+                    Some("audit") => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(|e| e.to_string())?.collect();
+                        Command::Audit(parse_audit_text(rest)?)
+                    }
+                    Some("help") => Command::Help,
+                    Some("version") => Command::Version,
+                    _ => return Err(format!("unknown command {:?} (try: sp --help)", v.to_string_lossy())),
+                });
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    args.command = command.ok_or("a command is required: sp mcp, sp check (try: sp --help)")?;
+    if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
+        return Err(format!("{flag} only applies to sp mcp"));
+    }
+    if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
+        return Err("--config does not apply to sp audit (it reads the journal FILE it is given)".into());
+    }
+    Ok(args)
+}
+
+pub const AUDIT_USAGE: &str = "\
+Usage:
+  sp audit verify FILE [--anchor HASH]
+  sp audit tail FILE [-n N] [--json]
+  sp audit show FILE [--json]
+
+  verify   check the hash chain; exit 0 only when the journal is whole
+  tail     print the last N rows (default 10)
+  show     print every row
+
+Options:
+      --anchor HASH  a hash recorded earlier (the last line of a previous verify, the
+                     syslog copy): it must be in the file, or be the first row's prev
+  -n, --lines N      how many rows tail prints
+      --json         the rows as stored, one JSON object per line
+  -h, --help         this help
+";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sub {
+    Verify { anchor: Option<String> },
+    Tail { lines: usize, json: bool },
+    Show { json: bool },
+    Help,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct AuditArgs {
+    pub sub: Sub,
+    pub file: PathBuf,
+}
+
+/// What follows `audit` on the command line.
+pub fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, UsageError> {
+    parse_audit_text(argv).map_err(|message| UsageError { message })
+}
+
+fn parse_audit_text(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut sub = None;
+    let mut file = None;
+    let (mut anchor, mut lines, mut json) = (None, None, false);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
+            Long("anchor") => {
+                // Checked here, not by verify: a malformed anchor is a usage error (exit
+                // 2), not a broken journal (exit 1). Upper case hex is accepted.
+                let v = p.value().map_err(|e| e.to_string())?;
+                let a = v.to_str().filter(|a| a.len() == 64 && a.bytes().all(|b| b.is_ascii_hexdigit()));
+                anchor = Some(a.ok_or("--anchor takes a row's hash: 64 hex digits")?.to_ascii_lowercase());
+            }
+            Short('n') | Long("lines") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or("-n takes a number")?);
+            }
+            Long("json") => json = true,
+            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
+            Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let sub = sub.ok_or("sp audit needs a command: verify, tail or show (try: sp audit --help)")?;
+    let file = file.ok_or_else(|| format!("sp audit {sub} needs a journal FILE"))?;
+    let only = |flag: &str, ok: bool| if ok { Ok(()) } else { Err(format!("{flag} does not apply to sp audit {sub}")) };
+    let sub = match sub.as_str() {
+        "verify" => {
+            only("-n", lines.is_none())?;
+            only("--json", !json)?;
+            Sub::Verify { anchor }
+        }
+        "tail" => {
+            only("--anchor", anchor.is_none())?;
+            Sub::Tail { lines: lines.unwrap_or(10), json }
+        }
+        "show" => {
+            only("--anchor", anchor.is_none())?;
+            only("-n", lines.is_none())?;
+            Sub::Show { json }
+        }
+        other => return Err(format!("unknown audit command {other:?} (verify, tail or show)")),
+    };
+    Ok(AuditArgs { sub, file })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Args, String> {
+        parse(args.iter().map(OsString::from)).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn parses() {
+        let a = p(&["mcp", "--config", "/x.json", "-vv"]).unwrap();
+        assert_eq!((a.command, a.config, a.verbose), (Command::Mcp, Some(PathBuf::from("/x.json")), 2));
+        assert_eq!(p(&["--version"]).unwrap().command, Command::Version);
+        assert_eq!(p(&["mcp", "-h"]).unwrap().command, Command::Help);
+        assert_eq!(p(&["check", "-c", "/p"]).unwrap().command, Command::Check);
+        let a = p(&["mcp", "--max-line-bytes", "2048", "--close-on-refusal"]).unwrap();
+        assert_eq!((a.max_line_bytes, a.close_on_refusal), (2048, true));
+    }
+
+    #[test]
+    fn global_flags_may_come_before_audit() {
+        let verify = |anchor: Option<&str>| AuditArgs { sub: Sub::Verify { anchor: anchor.map(str::to_owned) }, file: PathBuf::from("F") };
+        let a = p(&["-q", "audit", "verify", "F"]).unwrap();
+        assert_eq!((a.command, a.quiet), (Command::Audit(verify(None)), true));
+        let a = p(&["-vv", "audit", "verify", "F"]).unwrap();
+        assert_eq!((a.command, a.verbose), (Command::Audit(verify(None)), 2));
+        let hash = "AB".repeat(32);
+        let a = p(&["audit", "verify", "F", "--anchor", &hash]).unwrap();
+        assert_eq!(a.command, Command::Audit(verify(Some(&"ab".repeat(32)))), "the anchor is lowercased");
+        // after `audit`, -q is audit's business (and not one of its flags)
+        assert!(p(&["audit", "-q", "verify", "F"]).unwrap_err().contains("-q"));
+    }
+
+    #[test]
+    fn usage_errors() {
+        for (args, want) in [
+            (&[][..], "a command is required"),
+            (&["serve"], "unknown command \"serve\""),
+            (&["mcp", "extra"], "unexpected argument \"extra\""),
+            (&["mcp", "--config"], "missing argument for option '--config'"),
+            (&["mcp", "--nope"], "invalid option '--nope'"),
+            (&["mcp", "--max-line-bytes", "10"], "--max-line-bytes takes a number"),
+            (&["mcp", "--max-line-bytes", "x"], "--max-line-bytes takes a number"),
+            (&["check", "--close-on-refusal"], "--close-on-refusal only applies to sp mcp"),
+            (&["mcp", "audit"], "unexpected argument \"audit\""),
+            (&["-c", "/p", "audit", "verify", "F"], "--config does not apply to sp audit"),
+            (&["--close-on-refusal", "audit", "verify", "F"], "--close-on-refusal only applies to sp mcp"),
+            (&["-q", "audit", "verify"], "sp audit verify needs a journal FILE"),
+            (&["-q", "audit", "verify", "F", "--anchor", "xyz"], "--anchor takes a row's hash"),
+        ] {
+            let got = p(args).map(|a| format!("{a:?}")).unwrap_err();
+            assert!(got.contains(want), "{args:?}: {got}");
+        }
+    }
+
+    fn pa(args: &[&str]) -> Result<AuditArgs, String> {
+        parse_audit(args.iter().map(OsString::from)).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn audit_parses() {
+        let hash = "ab".repeat(32);
+        assert_eq!(pa(&["verify", "/j", "--anchor", &hash]).unwrap().sub, Sub::Verify { anchor: Some(hash.clone()) });
+        assert_eq!(pa(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
+        assert_eq!(pa(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
+        assert_eq!(pa(&["--help"]).unwrap().sub, Sub::Help);
+        let long = "a".repeat(65);
+        for (bad, want) in [
+            (&[][..], "sp audit needs a command"),
+            (&["verify"], "sp audit verify needs a journal FILE"),
+            (&["frob", "/j"], "unknown audit command \"frob\""),
+            (&["show", "/j", "-n", "2"], "-n does not apply to sp audit show"),
+            (&["verify", "/j", "--json"], "--json does not apply to sp audit verify"),
+            (&["tail", "/j", "-n", "x"], "-n takes a number"),
+            (&["show", "/a", "/b"], "unexpected argument \"/b\""),
+            (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
+            // issue 8: a malformed anchor is a usage error (exit 2), not a broken journal
+            (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
+            (&["verify", "/j", "--anchor", &long], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor", &format!("{}g", "a".repeat(63))], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor", ""], "--anchor takes a row's hash"),
+            (&["verify", "/j", "--anchor"], "missing argument for option '--anchor'"),
+        ] {
+            let got = pa(bad).map(|a| format!("{a:?}")).unwrap_err();
+            assert!(got.contains(want), "{bad:?}: {got}");
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Command line: `sp mcp`, `sp check`, `sp audit`, `--help`, `--version`.
+//!
+//! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
+//! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
+//! 2. [`Env::read`] and [`McpConfig::from_args`]: the one place `sp` reads its settings
+//!    from the process environment (a credential's `env` source is read at use, in
+//!    `secret.rs`), and the step that reads the files the arguments and the environment
+//!    point at (the policy);
+//! 3. [`run`]: logging, the journal, the server, `sp check`'s summary, or `sp audit`
+//!    ([`audit`]).
+//!
+//! Usage errors exit 2 with one line on stderr. Exit codes are listed in `sp(1)`.
+
+pub mod args;
+pub mod audit;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::exec::Executors;
+use crate::out::StdoutHandle;
+use crate::policy::{lookup, Lookup, Policy};
+use crate::server::{Options, Server};
+
+pub use args::{parse, parse_audit, Args, AuditArgs, Command, Sub, AUDIT_USAGE, USAGE};
+
+pub const EXIT_FATAL: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+/// The environment variables `sp` reads, read once ([`Env::read`]); everything else
+/// gets them from here, so the rest of the program (and every test) can pass its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Env(BTreeMap<&'static str, String>);
+
+impl Env {
+    /// Every variable `sp` looks at: policy lookup (`SP_CONFIG`, `XDG_CONFIG_HOME`,
+    /// `HOME`), the journal's default location (`XDG_STATE_HOME`, `HOME`), the log level
+    /// (`SP_LOG`) and the test hook `SP_TEST_PANIC`.
+    pub(crate) const NAMES: [&'static str; 6] = ["SP_CONFIG", "XDG_CONFIG_HOME", "HOME", "XDG_STATE_HOME", "SP_LOG", "SP_TEST_PANIC"];
+
+    /// The process environment (the one place `sp` reads it).
+    pub(crate) fn read() -> Env {
+        Env(Env::NAMES.iter().filter_map(|&k| Some((k, std::env::var(k).ok()?))).collect())
+    }
+
+    /// An environment given explicitly (tests).
+    #[cfg(test)]
+    fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {
+        Env(pairs.iter().map(|&(k, v)| (k, v.to_owned())).collect())
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+}
+
+/// What `sp mcp` and `sp check` work with once the arguments' and the environment's
+/// pointers are followed (ripgrep's `HiArgs`).
+#[derive(Debug)]
+pub(crate) struct McpConfig {
+    /// The policy file found, or the places searched when there is none.
+    pub policy_file: Result<PathBuf, Vec<PathBuf>>,
+    /// The policy loaded from it, or the deny-everything policy.
+    pub policy: Policy,
+}
+
+/// Why [`McpConfig::from_args`] failed: the policy file named or found does not load.
+#[derive(Debug)]
+pub(crate) struct ConfigError(pub crate::policy::PolicyError);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl McpConfig {
+    /// Finds the policy (`--config`, then the environment, then the default places) and
+    /// loads it; none found means deny everything. The only step that reads files.
+    pub(crate) fn from_args(args: &Args, env: &Env) -> Result<McpConfig, ConfigError> {
+        let policy_file = match lookup(args.config.clone(), |k| env.get(k), |p| p.exists()) {
+            Lookup::Explicit(p) | Lookup::Found(p) => Ok(p),
+            Lookup::None(searched) => Err(searched),
+        };
+        let policy = match &policy_file {
+            Ok(p) => Policy::load(p).map_err(ConfigError)?,
+            Err(_) => Policy::deny_all(),
+        };
+        Ok(McpConfig { policy_file, policy })
+    }
+
+    /// The places searched, for messages.
+    fn searched(&self) -> String {
+        match &self.policy_file {
+            Ok(_) => String::new(),
+            Err(places) => places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+/// Entry point after stdout has been taken over.
+pub fn run(stdout: StdoutHandle) -> ExitCode {
+    let env = Env::read();
+    if env.get("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
+        panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
+    }
+    let args = match parse(std::env::args_os().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match args.command {
+        Command::Help => text(stdout, USAGE),
+        Command::Version => text(stdout, &format!("sp {}\n", env!("CARGO_PKG_VERSION"))),
+        Command::Check => check(stdout, &args, &env),
+        Command::Mcp => mcp(stdout, &args, &env),
+        Command::Audit(ref audit) => {
+            init_logging(&args, &env);
+            match audit::run(stdout, audit) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
+    }
+}
+
+fn text(stdout: StdoutHandle, s: &str) -> ExitCode {
+    match stdout.into_text().write_all(s.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(EXIT_FATAL),
+    }
+}
+
+/// The log level: `-v` given, else `SP_LOG` (error|warn|info|debug|trace), else warn.
+fn log_level(args: &Args, sp_log: Option<&str>) -> usize {
+    let from_env = sp_log.and_then(|v| match v {
+        "error" => Some(0),
+        "warn" => Some(1),
+        "info" => Some(2),
+        "debug" => Some(3),
+        "trace" => Some(4),
+        _ => None,
+    });
+    if args.verbose > 0 { 1 + usize::from(args.verbose) } else { from_env.unwrap_or(1) }
+}
+
+fn init_logging(args: &Args, env: &Env) {
+    // Only our own modules log; every line is scrubbed of secrets and escaped
+    // (issue 8 points 3 and 4: `logging.rs`).
+    crate::logging::init(log_level(args, env.get("SP_LOG").as_deref()), args.quiet);
+}
+
+fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
+    init_logging(args, env);
+    let mut out = match stdout.into_protocol() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let config = match McpConfig::from_args(args, env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    if config.policy_file.is_err() {
+        log::warn!("no policy found (looked in {}); every action is denied", config.searched());
+    }
+    let policy = config.policy;
+    // Issue 8 point 8: SIGTERM/SIGINT/SIGHUP stop the session between messages.
+    let (stop, stdin) = match crate::signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sp: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    if let Some(origin) = &policy.origin {
+        log::info!("policy {} loaded", origin.display());
+    }
+    for h in policy.ssh.hosts.values().filter(|h| h.commands.is_none()) {
+        log::warn!("ssh host {} has no command list: the agent may run ANY command there as {}", h.name, h.user);
+    }
+    let options = Options {
+        max_line_bytes: args.max_line_bytes,
+        close_on_refusal: args.close_on_refusal,
+        panic_on_first_frame: env.get("SP_TEST_PANIC").is_some_and(|v| v == "request"),
+        stop: stop.clone(),
+        cancel_on_eof: true,
+    };
+    let mut executors = Executors::new();
+    executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
+    // Issue #5: no journal, no service. The start row proves the journal takes writes.
+    let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
+        let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
+            std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()
+        });
+        let start = crate::audit::Row::new("start")
+            .set("decision", policy.approval.mode.as_str())
+            .set("target", origin)
+            .set("reason", format!("sp {} pid {}", env!("CARGO_PKG_VERSION"), std::process::id()));
+        j.write(start).map(|_| j)
+    });
+    let journal = match journal {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("sp: {e}; refusing to serve without it");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    if let Some(p) = journal.path() {
+        log::info!("audit journal {} (session {})", p.display(), journal.session());
+    }
+    let mut server = Server::new(&policy, executors, options).with_journal(journal);
+    // Issue #10: stdin is read on its own thread (`control.rs`); a stop signal makes it
+    // read as end of input (`signals::StoppableStdin`).
+    let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
+    let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
+    server.journal.record(end);
+    if !args.quiet {
+        eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());
+    }
+    ExitCode::from(exit.code())
+}
+
+fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
+    init_logging(args, env);
+    let config = match McpConfig::from_args(args, env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sp: {e}");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let path = match &config.policy_file {
+        Ok(p) => p,
+        Err(_) => {
+            eprintln!("sp: no policy found (looked in {}); sp mcp would deny everything", config.searched());
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let policy = &config.policy;
+    let mut s = format!("{}: ok\n", path.display());
+    s += &format!(
+        "http: {} allow rule(s), timeout {}s, max response {} bytes, max request body {} bytes, max redirects {}{}\n",
+        policy.http.allow.len(),
+        policy.http.timeout.as_secs(),
+        policy.http.max_response_bytes,
+        policy.http.max_request_body_bytes,
+        policy.http.max_redirects,
+        if policy.http.https_only { ", https only" } else { "" }
+    );
+    if let Some(ca) = &policy.http.ca_certs {
+        s += &format!("  TLS roots: {} certificate(s) from {} (instead of the built-in roots)\n", ca.der.len(), ca.path.display());
+    }
+    for r in &policy.http.allow {
+        let hosts: Vec<&str> = r.hosts.iter().map(|h| h.text.as_str()).collect();
+        let methods: Vec<&str> = r.methods.iter().map(|m| m.as_str()).collect();
+        let paths: Vec<String> = r.paths.iter().map(|p| p.text()).collect();
+        s += &format!("  allow[{}]: {} {} {}\n", r.index, methods.join(","), hosts.join(","), paths.join(","));
+    }
+    s += &format!("credentials: {}\n", policy.credentials.len());
+    for c in policy.credentials.values() {
+        let hosts: Vec<&str> = c.hosts.iter().map(|h| h.text.as_str()).collect();
+        let paths: Vec<String> = c.paths.iter().map(|p| p.text()).collect();
+        let methods = c.methods.as_ref().map_or("any method".to_owned(), |m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","));
+        s += &format!("  {}: {} -> {} {} ({})\n", c.name, c.source.describe(), hosts.join(","), paths.join(","), methods);
+        match &c.inject {
+            crate::policy::Injection::AwsSigV4(a) => s += &format!("    inject: {}\n", a.describe()),
+            crate::policy::Injection::OAuth2(o) => s += &format!("    inject: {}\n", o.describe()),
+            _ => {}
+        }
+    }
+    s += &crate::ssh::check_summary(&policy.ssh);
+    s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
+    s += &crate::approve::check_summary(policy);
+    text(stdout, &s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Args {
+        parse(a.iter().map(std::ffi::OsString::from)).unwrap()
+    }
+
+    #[test]
+    fn log_level_comes_from_v_then_sp_log_then_warn() {
+        assert_eq!(log_level(&args(&["mcp", "-vv"]), Some("error")), 3, "-v wins over SP_LOG");
+        assert_eq!(log_level(&args(&["mcp"]), Some("debug")), 3);
+        assert_eq!(log_level(&args(&["mcp"]), Some("loud")), 1, "an unknown SP_LOG is warn");
+        assert_eq!(log_level(&args(&["mcp"]), None), 1);
+    }
+
+    #[test]
+    fn env_keeps_only_what_it_was_given() {
+        let env = Env::from_pairs(&[("HOME", "/h")]);
+        assert_eq!((env.get("HOME").as_deref(), env.get("SP_CONFIG")), (Some("/h"), None));
+    }
+
+    #[test]
+    fn a_named_policy_that_does_not_load_is_an_error_naming_the_file() {
+        let e = McpConfig::from_args(&args(&["mcp", "-c", "/nonexistent/sp/policy.json"]), &Env::default()).unwrap_err();
+        assert_eq!(e.0.file, PathBuf::from("/nonexistent/sp/policy.json"));
+        assert!(e.to_string().contains("/nonexistent/sp/policy.json"), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the policy error is the source");
+    }
+
+    #[test]
+    fn no_policy_found_is_deny_everything_with_the_places_searched() {
+        let env = Env::from_pairs(&[("XDG_CONFIG_HOME", "/nonexistent/sp-xdg")]);
+        let c = McpConfig::from_args(&args(&["mcp"]), &env).unwrap();
+        assert_eq!(c.policy, Policy::deny_all());
+        assert!(c.searched().starts_with("/nonexistent/sp-xdg/sallyport/policy.json"), "{}", c.searched());
+    }
+}

@@ -1,0 +1,101 @@
+//! Field checks shared by every policy section parser (`credentials.rs`, `http.rs`,
+//! `ssh.rs`, `approval.rs`, `audit.rs`): each failure is `(field, message)`, so an error names the
+//! exact field (`ssh.hosts.web1.port: must be an integer from 1 to 65535`).
+
+use std::path::PathBuf;
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// A check's result: the value, or `(field, message)`.
+pub type Check<T> = Result<T, (String, String)>;
+
+pub(crate) fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
+    Err((field.to_owned(), message.into()))
+}
+
+/// An object whose keys are all in `allowed` (unknown fields are refused: a typo must
+/// not silently widen or narrow access). `field` empty means the top level.
+pub(crate) fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&'a Map<String, Value>> {
+    let Value::Object(map) = v else {
+        return err(field, "must be an object");
+    };
+    if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let at = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
+        return err(&at, format!("unknown field (expected one of: {})", allowed.join(", ")));
+    }
+    Ok(map)
+}
+
+/// Credential (and SSH host) names: what the agent uses to pick one. Kept plain so they are safe in
+/// messages, logs and the journal.
+pub(crate) fn is_name(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+/// A non-empty string.
+pub(crate) fn string<'a>(v: &'a Value, field: &str) -> Check<&'a str> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s),
+        Value::String(_) => err(field, "must not be empty"),
+        _ => err(field, "must be a string"),
+    }
+}
+
+/// A non-empty array.
+pub(crate) fn list<'a>(v: &'a Value, field: &str) -> Check<&'a Vec<Value>> {
+    match v {
+        Value::Array(a) if !a.is_empty() => Ok(a),
+        Value::Array(_) => err(field, "must not be empty"),
+        _ => err(field, "must be an array"),
+    }
+}
+
+pub(crate) fn int(v: &Value, field: &str, min: u64, max: u64) -> Check<u64> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => err(field, format!("must be an integer from {min} to {max}")),
+    }
+}
+
+pub(crate) fn abs_path(v: &Value, field: &str) -> Check<PathBuf> {
+    let p = string(v, field)?;
+    if !p.starts_with('/') || p.contains('\0') {
+        return err(field, "must be an absolute path");
+    }
+    Ok(PathBuf::from(p))
+}
+
+pub(crate) fn required<'a>(map: &'a Map<String, Value>, key: &str, field: &str) -> Check<&'a Value> {
+    map.get(key).ok_or_else(|| (format!("{field}.{key}"), "is required".to_owned()))
+}
+
+/// An optional `true`/`false` field of `map`; `default` when absent.
+pub(crate) fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bool) -> Check<bool> {
+    match map.get(key) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => err(&format!("{field}.{key}"), "must be true or false"),
+    }
+}
+
+/// Why a host, path or command pattern is refused; the message quotes the pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    pub message: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+impl From<String> for PatternError {
+    fn from(message: String) -> PatternError {
+        PatternError { message }
+    }
+}
