@@ -202,12 +202,14 @@ impl FileJournal {
                 .set("request_fp", fp)
                 .0;
             m.insert("session".into(), Value::String(session.to_owned()));
-            self.append_locked(m).map_err(|e| e.to_string())?;
+            self.append_locked(m, true).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
-    pub(super) fn append(&mut self, row: Map<String, Value>) -> Result<String, AuditError> {
+    /// Appends a row; with `fsync` on and `sync` set it is flushed to the disk together
+    /// with every row before it.
+    pub(super) fn append(&mut self, row: Map<String, Value>, sync: bool) -> Result<String, AuditError> {
         if let Some(why) = &self.stopped {
             return Err(AuditError::Tampered { path: self.path.clone(), why: why.clone() });
         }
@@ -217,7 +219,7 @@ impl FileJournal {
             self.stopped = Some(why.clone());
             return Err(AuditError::Tampered { path: self.path.clone(), why });
         }
-        self.append_locked(row)
+        self.append_locked(row, sync)
     }
 
     /// Same file as opened, not shrunk; rows other writers appended meanwhile chain on.
@@ -257,7 +259,7 @@ impl FileJournal {
         Ok(())
     }
 
-    fn append_locked(&mut self, mut row: Map<String, Value>) -> Result<String, AuditError> {
+    fn append_locked(&mut self, mut row: Map<String, Value>, sync: bool) -> Result<String, AuditError> {
         let write_err = |why: String| AuditError::Write { path: self.path.clone(), why };
         // Stamped under the lock: across writers, `ts` follows `seq`.
         row.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
@@ -276,7 +278,7 @@ impl FileJournal {
         self.size += bytes.len() as u64;
         self.seq += 1;
         self.prev = hash;
-        if self.fsync {
+        if self.fsync && sync {
             self.file.sync_data().map_err(|e| write_err(format!("fdatasync: {}", io_why(&e))))?;
         }
         Ok(line)

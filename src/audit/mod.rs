@@ -28,7 +28,9 @@
 //! replaced or truncated file, or rows that do not chain, stop the journal for the rest
 //! of the process: every later action is refused with `SP_UNAVAILABLE`. The lock is
 //! waited for at most `file::LOCK_WAIT` (2 s); an `sp` that cannot get it refuses the action too.
-//! With `fsync` (the default) each row is `fdatasync`ed before the action runs.
+//! With `fsync` (the default) the `intent` row, and with it every row before it, is
+//! `fdatasync`ed before the action runs, and the `end` row at exit; other rows wait for
+//! the next such flush (issue #12: starting and refusing cost no flush).
 //!
 //! # Rows
 //! Fields, in this order, absent ones left out ([`FIELDS`]): `seq` (one sequence per
@@ -253,6 +255,11 @@ impl Journal {
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
         let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
+        // Issue #12: only the rows an action waits for are flushed at once (`intent`,
+        // and `end`, the last); a flush carries every row before it, so `start`,
+        // `reject`, `approval`, `token` and `result` rows reach the disk with the next
+        // action's intent row or the end row, and starting or refusing costs no flush.
+        let sync = matches!(kind, "intent" | "end");
         m.insert("session".into(), Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
             m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
@@ -263,7 +270,7 @@ impl Journal {
             }
             return Ok(None);
         };
-        let line = file.append(m)?;
+        let line = file.append(m, sync)?;
         self.written += 1;
         if let Some(s) = self.syslog.as_mut() {
             s.send(&line, notice);
