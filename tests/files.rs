@@ -25,6 +25,7 @@
 //! - A group-readable (0640) existing journal: refused (it used to be accepted).
 //! - An approver that is a FIFO (refused at once, as before, now naming the FIFO) or
 //!   world-writable (it used to run and approve): the call is SP_NOT_APPROVED.
+//! - `sp audit verify/tail/show` on a FIFO: refused at once naming it (it used to block).
 
 mod support;
 
@@ -295,4 +296,36 @@ fn group_readable_existing_journal_is_refused_at_startup() {
     let run = Launch::mcp(&policy, &[]).run(b"");
     run.assert_exit(1);
     assert!(run.stderr.contains("FIFO"), "{}", run.context());
+}
+
+/// `sp audit verify|tail|show` on a FIFO: refused at once, naming the file type, instead
+/// of blocking in open(2) until a writer appears.
+#[test]
+fn sp_audit_on_a_fifo_is_refused_without_blocking() {
+    let dir = TempDir::new("files-audit-fifo");
+    let fifo = mkfifo(&dir.path, "journal.jsonl");
+    for sub in ["verify", "tail", "show"] {
+        let mut child = std::process::Command::new(support::process::sp_bin())
+            .args(["audit", sub])
+            .arg(&fifo)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sp");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("sp audit {sub} blocked on a FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(status.code(), Some(1), "sp audit {sub}: {stderr}");
+        assert!(stderr.contains("FIFO") && out.stdout.is_empty(), "sp audit {sub}: {stderr}");
+    }
 }

@@ -47,10 +47,14 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
     if args.sub == Sub::Help {
         return finish(out.write_all(AUDIT_USAGE.as_bytes()));
     }
-    let file = match std::fs::File::open(&args.file) {
-        Ok(f) => f,
+    // Issue 8 point 7: opened without blocking and only if it is a regular file (a FIFO
+    // at the path would block `open` forever); symbolic links are followed (a journal
+    // may be read through one), any owner and mode (verifying a copy is fine).
+    let rules = crate::sys::Rules::any(u64::MAX).following();
+    let file = match crate::sys::open(&args.file, crate::sys::Access::Read, rules) {
+        Ok((f, _)) => f,
         Err(e) => {
-            eprintln!("sp: {}: {}", args.file.display(), crate::sys::io_reason(&e));
+            eprintln!("sp: {}: {e}", args.file.display());
             return Err(Failed);
         }
     };
