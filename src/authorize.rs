@@ -20,6 +20,7 @@
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
+use crate::wire::ToolCode;
 use std::fmt;
 use std::time::Duration;
 
@@ -131,8 +132,8 @@ impl Denial {
     /// could allow (`SP_BAD_ARGUMENTS`).
     pub fn code(&self) -> (&'static str, &'static str) {
         match self {
-            Denial::SignerOwns { .. } => ("bad_arguments", "SP_BAD_ARGUMENTS"),
-            _ => ("denied", "SP_DENIED"),
+            Denial::SignerOwns { .. } => ("bad_arguments", ToolCode::BadArguments.as_str()),
+            _ => ("denied", ToolCode::Denied.as_str()),
         }
     }
 }

@@ -36,3 +36,4 @@ pub mod sigv4;
 pub mod ssh;
 pub mod sys;
 pub mod tools;
+pub mod wire;

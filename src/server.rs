@@ -18,6 +18,7 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
+use crate::wire::ToolCode;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -408,7 +409,7 @@ impl<'p, E: Executor> Server<'p, E> {
         self.audit.tool = Some(request.name.clone());
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
-            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", "SP_BAD_ARGUMENTS", e.to_string())),
+            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", ToolCode::BadArguments.as_str(), e.to_string())),
         };
         self.audit.target = crate::audit::call_target(&call);
         let action = match authorize(self.policy, call) {
@@ -658,7 +659,7 @@ impl<E: Executor> Server<'_, E> {
             crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
             crate::approve::Gate::Refuse { reason, code, message } => return Err((reason, code, message)),
         }
-        self.journal_intent(None, None, None).map_err(|m| ("audit_unavailable", "SP_UNAVAILABLE", m))?;
+        self.journal_intent(None, None, None).map_err(|m| ("audit_unavailable", ToolCode::Unavailable.as_str(), m))?;
         self.audit.started = Some(std::time::Instant::now());
         Ok(())
     }
@@ -782,7 +783,7 @@ fn scrub_result(vault: &Vault, result: &mut Value) {
     if !vault.is_empty() && EchoScan::spells_a_secret(vault, structured) {
         log::warn!("a result's JSON text spelled a secret that no single value showed: the result is withheld");
         *result = tool_error(
-            "SP_UPSTREAM",
+            ToolCode::Upstream.as_str(),
             "the answer is withheld: its JSON text spells a secret of this session in a form that no single value shows",
         );
     }

@@ -9,6 +9,7 @@ pub mod dest;
 pub mod http;
 pub mod ssh;
 
+use crate::wire::ToolCode;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use crate::secret::{SecretError, Vault};
 pub use ssh::{SshError, SshOutcome};
 
 /// The code of a cancelled call (journal rows; the client gets no answer for it).
-pub const SP_CANCELLED: &str = "SP_CANCELLED";
+pub const SP_CANCELLED: &str = crate::wire::ToolCode::Cancelled.as_str();
 
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which
@@ -248,10 +249,10 @@ impl ExecError {
     /// The stable machine code in the tool result.
     pub fn code(&self) -> &'static str {
         match self {
-            ExecError::Secret(_) | ExecError::Unavailable(_) => "SP_UNAVAILABLE",
-            ExecError::Blocked(_) => "SP_BLOCKED",
-            ExecError::Timeout(_) => "SP_TIMEOUT",
-            ExecError::Upstream(_) => "SP_UPSTREAM",
+            ExecError::Secret(_) | ExecError::Unavailable(_) => ToolCode::Unavailable.as_str(),
+            ExecError::Blocked(_) => ToolCode::Blocked.as_str(),
+            ExecError::Timeout(_) => ToolCode::Timeout.as_str(),
+            ExecError::Upstream(_) => ToolCode::Upstream.as_str(),
             ExecError::Cancelled => SP_CANCELLED,
         }
     }

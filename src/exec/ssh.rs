@@ -75,6 +75,7 @@
 //! - Host key algorithms: the types recorded for the host first, then Ed25519, ECDSA,
 //!   RSA-SHA2; SHA-1 `ssh-rsa` and DSA only for a host whose recorded key needs them.
 
+use crate::wire::ToolCode;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -251,11 +252,11 @@ impl SshError {
     /// The stable machine code in the tool result.
     pub fn code(&self) -> &'static str {
         match self {
-            SshError::HostKey(_) => "SP_HOST_KEY",
-            SshError::Auth(_) => "SP_AUTH",
-            SshError::Secret(_) | SshError::Unavailable(_) => "SP_UNAVAILABLE",
-            SshError::Timeout { .. } => "SP_TIMEOUT",
-            SshError::Upstream(_) => "SP_UPSTREAM",
+            SshError::HostKey(_) => ToolCode::HostKey.as_str(),
+            SshError::Auth(_) => ToolCode::Auth.as_str(),
+            SshError::Secret(_) | SshError::Unavailable(_) => ToolCode::Unavailable.as_str(),
+            SshError::Timeout { .. } => ToolCode::Timeout.as_str(),
+            SshError::Upstream(_) => ToolCode::Upstream.as_str(),
             SshError::Cancelled => super::SP_CANCELLED,
         }
     }
