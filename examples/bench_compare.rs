@@ -447,6 +447,7 @@ fn main() {
             _ => sp = a,
         }
     }
+    let shown = sp.clone();
     let sp = std::fs::canonicalize(&sp).map_or(sp, |p| p.display().to_string());
     let static_sp = static_sp
         .into_iter()
@@ -598,7 +599,7 @@ fn main() {
     let st_off = get("sp static, journal off");
     println!("sp side by side (examples/bench_compare.rs), one run");
     println!("machine: {}", machine());
-    println!("sp: {sp}");
+    println!("sp: {shown}");
     for n in &notes {
         println!("{n}");
     }
