@@ -31,6 +31,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -264,11 +266,15 @@ fn build_floor(out_dir: &Path) -> Result<(PathBuf, &'static str), String> {
 // ---------------------------------------------------------------------------------------
 // A keep-alive HTTP/1.1 server on loopback (std, a thread per connection).
 
-fn keep_alive_server() -> u16 {
+/// The port, and the number of connections accepted so far.
+fn keep_alive_server() -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            counter.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
                 let _ = stream.set_nodelay(true);
                 let mut out = stream.try_clone().unwrap();
@@ -311,7 +317,7 @@ fn keep_alive_server() -> u16 {
             });
         }
     });
-    port
+    (port, accepted)
 }
 
 /// A raw keep-alive client: one connection, request, headers, Content-Length body.
@@ -460,7 +466,7 @@ fn main() {
     let dir = Path::new(ROOT).join(format!("target/bench-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let port = keep_alive_server();
+    let (port, accepted) = keep_alive_server();
     let journal = dir.join("audit.jsonl");
     let policy_off = policy(&dir, "policy-off.json", port, None);
     let policy_on = policy(&dir, "policy-on.json", port, Some(&journal));
@@ -574,10 +580,16 @@ fn main() {
         s.finish();
         stat(v)
     };
+    let conns = || accepted.load(Ordering::SeqCst);
+    let c0 = conns();
     let http_off = through_sp(&policy_off);
+    let c1 = conns();
     let http_on = through_sp(&policy_on);
+    let c2 = conns();
     let raw = stat(raw_client(port, http_rounds + 20).split_off(20));
+    let c3 = conns();
     let ureq_d = stat(ureq_client(port, http_rounds + 20).split_off(20));
+    let opened = [c1 - c0, c2 - c1, c3 - c2, conns() - c3];
 
     // 3. Rejection throughput.
     let mal_n = (spawns * 4).max(20);
@@ -664,10 +676,11 @@ fn main() {
     }
     println!();
     println!("http_request vs a direct keep-alive client, same loopback HTTP/1.1 keep-alive server (median / p99, M={http_rounds})");
-    println!("  through sp, journal off              {}", cell(http_off));
-    println!("  through sp, journal on               {}", cell(http_on));
-    println!("  direct, raw std keep-alive client    {}", cell(raw));
-    println!("  direct, ureq Agent (as inside sp)    {}", cell(ureq_d));
+    let n = http_rounds + 20;
+    println!("  through sp, journal off              {:19}  {} connection(s) for {n} requests", cell(http_off), opened[0]);
+    println!("  through sp, journal on               {:19}  {} connection(s) for {n} requests", cell(http_on), opened[1]);
+    println!("  direct, raw std keep-alive client    {:19}  {} connection(s) for {n} requests", cell(raw), opened[2]);
+    println!("  direct, ureq Agent (as inside sp)    {:19}  {} connection(s) for {n} requests", cell(ureq_d), opened[3]);
     println!();
     println!("Rejection throughput (sp glibc)");
     println!("  malformed line, one per session      journal off {mal_off:.0} sessions/s = lines/s ({mal_off_ok}/{mal_n} answered -32700)");
