@@ -439,6 +439,16 @@ fn pipelined_denied(sp_cmd: &[String], port: u16, n: usize) -> (f64, usize) {
     (rate, denied)
 }
 
+/// Whether the server `cmd` starts lists `tool` in its tools/list answer.
+fn names_tool(cmd: &[String], tool: &str) -> bool {
+    let Ok(mut s) = Session::start(cmd) else { return false };
+    s.round_trip(INIT);
+    s.send(READY);
+    let a = s.round_trip(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    s.finish();
+    a.contains(&format!("\"name\":\"{tool}\""))
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default)
 }
@@ -455,10 +465,11 @@ fn main() {
     }
     let shown = sp.clone();
     let sp = std::fs::canonicalize(&sp).map_or(sp, |p| p.display().to_string());
-    let static_sp = static_sp
+    let static_candidates: Vec<String> = static_sp
         .into_iter()
         .chain([format!("{ROOT}/target/x86_64-unknown-linux-musl/release/sp"), "/tmp/sallyport-build/x86_64-unknown-linux-musl/release/sp".into()])
-        .find(|p| Path::new(p).is_file());
+        .filter(|p| Path::new(p).is_file())
+        .collect();
     let spawns = env_usize("SP_BENCH_SPAWNS", 50);
     let rounds = env_usize("SP_BENCH_ROUNDS", 1000);
     let (slow_spawns, slow_rounds) = ((spawns / 5).max(5), (rounds / 5).max(20));
@@ -488,6 +499,15 @@ fn main() {
     };
     servers.push(sp_server("sp glibc, journal off", &sp, &policy_off));
     servers.push(sp_server("sp glibc, journal on", &sp, &policy_on));
+    // The first static binary that is this version of sp (an older build names other tools).
+    let mut static_sp = None;
+    for st in &static_candidates {
+        if names_tool(&sp_cmd(st, &policy_off), "http_request") {
+            static_sp = Some(st.clone());
+            break;
+        }
+        notes.push(format!("static: {st} is an older build (its tools/list has no http_request); not measured"));
+    }
     match &static_sp {
         Some(st) => {
             servers.push(sp_server("sp static, journal off", st, &policy_off));
