@@ -80,11 +80,15 @@ test: lint interop unit
 demo: build
 	$(CARGO) run --quiet --release --locked --example demo -- $(SP)
 
-# Figures (latency, memory, size), printed, never asserted.
+# Figures (latency, memory, size), printed, never asserted. bench_compare sets sp (glibc,
+# and static when `make static` built it) beside a floor and the official Python and
+# TypeScript SDKs (their runtimes from `make interop`'s pins; skipped when missing).
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
+	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
+	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 
 # One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
 static:
