@@ -348,9 +348,12 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
     fn message<W: Write + Send>(&mut self, message: Message, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<Exit> {
-        // Issue #5: every row written for this request carries its fingerprint.
+        // Issue #5: every row written for this request, and the approver, get its
+        // fingerprint (not computed when neither exists, issue #12).
         if let Message::Request { method, params, .. } = &message {
-            self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(method, params.as_ref())), ..Default::default() };
+            let wanted = self.journal.is_on() || self.policy.approval.command.is_some();
+            let request_fp = wanted.then(|| crate::audit::request_fp(method, params.as_ref()));
+            self.audit = crate::audit::Context { request_fp, ..Default::default() };
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let (next, step) = session.handle(&message);
@@ -624,6 +627,9 @@ impl<E: Executor> Server<'_, E> {
 
     /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
     fn journal_reject(&mut self, reason: &str, code: &str, message: &str) {
+        if !self.journal.is_on() {
+            return;
+        }
         let mut text = Value::String(message.to_owned());
         self.vault.scrub(&mut text);
         let code = (!code.is_empty()).then(|| code.to_owned());

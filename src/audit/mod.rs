@@ -201,6 +201,12 @@ impl Journal {
         Journal { file: None, syslog: None, session: session_id(), written: 0 }
     }
 
+    /// Whether rows go anywhere (a file or the syslog copy). When not, the server skips
+    /// building them (issue #12: a request's fingerprint is a canonical JSON and a hash).
+    pub fn is_on(&self) -> bool {
+        self.file.is_some() || self.syslog.is_some()
+    }
+
     /// Opens the journal the policy asks for (resolving the default with `env`), or
     /// none. Errors mean: do not serve.
     pub fn for_policy(p: &AuditPolicy, env: impl Fn(&str) -> Option<String>) -> Result<Journal, AuditError> {
