@@ -310,13 +310,13 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
             let (next, step) = session.clone().handle(&message);
             let (result, era) = match step {
                 Step::Reply(result, era) => (result, era),
-                Step::ListTools(era) => (crate::server::tool_list(era), era),
+                Step::ListTools(era) => (crate::tools::tool_list(era), era),
                 _ => return Control::Queue,
             };
             *session = next;
             let mut response = json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result});
             if era == Era::Stateless {
-                crate::server::stamp_stateless(&mut response);
+                crate::wire::stamp_stateless(&mut response);
             }
             Control::Answer(response)
         }

@@ -18,7 +18,8 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
-use crate::wire::ToolCode;
+use crate::tools::tool_list;
+use crate::wire::{stamp_stateless, ToolCode};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -718,33 +719,12 @@ impl<E: Executor> Server<'_, E> {
 }
 
 /// The `tools/list` result (with the 2026-07-28 caching hints for a stateless request).
-pub(crate) fn tool_list(era: Era) -> Value {
-    let mut list = json!({"tools": tools::definitions()});
-    if era == Era::Stateless {
-        // 2026-07-28 "Caching": tools/list carries its caching hints.
-        list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
-        list["cacheScope"] = json!("public");
-    }
-    list
-}
-
-/// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
-/// carries the server info in `_meta` (a SHOULD of that revision).
 /// The memory cap for a request's parsed JSON (issue #12): [`json::MAX_PARSED_BYTES`], or
 /// twice a larger line limit.
 pub fn max_parsed_bytes(max_line_bytes: usize) -> usize {
     json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
 }
 
-pub(crate) fn stamp_stateless(response: &mut Value) {
-    if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
-        result.insert("resultType".into(), json!("complete"));
-        let meta = result.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert(crate::session::META_SERVER_INFO.into(), crate::session::server_info());
-        }
-    }
-}
 
 fn result_response(id: &Id, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})

@@ -243,13 +243,17 @@ pub struct HttpRequest {
     pub credential: Option<String>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub struct ArgError(pub String);
+pub use crate::wire::ArgError;
 
-impl fmt::Display for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+/// The `tools/list` result (the loop and the control thread both answer it).
+pub(crate) fn tool_list(era: crate::session::Era) -> Value {
+    let mut list = json!({"tools": definitions()});
+    if era == crate::session::Era::Stateless {
+        // 2026-07-28 "Caching": tools/list carries its caching hints.
+        list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
+        list["cacheScope"] = json!("public");
     }
+    list
 }
 
 const OVERRIDE_WHY: &str = "would ask the server to treat the request as another method or path; \

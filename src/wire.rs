@@ -7,6 +7,33 @@
 
 use std::fmt;
 
+use serde_json::{json, Value};
+
+/// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
+/// act on. Shared by every tool's argument parser (`tools.rs`, `ssh/args.rs`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
+/// carries the server info in `_meta` (a SHOULD of that revision).
+pub(crate) fn stamp_stateless(response: &mut Value) {
+    if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
+        result.insert("resultType".into(), json!("complete"));
+        let meta = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(crate::session::META_SERVER_INFO.into(), crate::session::server_info());
+        }
+    }
+}
+
 /// A tool result's error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolCode {

@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::jsonrpc::kind_of;
-use crate::tools::ArgError;
+use crate::wire::ArgError;
 
 pub const SSH_EXEC: &str = "ssh_exec";
 /// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).
