@@ -548,6 +548,7 @@ impl<E: Executor> Server<'_, E> {
             // The URL as authorized: an injected query credential is not part of it.
             result["final_url"] = Value::String(current.action().url.to_string());
             result["redirects"] = Value::from(hops);
+            self.audit.redirects = hops;
             let Some(location) = location else {
                 result["redirect_refused"] = Value::Bool(false);
                 return Ok(result);
@@ -588,8 +589,15 @@ impl<E: Executor> Server<'_, E> {
                 vault.scrub_truncated_tail(&mut o.stderr);
             }
         };
+        let facts = |o: &crate::exec::SshOutcome| crate::audit::SshFacts {
+            exit_status: o.exit_status,
+            bytes_out: o.stdout_bytes + o.stderr_bytes,
+            truncated: o.truncated,
+            host_key_fp: o.host_key_fingerprint.clone(),
+        };
         match self.executor.ssh(ssh, &mut self.vault, progress) {
             Ok(mut o) => {
+                self.audit.ssh = Some(facts(&o));
                 log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
                 let cut = o.truncated;
                 scrub(&self.vault, &mut o, cut);
@@ -599,6 +607,7 @@ impl<E: Executor> Server<'_, E> {
                 log::warn!("ssh_exec on {} failed: {e}", a.host);
                 let mut result = tool_error(e.code(), &e.to_string());
                 if let Some(o) = e.partial_mut() {
+                    self.audit.ssh = Some(facts(o));
                     scrub(&self.vault, o, true);
                     let partial = o.to_json();
                     if let (Some(sc), Value::Object(fields)) = (result["structuredContent"].as_object_mut(), &partial) {
@@ -702,17 +711,16 @@ impl<E: Executor> Server<'_, E> {
             .set("reason", sc["error"]["message"].as_str().map(str::to_owned));
         if let Some((status, bytes, truncated)) = self.audit.http {
             row = row.set("status", status).set("bytes_out", bytes).set("truncated", truncated);
-            if let Some(n) = sc["redirects"].as_u64().filter(|n| *n > 0) {
-                row = row.set("reason", format!("followed {n} redirect(s)"));
+            if ok && self.audit.redirects > 0 {
+                row = row.set("reason", format!("followed {} redirect(s)", self.audit.redirects));
             }
         }
-        if sc.get("host_key_fingerprint").is_some() {
-            let bytes = sc["stdout_bytes"].as_u64().unwrap_or(0) + sc["stderr_bytes"].as_u64().unwrap_or(0);
+        if let Some(f) = &self.audit.ssh {
             row = row
-                .set("exit_status", sc["exit_status"].clone())
-                .set("bytes_out", bytes)
-                .set("truncated", sc["truncated"].clone())
-                .set("host_key_fp", sc["host_key_fingerprint"].clone());
+                .set("exit_status", f.exit_status)
+                .set("bytes_out", f.bytes_out)
+                .set("truncated", f.truncated)
+                .set("host_key_fp", f.host_key_fp.clone());
         }
         self.journal.record(row);
     }

@@ -223,9 +223,24 @@ pub struct Context {
     pub intent: Option<&'static str>,
     /// HTTP: status, body bytes, truncated, of the last hop.
     pub http: Option<(u16, u64, bool)>,
+    /// HTTP: redirect hops followed.
+    pub redirects: u32,
+    /// SSH: what the executor reported (issue #9: the result row takes facts from the
+    /// executor, not from the rendered result).
+    pub ssh: Option<SshFacts>,
     /// A malformed frame's length.
     pub bytes_in: Option<u64>,
     pub started: Option<Instant>,
+}
+
+/// The facts of an `ssh_exec` that ran, for its result row.
+#[derive(Debug, Default, Clone)]
+pub struct SshFacts {
+    pub exit_status: Option<i32>,
+    /// stdout and stderr bytes the command wrote, what did not fit included.
+    pub bytes_out: u64,
+    pub truncated: bool,
+    pub host_key_fp: String,
 }
 
 impl Context {
