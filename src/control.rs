@@ -48,8 +48,14 @@ use crate::jsonrpc::{self, Id, Message};
 use crate::out::ProtocolWriter;
 use crate::session::{Era, Session, Step};
 
-/// Bytes of frames read ahead of the loop before the reader stops reading stdin.
-pub const QUEUE_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of frames read ahead of the loop before the reader stops reading stdin: each
+/// frame is charged its length plus [`FRAME_OVERHEAD`], so many small lines cost what
+/// they take in memory (issue #12: 16 MiB of 100-byte lines held 36 MiB).
+pub const QUEUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// What a queued frame costs beyond its text: the event, the string's spare capacity,
+/// the channel's slot.
+pub const FRAME_OVERHEAD: usize = 192;
 
 pub enum Event {
     /// A frame, or the framing error that ended reading (with the bytes read for it).
@@ -126,7 +132,7 @@ impl Input {
                 let event = match frames.next_frame() {
                     None => Event::Eof,
                     Some(Ok(frame)) => {
-                        let bytes = frame.raw_len + 1;
+                        let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
                         if !reader_inflight.acquire(bytes) {
                             return;
                         }
