@@ -22,7 +22,11 @@ pub(crate) fn object<'a>(v: &'a Value, field: &str, allowed: &[&str]) -> Check<&
         return err(field, "must be an object");
     };
     if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        let at = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
+        // A key that is empty or holds more than letters, digits, `_` and `-` is quoted
+        // (fuzzing found `{"": 0}` refused with no field named).
+        let plain = !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let k = if plain { k.clone() } else { format!("{k:?}") };
+        let at = if field.is_empty() { k } else { format!("{field}.{k}") };
         return err(&at, format!("unknown field (expected one of: {})", allowed.join(", ")));
     }
     Ok(map)
