@@ -23,6 +23,7 @@ pub mod control;
 pub mod exec;
 pub mod fields;
 pub mod frame;
+pub mod fuzzing;
 pub mod json;
 pub mod jsonrpc;
 pub mod logging;
