@@ -48,8 +48,8 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "logs/$t.log" | tail -n 1)
     [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "logs/$t.log" | tail -n 1 | tr -d '#')
     execs=${execs:-0}
-    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", b - a }')
-    rate=$(awk -v n="$execs" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : n) }')
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    rate=$(awk -v n="$execs" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", (b > a ? n / (b - a) : n) }')
     line="fuzz $t: $execs executions in $secs s ($rate exec/s), $crashes crashes"
     if ((status != 0 || crashes > 0)); then
         failed=1
