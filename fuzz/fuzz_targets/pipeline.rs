@@ -32,7 +32,8 @@ fn policy() -> &'static Policy {
     static POLICY: OnceLock<Policy> = OnceLock::new();
     POLICY.get_or_init(|| {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = std::env::temp_dir().join(format!("sp-fuzz-pipeline-{}", std::process::id()));
+        // One directory per user, reused: no leftover per run.
+        let dir = std::env::temp_dir().join(format!("sp-fuzz-pipeline-uid{}", euid()));
         std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&dir).expect("temp dir");
         let file = dir.join("tok");
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&file).expect("secret file");
@@ -49,6 +50,12 @@ fn policy() -> &'static Policy {
         .to_string();
         Policy::from_text(&text, std::path::Path::new("fuzz-policy.json")).expect("the fuzz policy parses")
     })
+}
+
+/// The effective uid (the owner of /proc/self), without unsafe code.
+fn euid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
 }
 
 #[derive(Debug, Clone, PartialEq)]
