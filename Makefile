@@ -10,7 +10,7 @@ VENV   ?= .venv
 SP     := target/release/sp
 
 .PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
-        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check
+        lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check fuzz fuzz-smoke fuzz-seed fuzz-cmin
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
 # as yourself. `make install SP=target/x86_64-unknown-linux-musl/release/sp` installs the
@@ -90,6 +90,32 @@ bench: build
 	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
+
+# Fuzzing (issue #12): the cargo-fuzz targets in fuzz/ (own workspace and Cargo.lock;
+# needs `cargo +nightly` and `cargo install cargo-fuzz --locked`). `make fuzz`: every
+# target, one job each, 10^7 executions on pipeline and 10^6 on each other target
+# (hours on 2 cores: the pipeline target runs ~1000 sessions a second); it prints
+# executions and crashes per target and fails on a crash. `make fuzz-smoke`: the short
+# run .ci/run does (under a minute after the build). fuzz-seed: seeds from tests/corpus
+# and hand-written inputs; fuzz-cmin: minimise the committed corpus after a long run
+# (every edge kept, counters ignored, a greedy set cover: it stays under 2 MB).
+FUZZ_RUNS          ?= 1000000
+FUZZ_PIPELINE_RUNS ?= 10000000
+FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor
+fuzz:
+	fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
+
+fuzz-smoke:
+	fuzz/run.sh 4000 20000
+
+fuzz-seed:
+	fuzz/seed.sh
+
+fuzz-cmin:
+	cd fuzz && set -e && mkdir -p logs && for t in $(FUZZ_TARGETS); do \
+	    cargo +nightly fuzz cmin -s none $$t corpus/$$t -- -detect_leaks=0 -max_len=65536 \
+	        -use_counters=0 -set_cover_merge=1 >logs/cmin-$$t.log 2>&1; \
+	    echo "$$t: $$(ls corpus/$$t | wc -l) files, $$(du -sh --apparent-size corpus/$$t | cut -f1)"; done
 
 # One self-contained x86_64 binary: "statically linked" per file(1), no ldd output.
 static:

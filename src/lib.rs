@@ -21,6 +21,7 @@ pub mod cli;
 pub mod control;
 pub mod exec;
 pub mod frame;
+pub mod fuzzing;
 pub mod json;
 pub mod jsonrpc;
 pub mod logging;

@@ -1,0 +1,36 @@
+//! bytes -> the policy parser (`Policy::from_text`). Never panics; every refusal names a
+//! field: either a field path that starts at a top-level key the document has (an
+//! unknown key is named itself), or, with no field, the JSON problem (the parser's own
+//! message) or the top level that is not an object.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sallyport::fuzzing::{parse_json, Policy};
+use serde_json::Value;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Err(e) = Policy::from_text(text, std::path::Path::new("fuzz-policy.json")) else { return };
+    let shown = e.to_string();
+    assert!(shown.contains(&e.message), "{shown}");
+    if e.field.is_empty() {
+        match parse_json(text) {
+            Err(json) => assert_eq!(e.message, json.to_string(), "a JSON refusal must say what is wrong"),
+            // Known (reported): an unknown top-level key that is the empty string is
+            // named as the empty field (src/fields.rs `object`).
+            Ok(Value::Object(top)) if top.contains_key("") && e.message.starts_with("unknown field") => {}
+            Ok(Value::Object(_)) => panic!("refusal without a field for a JSON object: {shown}"),
+            Ok(_) => assert_eq!(e.message, "must be an object", "{shown}"),
+        }
+        return;
+    }
+    assert!(shown.contains(&e.field), "{shown}");
+    let root = parse_json(text).unwrap_or_else(|j| panic!("field {:?} named for text that is not JSON ({j})", e.field));
+    let Value::Object(top) = root else { panic!("field {:?} named for a top level that is not an object", e.field) };
+    let f = e.field.as_str();
+    assert!(
+        top.keys().any(|k| f == k || f.starts_with(&format!("{k}.")) || f.starts_with(&format!("{k}["))),
+        "field {f:?} does not start at a key of the document: {shown}"
+    );
+});

@@ -1,0 +1,69 @@
+//! bytes -> the URL/path decoder (`tools.rs`): for every `url` an `http_request` call
+//! accepts, the path the policy matches (`match_path`) equals the strict `%XX`
+//! decoding of the path that goes on the wire (the authorized URL's path, also as the
+//! `http` crate that ureq hands the request to reads it), and holds no dot segment, NUL
+//! or backslash. A policy allowing only `/ok/*` on `h.example` then authorizes exactly
+//! the URLs to that host whose wire path decodes under `/ok/`.
+
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use sallyport::fuzzing::{authorize, call_request, Action, Policy, ToolCall};
+use serde_json::json;
+
+fn policy() -> &'static Policy {
+    static P: OnceLock<Policy> = OnceLock::new();
+    P.get_or_init(|| {
+        let text = r#"{"http": {"allow": [{"hosts": ["h.example"], "methods": ["GET"], "paths": ["/ok/*"]}]}}"#;
+        Policy::from_text(text, std::path::Path::new("fuzz-policy.json")).unwrap()
+    })
+}
+
+/// `%XX` decoding as a server does it; `None` for anything else after a `%` or non-UTF-8.
+fn server_decode(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let h = b.get(i + 1..i + 3)?;
+            if !h.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(raw) = std::str::from_utf8(data) else { return };
+    // Bare paths are tried on a fixed origin, so the fuzzer spends its time on paths.
+    let url = if raw.starts_with('/') { format!("http://h.example{raw}") } else { raw.to_owned() };
+    let call = call_request(Some(json!({"name": "http_request", "arguments": {"method": "GET", "url": url}}))).unwrap();
+    let Ok(ToolCall::Http(req)) = ToolCall::parse(&call) else { return };
+    let wire = req.url.path();
+    let decoded = server_decode(wire).unwrap_or_else(|| panic!("{url:?}: wire path {wire:?} does not decode"));
+    assert_eq!(decoded, req.match_path, "{url:?}: the policy matched another path than the wire carries");
+    let segs: Vec<&str> = req.match_path.split('/').collect();
+    assert!(!segs.iter().any(|s| *s == "." || *s == ".."), "{url:?}: dot segment in {:?}", req.match_path);
+    assert!(!req.match_path.contains(['\0', '\\']), "{url:?}: {:?}", req.match_path);
+    // The URL string as the executor passes it on is read back to the same path.
+    let again = url::Url::parse(req.url.as_str()).unwrap();
+    assert_eq!(again.path(), wire, "{url:?}: the URL does not survive a round trip");
+    if let Ok(uri) = req.url.as_str().parse::<http::Uri>() {
+        assert_eq!(uri.path(), wire, "{url:?}: the http crate reads another path");
+    }
+    if req.host != "h.example" || req.port != 80 {
+        return;
+    }
+    let allowed = matches!(authorize(policy(), ToolCall::Http(req.clone())), Ok(Action::Http(_)));
+    let under = decoded.starts_with("/ok/") || decoded == "/ok";
+    assert_eq!(allowed, under, "{url:?}: wire path decodes to {decoded:?}; authorized: {allowed}");
+});
