@@ -22,9 +22,8 @@ use sallyport::fuzzing::{check_command, CommandPattern, Policy, Redactor};
 
 /// policy target: `{"": 0}` is refused as an unknown field, but the field it names is
 /// the empty key, so the message names none ("fuzz-policy.json: unknown field ...").
-/// Open: src/fields.rs `object` (quote the key, or say "an empty key").
+/// Fixed: src/policy/fields.rs `object` quotes a key that is empty or not plain.
 #[test]
-#[ignore = "open (src/fields.rs): an empty top-level key is refused without naming it"]
 fn empty_top_level_key_is_named_in_the_refusal() {
     let e = Policy::from_text(r#"{"": 0}"#, std::path::Path::new("p.json")).unwrap_err();
     assert!(e.message.starts_with("unknown field"), "{e}");

@@ -128,7 +128,7 @@ impl CommandPattern {
         Ok(CommandPattern { text: text.to_owned(), words })
     }
 
-    pub(crate) fn matches(&self, command: &str) -> bool {
+    pub fn matches(&self, command: &str) -> bool {
         let given: Vec<&str> = command.split(' ').collect();
         given.len() == self.words.len()
             && self.words.iter().zip(&given).all(|(w, g)| match w {
@@ -174,7 +174,7 @@ fn glob(pieces: &[String], word: &str) -> bool {
 
 /// The check `authorize` runs when a host has a list: `Ok(index)` of the first
 /// matching pattern.
-pub(crate) fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
+pub fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismatch> {
     if let Some((_, what)) = FORBIDDEN.iter().find(|(s, _)| command.contains(s)) {
         return Err(Mismatch::Metacharacter(what));
     }

@@ -68,7 +68,7 @@ struct Entry {
 
 /// What the file says about a server's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     Known { line: usize },
     Unknown,
     /// A different key of the same type is recorded for this host.
@@ -79,14 +79,14 @@ pub(crate) enum Verdict {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct KnownHosts {
+pub struct KnownHosts {
     entries: Vec<Entry>,
     /// Line numbers skipped as malformed.
     pub malformed: Vec<usize>,
 }
 
 /// The name an entry must match for `host` on `port` (the OpenSSH port rule).
-pub(crate) fn lookup_name(host: &str, port: u16) -> String {
+pub fn lookup_name(host: &str, port: u16) -> String {
     if port == 22 {
         host.to_ascii_lowercase()
     } else {
@@ -95,7 +95,7 @@ pub(crate) fn lookup_name(host: &str, port: u16) -> String {
 }
 
 /// The key type inside an SSH public key blob (its first string).
-pub(crate) fn blob_type(blob: &[u8]) -> Option<&str> {
+pub fn blob_type(blob: &[u8]) -> Option<&str> {
     let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
     std::str::from_utf8(blob.get(4..4 + len)?).ok()
 }
@@ -194,7 +194,7 @@ fn parse_line(line: &str, number: usize) -> Option<Option<Entry>> {
 }
 
 impl KnownHosts {
-    pub(crate) fn parse(text: &str) -> KnownHosts {
+    pub fn parse(text: &str) -> KnownHosts {
         let mut kh = KnownHosts::default();
         for (i, line) in text.lines().enumerate() {
             match parse_line(line, i + 1) {
@@ -230,7 +230,7 @@ impl KnownHosts {
         self.entries.iter().filter(move |e| e.marker == Marker::None && e.hosts.matches(&name))
     }
 
-    pub(crate) fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
+    pub fn check(&self, host: &str, port: u16, blob: &[u8]) -> Verdict {
         if let Some(e) = self.entries.iter().find(|e| e.marker == Marker::Revoked && e.blob == blob) {
             return Verdict::Revoked { line: e.line };
         }
@@ -251,7 +251,7 @@ impl KnownHosts {
     }
 
     /// Key types recorded for the host, in file order, without duplicates.
-    pub(crate) fn known_types(&self, host: &str, port: u16) -> Vec<String> {
+    pub fn known_types(&self, host: &str, port: u16) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for e in self.for_host(host, port) {
             if !out.contains(&e.key_type) {
