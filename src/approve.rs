@@ -352,7 +352,7 @@ mod tests {
         // process already has; the approver must not see it.
         let (hidden, _) = std::env::vars().find(|(k, v)| k != "PATH" && !k.starts_with("SP_") && !v.is_empty()).expect("the test runs with an environment");
         let a = ask(&argv, Duration::from_secs(10), &json!({"tool": "t"}), &[("SP_APPROVAL_TOOL", "t".into())], &[hidden.as_str()]);
-        assert_eq!(a.decision, "approved");
+        assert_eq!(a.decision, "approved", "{}", a.why);
         let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
         assert!(env.lines().any(|l| l == "SP_APPROVAL_TOOL=t"), "{env}");
         assert!(!env.lines().any(|l| l.starts_with(&format!("{hidden}="))), "{hidden} reached the approver: {env}");

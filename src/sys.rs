@@ -456,7 +456,20 @@ impl Child {
     /// Spawns `cmd` as the leader of a new process group.
     pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
         use std::os::unix::process::CommandExt;
-        let child = cmd.process_group(0).spawn()?;
+        cmd.process_group(0);
+        // ETXTBSY: a program file just written is still open for writing in a process
+        // forked meanwhile (until its exec closes the descriptor). Brief; retry a few
+        // times instead of failing the approver or the secret command.
+        let mut tries = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                r => break r?,
+            }
+        };
         let group = rustix::process::Pid::from_child(&child);
         Ok(Child { child, group })
     }
