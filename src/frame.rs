@@ -144,9 +144,6 @@ impl<R> FrameReader<R> {
         if let Some(offset) = body.iter().position(|b| *b == b'\r') {
             return Err(FrameError::StrayCr { offset });
         }
-        if let Err(e) = std::str::from_utf8(body) {
-            return Err(FrameError::InvalidUtf8 { offset: e.valid_up_to() });
-        }
         let mut bytes = if self.line.capacity() > KEEP_CAPACITY {
             std::mem::take(&mut self.line)
         } else {
@@ -155,9 +152,18 @@ impl<R> FrameReader<R> {
             copy
         };
         bytes.truncate(body_len);
+        // UTF-8 is checked once, by the conversion itself; on failure the bytes go back
+        // (with the CR that was cut) so `raw()` still covers the whole line.
         match String::from_utf8(bytes) {
             Ok(text) => Ok(Frame { text, raw_len }),
-            Err(e) => Err(FrameError::InvalidUtf8 { offset: e.utf8_error().valid_up_to() }),
+            Err(e) => {
+                let offset = e.utf8_error().valid_up_to();
+                self.line = e.into_bytes();
+                if raw_len > body_len {
+                    self.line.push(b'\r');
+                }
+                Err(FrameError::InvalidUtf8 { offset })
+            }
         }
     }
 }
@@ -210,6 +216,20 @@ mod tests {
             let want: Vec<Result<String, FrameError>> =
                 want.iter().map(|r| r.as_ref().map(|s| s.to_string()).map_err(clone_err)).collect();
             assert_eq!(frames(input, 8), want, "input {:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    /// After a line that is not UTF-8, `raw()` still holds all of it, CR included (the
+    /// journal fingerprints those bytes), also for a line too large to keep its buffer.
+    #[test]
+    fn raw_keeps_a_line_that_is_not_utf8() {
+        for len in [2, KEEP_CAPACITY + 10] {
+            let mut line = vec![b'a'; len];
+            line.extend_from_slice(b"\xff\r");
+            let input = [line.as_slice(), b"\n"].concat();
+            let mut r = FrameReader::new(input.as_slice(), 1 << 20);
+            assert_eq!(r.next_frame().map(|f| f.err()), Some(Some(FrameError::InvalidUtf8 { offset: len })));
+            assert_eq!(r.raw(), line.as_slice(), "len {len}");
         }
     }
 

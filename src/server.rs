@@ -862,7 +862,7 @@ fn exec_error(e: &ExecError) -> Value {
 
 /// `{status, headers, json | body | body_base64 | body_withheld, truncated}`.
 fn http_result(o: HttpOutcome) -> Value {
-    let HttpOutcome { status, headers: header_list, mut body, truncated } = o;
+    let HttpOutcome { status, headers: header_list, body, truncated } = o;
     let mut headers = Map::new();
     for (name, value) in &header_list {
         match headers.get_mut(name) {
@@ -886,18 +886,22 @@ fn http_result(o: HttpOutcome) -> Value {
     }
     // A truncated body may end inside a UTF-8 sequence: that tail alone is no reason
     // to fall back to base64.
-    match std::str::from_utf8(&body) {
-        Ok(_) => {}
-        Err(e) if truncated && e.error_len().is_none() => body.truncate(e.valid_up_to()),
-        Err(_) => {
-            r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&body));
+    // Issue #12: the body moves into the result (no copy), checked as UTF-8 once.
+    let text = match String::from_utf8(body) {
+        Ok(text) => text,
+        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut body = e.into_bytes();
+            body.truncate(valid);
+            String::from_utf8(body).unwrap_or_default()
+        }
+        Err(e) => {
+            r["body_base64"] = Value::String(base64::engine::general_purpose::STANDARD.encode(e.as_bytes()));
             return r;
         }
-    }
-    // Issue #12: the body moves into the result (no copy). A JSON body whose parsed form
-    // would take more than `json::MAX_PARSED_BYTES` is passed on as text (`body`): parsed,
-    // it could cost 16 to 80 times its size.
-    let text = String::from_utf8(body).unwrap_or_default();
+    };
+    // A JSON body whose parsed form would take more than `json::MAX_PARSED_BYTES` is
+    // passed on as text (`body`): parsed, it could cost 16 to 80 times its size.
     match (truncated, json::parse(&text)) {
         (false, Ok(v)) if !text.trim().is_empty() => r["json"] = v,
         _ => r["body"] = Value::String(text),

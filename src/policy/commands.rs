@@ -181,8 +181,9 @@ fn glob(pieces: &[String], word: &str) -> bool {
     let mut cur = vec![false; end + 1];
     cur[0] = true;
     close(&mut cur);
+    let mut next = vec![false; end + 1];
     for c in word.chars() {
-        let mut next = vec![false; end + 1];
+        next.fill(false);
         let mut any = false;
         for s in (0..end).filter(|s| cur[*s]) {
             let to = match toks[s] {
@@ -200,7 +201,7 @@ fn glob(pieces: &[String], word: &str) -> bool {
             return false;
         }
         close(&mut next);
-        cur = next;
+        std::mem::swap(&mut cur, &mut next);
     }
     cur[end] && !has_dotdot_segment(word)
 }
