@@ -257,7 +257,7 @@ fn authorize_http(policy: &Policy, req: HttpRequest, may_pick_credential: bool) 
                 }
             }
             Injection::AwsSigV4(_) => {
-                if let Some(field) = crate::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
+                if let Some(field) = crate::http::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
                     return Err(Denial::SignerOwns { name: c.name.clone(), field });
                 }
             }

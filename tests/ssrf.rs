@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sallyport::exec::dest;
-use sallyport::exec::http::HttpExecutor;
+use sallyport::http::dest;
+use sallyport::http::exec::HttpExecutor;
 use sallyport::out::ProtocolWriter;
 use sallyport::policy::Policy;
 use sallyport::server::{Options, Server};

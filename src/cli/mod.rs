@@ -19,7 +19,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::exec::Executors;
 use crate::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 use crate::server::{Options, Server};
@@ -202,7 +201,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         cancel_on_eof: true,
     };
     let mut executors = Executors::new();
-    executors.http = crate::exec::http::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
+    executors.http = crate::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
         let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
@@ -288,6 +287,38 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
     text(stdout, &s)
+}
+
+/// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
+#[derive(Default)]
+pub struct Executors {
+    pub http: crate::http::exec::HttpExecutor,
+    pub ssh: crate::ssh::exec::SshExecutor,
+}
+
+impl Executors {
+    pub fn new() -> Executors {
+        Executors::default()
+    }
+}
+
+impl crate::exec::Executor for Executors {
+    fn http(&mut self, action: &crate::authorize::Authorized<crate::authorize::HttpAction>, vault: &mut crate::secret::Vault, cancel: &crate::exec::Cancel) -> Result<crate::exec::HttpOutcome, crate::exec::ExecError> {
+        self.http.http(action, vault, cancel)
+    }
+
+    fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+        self.http.take_token_fetches()
+    }
+
+    fn ssh(
+        &mut self,
+        action: &crate::authorize::Authorized<crate::ssh::SshAction>,
+        vault: &mut crate::secret::Vault,
+        progress: &mut crate::exec::Progress<'_>,
+    ) -> Result<crate::exec::SshOutcome, crate::exec::SshError> {
+        self.ssh.run(action, vault, progress)
+    }
 }
 
 #[cfg(test)]

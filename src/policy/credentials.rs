@@ -53,9 +53,9 @@ pub enum Injection {
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
     /// AWS Signature Version 4 (issue #13, `sigv4.rs`).
-    AwsSigV4(crate::sigv4::SigV4Config),
+    AwsSigV4(crate::http::sigv4::SigV4Config),
     /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `oauth2.rs`).
-    OAuth2(crate::oauth2::TokenRequest),
+    OAuth2(crate::http::oauth2::TokenRequest),
 }
 
 impl Injection {
@@ -185,8 +185,8 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
             object(value, &sub, &[])?;
             Injection::Bearer
         }
-        "aws_sigv4" => Injection::AwsSigV4(crate::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
-        "oauth2" => Injection::OAuth2(crate::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
+        "aws_sigv4" => Injection::AwsSigV4(crate::http::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
+        "oauth2" => Injection::OAuth2(crate::http::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
         "basic" => {
             object(value, &sub, &[])?;
             Injection::Basic

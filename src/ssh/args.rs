@@ -40,7 +40,7 @@ pub fn definition() -> Value {
             "properties": {
                 "host": {"type": "string", "description": "Host name from sp_inventory"},
                 "command": {"type": "string", "description": "Command line to run", "maxLength": MAX_COMMAND_BYTES},
-                "timeout_s": {"type": "integer", "minimum": 1, "maximum": super::policy::MAX_TIMEOUT_S, "description": "Seconds before the command is stopped (at most the operator's limit)"},
+                "timeout_s": {"type": "integer", "minimum": 1, "maximum": crate::policy::ssh::MAX_TIMEOUT_S, "description": "Seconds before the command is stopped (at most the operator's limit)"},
                 "stdin": {"type": "string", "description": "Text fed to the command's standard input", "maxLength": MAX_STDIN_BYTES}
             },
             "required": ["host", "command"],
@@ -69,7 +69,7 @@ pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     };
     let host = match string("host")? {
         None => return bad("\"host\" is required"),
-        Some(h) if super::policy::is_host_name(h) => h.to_owned(),
+        Some(h) if crate::policy::ssh::is_host_name(h) => h.to_owned(),
         Some(_) => return bad("\"host\" must be a host name from sp_inventory"),
     };
     let command = match string("command")? {
@@ -83,8 +83,8 @@ pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     let timeout_s = match args.get("timeout_s") {
         None => None,
         Some(v) => match v.as_u64() {
-            Some(n) if (1..=super::policy::MAX_TIMEOUT_S).contains(&n) && !v.is_f64() => Some(n),
-            _ => return bad(format!("\"timeout_s\" must be an integer from 1 to {}", super::policy::MAX_TIMEOUT_S)),
+            Some(n) if (1..=crate::policy::ssh::MAX_TIMEOUT_S).contains(&n) && !v.is_f64() => Some(n),
+            _ => return bad(format!("\"timeout_s\" must be an integer from 1 to {}", crate::policy::ssh::MAX_TIMEOUT_S)),
         },
     };
     let stdin = match string("stdin")? {

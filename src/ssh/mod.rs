@@ -1,6 +1,6 @@
 //! `ssh_exec` (issue #4): the policy section, the typed arguments, the command
 //! allow-list, host-key handling, and the authorization step that turns a typed call into
-//! an [`SshAction`]. The executor is `exec/ssh.rs`; nothing in this module opens a
+//! an [`SshAction`]. The executor is `exec.rs`, its outcome `result.rs`; nothing in this module opens a
 //! socket, resolves a name or reads a secret.
 //!
 //! ```text
@@ -9,7 +9,7 @@
 //!             timeout_s, stdin}            │ command on its list?   ──>   (SP_DENIED)
 //!                                          │ timeout_s <= ssh.timeout_s?
 //!                                          v
-//!                          Authorized<SshAction> ──> exec::ssh::SshExecutor
+//!                          Authorized<SshAction> ──> ssh::exec::SshExecutor
 //!   connect (each address, timeout, TCP_NODELAY) -> handshake -> host key vs known_hosts
 //!   -> authenticate -> [accept-new: record key] -> channel -> exec -> drain -> exit status
 //! ```
@@ -25,201 +25,14 @@
 //!   key paths.
 
 pub mod args;
+pub mod authorize;
+pub mod exec;
 pub mod known_hosts;
+pub mod result;
 // The policy section and the command patterns live with the rest of the operator's
 // file (`policy/`, a leaf); these paths keep working.
 pub use crate::policy::{commands, ssh as policy};
 
-use std::fmt;
-use std::path::PathBuf;
-use std::time::Duration;
-
-use serde_json::{json, Value};
-
 pub use args::{SshExec, SSH_EXEC};
+pub use authorize::{authorize, check_summary, inventory, SshAction, SshDenial};
 pub use policy::{HostKeyPolicy, SshAuth, SshHost, SshPolicy};
-
-/// Everything the executor needs for one call, copied out of the policy at
-/// authorization. Paths only; secrets are read at use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshAction {
-    /// Inventory name: the session-reuse key.
-    pub host: String,
-    pub address: String,
-    pub port: u16,
-    pub user: String,
-    pub auth: SshAuth,
-    pub command: String,
-    pub stdin: Option<String>,
-    /// `ssh.hosts.<name>.commands[N]`, or `ssh.hosts.<name> (any command)`.
-    pub rule: String,
-    pub timeout: Duration,
-    pub connect_timeout: Duration,
-    pub keepalive: Duration,
-    pub max_output_bytes: u64,
-    pub known_hosts: PathBuf,
-    pub host_key_policy: HostKeyPolicy,
-    /// `hide_address`: messages the agent sees name the host only.
-    pub hide_address: bool,
-    /// Run the command on a pty (the host's `pty`, default true).
-    pub pty: bool,
-}
-
-impl SshAction {
-    /// How messages the agent sees name the destination: `ssh web1 (10.0.0.5:22)`, or
-    /// `ssh web1` alone when the operator hides the address (`hide_address`).
-    pub fn target(&self, with_user: bool) -> String {
-        match (self.hide_address, with_user) {
-            (true, _) => format!("ssh {}", self.host),
-            (false, true) => format!("ssh {} ({}@{}:{})", self.host, self.user, self.address, self.port),
-            (false, false) => format!("ssh {} ({}:{})", self.host, self.address, self.port),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SshDenial {
-    UnknownHost { host: String },
-    CommandNotAllowed { host: String, why: commands::Mismatch },
-    TimeoutTooLong { requested: u64, limit: u64 },
-}
-
-impl fmt::Display for SshDenial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SshDenial::UnknownHost { host } => write!(f, "there is no ssh host named {host:?} (see sp_inventory)"),
-            SshDenial::CommandNotAllowed { host, why } => write!(f, "ssh host {host:?}: {why}"),
-            SshDenial::TimeoutTooLong { requested, limit } => {
-                write!(f, "timeout_s {requested} is above the operator's limit ssh.timeout_s ({limit})")
-            }
-        }
-    }
-}
-
-/// The SSH half of authorization. `authorize.rs` wraps the result in `Authorized`.
-pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDenial> {
-    let host = policy.hosts.get(&call.host).ok_or_else(|| SshDenial::UnknownHost { host: call.host.clone() })?;
-    let rule = match &host.commands {
-        None => format!("ssh.hosts.{} (any command)", host.name),
-        Some(list) => {
-            let i = commands::check(list, &call.command)
-                .map_err(|why| SshDenial::CommandNotAllowed { host: host.name.clone(), why })?;
-            format!("ssh.hosts.{}.commands[{i}]", host.name)
-        }
-    };
-    let limit = policy.timeout.as_secs();
-    let timeout = match call.timeout_s {
-        Some(t) if t > limit => return Err(SshDenial::TimeoutTooLong { requested: t, limit }),
-        Some(t) => Duration::from_secs(t),
-        None => policy.timeout,
-    };
-    Ok(SshAction {
-        host: host.name.clone(),
-        address: host.address.clone(),
-        port: host.port,
-        user: host.user.clone(),
-        auth: host.auth.clone(),
-        command: call.command,
-        stdin: call.stdin,
-        rule,
-        timeout,
-        connect_timeout: policy.connect_timeout,
-        keepalive: policy.keepalive,
-        max_output_bytes: policy.max_output_bytes,
-        // parse() requires it whenever a host exists
-        known_hosts: policy.known_hosts.clone().unwrap_or_default(),
-        host_key_policy: policy.host_key_policy,
-        hide_address: host.hide_address,
-        pty: host.pty,
-    })
-}
-
-/// `sp_inventory`'s `ssh.hosts`: names, users, command patterns, and addresses unless
-/// hidden. Never auth methods or paths.
-pub fn inventory(policy: &SshPolicy) -> Value {
-    let hosts: Vec<Value> = policy
-        .hosts
-        .values()
-        .map(|h| {
-            let commands = h.commands.as_ref().map(|l| l.iter().map(|p| p.text.clone()).collect::<Vec<_>>());
-            let mut v = json!({"name": h.name, "user": h.user, "commands": commands});
-            if !h.hide_address {
-                v["address"] = json!(h.address);
-                v["port"] = json!(h.port);
-            }
-            v
-        })
-        .collect();
-    Value::Array(hosts)
-}
-
-/// `sp check`'s lines for the ssh section: where, never what (no key contents).
-pub fn check_summary(policy: &SshPolicy) -> String {
-    let mut s = format!(
-        "ssh: {} host(s), known_hosts {}, host key policy {}, timeout {}s, max output {} bytes\n",
-        policy.hosts.len(),
-        policy.known_hosts.as_ref().map_or("(none)".into(), |p| p.display().to_string()),
-        policy.host_key_policy.as_str(),
-        policy.timeout.as_secs(),
-        policy.max_output_bytes
-    );
-    for h in policy.hosts.values() {
-        let auth = match &h.auth {
-            SshAuth::Key { key_file, passphrase_file: Some(_) } => format!("key {} (with passphrase)", key_file.display()),
-            SshAuth::Key { key_file, passphrase_file: None } => format!("key {}", key_file.display()),
-            SshAuth::Password { password_file } => format!("password {}", password_file.display()),
-            SshAuth::Agent => "agent".into(),
-        };
-        let commands = match &h.commands {
-            Some(l) => format!("{} command pattern(s)", l.len()),
-            None => "ANY command".into(),
-        };
-        s += &format!("  {}: {}@{}:{} {}, {}\n", h.name, h.user, h.address, h.port, auth, commands);
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy() -> SshPolicy {
-        policy::parse(&json!({
-            "known_hosts": "/kh", "timeout_s": 30,
-            "hosts": {
-                "web1": {"address": "10.0.0.5", "user": "deploy", "auth": {"key_file": "/secret/key"}, "commands": ["uptime", "systemctl status *"]},
-                "open": {"address": "hidden.internal", "port": 2222, "user": "ops", "auth": {"agent": true}, "hide_address": true}
-            }
-        }))
-        .unwrap()
-    }
-
-    fn call(host: &str, command: &str, timeout_s: Option<u64>) -> Result<SshAction, SshDenial> {
-        authorize(&policy(), SshExec { host: host.into(), command: command.into(), timeout_s, stdin: None })
-    }
-
-    #[test]
-    fn allowed() {
-        let a = call("web1", "systemctl status nginx", None).unwrap();
-        assert_eq!((a.rule.as_str(), a.timeout, a.address.as_str()), ("ssh.hosts.web1.commands[1]", Duration::from_secs(30), "10.0.0.5"));
-        let a = call("open", "anything; at all | really", Some(30)).unwrap();
-        assert_eq!((a.rule.as_str(), a.port, a.known_hosts.to_str()), ("ssh.hosts.open (any command)", 2222, Some("/kh")));
-    }
-
-    #[test]
-    fn denied() {
-        assert_eq!(call("web2", "uptime", None), Err(SshDenial::UnknownHost { host: "web2".into() }));
-        assert!(matches!(call("web1", "uptime; id", None), Err(SshDenial::CommandNotAllowed { .. })));
-        assert!(matches!(call("web1", "id", None), Err(SshDenial::CommandNotAllowed { .. })));
-        assert_eq!(call("open", "x", Some(31)), Err(SshDenial::TimeoutTooLong { requested: 31, limit: 30 }));
-        assert!(call("web1", "uptime; id", None).unwrap_err().to_string().contains("';'"));
-    }
-
-    #[test]
-    fn inventory_hides_what_it_must() {
-        let inv = inventory(&policy()).to_string();
-        assert!(inv.contains("\"web1\"") && inv.contains("deploy") && inv.contains("10.0.0.5") && inv.contains("systemctl status *"));
-        assert!(!inv.contains("hidden.internal") && !inv.contains("2222"));
-        assert!(!inv.contains("/secret/key") && !inv.contains("key_file") && !inv.contains("agent"));
-    }
-}

@@ -39,15 +39,15 @@ use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::unversioned::transport::DefaultConnector;
 
 use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
-use super::{Cancel, ExecError, Executor, HttpOutcome};
+use crate::exec::{Cancel, ExecError, Executor, HttpOutcome};
 use url::Url;
 use zeroize::Zeroizing;
 
 use crate::authorize::{Authorized, HttpAction};
-use crate::oauth2;
+use crate::http::oauth2;
 use crate::policy::Injection;
 use crate::secret::{Placement, Vault};
-use crate::sigv4;
+use crate::http::sigv4;
 
 pub const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 

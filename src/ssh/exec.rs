@@ -75,21 +75,21 @@
 //! - Host key algorithms: the types recorded for the host first, then Ed25519, ECDSA,
 //!   RSA-SHA2; SHA-1 `ssh-rsa` and DSA only for a host whose recorded key needs them.
 
-use crate::wire::ToolCode;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use serde_json::{json, Value};
 use ssh2::{Channel, ErrorCode, HashType, MethodType, Session};
 
 use crate::authorize::Authorized;
 use crate::policy::SecretSource;
-use crate::secret::{SecretError, Vault};
+use crate::secret::Vault;
 use crate::ssh::known_hosts::{self, KnownHosts, Recorded, Verdict};
-use crate::ssh::{HostKeyPolicy, SshAction, SshAuth};
+use crate::policy::ssh::{HostKeyPolicy, SshAuth};
+use crate::ssh::authorize::SshAction;
+use crate::ssh::result::{SshError, SshOutcome};
 
 const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
@@ -185,108 +185,6 @@ pub fn pty_input(stdin: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A command that ran to its end (whatever its exit status).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SshOutcome {
-    pub host: String,
-    pub exit_status: Option<i32>,
-    pub exit_signal: Option<String>,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    /// Bytes the command wrote to each stream, including what did not fit.
-    pub stdout_bytes: u64,
-    pub stderr_bytes: u64,
-    pub truncated: bool,
-    pub duration_ms: u64,
-    /// `SHA256:<base64>` of the server's host key, as `ssh-keygen -l` prints it.
-    pub host_key_fingerprint: String,
-}
-
-impl SshOutcome {
-    /// The tool result (`structuredContent`). Scrub `stdout`/`stderr` bytes first.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "host": self.host,
-            "exit_status": self.exit_status,
-            "stdout": text(&self.stdout, self.truncated),
-            "stderr": text(&self.stderr, self.truncated),
-            "truncated": self.truncated,
-            "stdout_bytes": self.stdout_bytes,
-            "stderr_bytes": self.stderr_bytes,
-            "duration_ms": self.duration_ms,
-            "host_key_fingerprint": self.host_key_fingerprint,
-        });
-        if let Some(sig) = &self.exit_signal {
-            v["exit_signal"] = json!(sig);
-        }
-        v
-    }
-}
-
-fn text(bytes: &[u8], truncated: bool) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(t) => t.to_owned(),
-        Err(e) if truncated && e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned(),
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
-}
-
-/// Why an authorized `ssh_exec` produced no outcome. Messages name the inventory host,
-/// address and port, never a secret.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SshError {
-    /// Unknown (under `strict`), changed, revoked, or the known_hosts file is unusable.
-    HostKey(String),
-    Auth(String),
-    Secret(SecretError),
-    Unavailable(String),
-    /// The command outlived its timeout: what it printed until then.
-    Timeout { message: String, partial: Box<SshOutcome> },
-    Upstream(String),
-    /// The client cancelled the call (issue #10): the command was signalled, its channel
-    /// and the connection closed.
-    Cancelled,
-}
-
-impl SshError {
-    /// The stable machine code in the tool result.
-    pub fn code(&self) -> &'static str {
-        match self {
-            SshError::HostKey(_) => ToolCode::HostKey.as_str(),
-            SshError::Auth(_) => ToolCode::Auth.as_str(),
-            SshError::Secret(_) | SshError::Unavailable(_) => ToolCode::Unavailable.as_str(),
-            SshError::Timeout { .. } => ToolCode::Timeout.as_str(),
-            SshError::Upstream(_) => ToolCode::Upstream.as_str(),
-            SshError::Cancelled => super::SP_CANCELLED,
-        }
-    }
-
-    pub fn partial(&self) -> Option<&SshOutcome> {
-        match self {
-            SshError::Timeout { partial, .. } => Some(partial),
-            _ => None,
-        }
-    }
-
-    pub fn partial_mut(&mut self) -> Option<&mut SshOutcome> {
-        match self {
-            SshError::Timeout { partial, .. } => Some(partial),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for SshError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SshError::Secret(e) => e.fmt(f),
-            SshError::Timeout { message, .. } => f.write_str(message),
-            SshError::HostKey(m) | SshError::Auth(m) | SshError::Unavailable(m) | SshError::Upstream(m) => f.write_str(m),
-            SshError::Cancelled => f.write_str("cancelled by the client"),
-        }
-    }
-}
-
 /// One authenticated connection.
 struct Conn {
     session: Session,
@@ -336,7 +234,7 @@ impl SshExecutor {
         &mut self,
         authorized: &Authorized<SshAction>,
         vault: &mut Vault,
-        progress: &mut super::Progress<'_>,
+        progress: &mut crate::exec::Progress<'_>,
     ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
         if progress.cancelled() {
@@ -383,7 +281,7 @@ impl SshExecutor {
 fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     let target = a.target(false);
     // `localhost` and `*.localhost` never reach the resolver (RFC 6761, dest.rs).
-    let addrs = super::dest::lookup_host(&super::dest::SystemLookup, &a.address, a.port)
+    let addrs = crate::http::dest::lookup_host(&crate::http::dest::SystemLookup, &a.address, a.port)
         .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?;
     let mut last = String::from("no address");
     for addr in &addrs {
@@ -405,7 +303,7 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     Err(SshError::Unavailable(format!("{target}: cannot connect ({last})")))
 }
 
-fn connect(a: &SshAction, vault: &mut Vault, cancel: &super::Cancel) -> Result<Conn, SshError> {
+fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::exec::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
     let stream = resolve_and_connect(a)?;
@@ -626,7 +524,7 @@ fn execute(
     mut channel: Channel,
     a: &SshAction,
     started: Instant,
-    progress: &mut super::Progress<'_>,
+    progress: &mut crate::exec::Progress<'_>,
 ) -> (Result<SshOutcome, SshError>, bool) {
     let target = a.target(false);
     let s = &conn.session;
@@ -733,7 +631,7 @@ fn pump(
     input: &[u8],
     deadline: Instant,
     c: &mut Collector,
-    report: &mut super::Progress<'_>,
+    report: &mut crate::exec::Progress<'_>,
 ) -> Result<Step, String> {
     let s = &conn.session;
     let mut stdin: &[u8] = input;
@@ -826,24 +724,5 @@ mod tests {
         let mut line = vec![b'y'; PTY_FLUSH_EVERY - 1];
         line.push(b'\n');
         assert_eq!(pty_input(&line), [line.as_slice(), b"\x04"].concat());
-    }
-
-    #[test]
-    fn result_shape() {
-        let o = SshOutcome {
-            host: "web1".into(),
-            exit_status: None,
-            exit_signal: Some("TERM".into()),
-            stdout: b"caf\xc3".to_vec(),
-            stderr: b"\xff".to_vec(),
-            truncated: true,
-            ..SshOutcome::default()
-        };
-        let v = o.to_json();
-        assert_eq!((v["stdout"].as_str(), v["stderr"].as_str()), (Some("caf"), Some("\u{fffd}")));
-        assert_eq!((v["exit_status"].clone(), v["exit_signal"].clone()), (Value::Null, json!("TERM")));
-        let plain = SshOutcome { exit_status: Some(3), ..SshOutcome::default() }.to_json();
-        assert!(plain.get("exit_signal").is_none());
-        assert_eq!(plain["exit_status"], 3);
     }
 }

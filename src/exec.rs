@@ -3,11 +3,10 @@
 //! [`Executor`] is the narrow seam DESIGN.md asks for: its methods take an
 //! [`Authorized`] action, which only `authorize.rs` can build, so nothing half-validated
 //! can get here. Tests put a recording executor behind this trait to prove that rejected
-//! input never arrives (`calls == []`); the real one is [`http::HttpExecutor`].
-
-pub mod dest;
-pub mod http;
-pub mod ssh;
+//! input never arrives (`calls == []`); the real ones are
+//! [`crate::http::exec::HttpExecutor`] and [`crate::ssh::exec::SshExecutor`], put together
+//! in `cli::Executors`. This file is the seam only: it names the outcome types (leaves in
+//! `http/result.rs` and `ssh/result.rs`) and nothing that runs.
 
 use crate::wire::ToolCode;
 use std::fmt;
@@ -19,7 +18,8 @@ use serde_json::{json, Value};
 
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{SecretError, Vault};
-pub use ssh::{SshError, SshOutcome};
+pub use crate::http::result::HttpOutcome;
+pub use crate::ssh::result::{SshError, SshOutcome};
 
 /// The code of a cancelled call (journal rows; the client gets no answer for it).
 pub const SP_CANCELLED: &str = crate::wire::ToolCode::Cancelled.as_str();
@@ -177,38 +177,6 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
-#[derive(Default)]
-pub struct Executors {
-    pub http: http::HttpExecutor,
-    pub ssh: ssh::SshExecutor,
-}
-
-impl Executors {
-    pub fn new() -> Executors {
-        Executors::default()
-    }
-}
-
-impl Executor for Executors {
-    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
-        self.http.http(action, vault, cancel)
-    }
-
-    fn take_token_fetches(&mut self) -> Vec<TokenFetch> {
-        self.http.take_token_fetches()
-    }
-
-    fn ssh(
-        &mut self,
-        action: &Authorized<crate::ssh::SshAction>,
-        vault: &mut Vault,
-        progress: &mut Progress<'_>,
-    ) -> Result<SshOutcome, SshError> {
-        self.ssh.run(action, vault, progress)
-    }
-}
-
 /// One OAuth2 token request (issue #13): which credential, where (`POST
 /// scheme://host[:port]/path`, no query), and the outcome: the `expires_in` the server
 /// gave, or the error (its code and message, which never hold the token or the body).
@@ -217,17 +185,6 @@ pub struct TokenFetch {
     pub credential: String,
     pub target: String,
     pub outcome: Result<Option<u64>, (&'static str, String)>,
-}
-
-/// What came back. A status is a result, never an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpOutcome {
-    pub status: u16,
-    /// Lowercase names, in arrival order; `set-cookie` is never included.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-    /// The body was cut at `max_response_bytes`.
-    pub truncated: bool,
 }
 
 /// Why an authorized action did not produce an outcome. Messages name hosts and ports,

@@ -1,0 +1,13 @@
+//! `http_request`, as one slice: what the agent may ask (`args`, `url`), what the policy
+//! allows (`authorize`: rules, credentials, redirect hops), where it may go (`dest`: the
+//! SSRF check), how it runs (`exec`, with the `sigv4` and `oauth2` credential mechanisms)
+//! and what comes back (`result`).
+//!
+//! `sigv4` and `oauth2` are leaves (they import nothing else of the crate), so the
+//! policy parser can build their sections without depending on the slice above it.
+
+pub mod dest;
+pub mod exec;
+pub mod oauth2;
+pub mod result;
+pub mod sigv4;
