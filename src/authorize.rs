@@ -22,12 +22,12 @@
 
 use crate::wire::ToolCode;
 use std::fmt;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
-use crate::tools::{HttpRequest, ToolCall};
+use crate::policy::{Injection, Policy};
+use crate::tools::ToolCall;
+pub use crate::http::authorize::{is_loopback_literal, CredentialUse, HttpAction, HttpDenial, RedirectStop};
 
 /// Proof that the policy allowed the wrapped action. Only this module can build one.
 #[derive(Debug)]
@@ -48,49 +48,14 @@ pub enum Action {
     Ssh(Authorized<crate::ssh::SshAction>),
 }
 
-/// The credential an authorized HTTP call carries: where to read it and how to inject
-/// it. The value itself is read by the executor, after authorization.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CredentialUse {
-    pub name: String,
-    pub source: SecretSource,
-    pub inject: Injection,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpAction {
-    pub method: Method,
-    pub url: url::Url,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
-    pub credential: Option<CredentialUse>,
-    /// `http.allow[N]`: the rule that allowed the call.
-    pub rule: String,
-    /// Some allow rule that permits this call names the host exactly (no wildcard).
-    /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then
-    /// (issue #3).
-    pub host_named_exactly: bool,
-    pub timeout: Duration,
-    pub max_response_bytes: u64,
-}
-
 /// What `sp_inventory` shows: names, hosts, paths, methods. Never a secret or its source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inventory(pub Value);
 
+/// Why a call is not authorized: the HTTP or the SSH rules refused it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Denial {
-    NoRule { method: Method, host: String, port: u16, path: String },
-    UnknownCredential { name: String },
-    CredentialNotBound { name: String, host: String, path: String },
-    CredentialNeedsHttps { name: String },
-    HeaderConflict { name: String, header: String },
-    QueryConflict { name: String, param: String },
-    /// Issue #13: `Authorization` or an `X-Amz-*` header or query parameter on a request
-    /// signed with the `aws_sigv4` credential `name` (`SP_BAD_ARGUMENTS`, see [`Denial::code`]).
-    SignerOwns { name: String, field: String },
-    BodyTooLarge { limit: u64 },
-    HttpsOnly,
+    Http(HttpDenial),
     /// An `ssh_exec` refusal (unknown host, command not on the list, timeout too long).
     Ssh(crate::ssh::SshDenial),
 }
@@ -98,91 +63,34 @@ pub enum Denial {
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Denial::Http(d) => d.fmt(f),
             Denial::Ssh(d) => d.fmt(f),
-            Denial::NoRule { method, host, port, path } => {
-                write!(f, "no http.allow rule permits {method} {host}:{port}{path}")
-            }
-            Denial::UnknownCredential { name } => write!(f, "there is no credential named {name:?}"),
-            Denial::CredentialNotBound { name, host, path } => {
-                write!(f, "credential {name:?} is not bound to {host}{path}")
-            }
-            Denial::CredentialNeedsHttps { name } => {
-                write!(f, "credential {name:?} is only sent over https (or to a loopback address)")
-            }
-            Denial::HeaderConflict { name, header } => {
-                write!(f, "header {header:?} is reserved for credential {name:?}")
-            }
-            Denial::QueryConflict { name, param } => {
-                write!(f, "query parameter {param:?} is reserved for credential {name:?}")
-            }
-            Denial::SignerOwns { name, field } => write!(
-                f,
-                "{field:?} is set by sp when it signs for credential {name:?} (aws_sigv4): send no Authorization and no X-Amz-* header or query parameter"
-            ),
-            Denial::HttpsOnly => f.write_str("the policy allows https:// URLs only (http.https_only)"),
-            Denial::BodyTooLarge { limit } => {
-                write!(f, "the request body is larger than http.max_request_body_bytes ({limit})")
-            }
         }
     }
 }
+
+impl std::error::Error for Denial {}
 
 impl Denial {
     /// The journal reason and tool error code: `SP_DENIED`, except arguments no policy
     /// could allow (`SP_BAD_ARGUMENTS`).
     pub fn code(&self) -> (&'static str, &'static str) {
         match self {
-            Denial::SignerOwns { .. } => ("bad_arguments", ToolCode::BadArguments.as_str()),
-            _ => ("denied", ToolCode::Denied.as_str()),
+            Denial::Http(d) => d.code(),
+            Denial::Ssh(_) => ("denied", ToolCode::Denied.as_str()),
         }
     }
 }
 
 pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
     match call {
-        ToolCall::Http(req) => authorize_http(policy, req, true).map(|a| Action::Http(Authorized(a))),
+        ToolCall::Http(req) => crate::http::authorize::authorize(policy, req, true).map(|a| Action::Http(Authorized(a))).map_err(Denial::Http),
         ToolCall::Inventory => Ok(Action::Inventory(Authorized(inventory(policy)))),
         ToolCall::Ssh(call) => crate::ssh::authorize(&policy.ssh, call).map(|a| Action::Ssh(Authorized(a))).map_err(Denial::Ssh),
     }
 }
 
-fn binds(c: &Credential, req: &HttpRequest) -> bool {
-    c.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
-        && c.paths.iter().any(|p| p.matches(&req.match_path))
-        && c.methods.as_ref().is_none_or(|m| m.contains(&req.method))
-}
-
-pub fn is_loopback_literal(host: &str) -> bool {
-    host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
-}
-
-/// Why a redirect was not followed; the 3xx is returned to the agent as data.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RedirectStop {
-    Credentialed,
-    TooMany { limit: u32 },
-    CrossOrigin { to: String },
-    BadLocation(String),
-    Denied(Denial),
-}
-
-impl fmt::Display for RedirectStop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RedirectStop::Credentialed => f.write_str("a request that carries a credential never follows redirects"),
-            RedirectStop::TooMany { limit } => write!(f, "more than http.max_redirects ({limit}) redirects"),
-            RedirectStop::CrossOrigin { to } => write!(f, "redirects are followed only within the same origin, not to {to}"),
-            RedirectStop::BadLocation(m) => write!(f, "the Location cannot be followed: {m}"),
-            RedirectStop::Denied(d) => write!(f, "the redirect target is not allowed: {d}"),
-        }
-    }
-}
-
-/// Authorizes one redirect hop (issue #3): only for a request without a credential,
-/// within `max_redirects`, to the same scheme, host and port, and through the same
-/// allow rules as a fresh call. The hop never picks up a credential, even one bound to
-/// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a
-/// POST) become GET without a body, as browsers do; 307 and 308 keep method and body.
+/// Authorizes one redirect hop of an authorized request (`http::authorize::redirect`).
 pub fn authorize_redirect(
     policy: &Policy,
     previous: &Authorized<HttpAction>,
@@ -190,110 +98,7 @@ pub fn authorize_redirect(
     status: u16,
     location: &str,
 ) -> Result<Authorized<HttpAction>, RedirectStop> {
-    let prev = &previous.0;
-    if prev.credential.is_some() {
-        return Err(RedirectStop::Credentialed);
-    }
-    if hops_so_far >= policy.http.max_redirects {
-        return Err(RedirectStop::TooMany { limit: policy.http.max_redirects });
-    }
-    let next = crate::tools::redirect_target(&prev.url, location).map_err(|e| RedirectStop::BadLocation(e.0))?;
-    if next.origin() != prev.url.origin() {
-        return Err(RedirectStop::CrossOrigin { to: next.origin().ascii_serialization() });
-    }
-    let (method, body) = match (status, prev.method) {
-        (307 | 308, m) => (m, prev.body.clone()),
-        (_, Method::Head) => (Method::Head, None),
-        (303, _) | (301 | 302, Method::Post) => (Method::Get, None),
-        (_, m) => (m, prev.body.clone()),
-    };
-    let req = HttpRequest::new(method, next, prev.headers.clone(), body, None).map_err(|e| RedirectStop::BadLocation(e.0))?;
-    authorize_http(policy, req, false).map(Authorized).map_err(RedirectStop::Denied)
-}
-
-fn authorize_http(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, Denial> {
-    if policy.http.https_only && req.url.scheme() != "https" {
-        return Err(Denial::HttpsOnly);
-    }
-    let rule = policy
-        .http
-        .allow
-        .iter()
-        .find(|r| {
-            r.methods.contains(&req.method)
-                && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
-                && r.paths.iter().any(|p| p.matches(&req.match_path))
-        })
-        .ok_or_else(|| Denial::NoRule {
-            method: req.method,
-            host: req.host.clone(),
-            port: req.port,
-            path: req.match_path.clone(),
-        })?;
-
-    let credential = match &req.credential {
-        Some(name) => {
-            let c = policy.credentials.get(name).ok_or_else(|| Denial::UnknownCredential { name: name.clone() })?;
-            if !binds(c, &req) {
-                return Err(Denial::CredentialNotBound {
-                    name: name.clone(),
-                    host: req.host.clone(),
-                    path: req.match_path.clone(),
-                });
-            }
-            Some(c)
-        }
-        None if may_pick_credential => policy.credentials.values().find(|c| binds(c, &req)),
-        None => None,
-    };
-    if let Some(c) = credential {
-        if req.url.scheme() != "https" && !is_loopback_literal(&req.host) {
-            return Err(Denial::CredentialNeedsHttps { name: c.name.clone() });
-        }
-        match &c.inject {
-            Injection::Query { name } => {
-                if req.url.query_pairs().any(|(k, _)| k == name.as_str()) {
-                    return Err(Denial::QueryConflict { name: c.name.clone(), param: name.clone() });
-                }
-            }
-            Injection::AwsSigV4(_) => {
-                if let Some(field) = crate::http::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
-                    return Err(Denial::SignerOwns { name: c.name.clone(), field });
-                }
-            }
-            other => {
-                let header = other.header_name().unwrap_or_default();
-                if req.headers.iter().any(|(n, _)| *n == header) {
-                    return Err(Denial::HeaderConflict { name: c.name.clone(), header });
-                }
-            }
-        }
-    }
-    let limit = policy.http.max_request_body_bytes;
-    if req.body.as_ref().is_some_and(|b| b.len() as u64 > limit) {
-        return Err(Denial::BodyTooLarge { limit });
-    }
-    Ok(HttpAction {
-        method: req.method,
-        url: req.url,
-        headers: req.headers,
-        body: req.body,
-        credential: credential.map(|c| CredentialUse {
-            name: c.name.clone(),
-            source: c.source.clone(),
-            inject: c.inject.clone(),
-        }),
-        rule: format!("http.allow[{}]", rule.index),
-        // Any allow rule that permits this call and names the host exactly counts, not
-        // only the first match (a `*.corp` rule listed before `db.corp` must not hide it).
-        host_named_exactly: policy.http.allow.iter().any(|r| {
-            r.methods.contains(&req.method)
-                && r.paths.iter().any(|p| p.matches(&req.match_path))
-                && r.hosts.iter().any(|h| h.is_exact() && h.matches(&req.host, req.port, req.default_port))
-        }),
-        timeout: policy.http.timeout,
-        max_response_bytes: policy.http.max_response_bytes,
-    })
+    crate::http::authorize::redirect(policy, &previous.0, hops_so_far, status, location).map(Authorized)
 }
 
 fn inventory(policy: &Policy) -> Inventory {
@@ -357,6 +162,7 @@ fn inventory(policy: &Policy) -> Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Method;
     use crate::tools::{call_request, ToolCall};
 
     fn policy() -> Policy {
@@ -462,7 +268,7 @@ mod tests {
         assert_eq!(hop(&credentialed, 0, 302, "/v1/other").unwrap_err(), RedirectStop::Credentialed);
         // same origin, but the allow rule does not cover the new path
         let public = action(json!({"method": "POST", "url": "https://api.example.com/public", "body": "x"}));
-        assert!(matches!(hop(&public, 0, 307, "/admin"), Err(RedirectStop::Denied(Denial::NoRule { .. }))));
+        assert!(matches!(hop(&public, 0, 307, "/admin"), Err(RedirectStop::Denied(HttpDenial::NoRule { .. }))));
         // a hop onto a path with a bound credential still goes without it
         let to_bound = hop(&public, 0, 307, "/v1/users").unwrap();
         assert_eq!((to_bound.0.method, to_bound.0.body.as_deref(), to_bound.0.credential.as_ref()), (Method::Post, Some("x"), None));
@@ -475,7 +281,7 @@ mod tests {
         let mut p = policy();
         p.http.https_only = true;
         let req = call_request(Some(json!({"name": "http_request", "arguments": {"method": "DELETE", "url": "http://127.0.0.1:8080/x"}}))).unwrap();
-        assert!(matches!(authorize(&p, ToolCall::parse(&req).unwrap()), Err(Denial::HttpsOnly)));
+        assert!(matches!(authorize(&p, ToolCall::parse(&req).unwrap()), Err(Denial::Http(HttpDenial::HttpsOnly))));
     }
 
     #[test]

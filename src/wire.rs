@@ -22,6 +22,17 @@ impl fmt::Display for ArgError {
 
 impl std::error::Error for ArgError {}
 
+/// `Err(ArgError(msg))`, for the argument parsers.
+pub(crate) fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
+    Err(ArgError(msg.into()))
+}
+
+/// An agent-chosen name echoed in a message, cut short (64 characters, the cut marked):
+/// a message never carries a large payload the agent chose.
+pub(crate) fn short(s: &str) -> String {
+    crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
+}
+
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
 /// carries the server info in `_meta` (a SHOULD of that revision).
 pub(crate) fn stamp_stateless(response: &mut Value) {

@@ -1,0 +1,109 @@
+//! The URL of an `http_request` (and of each redirect hop): which characters it may hold,
+//! how its `%` escapes must look, and the decoded path the policy matches. The rule: two
+//! parsers (ours and the server's) must never see two different URLs or paths.
+
+use crate::wire::{bad, ArgError};
+
+/// The longest URL accepted, with its query (as the agent wrote it or after `query`).
+pub const MAX_URL_BYTES: usize = 16 * 1024;
+
+/// A redirect's `Location`, resolved against the request URL and held to the same
+/// checks as a URL the agent wrote (the fragment, never sent, is dropped).
+pub fn redirect_target(base: &url::Url, location: &str) -> Result<url::Url, ArgError> {
+    let mut joined = base.join(location).map_err(|e| ArgError(format!("Location is not a valid URL: {e}")))?;
+    joined.set_fragment(None);
+    check_url(joined.as_str())
+}
+
+/// Characters a URL may contain as written by the agent: printable ASCII without space and
+/// without the characters WHATWG parsing would silently rewrite or drop (`\` becomes `/`,
+/// tabs and newlines vanish) — two parsers must not see two different URLs.
+fn url_char_ok(b: u8) -> bool {
+    b.is_ascii_graphic() && !b"\\\"<>^`{|}".contains(&b)
+}
+
+pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
+    if raw.len() > MAX_URL_BYTES {
+        return bad(format!("\"url\" is longer than {MAX_URL_BYTES} bytes"));
+    }
+    if let Some(b) = raw.bytes().find(|b| !url_char_ok(*b)) {
+        return bad(format!(
+            "\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"
+        ));
+    }
+    // Issue 8.5: a `%` must start an escape of exactly two hex digits. The url crate
+    // sends a stray `%` (or `%+9`) as written; if we decoded it differently (or at all),
+    // the server would see another path than the policy matched.
+    if let Some(i) = raw.bytes().enumerate().position(|(i, b)| b == b'%' && !is_escape(&raw.as_bytes()[i..])) {
+        let shown: String = raw[i..].chars().take(3).collect();
+        return bad(format!("\"url\" has a % that does not start a %XX escape of two hex digits ({shown:?}); write % as %25"));
+    }
+    let mut url = url::Url::parse(raw).map_err(|e| ArgError(format!("\"url\" is not a valid absolute URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return bad("\"url\" must be http:// or https://");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return bad("\"url\" must not contain user:password@; credentials are injected by the gateway");
+    }
+    if url.fragment().is_some() {
+        return bad("\"url\" must not contain a #fragment");
+    }
+    let Some(host) = url.host_str().map(str::to_owned) else {
+        return bad("\"url\" needs a host");
+    };
+    if let Some(trimmed) = host.strip_suffix('.') {
+        if trimmed.is_empty() || trimmed.ends_with('.') {
+            return bad("\"url\" host is not valid");
+        }
+        url.set_host(Some(trimmed)).map_err(|_| ArgError("\"url\" host is not valid".into()))?;
+    }
+    Ok(url)
+}
+
+/// The path policy patterns match: percent-decoded segment by segment. A segment that
+/// would decode into a separator, a dot segment (also with `;params`, which some servers
+/// strip: `/v1/..;/admin`), a NUL or non-UTF-8 is refused, so a server cannot be made to
+/// see a different path than the policy did.
+pub(crate) fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
+    let mut out = String::new();
+    for seg in url.path().split('/').skip(1) {
+        let decoded = percent_decode(seg).ok_or_else(|| ArgError("\"url\" path is not valid percent-encoded UTF-8".into()))?;
+        let before_params = decoded.split(';').next().unwrap_or_default();
+        if decoded.contains(['/', '\\', '\0']) || before_params == "." || before_params == ".." {
+            return bad("\"url\" path has an encoded separator or dot segment; write the plain path");
+        }
+        out.push('/');
+        out.push_str(&decoded);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+/// Does `b` start with `%` and exactly two hex digits?
+fn is_escape(b: &[u8]) -> bool {
+    matches!(b, [b'%', h, l, ..] if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
+}
+
+/// Strict percent-decoding: `%` must be followed by two hex digits (never a sign, as
+/// `u8::from_str_radix` would accept: `%+9`), and the result must be UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if !is_escape(&b[i..]) {
+                return None;
+            }
+            let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+            out.push(hex(b[i + 1])? << 4 | hex(b[i + 2])?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
