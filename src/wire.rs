@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`tools.rs`, `ssh/args.rs`).
@@ -31,6 +31,70 @@ pub(crate) fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
 /// a message never carries a large payload the agent chose.
 pub(crate) fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
+}
+
+/// A `tools/call` result, typed (issue #9): each tool's slice builds one, the server
+/// turns it into the wire's JSON once ([`ToolResult::into_value`]) and the journal reads
+/// its code and message from here, never back out of the rendered JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolResult {
+    /// The error's code (a [`ToolCode`] string) and message; `None` for success.
+    error: Option<(&'static str, String)>,
+    /// `structuredContent`: the tool's fields. An error's partial output (the output of
+    /// a timed-out command) sits next to its `error` member.
+    fields: Map<String, Value>,
+}
+
+impl ToolResult {
+    /// Success with these fields (an object; anything else is wrapped as `{"value": ..}`).
+    pub(crate) fn ok(fields: Value) -> ToolResult {
+        let fields = match fields {
+            Value::Object(m) => m,
+            other => Map::from_iter([("value".to_owned(), other)]),
+        };
+        ToolResult { error: None, fields }
+    }
+
+    /// An error result: `code` is a [`ToolCode`] string.
+    pub(crate) fn error(code: &'static str, message: impl Into<String>) -> ToolResult {
+        ToolResult { error: Some((code, message.into())), fields: Map::new() }
+    }
+
+    /// The same error, carrying partial output fields.
+    pub(crate) fn with_fields(mut self, fields: Map<String, Value>) -> ToolResult {
+        self.fields.extend(fields);
+        self
+    }
+
+    /// `"ok"` or the error's code: the execution counters' and the journal's outcome.
+    pub(crate) fn outcome(&self) -> &'static str {
+        self.error.as_ref().map_or("ok", |(code, _)| code)
+    }
+
+    pub(crate) fn message(&self) -> Option<&str> {
+        self.error.as_ref().map(|(_, m)| m.as_str())
+    }
+
+    /// The MCP `CallToolResult`. Its text block is the JSON of `structuredContent`
+    /// (after an error's `code: message` line when there are fields), rendered when the
+    /// answer is written ([`crate::out::RENDER_STRUCTURED`]), not held twice.
+    pub(crate) fn into_value(self) -> Value {
+        let ToolResult { error, mut fields } = self;
+        let Some((code, message)) = error else {
+            return json!({
+                "content": [{"type": "text", (crate::out::RENDER_STRUCTURED): ""}],
+                "structuredContent": fields,
+                "isError": false
+            });
+        };
+        let text = if fields.is_empty() {
+            json!({"type": "text", "text": format!("{code}: {message}")})
+        } else {
+            json!({"type": "text", (crate::out::RENDER_STRUCTURED): format!("{code}: {message}\n")})
+        };
+        fields.insert("error".into(), json!({"code": code, "message": message}));
+        json!({"content": [text], "structuredContent": fields, "isError": true})
+    }
 }
 
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
@@ -111,6 +175,28 @@ impl fmt::Display for ToolCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The three shapes a tool result takes on the wire, and what the journal reads.
+    #[test]
+    fn tool_results_serialise_once_in_their_three_shapes() {
+        let ok = ToolResult::ok(json!({"status": 200}));
+        assert_eq!((ok.outcome(), ok.message()), ("ok", None));
+        let v = ok.into_value();
+        assert_eq!((v["isError"].clone(), v["structuredContent"].clone()), (json!(false), json!({"status": 200})));
+        assert_eq!(v["content"][0][crate::out::RENDER_STRUCTURED], "");
+
+        let err = ToolResult::error(ToolCode::Denied.as_str(), "no rule");
+        assert_eq!((err.outcome(), err.message()), ("SP_DENIED", Some("no rule")));
+        let v = err.into_value();
+        assert_eq!(v["content"][0]["text"], "SP_DENIED: no rule");
+        assert_eq!(v["structuredContent"], json!({"error": {"code": "SP_DENIED", "message": "no rule"}}));
+
+        let partial = ToolResult::error(ToolCode::Timeout.as_str(), "too slow").with_fields(Map::from_iter([("stdout".to_owned(), json!("so far"))]));
+        let v = partial.into_value();
+        assert_eq!(v["structuredContent"], json!({"stdout": "so far", "error": {"code": "SP_TIMEOUT", "message": "too slow"}}));
+        assert_eq!(v["content"][0][crate::out::RENDER_STRUCTURED], "SP_TIMEOUT: too slow\n");
+        assert_eq!(v["isError"], true);
+    }
 
     /// The codes sp(1) documents under "Tool results" are exactly this table.
     #[test]
