@@ -448,6 +448,75 @@ fn read_file_checked(credential: &str, path: &std::path::Path, forbidden_mode: u
     Ok(text)
 }
 
+// Issue #12: the one redaction point of a tool result (`server.rs` calls it for every
+// answer it sends).
+
+/// What a withheld result says (and its journal row's reason).
+pub(crate) const WITHHELD: &str = "the answer is withheld: its JSON text spells a secret of this session in a form that no single value shows";
+
+/// Scrubs a tool result everywhere it carries text: every string and number of
+/// `structuredContent` (parsed values, object keys included) and `content`. Then the JSON
+/// text of `structuredContent` (what the wire carries, twice) is searched for every
+/// spelling as well, without building it (issue #12: [`EchoScan`]): a secret that only
+/// appears once values are escaped and joined is not cut out of the middle of the JSON
+/// (that could not be done without breaking it) but withholds the whole result.
+/// True when the result was withheld.
+pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
+    vault.scrub(result);
+    let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) else { return false };
+    if !vault.is_empty() && EchoScan::spells_a_secret(vault, structured) {
+        log::warn!("a result's JSON text spelled a secret that no single value showed: the result is withheld");
+        *result = crate::wire::ToolResult::error(crate::wire::ToolCode::Upstream.as_str(), WITHHELD).into_value();
+        return true;
+    }
+    false
+}
+
+/// A sink for a value's JSON that searches it for secrets in overlapping windows, so
+/// memory stays at one window however large the JSON is. The overlap is longer than any
+/// spelling the redactor looks for, so every spelling lies whole inside some window.
+struct EchoScan<'v> {
+    vault: &'v Vault,
+    window: Vec<u8>,
+    overlap: usize,
+    found: bool,
+}
+
+impl EchoScan<'_> {
+    const WINDOW: usize = 1024 * 1024;
+
+    fn spells_a_secret(vault: &Vault, value: &Value) -> bool {
+        let overlap = vault.longest_spelling().saturating_add(64).min(Self::WINDOW / 2);
+        let mut scan = EchoScan { vault, window: Vec::with_capacity(Self::WINDOW + overlap), overlap, found: false };
+        let _ = serde_json::to_writer(&mut scan, value);
+        scan.check();
+        scan.found
+    }
+
+    fn check(&mut self) {
+        self.found = self.found || self.vault.found_in(&self.window);
+    }
+}
+
+impl std::io::Write for EchoScan<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.found {
+            return Ok(buf.len());
+        }
+        self.window.extend_from_slice(buf);
+        if self.window.len() >= Self::WINDOW + self.overlap {
+            self.check();
+            let keep = self.window.len() - self.overlap;
+            self.window.drain(..keep);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,5 +675,45 @@ mod tests {
         let mut doc = json!({"abcdef-key": ["xx abcdef yy", {"n": "abc"}], "k": 1});
         v.scrub(&mut doc);
         assert_eq!(doc, json!({"[REDACTED:long]-key": ["xx [REDACTED:long] yy", {"n": "[REDACTED:short]"}], "k": 1}));
+    }
+
+    #[test]
+    fn scrub_result_covers_numbers_and_renders_the_text_again() {
+        let mut vault = Vault::new();
+        let source = crate::policy::SecretSource::Command {
+            argv: vec!["echo".into(), "31415926535".into()],
+            timeout: std::time::Duration::from_secs(5),
+        };
+        vault.read("pin", &source).unwrap();
+        let mut r = crate::wire::ToolResult::ok(json!({"json": {"n": 31415926535u64, "s": "x&#51;1415926535"}, "headers": {"X-31415926535": "v"}})).into_value();
+        scrub_result(&vault, &mut r);
+        let sc = &r["structuredContent"];
+        assert_eq!(sc["json"]["n"], "[REDACTED:pin]");
+        assert_eq!(sc["json"]["s"], "x[REDACTED:pin]");
+        assert!(sc["headers"].get("X-[REDACTED:pin]").is_some(), "{sc}");
+        let text = crate::out::rendered_text(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), *sc);
+        assert!(!text.contains("1415926535"), "{text}");
+    }
+
+    /// Issue #12: the text block is no longer scrubbed as a string of its own, so a secret
+    /// that only the JSON text spells (an escape that joins what no single value shows)
+    /// must withhold the result; far into a large result too (the windowed search).
+    #[test]
+    fn a_secret_only_the_json_text_spells_withholds_the_result() {
+        let mut vault = Vault::new();
+        let source = crate::policy::SecretSource::Command { argv: vec!["echo".into(), r#"k\"ey-31415"#.into()], timeout: std::time::Duration::from_secs(5) };
+        vault.read("odd", &source).unwrap();
+        // The value holds `k"ey-31415`; its JSON text holds `k\"ey-31415`, the secret.
+        for pad in [0, 3 * 1024 * 1024 + 17] {
+            let mut r = crate::wire::ToolResult::ok(json!({"body": format!("{}k\"ey-31415", "x".repeat(pad))})).into_value();
+            scrub_result(&vault, &mut r);
+            let wire = serde_json::to_string(&r).unwrap() + &crate::out::rendered_text(&r).unwrap_or_default();
+            assert!(!wire.contains(r#"k\"ey-31415"#), "pad {pad}: the secret survived");
+            assert_eq!((r["isError"].as_bool(), r["structuredContent"]["error"]["code"].as_str()), (Some(true), Some("SP_UPSTREAM")), "pad {pad}");
+        }
+        let mut clean = crate::wire::ToolResult::ok(json!({"body": "x".repeat(3 * 1024 * 1024)})).into_value();
+        scrub_result(&vault, &mut clean);
+        assert_eq!(clean["isError"], false);
     }
 }
