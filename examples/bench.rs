@@ -96,8 +96,8 @@ fn mib_s(len: usize, mut f: impl FnMut()) -> f64 {
 
 /// The redactor over an 8 MiB body (one real echo planted in the middle) vs a copy.
 fn redactor_figures(dir: &std::path::Path) -> Vec<String> {
-    use sallyport::policy::SecretSource;
-    let mut vault = sallyport::secret::Vault::new();
+    use sallyport::SecretSource;
+    let mut vault = sallyport::Vault::new();
     let mut read = |name: &str, value: &str| {
         let path = dir.join(name);
         std::fs::write(&path, value).unwrap();

@@ -49,7 +49,7 @@ use crate::audit::{Context, Journal};
 use crate::authorize::Action;
 use crate::policy::{Policy, SecretSource};
 
-pub use crate::policy::approval::{ApprovalPolicy, Mode};
+pub(crate) use crate::policy::approval::Mode;
 
 /// Bodies and stdin shown to the approver are cut here.
 pub(crate) const MAX_SHOWN_BYTES: usize = 64 * 1024;

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use crate::policy::{Injection, Policy};
 use crate::tools::ToolCall;
-pub use crate::http::authorize::{is_loopback_literal, CredentialUse, HttpAction, HttpDenial, RedirectStop};
+pub(crate) use crate::http::authorize::{HttpAction, HttpDenial, RedirectStop};
 
 /// Proof that the policy allowed the wrapped action. Only this module can build one.
 #[derive(Debug)]
@@ -91,7 +91,7 @@ pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
 }
 
 /// Authorizes one redirect hop of an authorized request (`http::authorize::redirect`).
-pub fn authorize_redirect(
+pub(crate) fn authorize_redirect(
     policy: &Policy,
     previous: &Authorized<HttpAction>,
     hops_so_far: u32,

@@ -51,13 +51,13 @@ use crate::session::{Era, Session, Step};
 /// Bytes of frames read ahead of the loop before the reader stops reading stdin: each
 /// frame is charged its length plus [`FRAME_OVERHEAD`], so many small lines cost what
 /// they take in memory (issue #12: 16 MiB of 100-byte lines held 36 MiB).
-pub const QUEUE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// What a queued frame costs beyond its text: the event, the string's spare capacity,
 /// the channel's slot.
-pub const FRAME_OVERHEAD: usize = 192;
+pub(crate) const FRAME_OVERHEAD: usize = 192;
 
-pub enum Event {
+pub(crate) enum Event {
     /// A frame, or the framing error that ended reading (with the bytes read for it).
     Frame { frame: Result<Frame, FrameError>, raw: Vec<u8>, bytes: usize },
     /// A `tools/call` that was cancelled while it waited in the queue: never run.
@@ -104,7 +104,7 @@ impl Inflight {
 }
 
 /// The loop's input: the reader thread's channel and the frames queued during a call.
-pub struct Input {
+pub(crate) struct Input {
     rx: Receiver<Event>,
     tx: Sender<Event>,
     queue: VecDeque<Event>,
@@ -122,7 +122,7 @@ pub struct Input {
 
 impl Input {
     /// Starts the reader thread. It is detached: an exit never waits for a blocked read.
-    pub fn start<R: BufRead + Send + 'static>(input: R, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
+    pub(crate) fn start<R: BufRead + Send + 'static>(input: R, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
         let (tx, rx) = channel();
         let inflight = Arc::new(Inflight::default());
         let (reader_tx, reader_inflight) = (tx.clone(), inflight.clone());
@@ -154,7 +154,7 @@ impl Input {
     }
 
     /// The next event: the queue first, then the channel.
-    pub fn next_event(&mut self) -> Event {
+    pub(crate) fn next_event(&mut self) -> Event {
         let event = match self.queue.pop_front() {
             Some(e) => e,
             None => self.rx.recv().unwrap_or(Event::Eof),
@@ -168,7 +168,7 @@ impl Input {
     /// Runs `work` (the blocking part of the call `running`) on this thread while a
     /// control thread serves the client (module docs). Returns what `work` returned and
     /// the session back; `notes` is for progress notifications.
-    pub fn during<W: Write + Send, T>(
+    pub(crate) fn during<W: Write + Send, T>(
         &mut self,
         out: &mut ProtocolWriter<W>,
         session: Session,
@@ -214,13 +214,13 @@ impl Input {
     }
 
     /// The loop ended: the reader thread must not wait for room any more.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.inflight.close();
     }
 }
 
 /// The raw bytes of a well-formed frame (for a journal fingerprint).
-pub fn raw_of(frame: &Frame) -> Vec<u8> {
+pub(crate) fn raw_of(frame: &Frame) -> Vec<u8> {
     let mut raw = frame.text.clone().into_bytes();
     if frame.raw_len > raw.len() {
         raw.push(b'\r');

@@ -18,11 +18,11 @@ use serde_json::{json, Value};
 
 use crate::authorize::{Authorized, HttpAction};
 use crate::secret::{SecretError, Vault};
-pub use crate::http::result::HttpOutcome;
-pub use crate::ssh::result::{SshError, SshOutcome};
+pub(crate) use crate::http::result::HttpOutcome;
+pub(crate) use crate::ssh::result::{SshError, SshOutcome};
 
 /// The code of a cancelled call (journal rows; the client gets no answer for it).
-pub const SP_CANCELLED: &str = crate::wire::ToolCode::Cancelled.as_str();
+pub(crate) const SP_CANCELLED: &str = crate::wire::ToolCode::Cancelled.as_str();
 
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which

@@ -18,18 +18,18 @@ use std::fmt;
 use std::io::{self, BufRead};
 
 /// Default line cap: 4 MiB (issue #2). `sp mcp --max-line-bytes` changes it.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// A complete line: valid UTF-8, no NUL, without its `\n` (and without one trailing `\r`).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub text: String,
     /// Raw length on the wire, without the terminating newline.
     pub raw_len: usize,
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum FrameError {
+pub(crate) enum FrameError {
     /// The line exceeded the cap; nothing after the cap was read.
     TooLong { limit: usize },
     /// The line is not UTF-8; `offset` is the first bad byte.
@@ -65,7 +65,7 @@ impl fmt::Display for FrameError {
 
 impl FrameError {
     /// A short stable name, used in counters and logs.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             FrameError::TooLong { .. } => "frame_too_long",
             FrameError::InvalidUtf8 { .. } => "frame_bad_utf8",
@@ -77,26 +77,26 @@ impl FrameError {
     }
 }
 
-pub struct FrameReader<R> {
+pub(crate) struct FrameReader<R> {
     inner: R,
     max_bytes: usize,
     line: Vec<u8>,
 }
 
 impl<R: BufRead> FrameReader<R> {
-    pub fn new(inner: R, max_bytes: usize) -> Self {
+    pub(crate) fn new(inner: R, max_bytes: usize) -> Self {
         FrameReader { inner, max_bytes, line: Vec::new() }
     }
 
     /// The bytes read for the last frame (or the part read before it failed), without
     /// the newline: what a malformed frame's journal fingerprint covers (issue #5).
-    pub fn raw(&self) -> &[u8] {
+    pub(crate) fn raw(&self) -> &[u8] {
         &self.line
     }
 
     /// The next frame, `None` on a clean end of input. After an error the caller must
     /// stop reading: framing is lost.
-    pub fn next_frame(&mut self) -> Option<Result<Frame, FrameError>> {
+    pub(crate) fn next_frame(&mut self) -> Option<Result<Frame, FrameError>> {
         self.line.clear();
         loop {
             let available = match self.inner.fill_buf() {

@@ -19,20 +19,20 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Number, Value};
 
 /// Maximum nesting of arrays and objects (issue #2).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// Default cap on the estimated memory of one parsed document: 8 MiB. `sp mcp` raises it
 /// with `--max-line-bytes` (twice the line limit, see `sp(1)`).
-pub const MAX_PARSED_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_PARSED_BYTES: usize = 8 * 1024 * 1024;
 
 /// Estimated heap cost of parsed values, as serde_json builds them (64-bit).
 mod cost {
     /// Any value: a `Value` slot in its array or map.
-    pub const VALUE: usize = 32;
+    pub(super) const VALUE: usize = 32;
     /// A non-empty object: its first B-tree node (11 keys and values).
-    pub const OBJECT_NODE: usize = 544;
+    pub(super) const OBJECT_NODE: usize = 544;
     /// Each member of an object: its key `String` and its share of further nodes.
-    pub const MEMBER: usize = 48;
+    pub(super) const MEMBER: usize = 48;
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub fn parse(text: &str) -> Result<Value, JsonError> {
 
 /// Parses exactly one JSON value from `text` whose parsed form takes at most about
 /// `max_bytes` of memory.
-pub fn parse_limited(text: &str, max_bytes: usize) -> Result<Value, JsonError> {
+pub(crate) fn parse_limited(text: &str, max_bytes: usize) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let left = std::cell::Cell::new(max_bytes);
     // Our seed tracks depth itself; serde_json's 128 limit stays on as a backstop.

@@ -43,7 +43,7 @@ pub enum Message {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum ShapeError {
+pub(crate) enum ShapeError {
     NotAnObject { found: &'static str },
     Batch,
     BadVersion,
@@ -78,7 +78,7 @@ impl fmt::Display for ShapeError {
     }
 }
 
-pub fn kind_of(v: &Value) -> &'static str {
+pub(crate) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -93,7 +93,7 @@ pub fn kind_of(v: &Value) -> &'static str {
 /// A message that is not a permitted JSON-RPC request or notification, with the request
 /// id when one could be read (echoed in the answer).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Malformed {
+pub(crate) struct Malformed {
     pub error: ShapeError,
     pub id: Option<Id>,
 }
@@ -120,7 +120,7 @@ fn readable_id(obj: &Map<String, Value>) -> Option<Id> {
     }
 }
 
-pub fn classify(value: Value) -> Result<Message, Malformed> {
+pub(crate) fn classify(value: Value) -> Result<Message, Malformed> {
     let obj: Map<String, Value> = match value {
         Value::Object(o) => o,
         Value::Array(_) => return Err(Malformed { error: ShapeError::Batch, id: None }),

@@ -14,26 +14,48 @@
 //! decision is written to (the intent row before any effect), `approve` the out-of-band
 //! approver, `cli::audit` the `sp audit` commands (issue #5).
 
-pub mod approve;
-pub mod audit;
-pub mod authorize;
-pub mod cli;
-pub mod control;
-pub mod exec;
-pub mod frame;
+// Issue #9: `pub(crate)` by default; `pub` only on what the public surface below reaches.
+#![warn(unreachable_pub)]
+
+mod approve;
+mod audit;
+mod authorize;
+mod cli;
+mod control;
+mod exec;
+mod frame;
 pub mod fuzzing;
-pub mod http;
-pub mod json;
-pub mod jsonrpc;
-pub mod logging;
-pub mod out;
-pub mod policy;
-pub mod redact;
-pub mod secret;
-pub mod server;
-pub mod session;
-pub mod signals;
-pub mod ssh;
-pub mod sys;
-pub mod tools;
-pub mod wire;
+mod http;
+mod json;
+mod jsonrpc;
+mod logging;
+mod out;
+mod policy;
+mod redact;
+mod secret;
+mod server;
+mod session;
+mod signals;
+mod ssh;
+mod sys;
+mod tools;
+mod wire;
+
+// The public surface: what `main.rs`, the integration tests, the examples and the fuzz
+// targets (through `fuzzing`) use. Everything else is `pub(crate)`, and the
+// `unreachable_pub` lint keeps it so (issue #9).
+pub use authorize::Authorized;
+pub use cli::{run, EXIT_FATAL};
+pub use exec::{Cancel, ExecError, Executor, Progress};
+pub use http::authorize::HttpAction;
+pub use http::result::HttpOutcome;
+pub use ssh::result::{SshError, SshOutcome};
+pub use http::args::{OVERRIDE_HEADERS, OVERRIDE_PARAMS};
+pub use http::dest;
+pub use http::exec::HttpExecutor;
+pub use out::{take_stdout, ProtocolWriter};
+pub use policy::{Policy, SecretSource};
+pub use secret::Vault;
+pub use server::{Exit, Options, Server};
+pub use ssh::authorize::SshAction;
+pub use tools::{call_request, ToolCall};

@@ -21,13 +21,13 @@ use log::{Level, LevelFilter, Log, Metadata, Record};
 /// Characters that never reach a log line or `sp audit` output raw: C0 and C1 controls,
 /// DEL, U+2028/U+2029 (line and paragraph separators), the bidi embeddings and overrides
 /// U+202A..U+202E, the bidi isolates U+2066..U+2069, and the marks U+200E/U+200F/U+061C.
-pub fn is_unsafe(c: char) -> bool {
+pub(crate) fn is_unsafe(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 /// `s` with every [`is_unsafe`] character written as a Rust escape (`\n`, `\u{1b}`,
 /// `\u{202e}`); the backslash itself is left as is.
-pub fn escape(s: &str) -> Cow<'_, str> {
+pub(crate) fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(is_unsafe) {
         return Cow::Borrowed(s);
     }
@@ -35,7 +35,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 }
 
 /// The text of one log line (without the trailing newline): scrubbed, then escaped.
-pub fn line(level: Level, message: &str) -> String {
+pub(crate) fn line(level: Level, message: &str) -> String {
     let mut bytes = message.as_bytes().to_vec();
     crate::secret::process_vault().scrub_bytes(&mut bytes);
     let text = String::from_utf8_lossy(&bytes);
@@ -70,7 +70,7 @@ impl Log for StderrLogger {
 
 /// Installs the logger: `verbosity` 0 = errors, 1 = warnings, 2 = info, 3 = debug,
 /// 4+ = trace; `quiet` = nothing. A second call does nothing.
-pub fn init(verbosity: usize, quiet: bool) {
+pub(crate) fn init(verbosity: usize, quiet: bool) {
     let level = match (quiet, verbosity) {
         (true, _) => LevelFilter::Off,
         (_, 0) => LevelFilter::Error,

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // First, before anything can print: fd 1 becomes stderr, the protocol stream moves to
     // a private descriptor (see `out.rs`).
-    let stdout = match sallyport::out::take_stdout() {
+    let stdout = match sallyport::take_stdout() {
         Ok(handle) => handle,
         Err(e) => {
             eprintln!("sp: standard output is not usable: {e}");
-            return ExitCode::from(sallyport::cli::EXIT_FATAL);
+            return ExitCode::from(sallyport::EXIT_FATAL);
         }
     };
-    sallyport::cli::run(stdout)
+    sallyport::run(stdout)
 }

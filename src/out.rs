@@ -166,7 +166,7 @@ impl<W: Write> ProtocolWriter<W> {
 /// as a string cost one more copy of the answer (two to seven times the body, escaped).
 /// [`ProtocolWriter::send`] renders it while writing; the member itself never reaches
 /// the wire (a NUL cannot start a key of any message `sp` receives or builds otherwise).
-pub const RENDER_STRUCTURED: &str = "\u{0}sp:text=prefix+structuredContent";
+pub(crate) const RENDER_STRUCTURED: &str = "\u{0}sp:text=prefix+structuredContent";
 
 /// A message as written: like the `Value`, except that `result.content[i]` blocks
 /// carrying [`RENDER_STRUCTURED`] get their `text`.
@@ -255,7 +255,8 @@ impl serde::Serialize for Rendered<'_> {
 
 /// What the text block of a result carrying [`RENDER_STRUCTURED`] says, as a string (for
 /// tests and the few places that need it small).
-pub fn rendered_text(result: &Value) -> Option<String> {
+#[cfg(test)]
+pub(crate) fn rendered_text(result: &Value) -> Option<String> {
     let prefix = result.get("content")?.get(0)?.get(RENDER_STRUCTURED)?.as_str()?;
     Some(Rendered(prefix, result.get("structuredContent").unwrap_or(&Value::Null)).to_string())
 }

@@ -45,10 +45,10 @@ use base64::Engine as _;
 use zeroize::Zeroizing;
 
 /// Shortest cut-off secret prefix that a truncated tail is checked against.
-pub const MIN_TAIL_MATCH: usize = 4;
+pub(crate) const MIN_TAIL_MATCH: usize = 4;
 
 /// How many times a view is decoded again (double percent-encoding needs two).
-pub const DECODE_PASSES: usize = 3;
+pub(crate) const DECODE_PASSES: usize = 3;
 
 /// Shortest base64 core (at a shifted offset) that is searched: at 8 characters a chance
 /// match in random text is about one in 10^12 per position.
@@ -451,7 +451,7 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
 /// The literal patterns for one secret: the secret, its form, hex, JSON and base64
 /// spellings, and the base64 cores; for `user:password`, the password's too. Every
 /// intermediate buffer that holds a spelling is zeroed when dropped.
-pub fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
+pub(crate) fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
     let mut out = one_secret(raw);
     if let Some((user, password)) = raw.split_once(':') {
         if password.len() >= MIN_PART_BYTES {
@@ -509,7 +509,7 @@ fn one_secret(raw: &str) -> Vec<Zeroizing<String>> {
 /// characters whose six bits all come from the secret: they are the same whatever
 /// precedes or follows it. Characters that mix the secret's bits with its neighbours'
 /// (at most one at each end) cannot be predicted and are not part of the pattern.
-pub fn base64_cores(secret: &[u8]) -> Vec<Zeroizing<String>> {
+pub(crate) fn base64_cores(secret: &[u8]) -> Vec<Zeroizing<String>> {
     use base64::engine::general_purpose::STANDARD_NO_PAD;
     let n = secret.len();
     let mut out = Vec::new();

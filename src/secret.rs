@@ -40,10 +40,6 @@ use crate::policy::{io_reason, Injection, SecretSource};
 
 pub(crate) const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
-/// Shortest cut-off secret prefix that [`Vault::scrub_truncated_tail`] replaces (the
-/// redactor's rule; defined there so `redact` does not import `secret`).
-pub use crate::redact::MIN_TAIL_MATCH;
-
 pub struct Secret(Zeroizing<String>);
 
 impl fmt::Debug for Secret {
@@ -275,7 +271,7 @@ impl Vault {
     }
 
     /// For output cut at a size limit (or by a timeout): a tail of at least
-    /// [`MIN_TAIL_MATCH`] bytes that is the beginning of a secret (in any known encoding)
+    /// [`crate::redact::MIN_TAIL_MATCH`] bytes that is the beginning of a secret (in any known encoding)
     /// is replaced too, so a cut cannot leak a secret's prefix. Shorter tails are left:
     /// with dozens of encodings remembered, a one- or two-byte match would redact the end
     /// of nearly every truncated output; what can leak is at most the first three bytes.

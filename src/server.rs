@@ -104,7 +104,7 @@ impl Exit {
 
 /// Everything that is answered with a JSON-RPC error, and its code.
 #[derive(Debug, PartialEq)]
-pub enum RpcError {
+pub(crate) enum RpcError {
     Frame(FrameError),
     Json(JsonError),
     Shape(ShapeError),
@@ -114,7 +114,7 @@ pub enum RpcError {
 
 impl RpcError {
     /// The one mapping from refusals to JSON-RPC codes.
-    pub fn code(&self) -> i64 {
+    pub(crate) fn code(&self) -> i64 {
         match self {
             RpcError::Frame(FrameError::TooLong { .. }) | RpcError::Json(JsonError::TooLarge { .. }) => -32600,
             RpcError::Frame(_) | RpcError::Json(_) => -32700,
@@ -129,13 +129,8 @@ impl RpcError {
         }
     }
 
-    /// Malformed input closes the session: the peer may have lost framing.
-    pub fn closes_session(&self) -> bool {
-        matches!(self, RpcError::Frame(_) | RpcError::Json(_) | RpcError::Shape(_))
-    }
-
     /// The counter key.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             RpcError::Frame(f) => f.reason(),
             RpcError::Json(JsonError::DuplicateKey { .. }) => "json_duplicate_key",
@@ -729,7 +724,7 @@ impl<E: Executor> Server<'_, E> {
 /// The `tools/list` result (with the 2026-07-28 caching hints for a stateless request).
 /// The memory cap for a request's parsed JSON (issue #12): [`json::MAX_PARSED_BYTES`], or
 /// twice a larger line limit.
-pub fn max_parsed_bytes(max_line_bytes: usize) -> usize {
+pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
     json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
 }
 
@@ -748,7 +743,7 @@ fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
 }
 
 /// An error tool result as the wire's JSON.
-pub fn tool_error(code: &'static str, message: &str) -> Value {
+pub(crate) fn tool_error(code: &'static str, message: &str) -> Value {
     ToolResult::error(code, message).into_value()
 }
 
@@ -770,8 +765,8 @@ mod tests {
             (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
             (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
         ];
-        for (e, code, closes) in cases {
-            assert_eq!((e.code(), e.closes_session()), (code, closes), "{e:?}");
+        for (e, code, _) in cases {
+            assert_eq!(e.code(), code, "{e:?}");
         }
     }
 }

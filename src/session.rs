@@ -30,22 +30,22 @@ use serde_json::{json, Map, Value};
 use crate::jsonrpc::{kind_of, Message};
 
 /// The handshake revisions (negotiated by `initialize`), newest first.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The stateless revision: no handshake; every request names its version in `_meta`.
-pub const STATELESS_VERSION: &str = "2026-07-28";
+pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
 
 /// What `server/discover` and -32022 list: the stateless revision and the handshake ones.
-pub const ALL_VERSIONS: [&str; 5] = [STATELESS_VERSION, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const ALL_VERSIONS: [&str; 5] = [STATELESS_VERSION, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// `_meta` keys of the stateless revision (2026-07-28 schema.ts `RequestMetaObject`).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// How long a client may cache `server/discover` and `tools/list` (2026-07-28
 /// "Caching"): the tool list is fixed for the life of the binary, so an hour is safe.
-pub const CACHE_TTL_MS: u64 = 3_600_000;
+pub(crate) const CACHE_TTL_MS: u64 = 3_600_000;
 
 /// Which revision's rules a request is served under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +233,7 @@ fn discover() -> Value {
 }
 
 /// `serverInfo` / `_meta["io.modelcontextprotocol/serverInfo"]`.
-pub fn server_info() -> Value {
+pub(crate) fn server_info() -> Value {
     json!({"name": "sallyport", "title": "Sallyport", "version": env!("CARGO_PKG_VERSION")})
 }
 

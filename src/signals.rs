@@ -23,7 +23,7 @@ use std::sync::Arc;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 /// The signals that end a session cleanly.
-pub const STOP_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+pub(crate) const STOP_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
 /// The signal number that asked the session to stop (0: none yet).
 #[derive(Debug, Clone, Default)]
@@ -44,7 +44,7 @@ impl StopFlag {
 }
 
 /// The name a signal has in the journal's `end` row and on stderr.
-pub fn name(signal: i32) -> String {
+pub(crate) fn name(signal: i32) -> String {
     match signal {
         SIGTERM => "sigterm".into(),
         SIGINT => "sigint".into(),
@@ -55,7 +55,7 @@ pub fn name(signal: i32) -> String {
 
 /// Installs the handlers. Returns the flag and stdin wrapped so that a signal ends a
 /// blocked read.
-pub fn install() -> io::Result<(StopFlag, StoppableStdin)> {
+pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin)> {
     let flag = StopFlag::default();
     let (wake, notify) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;
@@ -72,7 +72,7 @@ pub fn install() -> io::Result<(StopFlag, StoppableStdin)> {
 /// directly (no buffer of its own, so `poll(2)` sees every pending byte), and waits for
 /// it in `poll(2)`, so an `O_NONBLOCK` stdin works too.
 #[derive(Debug)]
-pub struct StoppableStdin {
+pub(crate) struct StoppableStdin {
     flag: StopFlag,
     wake: UnixStream,
 }

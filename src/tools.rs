@@ -16,11 +16,11 @@ use serde_json::{json, Map, Value};
 
 use crate::jsonrpc::kind_of;
 
-pub use crate::http::args::HTTP_REQUEST;
-pub const INVENTORY: &str = "sp_inventory";
+pub(crate) use crate::http::args::HTTP_REQUEST;
+pub(crate) const INVENTORY: &str = "sp_inventory";
 
 /// The tools offered by `tools/list`.
-pub fn definitions() -> Value {
+pub(crate) fn definitions() -> Value {
     json!([
         crate::http::args::definition(),
         {
@@ -120,8 +120,7 @@ pub enum ToolCall {
     Ssh(crate::ssh::SshExec),
 }
 
-pub use crate::http::args::HttpRequest;
-pub use crate::wire::ArgError;
+pub(crate) use crate::wire::ArgError;
 
 /// The `tools/list` result (the loop and the control thread both answer it).
 pub(crate) fn tool_list(era: crate::session::Era) -> Value {

@@ -111,7 +111,7 @@ pub(crate) fn stamp_stateless(response: &mut Value) {
 
 /// A tool result's error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolCode {
+pub(crate) enum ToolCode {
     /// The arguments failed the tool's checks; nothing was authorized.
     BadArguments,
     /// The policy does not allow the call.
@@ -136,7 +136,8 @@ pub enum ToolCode {
 
 impl ToolCode {
     /// Every code, in the order sp(1) lists them.
-    pub const ALL: [ToolCode; 10] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [ToolCode; 10] = [
         ToolCode::BadArguments,
         ToolCode::Denied,
         ToolCode::NotApproved,
@@ -150,7 +151,7 @@ impl ToolCode {
     ];
 
     /// The code as it appears on the wire, in the journal and in summaries.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             ToolCode::BadArguments => "SP_BAD_ARGUMENTS",
             ToolCode::Denied => "SP_DENIED",

@@ -58,9 +58,9 @@ fn refused(s: &mut Session, server: &TestServer, id: i64, args: Value, want: &st
 
 /// The path the policy matches for `url`, computed by the library itself.
 fn matched_path(url: &str) -> String {
-    let call = sallyport::tools::call_request(Some(json!({"name": "http_request", "arguments": {"method": "GET", "url": url}}))).unwrap();
-    match sallyport::tools::ToolCall::parse(&call).unwrap() {
-        sallyport::tools::ToolCall::Http(r) => r.match_path,
+    let call = sallyport::call_request(Some(json!({"name": "http_request", "arguments": {"method": "GET", "url": url}}))).unwrap();
+    match sallyport::ToolCall::parse(&call).unwrap() {
+        sallyport::ToolCall::Http(r) => r.match_path,
         _ => unreachable!(),
     }
 }
@@ -134,7 +134,7 @@ fn credentialed_requests_cannot_change_their_method_or_path() {
     let ok = s.tool(1, "http_request", json!({"method": "POST", "url": url, "body": "{}"}));
     assert_eq!(ok["isError"], false, "{ok}");
     assert_eq!(server.requests()[before].header("authorization"), Some("Bearer s3cret-args-token"));
-    for name in sallyport::http::args::OVERRIDE_HEADERS {
+    for name in sallyport::OVERRIDE_HEADERS {
         let mixed: String = name.split('-').map(|w| w[..1].to_uppercase() + &w[1..]).collect::<Vec<_>>().join("-");
         for h in [name.to_string(), name.to_uppercase(), mixed.clone(), mixed.replace('-', "_")] {
             id += 1;
@@ -142,7 +142,7 @@ fn credentialed_requests_cannot_change_their_method_or_path() {
             refused(&mut s, &server, id, json!({"method": "POST", "url": url, "headers": {h.clone(): value}, "body": "{}"}), &h);
         }
     }
-    for name in sallyport::http::args::OVERRIDE_PARAMS {
+    for name in sallyport::OVERRIDE_PARAMS {
         for p in [name.to_string(), name.to_uppercase()] {
             for args in [
                 json!({"method": "POST", "url": format!("{url}?{p}=DELETE"), "body": "{}"}),

@@ -6,12 +6,12 @@
 
 mod support;
 
-use sallyport::authorize::{Authorized, HttpAction};
-use sallyport::exec::{Cancel, ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
-use sallyport::ssh::SshAction;
-use sallyport::out::ProtocolWriter;
-use sallyport::secret::Vault;
-use sallyport::server::{Exit, Options, Server};
+use sallyport::{Authorized, HttpAction};
+use sallyport::{Cancel, ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
+use sallyport::SshAction;
+use sallyport::ProtocolWriter;
+use sallyport::Vault;
+use sallyport::{Exit, Options, Server};
 use serde_json::Value;
 
 use support::corpus::{self, Expect};

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sallyport::http::dest::{self, DestError, Lookup};
+use sallyport::dest::{self, DestError, Lookup};
 
 /// Answers every name with 192.0.2.7 (TEST-NET-1) and counts the calls.
 #[derive(Clone, Default)]

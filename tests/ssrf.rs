@@ -21,11 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sallyport::http::dest;
-use sallyport::http::exec::HttpExecutor;
-use sallyport::out::ProtocolWriter;
-use sallyport::policy::Policy;
-use sallyport::server::{Options, Server};
+use sallyport::dest;
+use sallyport::HttpExecutor;
+use sallyport::ProtocolWriter;
+use sallyport::Policy;
+use sallyport::{Options, Server};
 use serde_json::{json, Value};
 
 use support::corpus::prelude_ready;

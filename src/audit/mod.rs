@@ -89,11 +89,11 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-pub use file::AuditError;
+pub(crate) use file::AuditError;
 use file::{create_private_dirs, FileJournal};
-pub use row::*;
+pub(crate) use row::*;
 use syslog::Syslog;
-pub use verify::*;
+pub(crate) use verify::*;
 
 
 
@@ -105,7 +105,7 @@ pub use verify::*;
 // ---------------------------------------------------------------------------------------
 // Policy section
 
-pub use crate::policy::audit::{AuditPolicy, JournalPath, SyslogConfig};
+pub(crate) use crate::policy::audit::{AuditPolicy, JournalPath};
 
 /// Where the journal goes when the policy does not say: `$XDG_STATE_HOME/sallyport/`,
 /// else `$HOME/.local/state/sallyport/` (only absolute values count); or why there is
@@ -116,7 +116,7 @@ pub(crate) fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<P
 
 /// Why there is no default journal location.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoLocation {
+pub(crate) struct NoLocation {
     pub why: String,
 }
 

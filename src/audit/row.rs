@@ -10,10 +10,10 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 /// `prev` of the first row of a file.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The order fields are written in; unknown fields (none today) would follow, sorted.
-pub const FIELDS: [&str; 22] = [
+pub(crate) const FIELDS: [&str; 22] = [
     "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
     "exit_status", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
 ];
@@ -43,7 +43,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Compact JSON with object keys sorted at every depth.
-pub fn canonical_json(v: &Value) -> String {
+pub(crate) fn canonical_json(v: &Value) -> String {
     let mut out = String::new();
     write_canonical(v, &mut out);
     out
@@ -80,7 +80,7 @@ fn write_canonical(v: &Value, out: &mut String) {
 }
 
 /// `request_fp` of a well-formed request (see the module docs).
-pub fn request_fp(method: &str, params: Option<&Value>) -> String {
+pub(crate) fn request_fp(method: &str, params: Option<&Value>) -> String {
     let mut params = params.cloned().unwrap_or(Value::Null);
     if let Value::Object(m) = &mut params {
         m.remove("_meta");
@@ -213,7 +213,7 @@ impl Row {
 /// What the server knows about the request being handled; every row written for it
 /// carries these fields. Reset for each message.
 #[derive(Debug, Default, Clone)]
-pub struct Context {
+pub(crate) struct Context {
     pub request_fp: Option<String>,
     pub tool: Option<String>,
     pub target: Option<String>,
@@ -235,7 +235,7 @@ pub struct Context {
 
 /// The facts of an `ssh_exec` that ran, for its result row.
 #[derive(Debug, Default, Clone)]
-pub struct SshFacts {
+pub(crate) struct SshFacts {
     pub exit_status: Option<i32>,
     /// stdout and stderr bytes the command wrote, what did not fit included.
     pub bytes_out: u64,
@@ -244,7 +244,7 @@ pub struct SshFacts {
 }
 
 impl Context {
-    pub fn row(&self, kind: &str) -> Row {
+    pub(crate) fn row(&self, kind: &str) -> Row {
         Row::new(kind)
             .set("tool", self.tool.clone())
             .set("target", self.target.clone())

@@ -16,7 +16,7 @@ pub(crate) const MAX_ROW_BYTES: usize = 1024 * 1024;
 
 /// A row that parsed and whose hash matches its content.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParsedRow {
+pub(crate) struct ParsedRow {
     pub seq: u64,
     pub prev: String,
     pub hash: String,
@@ -28,7 +28,7 @@ pub struct ParsedRow {
 /// The error completes "row N ...".
 /// Why a line is not a well-formed row (completes "row N ...").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadRow {
+pub(crate) struct BadRow {
     pub why: String,
 }
 
@@ -40,7 +40,7 @@ impl std::fmt::Display for BadRow {
 
 impl std::error::Error for BadRow {}
 
-pub fn parse_row(line: &[u8]) -> Result<ParsedRow, BadRow> {
+pub(crate) fn parse_row(line: &[u8]) -> Result<ParsedRow, BadRow> {
     parse_row_text(line).map_err(|why| BadRow { why })
 }
 
@@ -71,7 +71,7 @@ fn is_hash(s: &str) -> bool {
 
 /// The outcome of verifying a whole file.
 #[derive(Debug, PartialEq)]
-pub struct Verified {
+pub(crate) struct Verified {
     pub rows: u64,
     pub first_seq: Option<u64>,
     pub last_seq: Option<u64>,
@@ -84,7 +84,7 @@ pub struct Verified {
 
 /// The first defect found: its 1-based line number and what is wrong.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Broken {
+pub(crate) struct Broken {
     pub row: u64,
     pub why: String,
 }
@@ -102,7 +102,7 @@ impl std::error::Error for Broken {}
 
 /// One line of a journal: its bytes without the newline, and whether it had one.
 /// Lines longer than [`MAX_ROW_BYTES`] come back cut, as not terminated.
-pub fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<(Vec<u8>, bool)>> {
+pub(crate) fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<(Vec<u8>, bool)>> {
     let mut line = Vec::new();
     let n = r.by_ref().take(MAX_ROW_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
     if n == 0 {
@@ -116,7 +116,8 @@ pub fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<(Vec<u8>, bool)
 }
 
 /// Verifies a journal held in memory (see [`verify_reader`]).
-pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
+#[cfg(test)]
+pub(crate) fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
     verify_reader(std::io::Cursor::new(bytes), anchor)
 }
 
@@ -126,7 +127,7 @@ pub fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Broken> {
 /// the operator recorded, unchanged). Rows other writers interleaved are one chain:
 /// `seq` rises by one per row across sessions. When a row does not chain on, a second
 /// pass finds where its `prev` is, to tell a swap from a removal.
-pub fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
+pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
     if anchor.is_some_and(|a| !is_hash(a)) {
         return Err(Broken { row: 0, why: "the anchor must be 64 lowercase hex digits (a row's hash)".into() });
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::frame::DEFAULT_MAX_LINE_BYTES;
 
-pub const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the credentials
 
 Usage:
@@ -37,7 +37,7 @@ See sp(1) and sp-policy(5).
 ";
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     Mcp,
     Check,
     /// `sp [-v|-q] audit ...`: the rest of argv, parsed by [`parse_audit`].
@@ -48,7 +48,7 @@ pub enum Command {
 
 /// Argv as given, checked for shape only.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Args {
+pub(crate) struct Args {
     pub command: Command,
     pub config: Option<PathBuf>,
     pub max_line_bytes: usize,
@@ -59,7 +59,7 @@ pub struct Args {
 
 /// A usage error (exit 2): one line for stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError {
+pub(crate) struct UsageError {
     pub message: String,
 }
 
@@ -72,7 +72,7 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Argv (without the program name) to [`Args`].
-pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, UsageError> {
+pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, UsageError> {
     parse_text(argv).map_err(|message| UsageError { message })
 }
 
@@ -139,7 +139,7 @@ fn parse_text(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> 
     Ok(args)
 }
 
-pub const AUDIT_USAGE: &str = "\
+pub(crate) const AUDIT_USAGE: &str = "\
 Usage:
   sp audit verify FILE [--anchor HASH]
   sp audit tail FILE [-n N] [--json]
@@ -158,7 +158,7 @@ Options:
 ";
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Sub {
+pub(crate) enum Sub {
     Verify { anchor: Option<String> },
     Tail { lines: usize, json: bool },
     Show { json: bool },
@@ -166,13 +166,14 @@ pub enum Sub {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     pub sub: Sub,
     pub file: PathBuf,
 }
 
 /// What follows `audit` on the command line.
-pub fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, UsageError> {
+#[cfg(test)]
+pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, UsageError> {
     parse_audit_text(argv).map_err(|message| UsageError { message })
 }
 

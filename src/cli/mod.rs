@@ -11,8 +11,8 @@
 //!
 //! Usage errors exit 2 with one line on stderr. Exit codes are listed in `sp(1)`.
 
-pub mod args;
-pub mod audit;
+pub(crate) mod args;
+pub(crate) mod audit;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,10 +23,10 @@ use crate::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 use crate::server::{Options, Server};
 
-pub use args::{parse, parse_audit, Args, AuditArgs, Command, Sub, AUDIT_USAGE, USAGE};
+pub(crate) use args::{parse, Args, Command, USAGE};
 
 pub const EXIT_FATAL: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// The environment variables `sp` reads, read once ([`Env::read`]); everything else
 /// gets them from here, so the rest of the program (and every test) can pass its own.
@@ -291,13 +291,13 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
 
 /// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
 #[derive(Default)]
-pub struct Executors {
+pub(crate) struct Executors {
     pub http: crate::http::exec::HttpExecutor,
     pub ssh: crate::ssh::exec::SshExecutor,
 }
 
 impl Executors {
-    pub fn new() -> Executors {
+    pub(crate) fn new() -> Executors {
         Executors::default()
     }
 }

@@ -10,12 +10,12 @@ use crate::jsonrpc::kind_of;
 use crate::policy::{is_name, is_token, Method};
 use crate::wire::{bad, short, ArgError};
 
-pub const HTTP_REQUEST: &str = "http_request";
+pub(crate) const HTTP_REQUEST: &str = "http_request";
 
-pub const MAX_HEADERS: usize = 100;
-pub const MAX_HEADER_NAME_BYTES: usize = 128;
-pub const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
-pub const MAX_QUERY_PARAMS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADER_NAME_BYTES: usize = 128;
+pub(crate) const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_QUERY_PARAMS: usize = 100;
 
 // Headers the agent may never set, and those of them that cannot carry a credential
 // either: the policy needs them to validate `inject.header.name` (`policy/http.rs`).
@@ -96,7 +96,7 @@ const OVERRIDE_WHY: &str = "would ask the server to treat the request as another
     send the method and URL you mean (see sp-policy(5), REQUEST OVERRIDES)";
 
 /// The `tools/list` entry of `http_request`.
-pub fn definition() -> Value {
+pub(crate) fn definition() -> Value {
     let methods: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
     json!({
         "name": HTTP_REQUEST,
@@ -166,7 +166,7 @@ fn string_map<'a>(args: &'a Map<String, Value>, key: &str, max: usize) -> Result
         .collect()
 }
 
-pub fn parse(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
+pub(crate) fn parse(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> {
     const KNOWN: [&str; 6] = ["method", "url", "headers", "query", "body", "credential"];
     if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return bad(format!("unknown argument {:?} (http_request takes: {})", short(k), KNOWN.join(", ")));

@@ -109,13 +109,13 @@ fn binds(c: &Credential, req: &HttpRequest) -> bool {
         && c.methods.as_ref().is_none_or(|m| m.contains(&req.method))
 }
 
-pub fn is_loopback_literal(host: &str) -> bool {
+pub(crate) fn is_loopback_literal(host: &str) -> bool {
     host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// Why a redirect was not followed; the 3xx is returned to the agent as data.
 #[derive(Debug, PartialEq, Eq)]
-pub enum RedirectStop {
+pub(crate) enum RedirectStop {
     Credentialed,
     TooMany { limit: u32 },
     CrossOrigin { to: String },
@@ -140,7 +140,7 @@ impl fmt::Display for RedirectStop {
 /// allow rules as a fresh call. The hop never picks up a credential, even one bound to
 /// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a
 /// POST) become GET without a body, as browsers do; 307 and 308 keep method and body.
-pub fn redirect(
+pub(crate) fn redirect(
     policy: &Policy,
     prev: &HttpAction,
     hops_so_far: u32,
@@ -170,7 +170,7 @@ pub fn redirect(
 /// The HTTP rules (module docs) for one request: the first matching allow rule, the
 /// credential it may carry, and the checks that credential imposes. `may_pick_credential`
 /// is false for a redirect hop (the server chose that URL, not the agent).
-pub fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, HttpDenial> {
+pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, HttpDenial> {
     if policy.http.https_only && req.url.scheme() != "https" {
         return Err(HttpDenial::HttpsOnly);
     }

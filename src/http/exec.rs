@@ -49,7 +49,7 @@ use crate::policy::Injection;
 use crate::secret::{Placement, Vault};
 use crate::http::sigv4;
 
-pub const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 
 /// Distinct host:port pairs remembered per pool before it is dropped and started afresh.
 const MAX_POOLED_DESTINATIONS: usize = 256;

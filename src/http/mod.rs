@@ -6,11 +6,11 @@
 //! `sigv4` and `oauth2` are leaves (they import nothing else of the crate), so the
 //! policy parser can build their sections without depending on the slice above it.
 
-pub mod args;
-pub mod authorize;
+pub(crate) mod args;
+pub(crate) mod authorize;
 pub mod dest;
-pub mod exec;
-pub mod oauth2;
-pub mod result;
-pub mod sigv4;
-pub mod url;
+pub(crate) mod exec;
+pub(crate) mod oauth2;
+pub(crate) mod result;
+pub(crate) mod sigv4;
+pub(crate) mod url;

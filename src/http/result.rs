@@ -18,7 +18,7 @@ pub struct HttpOutcome {
 
 /// The response body as the agent gets it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Body {
+pub(crate) enum Body {
     /// A complete body that parses as JSON (within `json::MAX_PARSED_BYTES`).
     Json(Value),
     /// UTF-8 text (a truncated body loses a cut UTF-8 sequence at its end).
@@ -31,7 +31,7 @@ pub enum Body {
 
 /// What happened to a 3xx's `Location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Redirect {
+pub(crate) enum Redirect {
     /// Not a redirect, or every hop was followed.
     None,
     /// Not followed: why, and the `Location` (unless the headers were withheld).
@@ -43,7 +43,7 @@ pub enum Redirect {
 ///
 /// [`into_fields`]: HttpResult::into_fields
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpResult {
+pub(crate) struct HttpResult {
     pub status: u16,
     /// In arrival order; repeated names are joined with `, ` when serialised.
     pub headers: Vec<(String, String)>,
@@ -62,7 +62,7 @@ pub struct HttpResult {
 impl HttpResult {
     /// The outcome's status, headers and body (moved, not copied: issue #12), the body
     /// checked as UTF-8 once. `final_url` and `redirects` are the caller's to set.
-    pub fn from_outcome(o: HttpOutcome) -> HttpResult {
+    pub(crate) fn from_outcome(o: HttpOutcome) -> HttpResult {
         let HttpOutcome { status, headers, body, truncated } = o;
         // No compression is requested, but a server may send it anyway: compressed bytes
         // cannot be searched for secrets, so they are not passed on (issue #3).
@@ -88,7 +88,7 @@ impl HttpResult {
 
     /// `on_echo: "withhold"` (issue 8): the part that echoed credential `body`'s or
     /// `headers`' secret is replaced by nothing, and the result says so.
-    pub fn withhold_echo(&mut self, body: Option<&str>, headers: Option<&str>) {
+    pub(crate) fn withhold_echo(&mut self, body: Option<&str>, headers: Option<&str>) {
         if let Some(name) = body {
             self.body = Body::Withheld(format!(
                 "the response body echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so it is withheld"
@@ -107,7 +107,7 @@ impl HttpResult {
     /// `{status, headers, json | body | body_base64 | body_withheld, truncated,
     /// final_url, redirects, redirect_refused[, redirect_reason, location]
     /// [, headers_withheld, withheld, withheld_parts]}` (sp(1), "http_request").
-    pub fn into_fields(self) -> Value {
+    pub(crate) fn into_fields(self) -> Value {
         let mut headers = Map::new();
         for (name, value) in self.headers {
             match headers.get_mut(&name) {

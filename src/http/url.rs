@@ -5,11 +5,11 @@
 use crate::wire::{bad, ArgError};
 
 /// The longest URL accepted, with its query (as the agent wrote it or after `query`).
-pub const MAX_URL_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_URL_BYTES: usize = 16 * 1024;
 
 /// A redirect's `Location`, resolved against the request URL and held to the same
 /// checks as a URL the agent wrote (the fragment, never sent, is dropped).
-pub fn redirect_target(base: &url::Url, location: &str) -> Result<url::Url, ArgError> {
+pub(crate) fn redirect_target(base: &url::Url, location: &str) -> Result<url::Url, ArgError> {
     let mut joined = base.join(location).map_err(|e| ArgError(format!("Location is not a valid URL: {e}")))?;
     joined.set_fragment(None);
     check_url(joined.as_str())

@@ -9,7 +9,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 /// A check's result: the value, or `(field, message)`.
-pub type Check<T> = Result<T, (String, String)>;
+pub(crate) type Check<T> = Result<T, (String, String)>;
 
 pub(crate) fn err<T>(field: &str, message: impl Into<String>) -> Check<T> {
     Err((field.to_owned(), message.into()))

@@ -16,13 +16,13 @@
 //! file checks and `json` for the strict parser), so every stage can depend on it and it
 //! on none of them.
 
-pub mod approval;
-pub mod audit;
-pub mod commands;
-pub mod credentials;
-pub mod fields;
-pub mod http;
-pub mod ssh;
+pub(crate) mod approval;
+pub(crate) mod audit;
+pub(crate) mod commands;
+pub(crate) mod credentials;
+pub(crate) mod fields;
+pub(crate) mod http;
+pub(crate) mod ssh;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use credentials::*;
-pub use http::*;
+pub(crate) use http::*;
 
 pub(crate) use fields::is_name;
 use fields::{err, object, Check};

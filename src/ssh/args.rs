@@ -9,10 +9,10 @@ use serde_json::{json, Map, Value};
 use crate::jsonrpc::kind_of;
 use crate::wire::ArgError;
 
-pub const SSH_EXEC: &str = "ssh_exec";
+pub(crate) const SSH_EXEC: &str = "ssh_exec";
 /// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).
-pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
-pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_COMMAND_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_STDIN_BYTES: usize = 1024 * 1024;
 
 /// `ssh_exec` arguments after every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub struct SshExec {
 }
 
 /// The `tools/list` entry.
-pub fn definition() -> Value {
+pub(crate) fn definition() -> Value {
     json!({
         "name": SSH_EXEC,
         "title": "Run a command over SSH",
@@ -54,7 +54,7 @@ fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
     Err(ArgError(msg.into()))
 }
 
-pub fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
+pub(crate) fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
     const KNOWN: [&str; 4] = ["host", "command", "timeout_s", "stdin"];
     if let Some(k) = args.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         let shown = crate::sys::short(k, 64, crate::sys::Ellipsis::Silent);

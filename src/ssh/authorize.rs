@@ -70,7 +70,7 @@ impl fmt::Display for SshDenial {
 }
 
 /// The SSH half of authorization. `authorize.rs` wraps the result in `Authorized`.
-pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDenial> {
+pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDenial> {
     let host = policy.hosts.get(&call.host).ok_or_else(|| SshDenial::UnknownHost { host: call.host.clone() })?;
     let rule = match &host.commands {
         None => format!("ssh.hosts.{} (any command)", host.name),
@@ -109,7 +109,7 @@ pub fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDeni
 
 /// `sp_inventory`'s `ssh.hosts`: names, users, command patterns, and addresses unless
 /// hidden. Never auth methods or paths.
-pub fn inventory(policy: &SshPolicy) -> Value {
+pub(crate) fn inventory(policy: &SshPolicy) -> Value {
     let hosts: Vec<Value> = policy
         .hosts
         .values()
@@ -127,7 +127,7 @@ pub fn inventory(policy: &SshPolicy) -> Value {
 }
 
 /// `sp check`'s lines for the ssh section: where, never what (no key contents).
-pub fn check_summary(policy: &SshPolicy) -> String {
+pub(crate) fn check_summary(policy: &SshPolicy) -> String {
     let mut s = format!(
         "ssh: {} host(s), known_hosts {}, host key policy {}, timeout {}s, max output {} bytes\n",
         policy.hosts.len(),

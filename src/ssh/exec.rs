@@ -96,11 +96,11 @@ const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
 const LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED: i32 = -22;
 
 /// The terminal a command runs on (module docs): a type no program draws on.
-pub const PTY_TERM: &str = "dumb";
+pub(crate) const PTY_TERM: &str = "dumb";
 /// Wide and tall, so that programs which fit their output to the terminal cut little
 /// and pagers that quit on a short text (`less -F`) quit.
-pub const PTY_COLUMNS: u32 = 1000;
-pub const PTY_ROWS: u32 = 1000;
+pub(crate) const PTY_COLUMNS: u32 = 1000;
+pub(crate) const PTY_ROWS: u32 = 1000;
 /// Linux keeps at most 4095 bytes of an unfinished line (the rest is dropped): a
 /// longer line is flushed to the reader in parts (`^D` after a non-empty part).
 const PTY_FLUSH_EVERY: usize = 4000;
@@ -162,7 +162,7 @@ fn pty_modes() -> ssh2::PtyModes {
 /// with `^D` every [`PTY_FLUSH_EVERY`] bytes (never on an empty line, where `^D`
 /// would mean end of input); at the end one `^D` on an empty line, two after a
 /// partial one (the first hands it over, the second is the end).
-pub fn pty_input(stdin: &[u8]) -> Vec<u8> {
+pub(crate) fn pty_input(stdin: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stdin.len() + stdin.len() / PTY_FLUSH_EVERY + 2);
     let mut pending = 0;
     for &b in stdin {
@@ -203,9 +203,8 @@ impl Drop for Conn {
 
 /// Keeps one session per inventory host.
 #[derive(Default)]
-pub struct SshExecutor {
+pub(crate) struct SshExecutor {
     sessions: HashMap<String, Conn>,
-    connects: u64,
 }
 
 fn ms(d: Duration) -> u32 {
@@ -221,16 +220,7 @@ fn would_block(e: &std::io::Error) -> bool {
 }
 
 impl SshExecutor {
-    pub fn new() -> SshExecutor {
-        SshExecutor::default()
-    }
-
-    /// TCP connections opened so far (tests and the exit summary use it).
-    pub fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         authorized: &Authorized<SshAction>,
         vault: &mut Vault,
@@ -256,7 +246,6 @@ impl SshExecutor {
             None => {
                 let cancel = progress.cancel();
                 let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled } else { e })?;
-                self.connects += 1;
                 let ch = open_channel(&conn, a)
                     .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
                 self.sessions.insert(a.host.clone(), conn);

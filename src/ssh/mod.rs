@@ -24,15 +24,13 @@
 //!   command), plus address and port unless `hide_address` is set; never auth details or
 //!   key paths.
 
-pub mod args;
-pub mod authorize;
-pub mod exec;
-pub mod known_hosts;
-pub mod result;
+pub(crate) mod args;
+pub(crate) mod authorize;
+pub(crate) mod exec;
+pub(crate) mod known_hosts;
+pub(crate) mod result;
 // The policy section and the command patterns live with the rest of the operator's
 // file (`policy/`, a leaf); these paths keep working.
-pub use crate::policy::{commands, ssh as policy};
 
-pub use args::{SshExec, SSH_EXEC};
-pub use authorize::{authorize, check_summary, inventory, SshAction, SshDenial};
-pub use policy::{HostKeyPolicy, SshAuth, SshHost, SshPolicy};
+pub(crate) use args::{SshExec, SSH_EXEC};
+pub(crate) use authorize::{authorize, check_summary, inventory, SshAction, SshDenial};

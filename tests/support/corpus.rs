@@ -97,8 +97,8 @@ pub fn policy_json(port: u16) -> String {
     )
 }
 
-pub fn policy(port: u16) -> sallyport::policy::Policy {
-    sallyport::policy::Policy::from_text(&policy_json(port), std::path::Path::new("corpus-policy.json")).unwrap()
+pub fn policy(port: u16) -> sallyport::Policy {
+    sallyport::Policy::from_text(&policy_json(port), std::path::Path::new("corpus-policy.json")).unwrap()
 }
 
 pub fn prelude_ready() -> Vec<u8> {

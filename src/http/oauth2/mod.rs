@@ -51,15 +51,15 @@ use zeroize::Zeroizing;
 use crate::http::sigv4::{section_err, SectionError, ValueBox};
 
 /// Largest token response read; the HTTP reader should stop there too.
-pub const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
 /// Longest access token accepted (it goes into a header).
-pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// Lifetime assumed when the response has no `expires_in`.
-pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// Longest lifetime believed, whatever `expires_in` says.
-pub const MAX_LIFETIME: Duration = Duration::from_secs(86_400);
+pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(86_400);
 /// Largest safety margin before expiry (the margin is 10 % of the lifetime, at most this).
-pub const MAX_MARGIN: Duration = Duration::from_secs(30);
+pub(crate) const MAX_MARGIN: Duration = Duration::from_secs(30);
 
 /// Why the credential's source could not be read as `client_id:client_secret`. Never
 /// contains any part of it.
@@ -440,7 +440,7 @@ impl TokenRequest {
 }
 
 /// An access token. Debug shows only whether it has a lifetime.
-pub struct Token {
+pub(crate) struct Token {
     access_token: Zeroizing<String>,
     expires_in: Option<u64>,
 }
@@ -456,17 +456,17 @@ impl fmt::Debug for Token {
 
 impl Token {
     /// The token, for the `Authorization` header and for registering with the redactor.
-    pub fn secret(&self) -> &str {
+    pub(crate) fn secret(&self) -> &str {
         &self.access_token
     }
 
     /// `Bearer <token>`, the value of the API request's `Authorization` header.
-    pub fn authorization(&self) -> Zeroizing<String> {
+    pub(crate) fn authorization(&self) -> Zeroizing<String> {
         Zeroizing::new(format!("Bearer {}", &*self.access_token))
     }
 
     /// Seconds, as the server said (before the one-day cap).
-    pub fn expires_in(&self) -> Option<u64> {
+    pub(crate) fn expires_in(&self) -> Option<u64> {
         self.expires_in
     }
 }
@@ -475,7 +475,7 @@ impl Token {
 /// contains the body, the token or any value from the response except an OAuth `error`
 /// code that is a short `[a-z_]` word (RFC 6749 section 5.2 codes are).
 #[derive(Debug, PartialEq, Eq)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// Not 200; `error` is the response's OAuth error code when it is a short word.
     Status {
         status: u16,
@@ -550,7 +550,7 @@ impl std::error::Error for TokenError {}
 /// `token_type` "Bearer" in any case, and an optional `expires_in` that is a
 /// non-negative integer or a string of digits (some providers send one); `null` counts
 /// as absent. Anything else is a [`TokenError`].
-pub fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, TokenError> {
+pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, TokenError> {
     if body.len() > MAX_TOKEN_RESPONSE_BYTES {
         return Err(if status == 200 {
             TokenError::TooLarge
@@ -623,7 +623,7 @@ fn error_code(v: &serde_json::Value) -> Option<String> {
 
 /// How long a token with this `expires_in` is used: its lifetime (absent: 300 s,
 /// capped at one day) minus a margin of 10 % of the lifetime, at most 30 s.
-pub fn fresh_for(expires_in: Option<u64>) -> Duration {
+pub(crate) fn fresh_for(expires_in: Option<u64>) -> Duration {
     let lifetime = expires_in
         .map_or(DEFAULT_LIFETIME, Duration::from_secs)
         .min(MAX_LIFETIME);
@@ -633,17 +633,17 @@ pub fn fresh_for(expires_in: Option<u64>) -> Duration {
 /// Tokens per credential name, each until [`fresh_for`] after the moment its request
 /// was sent. The clock is passed in, so tests need no sleeps.
 #[derive(Debug, Default)]
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     entries: HashMap<String, (Token, Instant)>,
 }
 
 impl TokenCache {
-    pub fn new() -> TokenCache {
+    pub(crate) fn new() -> TokenCache {
         TokenCache::default()
     }
 
     /// The token for `name` if it is still fresh at `now`.
-    pub fn get(&self, name: &str, now: Instant) -> Option<&Token> {
+    pub(crate) fn get(&self, name: &str, now: Instant) -> Option<&Token> {
         self.entries
             .get(name)
             .filter(|(_, until)| now < *until)
@@ -654,7 +654,7 @@ impl TokenCache {
     /// when the answer came), so the lifetime is never overestimated. Returns the
     /// token, which may be usable for this one call even if it is not fresh enough to
     /// keep (a zero `expires_in`).
-    pub fn insert(&mut self, name: &str, token: Token, sent_at: Instant) -> &Token {
+    pub(crate) fn insert(&mut self, name: &str, token: Token, sent_at: Instant) -> &Token {
         let until = sent_at
             .checked_add(fresh_for(token.expires_in))
             .unwrap_or(sent_at);
@@ -663,14 +663,14 @@ impl TokenCache {
     }
 
     /// Forgets `name`'s token (the API said 401).
-    pub fn invalidate(&mut self, name: &str) {
+    pub(crate) fn invalidate(&mut self, name: &str) {
         self.entries.remove(name);
     }
 }
 
 /// What the API said to a request carrying the token.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Reply<T> {
+pub(crate) enum Reply<T> {
     Accepted(T),
     /// HTTP 401: the token was refused.
     Unauthorized(T),
@@ -683,7 +683,7 @@ pub enum Reply<T> {
 /// `fetch` does the token request, journals it and registers the new token with the
 /// redactor before returning it (so the API call's echo is scrubbed); `now` is the
 /// clock.
-pub fn with_token<T, E>(
+pub(crate) fn with_token<T, E>(
     cache: &mut TokenCache,
     name: &str,
     now: impl Fn() -> Instant,

@@ -8,7 +8,7 @@ use zeroize::Zeroizing;
 use super::{Payload, SigV4Error};
 
 /// An AWS key pair and optional STS session token. Debug shows the key id only.
-pub struct Credentials {
+pub(crate) struct Credentials {
     pub(super) access_key_id: String,
     pub(super) secret_access_key: Zeroizing<String>,
     pub(super) session_token: Option<Zeroizing<String>>,
@@ -40,7 +40,7 @@ impl Credentials {
     /// as `aws configure export-credentials` prints it) is accepted too, so a `command`
     /// source can run the CLI. Other members (`Version`, `Expiration`) are ignored; a
     /// `null` session token means none.
-    pub fn from_json(bytes: &[u8]) -> Result<Credentials, SigV4Error> {
+    pub(crate) fn from_json(bytes: &[u8]) -> Result<Credentials, SigV4Error> {
         // serde_json's error text can quote the input: never shown, only NotJson.
         let value: Zeroizing<ValueBox> = Zeroizing::new(ValueBox(
             serde_json::from_slice(bytes).map_err(|_| SigV4Error::NotJson)?,
@@ -85,17 +85,18 @@ impl Credentials {
         })
     }
 
-    pub fn access_key_id(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn access_key_id(&self) -> &str {
         &self.access_key_id
     }
 
     /// For registering with the redactor.
-    pub fn secret_access_key(&self) -> &str {
+    pub(crate) fn secret_access_key(&self) -> &str {
         &self.secret_access_key
     }
 
     /// For registering with the redactor.
-    pub fn session_token(&self) -> Option<&str> {
+    pub(crate) fn session_token(&self) -> Option<&str> {
         self.session_token.as_deref().map(String::as_str)
     }
 }

@@ -65,17 +65,17 @@ use zeroize::Zeroizing;
 
 mod config;
 pub(crate) use config::{section_err, ValueBox};
-pub use config::{Credentials, Scope, SectionError, SigV4Config};
+pub(crate) use config::{Credentials, Scope, SectionError, SigV4Config};
 
 type HmacSha256 = Hmac<Sha256>;
 
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 /// `x-amz-content-sha256` value when the operator chose not to hash the body.
-pub const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
+pub(crate) const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
 
 /// Headers never signed (as the AWS SDKs do): they may be added, changed or dropped on
 /// the way by the HTTP client or a proxy, and `authorization` is what we produce.
-pub const UNSIGNED_HEADERS: &[&str] = &[
+pub(crate) const UNSIGNED_HEADERS: &[&str] = &[
     "authorization",
     "user-agent",
     "x-amzn-trace-id",
@@ -161,7 +161,7 @@ pub enum Payload<'a> {
 }
 
 /// The request as it will go on the wire.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub method: &'a str,
     pub url: &'a Url,
     /// Every header that will be sent, as (name, value), in order; `host` may be absent.
@@ -171,7 +171,7 @@ pub struct Request<'a> {
 
 /// A UTC civil time, for the `x-amz-date` stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UtcTime {
+pub(crate) struct UtcTime {
     pub year: u32,
     pub month: u32,
     pub day: u32,
@@ -183,7 +183,7 @@ pub struct UtcTime {
 impl UtcTime {
     /// Proleptic Gregorian calendar from Unix seconds (H. Hinnant's `civil_from_days`;
     /// UTC has no leap seconds in Unix time). Years 1970 to 9999.
-    pub fn from_system_time(t: SystemTime) -> Result<UtcTime, SigV4Error> {
+    pub(crate) fn from_system_time(t: SystemTime) -> Result<UtcTime, SigV4Error> {
         let secs = t
             .duration_since(UNIX_EPOCH)
             .map_err(|_| SigV4Error::ClockBeforeEpoch)?
@@ -233,9 +233,12 @@ impl UtcTime {
 
 /// The result of signing: the headers to add, and the intermediate strings (for tests
 /// and debugging by the operator; they hold the session token, so Debug hides them).
-pub struct Signed {
+pub(crate) struct Signed {
     headers: Vec<(&'static str, Zeroizing<String>)>,
+    // Read by the AWS suite tests, which compare each step byte for byte.
+    #[cfg_attr(not(test), allow(dead_code))]
     canonical_request: Zeroizing<String>,
+    #[cfg_attr(not(test), allow(dead_code))]
     string_to_sign: String,
     signature: Zeroizing<String>,
 }
@@ -254,26 +257,28 @@ impl Signed {
     /// Headers to add to the request, lowercase names: `x-amz-date`,
     /// `x-amz-content-sha256` (unless turned off), `x-amz-security-token` (with a
     /// session token), `authorization`.
-    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.headers.iter().map(|(n, v)| (*n, v.as_str()))
     }
 
-    pub fn canonical_request(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn canonical_request(&self) -> &str {
         &self.canonical_request
     }
 
-    pub fn string_to_sign(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn string_to_sign(&self) -> &str {
         &self.string_to_sign
     }
 
     /// The hex signature, to register with the redactor.
-    pub fn signature(&self) -> &str {
+    pub(crate) fn signature(&self) -> &str {
         &self.signature
     }
 }
 
 /// Signs `req` at time `at`. See the module documentation for where to call it.
-pub fn sign(
+pub(crate) fn sign(
     req: &Request<'_>,
     creds: &Credentials,
     scope: &Scope,
@@ -552,7 +557,7 @@ fn canonical_query(query: &str) -> String {
 /// The first agent-supplied name [`agent_may_not_send`] or [`agent_may_not_send_query`]
 /// refuses: header names first, then the URL's query parameter names as the server
 /// will decode them. For the `SP_BAD_ARGUMENTS` message (the name is the agent's own).
-pub fn refused_agent_name<'a>(
+pub(crate) fn refused_agent_name<'a>(
     header_names: impl IntoIterator<Item = &'a str>,
     url: &Url,
 ) -> Option<String> {
@@ -568,14 +573,14 @@ pub fn refused_agent_name<'a>(
 /// True for a header name the agent may not set on a request signed with SigV4:
 /// `authorization` and every `x-amz-*`, any case (the signer owns them, and an agent
 /// `x-amz-security-token` or `x-amz-date` could change what the signature means).
-pub fn agent_may_not_send(header_name: &str) -> bool {
+pub(crate) fn agent_may_not_send(header_name: &str) -> bool {
     reserved_name(header_name)
 }
 
 /// The same rule for query parameter names (compare the DECODED name: `X%2DAmz-Date`
 /// is `X-Amz-Date`): a presigned-URL parameter such as `X-Amz-Signature` or
 /// `X-Amz-Credential` from the agent is refused.
-pub fn agent_may_not_send_query(param_name: &str) -> bool {
+pub(crate) fn agent_may_not_send_query(param_name: &str) -> bool {
     reserved_name(param_name)
 }
 
