@@ -16,6 +16,7 @@
 //! `/usr/sbin/sshd` the figure is skipped with a message and exit status 0.
 //!
 //! Usage: `cargo run --release --example bench_ssh -- target/release/sp`
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 

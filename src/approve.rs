@@ -40,7 +40,7 @@
 //! `"approve": true`, an ordinary field of a credential or an SSH host.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -216,7 +216,7 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
     if let Err(e) = crate::sys::check_program(std::path::Path::new(&argv[0])) {
         return answer("failed", None, format!("the approver {} is refused: {e}", argv[0]));
     }
-    let mut cmd = Command::new(&argv[0]);
+    let mut cmd = crate::sys::command(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for var in hidden_env {
         cmd.env_remove(var);
@@ -287,6 +287,7 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests make FIFOs and read the environment to hide a variable")]
 mod tests {
     use super::*;
 
@@ -338,7 +339,7 @@ mod tests {
         assert!(a.why.contains("0777") && a.why.contains("too open"), "{}", a.why);
         assert!(!dir.path().join("approver.ran").exists(), "the approver ran");
         let fifo = dir.path().join("fifo");
-        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         let started = Instant::now();
         let a = ask(&[fifo.display().to_string()], Duration::from_secs(30), &json!({}), &[], &[]);
         assert_eq!(a.decision, "failed");

@@ -118,14 +118,14 @@ impl Vault {
     }
 
     pub fn read(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
-        self.read_text(credential, source, false, &|k| std::env::var_os(k))
+        self.read_text(credential, source, false, &crate::sys::env_var)
     }
 
     /// Like [`Vault::read`] for a JSON document (issue #13, `aws_sigv4`): newlines, tabs
     /// and carriage returns are allowed (pretty-printed JSON, `aws configure
     /// export-credentials`), other control characters are not.
     pub fn read_json(&mut self, credential: &str, source: &SecretSource) -> Result<Secret, SecretError> {
-        self.read_text(credential, source, true, &|k| std::env::var_os(k))
+        self.read_text(credential, source, true, &crate::sys::env_var)
     }
 
     /// [`Vault::read`] with the process environment given explicitly (`env` and
@@ -362,9 +362,9 @@ pub(crate) fn place(inject: &Injection, secret: &Secret) -> Placement {
 
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
     use crate::sys::{Child, Waited};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
-    let mut cmd = Command::new(&argv[0]);
+    let mut cmd = crate::sys::command(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
     let mut stdout = child.child.stdout.take().expect("piped");

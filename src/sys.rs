@@ -433,6 +433,20 @@ pub(crate) fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>
     }
 }
 
+/// A command for `program`: the one place `sp` names `Command::new` (clippy.toml). Start
+/// it with [`Child::spawn`] (its own process group, killed as one).
+#[expect(clippy::disallowed_methods, reason = "the one place children are created")]
+pub(crate) fn command(program: &str) -> std::process::Command {
+    std::process::Command::new(program)
+}
+
+/// A variable of the process environment: the one place `sp` reads it (clippy.toml):
+/// `sp`'s own settings (`cli::Env`) and `env`/`systemd` credential sources.
+#[expect(clippy::disallowed_methods, reason = "the one place the environment is read")]
+pub(crate) fn env_var(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name)
+}
+
 /// A child process in a process group of its own, so that everything it starts can be
 /// killed with it (the approver, a credential `command`).
 #[derive(Debug)]
@@ -502,6 +516,7 @@ impl Child {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests start a shell")]
 mod tests {
     use super::*;
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -39,6 +39,7 @@
 //!   request), no token fetched, nothing sent (held);
 //! - `token_url` over plain http to a non-loopback host, bad region, unknown members:
 //!   `sp check` refuses, naming the field (held).
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

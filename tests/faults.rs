@@ -18,6 +18,7 @@
 //! - stderr closed: answers unchanged, exit 0 (log lines are dropped, not fatal);
 //! - a slowloris client (one byte every 20 ms): the request is answered whole, and sp
 //!   sleeps in read(2) meanwhile (CPU time far below the wall time).
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

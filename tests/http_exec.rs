@@ -8,6 +8,7 @@
 //! follows same-origin hops only); denials, timeouts and refused connections are
 //! `isError` results with stable codes; proxy variables in the environment are ignored; the exit summary on stderr
 //! counts executions and rejections right.
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

@@ -11,6 +11,7 @@
 //! - an sp mcp option with spaces and `=` passed through the launcher: arrives as one
 //!   argument, after `mcp --config POLICY`;
 //! - a relative XDG_STATE_HOME: not handed on (the launcher uses HOME instead).
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

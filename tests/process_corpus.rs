@@ -11,6 +11,7 @@
 //!
 //! Each case gets its own server, and [`TestServer::settle`] runs after the process has
 //! exited, so a connection cannot be missed or counted against the wrong case.
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

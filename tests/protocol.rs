@@ -9,6 +9,7 @@
 //! - `params` of the wrong type (an array for ping) is still -32602;
 //! - a task-augmented `tools/call` that would be denied is denied (the `task` member does not
 //!   skip authorization).
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! https-only rule, and redirects across host, port and scheme. Real loopback servers
 //! (plain and HTTPS); every "not followed" case asserts the second server saw nothing and
 //! every credentialed case asserts the credential reached only the first.
+#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
 

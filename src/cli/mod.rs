@@ -41,7 +41,7 @@ impl Env {
 
     /// The process environment (the one place `sp` reads it).
     pub(crate) fn read() -> Env {
-        Env(Env::NAMES.iter().filter_map(|&k| Some((k, std::env::var(k).ok()?))).collect())
+        Env(Env::NAMES.iter().filter_map(|&k| Some((k, crate::sys::env_var(k)?.into_string().ok()?))).collect())
     }
 
     /// An environment given explicitly (tests).

@@ -274,7 +274,9 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
         .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?;
     let mut last = String::from("no address");
     for addr in &addrs {
-        match TcpStream::connect_timeout(addr, a.connect_timeout) {
+        #[expect(clippy::disallowed_methods, reason = "the one socket sp opens itself (HTTP's are ureq's, behind dest.rs)")]
+        let connected = TcpStream::connect_timeout(addr, a.connect_timeout);
+        match connected {
             Ok(s) => return Ok(s),
             Err(e) => {
                 let why = if e.kind() == std::io::ErrorKind::TimedOut {
