@@ -8,11 +8,13 @@
 //! ```
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
-//! executors; `policy` is the operator's file. Only `out` may touch stdout. `ssh` holds
-//! what `ssh_exec` needs before execution (policy section, arguments, allow-list,
-//! known_hosts); its executor is `exec::ssh`. `audit` is the hash-chained journal every
-//! decision is written to (the intent row before any effect), `approve` the out-of-band
-//! approver, `cli::audit` the `sp audit` commands (issue #5).
+//! executors; `policy` is the operator's file. Only `out` may touch stdout. Each tool is
+//! a slice: `http/` (arguments, URL rules, authorization, SSRF check, executor, result)
+//! and `ssh/` (the same for `ssh_exec`); `tools` dispatches to them, `authorize` wraps
+//! their decisions in `Authorized`, `exec` is the seam executors implement. `audit` is
+//! the hash-chained journal every decision is written to (the intent row before any
+//! effect), `approve` the out-of-band approver, `cli::audit` the `sp audit` commands.
+//! README.md, "Code map", has the whole map.
 
 // Issue #9: `pub(crate)` by default; `pub` only on what the public surface below reaches.
 #![warn(unreachable_pub)]

@@ -339,7 +339,7 @@ pub(crate) enum Placement {
     Header { name: String, value: Zeroizing<String> },
     Query { name: String, value: Zeroizing<String> },
     /// Issue #13 (`aws_sigv4`, `oauth2`): nothing to place from the source as is; the
-    /// HTTP executor signs the final request or fetches a token (`exec/http.rs`).
+    /// HTTP executor signs the final request or fetches a token (`http/exec.rs`).
     Executor,
 }
 

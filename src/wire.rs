@@ -10,7 +10,7 @@ use std::fmt;
 use serde_json::{json, Map, Value};
 
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
-/// act on. Shared by every tool's argument parser (`tools.rs`, `ssh/args.rs`).
+/// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ArgError(pub String);
 

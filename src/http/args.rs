@@ -374,7 +374,7 @@ mod tests {
     }
 
     /// Issue 8.5, the property: for any URL `http_request` accepts, the path the policy
-    /// matched equals the decoding of the path on the wire. `exec/http.rs` builds the
+    /// matched equals the decoding of the path on the wire. `http/exec.rs` builds the
     /// request with `.uri(url.as_str())` (or, for a query credential, the same URL with
     /// one pair appended) and ureq-proto writes `uri().path_and_query()` on the request
     /// line (`client/amended.rs`, `prelude`), so the wire path is `Uri::path()` of that

@@ -9,7 +9,7 @@
 //! port, so ureq never looks the name up again: a second DNS answer (DNS rebinding) cannot
 //! change the target.
 //!
-//! Hosts reach this module already normalised by the `url` crate (`tools.rs`): decimal
+//! Hosts reach this module already normalised by the `url` crate (`http/url.rs`): decimal
 //! `2130706433`, octal `0177.1`, hex `0x7f.1` and short `127.1` are all `127.0.0.1` by the
 //! time the policy matches and this module checks.
 //!

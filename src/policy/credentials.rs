@@ -52,9 +52,9 @@ pub enum Injection {
     Header { name: String, format: String },
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
-    /// AWS Signature Version 4 (issue #13, `sigv4.rs`).
+    /// AWS Signature Version 4 (issue #13, `http/sigv4/`).
     AwsSigV4(crate::http::sigv4::SigV4Config),
-    /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `oauth2.rs`).
+    /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `http/oauth2/`).
     OAuth2(crate::http::oauth2::TokenRequest),
 }
 

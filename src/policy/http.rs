@@ -8,7 +8,7 @@
 //!   hosts are normalised like URLs are (lowercase, IDNA, numeric IPv4 forms);
 //! - path patterns are exact (`/v1/status`) or prefix (`/v1/*`, matching `/v1` and
 //!   everything under `/v1/`; `/*` matches every path); they match the request's
-//!   normalised, percent-decoded path (see `tools.rs`).
+//!   normalised, percent-decoded path (see `http/url.rs`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

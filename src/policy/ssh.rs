@@ -29,7 +29,7 @@
 //!   opened only when a call needs them, never at load time.
 //! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
-//!   timed-out command is not stopped (see `exec/ssh.rs`).
+//!   timed-out command is not stopped (see `ssh/exec.rs`).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -1,5 +1,5 @@
 //! `ssh_exec` arguments: `{host, command, timeout_s?, stdin?}`, hand-checked, unknown
-//! names refused (stage 5 of the pipeline, like `tools.rs` does for `http_request`).
+//! names refused (stage 5 of the pipeline, like `http/args.rs` does for `http_request`).
 //!
 //! Nothing here knows the policy: whether the host exists, whether the command is on
 //! its list and whether `timeout_s` is within `ssh.timeout_s` is authorization's call.

@@ -20,7 +20,7 @@
 //!   `credentials.<name>.inject.oauth2.<field>`. `token_url`'s host must also pass the
 //!   destination rules like any bound host (it is not an agent-callable host, though).
 //! - Fetching: the token request goes through the same SSRF-checked, TLS-verified,
-//!   pinned-resolver path as every request (`exec/http.rs`), with no redirects followed
+//!   pinned-resolver path as every request (`http/exec.rs`), with no redirects followed
 //!   (a 3xx is a [`TokenError::Status`]) and the response body read up to
 //!   [`MAX_TOKEN_RESPONSE_BYTES`]. [`TokenRequest::new`] refuses `http://` unless the
 //!   host is loopback (tests). Each fetch is its own journal row: token URL and outcome

@@ -21,19 +21,19 @@
 //!   `aws_sigv4` credential, every agent header name and every decoded query parameter
 //!   name goes through [`agent_may_not_send`] / [`agent_may_not_send_query`]
 //!   ([`refused_agent_name`] does both for a header list and a URL).
-//! - Sign late: in `exec/http.rs`, after the destination is checked and the final URL,
+//! - Sign late: in `http/exec.rs`, after the destination is checked and the final URL,
 //!   header list and body bytes are known, immediately before the request is sent. The
 //!   header list passed in must be exactly what will be sent (the signer also signs
 //!   `host`, derived from the URL as `host[:port]`, port only when not the scheme's
 //!   default, which is what ureq sends). Add [`Signed::headers`] to the request as they are.
 //! - Redirects: server.rs follows same-origin hops and every hop comes through
-//!   `exec/http.rs` again, so RE-SIGN on every hop (new URL, new clock reading). A
+//!   `http/exec.rs` again, so RE-SIGN on every hop (new URL, new clock reading). A
 //!   signature is bound to its URL, so re-using the first hop's headers would only fail;
 //!   never forward the old `authorization` to another hop. Cross-origin hops stay refused.
 //! - Redaction: register with the vault the secret access key and the session token
 //!   when the credential is read. [`Signed::signature`] (inside the `authorization`
 //!   value) is scrubbed from responses by the HTTP executor, which keeps the last few
-//!   (`exec/http.rs`): one Vault entry per request would grow its automaton without
+//!   (`http/exec.rs`): one Vault entry per request would grow its automaton without
 //!   bound. The access key id is not a secret.
 //! - Payload: pass the body bytes ([`Payload::Hash`]) unless the operator asked for
 //!   `UNSIGNED-PAYLOAD`; a streamed body cannot be hashed in advance.
