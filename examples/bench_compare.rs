@@ -304,11 +304,10 @@ fn keep_alive_server() -> (u16, Arc<AtomicUsize>) {
                             break;
                         }
                         first = false;
-                        if let Some((n, v)) = line.split_once(':') {
-                            if n.eq_ignore_ascii_case("content-length") {
+                        if let Some((n, v)) = line.split_once(':')
+                            && n.eq_ignore_ascii_case("content-length") {
                                 len = v.trim().parse().unwrap_or(0);
                             }
-                        }
                     }
                     let mut sink = vec![0; len];
                     if r.read_exact(&mut sink).is_err() || out.write_all(&reply).is_err() {
@@ -340,11 +339,10 @@ fn raw_client(port: u16, rounds: usize) -> Vec<Duration> {
             if line == "\r\n" {
                 break;
             }
-            if let Some((n, val)) = line.split_once(':') {
-                if n.eq_ignore_ascii_case("content-length") {
+            if let Some((n, val)) = line.split_once(':')
+                && n.eq_ignore_ascii_case("content-length") {
                     len = val.trim().parse().unwrap();
                 }
-            }
         }
         let mut body = vec![0; len];
         r.read_exact(&mut body).unwrap();

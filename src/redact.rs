@@ -153,11 +153,10 @@ impl Redactor {
                 .filter(|(s, e, _)| *s < hi && *e > lo)
                 .map(|(s, e, p)| ((*s).max(lo) - lo, (*e).min(hi) - lo, *p))
                 .collect();
-            if !local.is_empty() {
-                if let Ok(s) = String::from_utf8(self.apply(seg.as_bytes(), &local)) {
+            if !local.is_empty()
+                && let Ok(s) = String::from_utf8(self.apply(seg.as_bytes(), &local)) {
                     *seg = s;
                 }
-            }
         }
     }
 

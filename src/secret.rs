@@ -232,11 +232,10 @@ impl Vault {
     /// cut-off tail that [`Vault::scrub_truncated_tail`] would replace when `cut`.
     pub(crate) fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
         let mut names: Vec<String> = self.echoed(bytes).into_iter().map(str::to_owned).collect();
-        if cut {
-            if let Some((_, name)) = self.tail_match(bytes) {
+        if cut
+            && let Some((_, name)) = self.tail_match(bytes) {
                 names.push(name.to_owned());
             }
-        }
         names.sort();
         names.dedup();
         names

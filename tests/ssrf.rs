@@ -60,7 +60,7 @@ impl Dns {
         self.calls.lock().unwrap().clone()
     }
 
-    fn lookup(&self) -> impl Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync + 'static {
+    fn lookup(&self) -> impl Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync + 'static + use<> {
         let dns = self.clone();
         move |host: &str, port: u16| {
             let n = {
@@ -195,11 +195,10 @@ fn serve_keep_alive(stream: TcpStream, fences: &AtomicUsize, requests: &AtomicUs
             if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
                 break;
             }
-            if let Some((n, v)) = h.split_once(':') {
-                if n.trim().eq_ignore_ascii_case("content-length") {
+            if let Some((n, v)) = h.split_once(':')
+                && n.trim().eq_ignore_ascii_case("content-length") {
                     len = v.trim().parse().unwrap_or(0);
                 }
-            }
         }
         io::copy(&mut (&mut reader).take(len as u64), &mut io::sink())?;
         if path == FENCE {

@@ -76,11 +76,10 @@ fn body_override(body: &str) -> Option<String> {
     if let Some(k) = form_override(body) {
         return Some(k);
     }
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(body) {
-        if let Some(k) = m.keys().find(|k| is_override_param(k)) {
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(body)
+        && let Some(k) = m.keys().find(|k| is_override_param(k)) {
             return Some(k.clone());
         }
-    }
     // multipart/form-data: `Content-Disposition: form-data; name="_method"`
     body.to_ascii_lowercase().match_indices("name=").find_map(|(i, _)| {
         let rest = &body[i + 5..];
@@ -229,11 +228,10 @@ pub(crate) fn parse(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> 
         return bad(format!("the body's parameter {:?} {OVERRIDE_WHY}", short(&k)));
     }
     let credential = string_arg(args, "credential")?.map(str::to_owned);
-    if let Some(c) = &credential {
-        if !is_name(c) {
+    if let Some(c) = &credential
+        && !is_name(c) {
             return bad("\"credential\" must be a credential name from sp_inventory");
         }
-    }
 
     HttpRequest::new(method, url, headers, body, credential)
 }

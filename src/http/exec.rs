@@ -176,11 +176,10 @@ impl HttpExecutor {
             Some(before) => *before != set,
             None => p.opened_under.len() >= MAX_POOLED_DESTINATIONS,
         });
-        if stale {
-            if let Some(old) = self.pool.take() {
+        if stale
+            && let Some(old) = self.pool.take() {
                 self.retired_dials += old.resolver.dials();
             }
-        }
         let roots = self.roots.clone();
         let pool = self.pool.get_or_insert_with(|| Pool::new(roots.as_ref()));
         pool.opened_under.insert(key, set);
@@ -277,13 +276,12 @@ impl HttpExecutor {
         if let Some(body) = r.redact(&o.body) {
             o.body = body;
         }
-        if o.truncated {
-            if let Some((start, name)) = r.tail_match(&o.body) {
+        if o.truncated
+            && let Some((start, name)) = r.tail_match(&o.body) {
                 let marker = format!("[REDACTED:{name}]");
                 o.body.truncate(start);
                 o.body.extend_from_slice(marker.as_bytes());
             }
-        }
         r.redact_headers(&mut o.headers);
     }
 
@@ -412,11 +410,10 @@ impl HttpExecutor {
         for (name, value) in &out.headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        if let Some(allow) = &self.dial_filter {
-            if let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip())) {
+        if let Some(allow) = &self.dial_filter
+            && let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip())) {
                 return Err(ExecError::Unavailable(format!("{target}: {} is outside the dial restriction; not dialed", a.ip())));
             }
-        }
         let remaining = budget.remaining();
         if remaining.is_zero() {
             return Err(ExecError::Timeout(format!("{target}: timed out")));
@@ -568,11 +565,10 @@ fn classify_io(e: &std::io::Error, target: &str) -> ExecError {
         return ExecError::Blocked(format!("{target}: not connecting: {inner}"));
     }
     // ureq wraps its own errors (a timeout while reading the body) in io::Error.
-    if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()) {
-        if matches!(inner, ureq::Error::Timeout(_)) {
+    if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>())
+        && matches!(inner, ureq::Error::Timeout(_)) {
             return ExecError::Timeout(format!("{target}: timed out"));
         }
-    }
     match e.kind() {
         TimedOut | WouldBlock => ExecError::Timeout(format!("{target}: timed out")),
         ConnectionRefused => ExecError::Unavailable(format!("{target}: connection refused")),

@@ -521,8 +521,8 @@ fn execute(
     let s = &conn.session;
     let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
     s.set_timeout(ms(exec_timeout));
-    if a.pty {
-        if let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0))) {
+    if a.pty
+        && let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0))) {
             // Nothing started either way.
             let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
             let msg = if keep {
@@ -535,7 +535,6 @@ fn execute(
             };
             return (Err(SshError::Upstream(msg)), keep);
         }
-    }
     if let Err(e) = channel.exec(&a.command) {
         // A denied request started nothing; anything else may have reached the server.
         let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);

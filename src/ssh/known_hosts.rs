@@ -225,7 +225,7 @@ impl KnownHosts {
         Ok(kh)
     }
 
-    fn for_host<'a>(&'a self, host: &str, port: u16) -> impl Iterator<Item = &'a Entry> + 'a {
+    fn for_host<'a>(&'a self, host: &str, port: u16) -> impl Iterator<Item = &'a Entry> + 'a + use<'a> {
         let name = lookup_name(host, port);
         self.entries.iter().filter(move |e| e.marker == Marker::None && e.hosts.matches(&name))
     }

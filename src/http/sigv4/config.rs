@@ -73,11 +73,10 @@ impl Credentials {
         if !secret.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(SigV4Error::BadCharacters("secret_access_key"));
         }
-        if let Some(t) = &token {
-            if !t.bytes().all(|b| b.is_ascii_graphic()) {
+        if let Some(t) = &token
+            && !t.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(SigV4Error::BadCharacters("session_token"));
             }
-        }
         Ok(Credentials {
             access_key_id: id.to_string(),
             secret_access_key: secret,
