@@ -184,4 +184,115 @@ mod tests {
             assert_eq!(tool["inputSchema"]["additionalProperties"], false);
         }
     }
+
+    /// Issue #9: each tool's `inputSchema` and its argument parser agree. Every schema
+    /// property is known to the parser (and the parser knows no other: the list its
+    /// "unknown argument" message gives is the schema's); every required one is required;
+    /// the optional ones are optional; enums, string lengths, integer bounds and
+    /// `maxProperties` are where the parser puts them. A property added to one side only,
+    /// or a bound changed on one side only, fails here.
+    #[test]
+    fn each_tools_input_schema_and_parser_agree() {
+        let parse = |tool: &str, args: &Map<String, Value>| {
+            ToolCall::parse(&CallRequest { name: tool.into(), arguments: args.clone(), progress_token: None }).map(drop).map_err(|e| e.0)
+        };
+        // A valid value for every property of every tool (a new property needs one here).
+        let sample = |tool: &str, prop: &str| -> Value {
+            match (tool, prop) {
+                ("http_request", "method") => json!("POST"),
+                ("http_request", "url") => json!("https://api.example.com/x"),
+                ("http_request", "headers") => json!({"x-a": "1"}),
+                ("http_request", "query") => json!({"q": "1"}),
+                ("http_request", "body") => json!("{}"),
+                ("http_request", "credential") => json!("api"),
+                ("ssh_exec", "host") => json!("web1"),
+                ("ssh_exec", "command") => json!("uptime"),
+                ("ssh_exec", "timeout_s") => json!(5),
+                ("ssh_exec", "stdin") => json!("x"),
+                other => panic!("no sample for {other:?}: add one"),
+            }
+        };
+        let tools = definitions();
+        assert_eq!(tools.as_array().unwrap().len(), 3);
+        for tool in tools.as_array().unwrap() {
+            let name = tool["name"].as_str().unwrap();
+            let schema = &tool["inputSchema"];
+            let props = schema["properties"].as_object().unwrap();
+            let required: Vec<&str> = schema["required"].as_array().map(|r| r.iter().map(|v| v.as_str().unwrap()).collect()).unwrap_or_default();
+            let full: Map<String, Value> = props.keys().map(|k| (k.clone(), sample(name, k))).collect();
+            assert_eq!(parse(name, &full), Ok(()), "{name}: every schema property at once");
+            for k in props.keys() {
+                let mut less = full.clone();
+                less.remove(k);
+                let got = parse(name, &less);
+                if required.contains(&k.as_str()) {
+                    assert!(got.as_ref().is_err_and(|m| m.contains(&format!("\"{k}\""))), "{name}: {k} is required: {got:?}");
+                } else {
+                    assert_eq!(got, Ok(()), "{name}: {k} is optional");
+                }
+            }
+            let mut extra = full.clone();
+            extra.insert("not_in_schema".into(), json!("x"));
+            let got = parse(name, &extra).unwrap_err();
+            assert!(got.contains("unknown argument \"not_in_schema\""), "{name}: {got}");
+            if let Some(list) = got.split(" takes: ").nth(1) {
+                let mut listed: Vec<&str> = list.trim_end_matches(')').split(", ").collect();
+                let mut ours: Vec<&str> = props.keys().map(String::as_str).collect();
+                listed.sort_unstable();
+                ours.sort_unstable();
+                assert_eq!(listed, ours, "{name}: the parser's list is the schema's");
+            } else {
+                assert!(props.is_empty() && got.contains("takes none"), "{name}: {got}");
+            }
+            for (k, p) in props {
+                let with = |v: Value| {
+                    let mut a = full.clone();
+                    a.insert(k.clone(), v);
+                    parse(name, &a)
+                };
+                if let Some(values) = p["enum"].as_array() {
+                    for v in values {
+                        let v = if k == "method" && matches!(v.as_str(), Some("GET" | "HEAD")) { (v.clone(), true) } else { (v.clone(), false) };
+                        // GET and HEAD take no body: check them without one.
+                        let got = if v.1 {
+                            let mut a = full.clone();
+                            a.remove("body");
+                            a.insert(k.clone(), v.0.clone());
+                            parse(name, &a)
+                        } else {
+                            with(v.0.clone())
+                        };
+                        assert_eq!(got, Ok(()), "{name}.{k} = {}", v.0);
+                    }
+                    assert!(with(json!("NOT-IN-ENUM")).is_err(), "{name}.{k}: outside the enum");
+                }
+                if let Some(max) = p["maxLength"].as_u64() {
+                    // The URL's limit holds with its `query` appended: test it alone.
+                    let with_len = |n: usize| {
+                        let mut a = full.clone();
+                        let v = match k.as_str() {
+                            "url" => {
+                                a.remove("query");
+                                format!("https://api.example.com/{}", "x".repeat(n - 24))
+                            }
+                            _ => "x".repeat(n),
+                        };
+                        a.insert(k.clone(), json!(v));
+                        parse(name, &a)
+                    };
+                    assert_eq!(with_len(max as usize), Ok(()), "{name}.{k}: maxLength {max} is allowed");
+                    assert!(with_len(max as usize + 1).is_err(), "{name}.{k}: one over maxLength {max}");
+                }
+                if let (Some(min), Some(max)) = (p["minimum"].as_i64(), p["maximum"].as_i64()) {
+                    assert_eq!((with(json!(min)), with(json!(max))), (Ok(()), Ok(())), "{name}.{k}: bounds {min}..={max}");
+                    assert!(with(json!(min - 1)).is_err() && with(json!(max + 1)).is_err(), "{name}.{k}: outside {min}..={max}");
+                }
+                if let Some(max) = p["maxProperties"].as_u64() {
+                    let map = |n: u64| Value::Object((0..n).map(|i| (format!("x-k{i}"), json!("v"))).collect());
+                    assert_eq!(with(map(max)), Ok(()), "{name}.{k}: maxProperties {max}");
+                    assert!(with(map(max + 1)).is_err(), "{name}.{k}: one over maxProperties {max}");
+                }
+            }
+        }
+    }
 }
