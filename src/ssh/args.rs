@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::jsonrpc::kind_of;
-use crate::wire::ArgError;
+use crate::wire::{bad, ArgError};
 
 pub(crate) const SSH_EXEC: &str = "ssh_exec";
 /// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).
@@ -48,10 +48,6 @@ pub(crate) fn definition() -> Value {
         },
         "annotations": {"destructiveHint": true, "openWorldHint": true}
     })
-}
-
-fn bad<T>(msg: impl Into<String>) -> Result<T, ArgError> {
-    Err(ArgError(msg.into()))
 }
 
 pub(crate) fn parse(args: &Map<String, Value>) -> Result<SshExec, ArgError> {
@@ -112,28 +108,30 @@ mod tests {
     }
 
     #[test]
-    fn refused() {
-        for v in [
-            json!({}),
-            json!({"command": "x"}),
-            json!({"host": "web1"}),
-            json!({"host": 1, "command": "x"}),
-            json!({"host": "../x", "command": "x"}),
-            json!({"host": "", "command": "x"}),
-            json!({"host": "web1", "command": ""}),
-            json!({"host": "web1", "command": ["ls"]}),
-            json!({"host": "web1", "command": "a\u{0}b"}),
-            json!({"host": "web1", "command": "x".repeat(MAX_COMMAND_BYTES + 1)}),
-            json!({"host": "web1", "command": "x", "timeout_s": 0}),
-            json!({"host": "web1", "command": "x", "timeout_s": 1.5}),
-            json!({"host": "web1", "command": "x", "timeout_s": 3601}),
-            json!({"host": "web1", "command": "x", "timeout_s": "5"}),
-            json!({"host": "web1", "command": "x", "stdin": 5}),
-            json!({"host": "web1", "command": "x", "Host": "web2"}),
-            json!({"host": "web1", "command": "x", "user": "root"}),
+    fn refused_with_the_reason() {
+        for (v, why) in [
+            (json!({}), "\"host\" is required"),
+            (json!({"command": "x"}), "\"host\" is required"),
+            (json!({"host": "web1"}), "\"command\" is required"),
+            (json!({"host": 1, "command": "x"}), "\"host\" must be a string, found an integer"),
+            (json!({"host": "../x", "command": "x"}), "\"host\" must be a host name from sp_inventory"),
+            (json!({"host": "", "command": "x"}), "\"host\" must be a host name from sp_inventory"),
+            (json!({"host": "web1", "command": ""}), "\"command\" must not be empty"),
+            (json!({"host": "web1", "command": ["ls"]}), "\"command\" must be a string, found an array"),
+            (json!({"host": "web1", "command": "a\u{0}b"}), "\"command\" must not contain NUL"),
+            (json!({"host": "web1", "command": "x".repeat(MAX_COMMAND_BYTES + 1)}), "\"command\" is longer than"),
+            (json!({"host": "web1", "command": "x", "timeout_s": 0}), "\"timeout_s\" must be an integer from 1 to 3600"),
+            (json!({"host": "web1", "command": "x", "timeout_s": 1.5}), "\"timeout_s\" must be an integer from 1 to 3600"),
+            (json!({"host": "web1", "command": "x", "timeout_s": 3601}), "\"timeout_s\" must be an integer from 1 to 3600"),
+            (json!({"host": "web1", "command": "x", "timeout_s": "5"}), "\"timeout_s\" must be an integer from 1 to 3600"),
+            (json!({"host": "web1", "command": "x", "stdin": 5}), "\"stdin\" must be a string, found an integer"),
+            (json!({"host": "web1", "command": "x", "stdin": "x".repeat(MAX_STDIN_BYTES + 1)}), "\"stdin\" is longer than"),
+            (json!({"host": "web1", "command": "x", "Host": "web2"}), "unknown argument \"Host\" (ssh_exec takes: host, command, timeout_s, stdin)"),
+            (json!({"host": "web1", "command": "x", "user": "root"}), "unknown argument \"user\""),
         ] {
-            let shown = v.to_string();
-            assert!(p(v).is_err(), "accepted {shown}");
+            let shown = crate::sys::short(&v.to_string(), 80, crate::sys::Ellipsis::Marked);
+            let got = p(v).map(drop).map_err(|e| e.0);
+            assert!(got.as_ref().is_err_and(|m| m.contains(why)), "{shown}: want {why:?}, got {got:?}");
         }
     }
 }
