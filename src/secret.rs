@@ -32,11 +32,10 @@ use std::fmt;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
-use crate::policy::{io_reason, Injection, SecretSource};
+use crate::policy::{io_reason, SecretSource};
 
 pub(crate) const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
@@ -49,6 +48,12 @@ impl fmt::Debug for Secret {
 }
 
 impl Secret {
+    /// A secret from a literal (tests of the code that places secrets).
+    #[cfg(test)]
+    pub(crate) fn from_literal(s: &str) -> Secret {
+        Secret(Zeroizing::new(s.to_owned()))
+    }
+
     /// The value, for the one place that injects it into a request.
     pub fn expose(&self) -> &str {
         &self.0
@@ -333,32 +338,6 @@ pub(crate) fn process_vault() -> std::sync::RwLockReadGuard<'static, Vault> {
     PROCESS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Where an injected secret goes. Values are zeroed on drop.
-pub(crate) enum Placement {
-    Header { name: String, value: Zeroizing<String> },
-    Query { name: String, value: Zeroizing<String> },
-    /// Issue #13 (`aws_sigv4`, `oauth2`): nothing to place from the source as is; the
-    /// HTTP executor signs the final request or fetches a token (`http/exec.rs`).
-    Executor,
-}
-
-/// Renders the secret the way the credential's injection says.
-pub(crate) fn place(inject: &Injection, secret: &Secret) -> Placement {
-    let s = secret.expose();
-    match inject {
-        Injection::Bearer => Placement::Header { name: "authorization".into(), value: Zeroizing::new(format!("Bearer {s}")) },
-        Injection::Basic => Placement::Header {
-            name: "authorization".into(),
-            value: Zeroizing::new(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(s))),
-        },
-        Injection::Header { name, format } => {
-            Placement::Header { name: name.clone(), value: Zeroizing::new(format.replace("{secret}", s)) }
-        }
-        Injection::Query { name } => Placement::Query { name: name.clone(), value: Zeroizing::new(s.to_owned()) },
-        Injection::AwsSigV4(_) | Injection::OAuth2(_) => Placement::Executor,
-    }
-}
-
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
     use crate::sys::{Child, Waited};
     use std::process::Stdio;
@@ -515,6 +494,7 @@ impl std::io::Write for EchoScan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
@@ -587,20 +567,6 @@ mod tests {
             v.read_in("c", &source, &|_| None).unwrap_err(),
             SecretError::NoCredentialsDirectory { credential: "c".into() }
         );
-    }
-
-    #[test]
-    fn placements() {
-        let s = Secret(Zeroizing::new("user:pa ss".to_owned()));
-        let header = |p: Placement| match p {
-            Placement::Header { name, value } => (name, value.to_string()),
-            Placement::Query { .. } | Placement::Executor => panic!(),
-        };
-        assert_eq!(header(place(&Injection::Bearer, &s)), ("authorization".into(), "Bearer user:pa ss".into()));
-        assert_eq!(header(place(&Injection::Basic, &s)), ("authorization".into(), "Basic dXNlcjpwYSBzcw==".into()));
-        let h = Injection::Header { name: "X-Key".into(), format: "Token {secret}!".into() };
-        assert_eq!(header(place(&h, &s)), ("X-Key".into(), "Token user:pa ss!".into()));
-        assert!(matches!(place(&Injection::Query { name: "k".into() }, &s), Placement::Query { name, value } if name == "k" && *value == "user:pa ss"));
     }
 
     #[test]

@@ -46,7 +46,8 @@ use zeroize::Zeroizing;
 use crate::authorize::{Authorized, HttpAction};
 use crate::http::oauth2;
 use crate::policy::Injection;
-use crate::secret::{Placement, Vault};
+use crate::http::inject::{place, Placement};
+use crate::secret::Vault;
 use crate::http::sigv4;
 
 pub(crate) const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
@@ -240,7 +241,7 @@ impl HttpExecutor {
             Injection::OAuth2(request) => self.oauth2(&wire, &cred.name, &cred.source, request, vault, budget, cancel),
             inject => self.exchange(&wire, budget, cancel, &mut |out| {
                 let secret = vault.read(&cred.name, &cred.source).map_err(ExecError::Secret)?;
-                match crate::secret::place(inject, &secret) {
+                match place(inject, &secret) {
                     Placement::Header { name, value } => out.headers.push((name, value)),
                     Placement::Query { name, value } => {
                         out.url.query_pairs_mut().append_pair(&name, &value);

@@ -10,6 +10,7 @@ pub(crate) mod args;
 pub(crate) mod authorize;
 pub mod dest;
 pub(crate) mod exec;
+pub(crate) mod inject;
 pub(crate) mod oauth2;
 pub(crate) mod result;
 pub(crate) mod sigv4;
