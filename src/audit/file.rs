@@ -168,10 +168,7 @@ impl FileJournal {
         if size == 0 {
             return Ok(());
         }
-        let start = size.saturating_sub(MAX_ROW_BYTES as u64 + 1);
-        let mut tail = Vec::new();
-        let mut f = &self.file;
-        f.seek(SeekFrom::Start(start)).and_then(|_| f.take(size - start).read_to_end(&mut tail)).map_err(|e| io_why(&e))?;
+        let (start, mut tail) = tail_window(&self.file, size).map_err(|e| io_why(&e))?;
         let mut torn = None;
         if tail.last() != Some(&b'\n') {
             let keep = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
@@ -282,5 +279,90 @@ impl FileJournal {
             self.file.sync_data().map_err(|e| write_err(format!("fdatasync: {}", io_why(&e))))?;
         }
         Ok(line)
+    }
+}
+
+/// The end of a journal of `size` bytes that holds its last complete row and anything
+/// after it (a torn row), and where that window starts. Read backwards in steps of
+/// [`TAIL_STEP`] until the row before the last one ends inside the window (issue #12: a
+/// start costs a few KiB of reading, not 1 MiB), never more than `MAX_ROW_BYTES + 1`
+/// bytes, the most a window needs: [`FileJournal::load_tail`] refuses what does not fit.
+fn tail_window(file: &File, size: u64) -> std::io::Result<(u64, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let floor = size.saturating_sub(MAX_ROW_BYTES as u64 + 1);
+    let mut start = size;
+    let mut tail = Vec::new();
+    while start > floor && !holds_last_row(&tail) {
+        let from = start.saturating_sub(TAIL_STEP).max(floor);
+        let mut chunk = vec![0; (start - from) as usize];
+        file.read_exact_at(&mut chunk, from)?;
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        start = from;
+    }
+    Ok((start, tail))
+}
+
+/// How far back [`tail_window`] reads at a time; most rows are a few hundred bytes.
+const TAIL_STEP: u64 = 16 * 1024;
+
+/// Does `tail` reach back past the start of its last complete row? True when a newline
+/// precedes the newline that ends that row.
+fn holds_last_row(tail: &[u8]) -> bool {
+    let Some(end) = tail.iter().rposition(|b| *b == b'\n') else { return false };
+    tail[..end].contains(&b'\n')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window read backwards gives the same last row and torn part as reading the
+    /// whole last `MAX_ROW_BYTES + 1` bytes did (issue #12), for rows shorter and longer
+    /// than a step, one row or many, a torn end or none, and no newline at all.
+    #[test]
+    fn the_backward_tail_finds_what_the_whole_window_found() {
+        let row = |n: usize, fill: u8| {
+            let mut r = vec![fill; n];
+            r.push(b'\n');
+            r
+        };
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("one short row", row(10, b'a')),
+            ("many short rows", (0..5000).flat_map(|i| row(300 + i % 7, b'a' + (i % 26) as u8)).collect()),
+            ("a last row longer than a step", [row(50, b'a'), row(3 * TAIL_STEP as usize + 5, b'b')].concat()),
+            ("a row a step long, exactly", [row(TAIL_STEP as usize - 1, b'a'), row(TAIL_STEP as usize - 1, b'b')].concat()),
+            ("a torn end", [row(100, b'a'), row(200, b'b'), b"{\"seq\":9,\"ts".to_vec()].concat()),
+            ("a torn end longer than a step", [row(100, b'a'), row(200, b'b'), vec![b'c'; 2 * TAIL_STEP as usize]].concat()),
+            ("no newline at all", vec![b'x'; 40_000]),
+            ("a huge file of rows", (0..20_000).flat_map(|i| row(150, b'a' + (i % 26) as u8)).collect()),
+            ("a last row longer than the limit", [row(10, b'a'), row(MAX_ROW_BYTES + 10, b'b')].concat()),
+        ];
+        // What both readings decide: the last complete row and the bytes after it.
+        fn decide(start: u64, tail: &[u8]) -> (Option<Vec<u8>>, Vec<u8>) {
+            let keep = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let (whole, torn) = tail.split_at(keep);
+            let last = whole.strip_suffix(b"\n").and_then(|body| match body.iter().rposition(|b| *b == b'\n') {
+                Some(i) => Some(body[i + 1..].to_vec()),
+                None if start == 0 => Some(body.to_vec()),
+                None => None,
+            });
+            (last, torn.to_vec())
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for (what, bytes) in cases {
+            let path = dir.path().join("j");
+            std::fs::write(&path, &bytes).unwrap();
+            let file = File::open(&path).unwrap();
+            let size = bytes.len() as u64;
+            let old_start = size.saturating_sub(MAX_ROW_BYTES as u64 + 1);
+            let old = decide(old_start, &bytes[old_start as usize..]);
+            let (start, tail) = tail_window(&file, size).unwrap();
+            assert_eq!(&bytes[start as usize..], &tail[..], "{what}: the window is the file's end");
+            assert_eq!(decide(start, &tail), old, "{what}");
+            if size > 4 * TAIL_STEP && what.contains("many") || what.contains("huge") {
+                assert!(tail.len() as u64 <= TAIL_STEP, "{what}: read {} bytes for a short last row", tail.len());
+            }
+        }
     }
 }
