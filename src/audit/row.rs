@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::Read;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// `prev` of the first row of a file.
@@ -43,49 +43,88 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Compact JSON with object keys sorted at every depth.
+#[cfg(test)]
 pub(crate) fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(v, &mut out);
-    out
+    let mut out = Vec::new();
+    write_canonical(v, &mut out, None);
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
+/// Where canonical JSON goes: a buffer (tests) or straight into a hash (issue #12: no
+/// copy of the request and no text of it are built to fingerprint it).
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
+/// A scalar or key as JSON text, into `out` (serde_json's escaping, no allocation kept).
+fn put_json<S: Sink>(out: &mut S, v: &impl serde::Serialize) {
+    struct W<'a, S>(&'a mut S);
+    impl<S: Sink> std::io::Write for W<'_, S> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.put(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let _ = serde_json::to_writer(W(out), v);
+}
+
+/// `v` as canonical JSON into `out`, leaving out the member `skip` of a top-level object.
+fn write_canonical<S: Sink>(v: &Value, out: &mut S, skip: Option<&str>) {
     match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
+            let mut keys: Vec<&String> = m.keys().filter(|k| Some(k.as_str()) != skip).collect();
             keys.sort();
-            out.push('{');
+            out.put(b"{");
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(b",");
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&m[k], out);
+                put_json(out, k);
+                out.put(b":");
+                write_canonical(&m[k], out, None);
             }
-            out.push('}');
+            out.put(b"}");
         }
         Value::Array(a) => {
-            out.push('[');
+            out.put(b"[");
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(b",");
                 }
-                write_canonical(x, out);
+                write_canonical(x, out, None);
             }
-            out.push(']');
+            out.put(b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => put_json(out, scalar),
     }
 }
 
-/// `request_fp` of a well-formed request (see the module docs).
+/// `request_fp` of a well-formed request (see the module docs): the SHA-256 of the
+/// canonical JSON of `{"method": method, "params": params without _meta}`, hashed as it
+/// is written.
 pub(crate) fn request_fp(method: &str, params: Option<&Value>) -> String {
-    let mut params = params.cloned().unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut params {
-        m.remove("_meta");
-    }
-    sha256_hex(&[canonical_json(&json!({"method": method, "params": params})).as_bytes()])
+    let mut h = Sha256::new();
+    h.put(b"{\"method\":");
+    put_json(&mut h, &method);
+    h.put(b",\"params\":");
+    write_canonical(params.unwrap_or(&Value::Null), &mut h, Some("_meta"));
+    h.put(b"}");
+    hex(&h.finalize())
 }
 
 /// `request_fp` of a malformed frame: its raw bytes.
@@ -143,14 +182,14 @@ pub(crate) fn cap(s: &str) -> String {
 
 /// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
 pub(crate) fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
-    let mut out = String::from("{");
-    let push = |k: &str, v: &Value, out: &mut String| {
+    let mut out = b"{".to_vec();
+    let push = |k: &str, v: &Value, out: &mut Vec<u8>| {
         if out.len() > 1 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(&Value::String(k.to_owned()).to_string());
-        out.push(':');
-        write_canonical(v, out);
+        put_json(out, &k);
+        out.push(b':');
+        write_canonical(v, out, None);
     };
     for k in FIELDS {
         if k == "hash" && !with_hash {
@@ -165,8 +204,9 @@ pub(crate) fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String
     for k in rest {
         push(k, &row[k], &mut out);
     }
-    out.push('}');
-    out
+    out.push(b'}');
+    // JSON text written from `str`s is UTF-8; nothing is lost either way.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `hash` of a row whose `prev` is set.
@@ -277,6 +317,7 @@ pub(crate) fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::time::Duration;
 
     #[test]
@@ -293,6 +334,26 @@ mod tests {
     fn canonical_json_sorts_keys_at_every_depth() {
         let v = json!({"b": [1, {"z": 1, "a": "x\n"}], "a": null});
         assert_eq!(canonical_json(&v), r#"{"a":null,"b":[1,{"a":"x\n","z":1}]}"#);
+    }
+
+    #[test]
+    fn request_fp_hashed_as_written_equals_the_hash_of_the_built_document() {
+        let cases = [
+            None,
+            Some(json!(null)),
+            Some(json!([1, "two", {"b": 1, "a": 2}])),
+            Some(json!({"name": "x", "arguments": {"z\"q": "é\n\u{0}", "a": [1.5, -2, true]}, "_meta": {"progressToken": 7}})),
+            Some(json!({"nested": {"_meta": "kept: only the top-level _meta is left out"}})),
+            Some(json!("a string")),
+        ];
+        for params in cases {
+            let mut stripped = params.clone().unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut stripped {
+                m.remove("_meta");
+            }
+            let built = sha256_hex(&[canonical_json(&json!({"method": "tools/call", "params": stripped})).as_bytes()]);
+            assert_eq!(request_fp("tools/call", params.as_ref()), built, "{params:?}");
+        }
     }
 
     #[test]
