@@ -6,7 +6,8 @@
 //! character, HTML `&#NNN;` / `&#xHH;` references, wrapped across a line break, hex,
 //! base64 and base64url with and without padding, the secret-only characters of base64
 //! at byte offsets 1 and 2 of a longer stream (from 8 characters), and the password of
-//! `user:password` (from 4 bytes) or the key of `key:`. After `redact`, with each
+//! `user:password` (from 4 bytes) or the key of `key:`; and each of those wrapped
+//! across a line break at a position the bytes choose. After `redact`, with each
 //! marker taken out, the planted spelling is nowhere in the text, in any letter case.
 
 #![no_main]
@@ -109,7 +110,10 @@ fuzz_target!(|data: &[u8]| {
         let mut text = body[..at].to_vec();
         // An odd run of backslashes before the plant would escape its first backslash
         // (`\` + `\u0041` is `\\` `u0041`): not an echo of the secret in any reading.
-        if spelling.starts_with(b"\\") && body[..at].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 1 {
+        // Counted with line breaks skipped, as the joined reading sees them: `\` LF `\`
+        // LF `x41` reads `\\` `x41` joined, and has no escape line by line.
+        let before = body[..at].iter().rev().filter(|b| !matches!(b, b'\n' | b'\r'));
+        if spelling.starts_with(b"\\") && before.take_while(|b| **b == b'\\').count() % 2 == 1 {
             text.push(b' ');
         }
         text.extend_from_slice(spelling);
@@ -136,8 +140,24 @@ fuzz_target!(|data: &[u8]| {
             String::from_utf8_lossy(&out)
         );
     };
+    // Each spelling also wrapped across a line break (`\n` or `\r\n`, as the bytes
+    // choose) at a position the bytes choose: sp(1) REDACTION reads a wrapped echo
+    // joined, at any position, whatever escapes the secret holds or follows.
+    let pick = body.get(at).copied().unwrap_or(0) as usize;
+    let brk = if pick & 1 == 0 { "\n" } else { "\r\n" };
     for (what, s) in spellings(secret) {
         check(what.as_str(), &plant(s.as_bytes()), &s);
+        if what == "wrapped" || s.len() < 2 {
+            continue;
+        }
+        let mut i = 1 + (pick >> 1) % (s.len() - 1);
+        while !s.is_char_boundary(i) {
+            i += 1;
+        }
+        if i < s.len() {
+            let wrapped = format!("{}{brk}{}", &s[..i], &s[i..]);
+            check(&format!("{what}, wrapped"), &plant(wrapped.as_bytes()), &wrapped);
+        }
     }
     // Inside a longer base64 stream, at byte offsets 1 and 2 (and 0).
     for k in 0..3usize {
