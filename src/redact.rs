@@ -294,9 +294,9 @@ impl Redactor {
     }
 }
 
-/// Calls `f` with `text` itself (no map) and then with each other view of it and its
-/// map: `starts[i]` is where view byte i's unit begins in `text`, with a sentinel
-/// `text.len()` at the end. The views (issue #12, fuzz finding):
+/// Calls `f` with each view of `text` and its [`Map`] back to `text` (text without
+/// `%`, `&`, `\` or a line break has one view, itself). The views (issue #12, fuzz
+/// finding):
 ///
 /// - `text` itself, unless it has a line break and no pattern has one
 ///   (`breaks_in_patterns`): then every match in it is in the joined view too;
@@ -461,7 +461,7 @@ fn hex_at(t: &[u8], i: usize, n: usize) -> Option<u32> {
     digits.iter().try_fold(0u32, |acc, &b| Some(acc * 16 + hex_val(b)?))
 }
 
-/// Bytes that can begin a unit the decoder changes.
+/// Bytes that can begin a unit the decoder changes (a line break is dropped).
 const SPECIAL: [bool; 256] = {
     let mut t = [false; 256];
     t[b'%' as usize] = true;
