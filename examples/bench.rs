@@ -17,70 +17,12 @@
 
 #[path = "../tests/support/http_server.rs"]
 mod http_server;
+mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Session {
-    fn start(sp: &str, policy: &std::path::Path) -> Session {
-        let mut child = Command::new(sp)
-            .args(["mcp", "-q", "--config"])
-            .arg(policy)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sp");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Session { child, stdin, stdout }
-    }
-
-    fn round_trip(&mut self, line: &str) -> String {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).unwrap();
-        answer
-    }
-
-    fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-    }
-
-    fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
-}
-
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
-const READY: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-
-fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let median = samples[samples.len() / 2];
-    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
-    (median, p99)
-}
+use support::{stat, write_private, Session};
 
 /// MiB/s of the best of 5 runs of `f` over `len` bytes.
 fn mib_s(len: usize, mut f: impl FnMut()) -> f64 {
@@ -101,8 +43,7 @@ fn redactor_figures(dir: &std::path::Path) -> Vec<String> {
     let mut vault = sallyport::Vault::new();
     let mut read = |name: &str, value: &str| {
         let path = dir.join(name);
-        std::fs::write(&path, value).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_private(&path, value);
         vault.read(name, &SecretSource::File(path)).unwrap();
     };
     read("tok", "ghp_16C7e42F292c6912E7710c838347Ae178B4a");
@@ -149,11 +90,9 @@ fn us(d: Duration) -> String {
 fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
     let api = http_server::TestServer::start();
-    let dir = std::env::temp_dir().join(format!("sp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch_dir("sp-bench");
     let secret = dir.join("token");
-    std::fs::write(&secret, "bench-token\n").unwrap();
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_private(&secret, "bench-token\n");
     let host = format!("127.0.0.1:{}", api.port);
     let policy = dir.join("policy.json");
     std::fs::write(
@@ -177,16 +116,15 @@ fn main() {
     let mut cold = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();
-        let mut s = Session::start(&sp, &policy);
-        let a = s.round_trip(INIT);
+        let mut s = Session::sp(&sp, &policy);
+        let a = s.round_trip(support::INIT);
         cold.push(t.elapsed());
         assert!(a.contains("protocolVersion"), "bad initialize answer: {a}");
         s.finish();
     }
 
-    let mut s = Session::start(&sp, &policy);
-    s.round_trip(INIT);
-    s.send(READY);
+    let mut s = Session::sp(&sp, &policy);
+    s.initialize();
     let mut ping = Vec::new();
     for i in 0..2000 {
         let t = Instant::now();
@@ -194,7 +132,7 @@ fn main() {
         ping.push(t.elapsed());
         assert!(a.contains("\"result\""));
     }
-    let denied_call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"DELETE","url":format!("http://{host}/x")}}}).to_string();
+    let denied_call = support::tool_call(1, "http_request", json!({"method": "DELETE", "url": format!("http://{host}/x")}));
     let mut denied = Vec::new();
     for _ in 0..2000 {
         let t = Instant::now();
@@ -202,7 +140,7 @@ fn main() {
         denied.push(t.elapsed());
         assert!(a.contains("SP_DENIED"));
     }
-    let ok_call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":format!("http://{host}/x")}}}).to_string();
+    let ok_call = support::tool_call(2, "http_request", json!({"method": "GET", "url": format!("http://{host}/x")}));
     let mut http = Vec::new();
     for _ in 0..500 {
         let t = Instant::now();
@@ -215,6 +153,7 @@ fn main() {
     let size = std::fs::metadata(&sp).map(|m| m.len()).unwrap_or(0);
     let _ = std::fs::remove_dir_all(&dir);
 
+    let stats = |samples| stat(samples).map(|s| (s.median, s.p99)).expect("samples");
     let (cm, cp) = stats(cold);
     let (pm, pp) = stats(ping);
     let (dm, dp) = stats(denied);

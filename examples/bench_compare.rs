@@ -27,97 +27,34 @@
 
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::{stat, write_private, Session, Stat, INIT};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
-const READY: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 // ---------------------------------------------------------------------------------------
 // Processes
 
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Session {
-    fn start(cmd: &[String]) -> std::io::Result<Session> {
-        let mut child = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .current_dir(ROOT)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Ok(Session { child, stdin, stdout })
-    }
-
-    fn send(&mut self, line: &str) {
-        let _ = self.stdin.write_all(line.as_bytes());
-        let _ = self.stdin.write_all(b"\n");
-        let _ = self.stdin.flush();
-    }
-
-    /// One request, its answer (empty when the server closed its stdout).
-    fn round_trip(&mut self, line: &str) -> String {
-        self.send(line);
-        let mut answer = String::new();
-        let _ = self.stdout.read_line(&mut answer);
-        answer
-    }
-
-    fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin);
-        // Servers that do not exit on EOF promptly (none should) are not waited for long.
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The server `cmd` (program and arguments), started in the source tree.
+fn start(cmd: &[String]) -> std::io::Result<Session> {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..]).current_dir(ROOT).stderr(Stdio::null());
+    Session::spawn(c)
 }
 
 // ---------------------------------------------------------------------------------------
 // Figures
-
-#[derive(Clone, Copy)]
-struct Stat {
-    min: Duration,
-    median: Duration,
-    p99: Duration,
-    n: usize,
-}
-
-fn stat(mut samples: Vec<Duration>) -> Option<Stat> {
-    if samples.is_empty() {
-        return None;
-    }
-    samples.sort();
-    let n = samples.len();
-    Some(Stat { min: samples[0], median: samples[n / 2], p99: samples[(n * 99 / 100).min(n - 1)], n })
-}
 
 fn fmt_d(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
@@ -170,7 +107,7 @@ fn measure(s: &Server) -> Result<Row, String> {
     // Three spawns first, not counted: the page cache and the dynamic loader's cache.
     for i in 0..s.spawns + 3 {
         let t = Instant::now();
-        let mut p = Session::start(&s.cmd).map_err(|e| format!("cannot start {}: {e}", s.cmd[0]))?;
+        let mut p = start(&s.cmd).map_err(|e| format!("cannot start {}: {e}", s.cmd[0]))?;
         let a = p.round_trip(INIT);
         if i >= 3 {
             cold.push(t.elapsed());
@@ -181,9 +118,8 @@ fn measure(s: &Server) -> Result<Row, String> {
         }
         p.finish();
     }
-    let mut p = Session::start(&s.cmd).map_err(|e| e.to_string())?;
-    p.round_trip(INIT);
-    p.send(READY);
+    let mut p = start(&s.cmd).map_err(|e| e.to_string())?;
+    p.initialize();
     let timed = |p: &mut Session, line: &dyn Fn(usize) -> String, mark: &str| -> Result<Vec<Duration>, String> {
         let mut v = Vec::with_capacity(s.rounds);
         for i in 0..s.rounds {
@@ -368,11 +304,6 @@ fn ureq_client(port: u16, rounds: usize) -> Vec<Duration> {
 // ---------------------------------------------------------------------------------------
 // Policies
 
-fn write_private(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
 /// A policy allowing GET to 127.0.0.1:`port`; `journal` None turns the journal off.
 fn policy(dir: &Path, name: &str, port: u16, journal: Option<&Path>) -> PathBuf {
     let host = format!("127.0.0.1:{port}");
@@ -394,7 +325,7 @@ fn malformed_sessions(sp_cmd: &[String], n: usize) -> (f64, usize) {
     let t = Instant::now();
     let mut answered = 0;
     for _ in 0..n {
-        let Ok(mut s) = Session::start(sp_cmd) else { continue };
+        let Ok(mut s) = start(sp_cmd) else { continue };
         let a = s.round_trip("{this is not json");
         answered += usize::from(a.contains("-32700"));
         let _ = s.child.wait();
@@ -404,11 +335,10 @@ fn malformed_sessions(sp_cmd: &[String], n: usize) -> (f64, usize) {
 
 /// Denied calls pipelined in one session: a writer thread sends `n`, this reads `n`.
 fn pipelined_denied(sp_cmd: &[String], port: u16, n: usize) -> (f64, usize) {
-    let mut s = Session::start(sp_cmd).unwrap();
-    s.round_trip(INIT);
-    s.send(READY);
+    let mut s = start(sp_cmd).unwrap();
+    s.initialize();
     let call = denied_call(port);
-    let mut stdin = s.stdin;
+    let mut stdin = s.stdin.take().unwrap();
     let t = Instant::now();
     let writer = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -440,9 +370,8 @@ fn pipelined_denied(sp_cmd: &[String], port: u16, n: usize) -> (f64, usize) {
 
 /// Whether the server `cmd` starts lists `tool` in its tools/list answer.
 fn names_tool(cmd: &[String], tool: &str) -> bool {
-    let Ok(mut s) = Session::start(cmd) else { return false };
-    s.round_trip(INIT);
-    s.send(READY);
+    let Ok(mut s) = start(cmd) else { return false };
+    s.initialize();
     let a = s.round_trip(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
     s.finish();
     a.contains(&format!("\"name\":\"{tool}\""))
@@ -580,9 +509,8 @@ fn main() {
         json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"name":"http_request","arguments":{"method":"GET","url":format!("http://127.0.0.1:{port}/x")}}}).to_string()
     };
     let through_sp = |p: &Path| -> Option<Stat> {
-        let mut s = Session::start(&sp_cmd(&sp, p)).ok()?;
-        s.round_trip(INIT);
-        s.send(READY);
+        let mut s = start(&sp_cmd(&sp, p)).ok()?;
+        s.initialize();
         let mut v = Vec::new();
         for i in 0..http_rounds + 20 {
             let line = ok_call(i + 1);

@@ -17,103 +17,41 @@
 #[path = "../tests/support/http_server.rs"]
 mod http_server;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+mod support;
+
+use std::io::Write;
 use std::time::Instant;
 
 use serde_json::json;
+use support::{tool_call as call, write_private, Session};
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
-const READY: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const MIB: f64 = 1024.0 * 1024.0;
 
-struct Sp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Sp {
-    fn start(sp: &str, policy: &std::path::Path) -> Sp {
-        let mut child = Command::new(sp)
-            .args(["mcp", "-q", "--config"])
-            .arg(policy)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sp");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
-        let mut sp = Sp { child, stdin, stdout };
-        sp.send(INIT);
-        sp.line();
-        sp.send(READY);
-        sp
-    }
-
-    fn send(&mut self, line: &str) {
-        let w = self.stdin.as_mut().unwrap();
-        w.write_all(line.as_bytes()).unwrap();
-        w.write_all(b"\n").unwrap();
-        w.flush().unwrap();
-    }
-
-    fn line(&mut self) -> usize {
-        let mut buf = Vec::new();
-        self.stdout.read_until(b'\n', &mut buf).unwrap();
-        buf.len()
-    }
-
-    fn status(&self, key: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let kib: f64 = status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(f64::NAN);
-        kib / 1024.0
-    }
-
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map(|d| d.count()).unwrap_or(0)
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let mut rest = Vec::new();
-        let _ = self.stdout.read_to_end(&mut rest);
-        let _ = self.child.wait();
-    }
-}
-
-fn call(id: u64, name: &str, arguments: serde_json::Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}).to_string()
+/// `sp mcp` with `policy`, initialized.
+fn start(sp: &str, policy: &std::path::Path) -> Session {
+    let mut s = Session::sp(sp, policy);
+    s.initialize();
+    s
 }
 
 fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
     let api = http_server::TestServer::start();
-    let dir = std::env::temp_dir().join(format!("sp-bench-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch_dir("sp-bench-memory");
     let host = format!("127.0.0.1:{}", api.port);
     let policy = dir.join("policy.json");
-    std::fs::write(
+    write_private(
         &policy,
-        json!({
+        &json!({
             "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/big/*"]}]},
             "audit": {"path": dir.join("audit.jsonl")}
         })
         .to_string(),
-    )
-    .unwrap();
-    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    );
 
     println!("memory of sp mcp ({sp}), peak RSS (VmHWM) per session; journal on");
-    let idle = Sp::start(&sp, &policy);
-    println!("  idle session                                   {:6.1} MiB", idle.status("VmHWM:"));
+    let idle = start(&sp, &policy);
+    println!("  idle session                                   {:6.1} MiB", idle.status_mib("VmHWM:"));
     idle.finish();
 
     let limit = 4 * 1024 * 1024 - 256;
@@ -121,11 +59,11 @@ fn main() {
     let objects = format!("[{}]", vec![r#"{"a":0}"#; limit / 8 - 1].join(","));
     let quotes = format!("\"{}\"", "\\\"".repeat(limit / 2 - 2));
     for (what, value) in [("[0,0,...]", &numbers), ("[{\"a\":0},...]", &objects), ("\"\\\"\\\"...\"", &quotes)] {
-        let mut s = Sp::start(&sp, &policy);
+        let mut s = start(&sp, &policy);
         let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":{value}}}}}"#);
         s.send(&line);
-        s.line();
-        println!("  request line {:4.1} MiB of {:<14}        {:6.1} MiB", line.len() as f64 / MIB, what, s.status("VmHWM:"));
+        s.answer_len();
+        println!("  request line {:4.1} MiB of {:<14}        {:6.1} MiB", line.len() as f64 / MIB, what, s.status_mib("VmHWM:"));
         s.finish();
     }
 
@@ -139,10 +77,10 @@ fn main() {
     ];
     for (i, (what, text)) in bodies.iter().enumerate() {
         api.route(&format!("/big/{i}"), http_server::Reply::text(200, text));
-        let mut s = Sp::start(&sp, &policy);
+        let mut s = start(&sp, &policy);
         s.send(&call(1, "http_request", json!({"method": "GET", "url": format!("http://{host}/big/{i}")})));
-        let n = s.line();
-        println!("  answer, 8 MiB body of {:<16} line {:5.1} MiB  {:6.1} MiB", what, n as f64 / MIB, s.status("VmHWM:"));
+        let n = s.answer_len();
+        println!("  answer, 8 MiB body of {:<16} line {:5.1} MiB  {:6.1} MiB", what, n as f64 / MIB, s.status_mib("VmHWM:"));
         s.finish();
     }
 
@@ -150,18 +88,16 @@ fn main() {
     // The journal without fsync: a million fdatasyncs measure the disk, not sp.
     let total: u64 = std::env::var("SP_BENCH_REQUESTS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
     let fast_policy = dir.join("policy-nosync.json");
-    std::fs::write(
+    write_private(
         &fast_policy,
-        json!({
+        &json!({
             "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/big/*"]}]},
             "audit": {"path": dir.join("audit-nosync.jsonl"), "fsync": false}
         })
         .to_string(),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fast_policy, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut s = Sp::start(&sp, &fast_policy);
-    let (start_rss, start_fds) = (s.status("VmRSS:"), s.fds());
+    );
+    let mut s = start(&sp, &fast_policy);
+    let (start_rss, start_fds) = (s.status_mib("VmRSS:"), s.fds());
     let mut stdin = s.stdin.take().unwrap();
     let denied_url = format!("http://{host}/x");
     let denied = move |id: u64| call(id, "http_request", json!({"method": "DELETE", "url": denied_url}));
@@ -184,13 +120,13 @@ fn main() {
     let t = Instant::now();
     let mut samples = Vec::new();
     for n in 1..=total {
-        s.line();
+        s.answer_len();
         if n % (total / 5).max(1) == 0 {
-            samples.push(format!("{:.1}", s.status("VmRSS:")));
+            samples.push(format!("{:.1}", s.status_mib("VmRSS:")));
         }
     }
     let took = t.elapsed();
-    let (end_rss, end_fds, peak) = (s.status("VmRSS:"), s.fds(), s.status("VmHWM:"));
+    let (end_rss, end_fds, peak) = (s.status_mib("VmRSS:"), s.fds(), s.status_mib("VmHWM:"));
     s.stdin = Some(writer.join().unwrap());
     s.finish();
     println!(
@@ -201,7 +137,7 @@ fn main() {
     );
 
     // A 1 GiB line streamed in: sp refuses it once the line limit is passed.
-    let mut s = Sp::start(&sp, &policy);
+    let mut s = start(&sp, &policy);
     let mut stdin = s.stdin.take().unwrap();
     let t = Instant::now();
     let writer = std::thread::spawn(move || {
@@ -215,9 +151,9 @@ fn main() {
         }
         sent
     });
-    let n = s.line();
+    let n = s.answer_len();
     let refused = t.elapsed();
-    let peak = s.status("VmHWM:");
+    let peak = s.status_mib("VmHWM:");
     let _ = s.child.wait();
     let sent = writer.join().unwrap();
     println!(

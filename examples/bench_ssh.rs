@@ -23,11 +23,13 @@
 #[path = "../tests/support/sshd.rs"]
 mod sshd;
 
-use std::io::{BufRead, BufReader, Write};
+mod support;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::Session;
 
 const N: usize = 100;
 
@@ -35,53 +37,32 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
 
-/// One `sp mcp` process, driven like an MCP client.
+/// One `sp mcp` process, driven like an MCP client (its errors on this terminal).
 struct Sp {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    id: usize,
+    session: Session,
+    id: u64,
 }
 
 impl Sp {
     fn start(sp: &str, policy: &std::path::Path) -> Sp {
-        let mut child = Command::new(sp)
-            .args(["mcp", "-q", "--config"])
-            .arg(policy)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sp");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut s = Sp { child, stdin, stdout, id: 0 };
-        s.round_trip(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}).to_string());
+        let mut cmd = support::sp_command(sp, policy);
+        cmd.stderr(Stdio::inherit());
+        let mut session = Session::spawn(cmd).expect("spawn sp");
+        session.round_trip(support::INIT);
         // The ping is answered after the notification was read: one round trip.
-        s.round_trip("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}".into());
-        s
-    }
-
-    fn round_trip(&mut self, line: String) -> String {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).unwrap();
-        answer
+        session.round_trip(&format!("{}\n{{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}}", support::READY));
+        Sp { session, id: 0 }
     }
 
     fn exec_true(&mut self) {
         self.id += 1;
-        let call = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"host":"bench","command":"true"}}});
-        let a = self.round_trip(call.to_string());
+        let call = support::tool_call(self.id, "ssh_exec", json!({"host": "bench", "command": "true"}));
+        let a = self.session.round_trip(&call);
         assert!(a.contains("\"exit_status\":0"), "ssh_exec failed: {a}");
     }
 
     fn finish(self) {
-        drop(self.stdin);
-        let mut child = self.child;
-        let _ = child.wait();
+        self.session.finish();
     }
 }
 
