@@ -40,7 +40,7 @@ use std::io::{BufRead, Write};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::exec::Cancel;
 use crate::frame::{Frame, FrameError, FrameReader};
@@ -320,7 +320,7 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
                 _ => return Control::Queue,
             };
             *session = next;
-            let mut response = json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result});
+            let mut response = crate::wire::result_response(id.to_value(), result);
             if era == Era::Stateless {
                 crate::wire::stamp_stateless(&mut response);
             }
@@ -349,6 +349,7 @@ fn cancel_queued(queue: &mut VecDeque<Event>, target: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]

@@ -730,7 +730,7 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 
 
 fn result_response(id: &Id, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+    crate::wire::result_response(id.to_value(), result)
 }
 
 fn error_response(id: Option<&Id>, err: &RpcError) -> Value {

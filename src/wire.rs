@@ -81,11 +81,8 @@ impl ToolResult {
     pub(crate) fn into_value(self) -> Value {
         let ToolResult { error, mut fields } = self;
         let Some((code, message)) = error else {
-            return json!({
-                "content": [{"type": "text", (crate::out::RENDER_STRUCTURED): ""}],
-                "structuredContent": fields,
-                "isError": false
-            });
+            let text = json!({"type": "text", (crate::out::RENDER_STRUCTURED): ""});
+            return object([("content", Value::Array(vec![text])), ("structuredContent", Value::Object(fields)), ("isError", false.into())]);
         };
         let text = if fields.is_empty() {
             json!({"type": "text", "text": format!("{code}: {message}")})
@@ -93,8 +90,19 @@ impl ToolResult {
             json!({"type": "text", (crate::out::RENDER_STRUCTURED): format!("{code}: {message}\n")})
         };
         fields.insert("error".into(), json!({"code": code, "message": message}));
-        json!({"content": [text], "structuredContent": fields, "isError": true})
+        object([("content", Value::Array(vec![text])), ("structuredContent", Value::Object(fields)), ("isError", true.into())])
     }
+}
+
+/// A JSON object of these members, the values moved in. (`json!` serialises each
+/// interpolated value again, a deep copy: a response body would be held twice.)
+pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// A JSON-RPC success response carrying `result` (moved, not copied).
+pub(crate) fn result_response(id: Value, result: Value) -> Value {
+    object([("jsonrpc", "2.0".into()), ("id", id), ("result", result)])
 }
 
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and

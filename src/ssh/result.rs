@@ -26,17 +26,18 @@ pub struct SshOutcome {
 impl SshOutcome {
     /// The tool result (`structuredContent`). Scrub `stdout`/`stderr` bytes first.
     pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "host": self.host,
-            "exit_status": self.exit_status,
-            "stdout": text(&self.stdout, self.truncated),
-            "stderr": text(&self.stderr, self.truncated),
-            "truncated": self.truncated,
-            "stdout_bytes": self.stdout_bytes,
-            "stderr_bytes": self.stderr_bytes,
-            "duration_ms": self.duration_ms,
-            "host_key_fingerprint": self.host_key_fingerprint,
-        });
+        // Moved in, not serialised again as `json!` would (the output is the bulk).
+        let mut v = crate::wire::object([
+            ("host", self.host.clone().into()),
+            ("exit_status", self.exit_status.into()),
+            ("stdout", text(&self.stdout, self.truncated).into()),
+            ("stderr", text(&self.stderr, self.truncated).into()),
+            ("truncated", self.truncated.into()),
+            ("stdout_bytes", self.stdout_bytes.into()),
+            ("stderr_bytes", self.stderr_bytes.into()),
+            ("duration_ms", self.duration_ms.into()),
+            ("host_key_fingerprint", self.host_key_fingerprint.clone().into()),
+        ]);
         if let Some(sig) = &self.exit_signal {
             v["exit_signal"] = json!(sig);
         }
