@@ -348,7 +348,9 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
     let mut stdout = child.child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = Zeroizing::new(Vec::new());
+        // The most it may hold, at once: a growing buffer would leave copies of the
+        // secret's first bytes in freed memory that nothing zeroes.
+        let mut buf = Zeroizing::new(Vec::with_capacity(MAX_SECRET_FILE_BYTES as usize + 1));
         let read = (&mut stdout).take(MAX_SECRET_FILE_BYTES + 1).read_to_end(&mut buf);
         let _ = tx.send(read.map(|_| buf));
     });

@@ -232,9 +232,13 @@ pub(crate) fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
 }
 
 /// Reads what is left of `file`, refusing more than `max` bytes. The buffer is zeroed
-/// when dropped (it may hold a secret).
+/// when dropped (it may hold a secret), and it is sized from `fstat` first: growing it
+/// while reading would leave copies of the first bytes in freed, unzeroed memory (and
+/// take a `read` per doubling).
 pub(crate) fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
-    let mut bytes = Zeroizing::new(Vec::new());
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // One more byte than the file holds, so the end is seen without growing.
+    let mut bytes = Zeroizing::new(Vec::with_capacity(size.min(max) as usize + 1));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| io(&e))?;
     if bytes.len() as u64 > max {
         return Err(SysError::TooLarge { max });
@@ -521,6 +525,22 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     use std::time::Instant;
+
+    /// The buffer a secret is read into is sized once from fstat: it never grows (a
+    /// growth leaves the bytes read so far in freed memory, not zeroed).
+    #[test]
+    fn a_read_buffer_is_sized_from_the_file_and_never_grows() {
+        let d = dir("cap");
+        for n in [0usize, 1, 31, 32, 33, 4096, 65_537] {
+            let p = d.path().join(format!("f{n}"));
+            std::fs::write(&p, vec![b's'; n]).unwrap();
+            let bytes = read_capped(&File::open(&p).unwrap(), 1 << 20).unwrap();
+            assert_eq!((bytes.len(), bytes.capacity()), (n, n + 1), "{n} bytes");
+        }
+        let p = d.path().join("big");
+        std::fs::write(&p, vec![b's'; 100]).unwrap();
+        assert!(matches!(read_capped(&File::open(&p).unwrap(), 99), Err(SysError::TooLarge { max: 99 })));
+    }
 
     fn dir(tag: &str) -> tempfile::TempDir {
         // A private (0700) directory under the sticky /tmp, removed on drop.
