@@ -327,6 +327,12 @@ impl<'p, E: Executor> Server<'p, E> {
         self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
     }
 
+    /// Is anybody told about requests: the journal, or the approver (which also gets
+    /// the request's fingerprint, tool and target)?
+    fn audited(&self) -> bool {
+        self.journal.is_on() || self.policy.approval.command.is_some()
+    }
+
     fn reject(&mut self, reason: &'static str) {
         *self.stats.rejections.entry(reason).or_default() += 1;
     }
@@ -347,8 +353,7 @@ impl<'p, E: Executor> Server<'p, E> {
         // Issue #5: every row written for this request, and the approver, get its
         // fingerprint (not computed when neither exists, issue #12).
         if let Message::Request { method, params, .. } = &message {
-            let wanted = self.journal.is_on() || self.policy.approval.command.is_some();
-            let request_fp = wanted.then(|| crate::audit::request_fp(method, params.as_ref()));
+            let request_fp = self.audited().then(|| crate::audit::request_fp(method, params.as_ref()));
             self.audit = crate::audit::Context { request_fp, ..Default::default() };
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
@@ -405,12 +410,18 @@ impl<'p, E: Executor> Server<'p, E> {
             Ok(r) => r,
             Err(e) => return Some(self.refuse_rpc(id, RpcError::Call(e))),
         };
-        self.audit.tool = Some(request.name.clone());
+        // What the journal rows and the approver are told (issue #12: not built for nobody).
+        let audited = self.audited();
+        if audited {
+            self.audit.tool = Some(request.name.clone());
+        }
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
             Err(e) => return Some(self.refuse_tool(id, "bad_arguments", ToolCode::BadArguments.as_str(), e.to_string())),
         };
-        self.audit.target = crate::audit::call_target(&call);
+        if audited {
+            self.audit.target = crate::audit::call_target(&call);
+        }
         let action = match authorize(self.policy, call) {
             Ok(a) => a,
             Err(d) => return Some(self.refuse_tool(id, d.code().0, d.code().1, d.to_string())),
