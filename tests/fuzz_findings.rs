@@ -6,7 +6,9 @@
 //! Attacks tried (through the targets, `make fuzz`; see README.md, "Fuzzing"):
 //! - pipeline: bytes through `Server::serve` with a recording executor: nothing
 //!   executed without a line this harness itself judges allowed; only JSON-RPC lines
-//!   out; an echoed secret never out (held);
+//!   out; an echoed secret never out (held; once the harness's own model was short:
+//!   `httpS://127.0.0.1:8080/api/items` ran with the credential, which the policy allows,
+//!   and the harness allowed only `http`: below);
 //! - policy: arbitrary text to `Policy::from_text`: no panic; each refusal names a field
 //!   of the document or the JSON problem (held, except an empty top-level key: below);
 //! - known_hosts: verdicts cite the lines that justify them; an appended entry, plain
@@ -175,4 +177,28 @@ fn command_glob_time_is_linear_in_the_word() {
     assert!(check_command(&patterns, &command).is_err());
     let took = t.elapsed();
     assert!(took < std::time::Duration::from_secs(2), "took {took:?} (was ~3 s before the fix; generous for a loaded machine)");
+}
+
+/// pipeline target, 2026-12-03 (after 3.4 million runs): `httpS://127.0.0.1:8080/api/items`
+/// was executed with the credential bound to `127.0.0.1:8080` `/api/*`, and the harness
+/// said no allowed line matched. sp was right: the scheme is case-insensitive (RFC 3986
+/// 3.1, the URL is normalised to `https`), a host pattern with a port names no scheme,
+/// and a credential may go to a loopback literal over either scheme. The harness now
+/// models both schemes; the input is in `fuzz/corpus/pipeline/`. This pins sp's side.
+#[test]
+fn an_upper_case_scheme_is_normalised_and_authorized_like_its_lower_case() {
+    use sallyport::fuzzing::{authorize, call_request, Action, ToolCall};
+    let policy = Policy::from_text(
+        r#"{"credentials": {"tok": {"source": {"env": "T"}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1:8080"], "paths": ["/api/*"]}},
+            "http": {"allow": [{"hosts": ["127.0.0.1:8080"], "methods": ["GET"], "paths": ["/api/*"]}]}}"#,
+        std::path::Path::new("p.json"),
+    )
+    .unwrap();
+    for url in ["httpS://127.0.0.1:8080/api/items", "HTTPS://127.0.0.1:8080/api/items", "Http://127.0.0.1:8080/api/items"] {
+        let req = call_request(Some(serde_json::json!({"name": "http_request", "arguments": {"method": "GET", "url": url}}))).unwrap();
+        let Ok(Action::Http(a)) = authorize(&policy, ToolCall::parse(&req).unwrap()) else { panic!("{url}: not authorized") };
+        let a = a.action();
+        assert_eq!(a.url.scheme(), url.split(':').next().unwrap().to_ascii_lowercase(), "{url}");
+        assert_eq!(a.credential.as_ref().map(|c| c.name.as_str()), Some("tok"), "{url}");
+    }
 }
