@@ -4,19 +4,9 @@
 //! only way to make one, and the executors accept nothing else. Their signatures are the
 //! proof that authorization ran (DESIGN.md, "The pipeline").
 //!
-//! HTTP rules (`sp-policy(5)`):
-//! 1. some `http.allow` rule must match the host (and port), method and normalised path;
-//!    the first matching rule is recorded;
-//! 2. if the agent named a credential it must exist and be bound to this host and path;
-//!    if it named none, the first credential by name bound to this host and path is used,
-//!    if any; a credential is never sent anywhere outside its binding;
-//! 3. a credential travels only over HTTPS, except to loopback literals (127.0.0.0/8,
-//!    [::1]), so tests and local sidecars work;
-//! 4. the agent may not set the header the credential is injected into.
-//!
-//! SSH rules (issue #4, `ssh/mod.rs`): the host must be in `ssh.hosts`, the command must
-//! match one of its `commands` patterns when it has a list, and `timeout_s` may not
-//! exceed `ssh.timeout_s`.
+//! The rules live with their tool: `http/authorize.rs` (allow rules, credential binding,
+//! HTTPS for credentials, redirect hops) and `ssh/authorize.rs` (hosts, command
+//! allow-list, timeouts); this module runs them and wraps what they allow.
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
