@@ -237,6 +237,11 @@ pub(crate) fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
 /// take a `read` per doubling).
 pub(crate) fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    read_sized(file, max, size)
+}
+
+/// [`read_capped`] for a file whose size is known already (its `fstat` by [`open`]).
+fn read_sized(file: &File, max: u64, size: u64) -> Result<Zeroizing<Vec<u8>>, SysError> {
     // One more byte than the file holds, so the end is seen without growing.
     let mut bytes = Zeroizing::new(Vec::with_capacity(size.min(max) as usize + 1));
     file.take(max + 1).read_to_end(&mut bytes).map_err(|e| io(&e))?;
@@ -248,8 +253,8 @@ pub(crate) fn read_capped(file: &File, max: u64) -> Result<Zeroizing<Vec<u8>>, S
 
 /// [`open`] for reading, then [`read_capped`].
 pub(crate) fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysError> {
-    let (file, _) = open(path, Access::Read, rules)?;
-    read_capped(&file, rules.max_bytes)
+    let (file, info) = open(path, Access::Read, rules)?;
+    read_sized(&file, rules.max_bytes, info.size)
 }
 
 /// [`read`] on a helper thread, given up after `timeout` (module docs).
