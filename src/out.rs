@@ -121,12 +121,20 @@ impl Write for Patient {
 #[derive(Debug)]
 pub struct ProtocolWriter<W: Write> {
     inner: W,
+    /// The bytes of the message being written not yet handed to `inner`; empty between
+    /// messages. Kept for the whole session rather than allocated per message: a 64 KiB
+    /// allocation is an `mmap` and a `munmap` per message with musl's allocator (the
+    /// static build), half the cost of a `ping` (issue #12).
+    buf: Vec<u8>,
     written: u64,
 }
 
+/// [`ProtocolWriter`]'s buffer: larger pieces go straight to the stream.
+const WRITE_BUFFER: usize = 64 * 1024;
+
 impl<W: Write> ProtocolWriter<W> {
     pub fn new(inner: W) -> Self {
-        ProtocolWriter { inner, written: 0 }
+        ProtocolWriter { inner, buf: Vec::with_capacity(WRITE_BUFFER), written: 0 }
     }
 
     /// Sends one message. serde_json's compact form escapes every control character
@@ -138,14 +146,17 @@ impl<W: Write> ProtocolWriter<W> {
     /// The line is serialised straight into the stream through a 64 KiB buffer (issue
     /// #12): an 8 MiB answer is not built a second time in memory as bytes, and a tool
     /// result's text block is rendered from its `structuredContent` as it is written
-    /// ([`RENDER_STRUCTURED`]).
+    /// ([`RENDER_STRUCTURED`]). A message that fails partway leaves nothing buffered
+    /// behind for the next one.
     pub fn send(&mut self, message: &Value) -> io::Result<()> {
-        let mut w = io::BufWriter::with_capacity(64 * 1024, &mut self.inner);
-        serde_json::to_writer(&mut w, &Wire(message)).map_err(io::Error::from)?;
-        w.write_all(b"\n")?;
-        w.flush()?;
-        drop(w);
-        self.inner.flush()?;
+        let mut w = Chunked { buf: &mut self.buf, inner: &mut self.inner };
+        let sent = serde_json::to_writer(&mut w, &Wire(message))
+            .map_err(io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.drain())
+            .and_then(|()| self.inner.flush());
+        self.buf.clear();
+        sent?;
         self.written += 1;
         Ok(())
     }
@@ -157,6 +168,38 @@ impl<W: Write> ProtocolWriter<W> {
 
     pub fn into_inner(self) -> W {
         self.inner
+    }
+}
+
+/// A `BufWriter` over a buffer that outlives it (see [`ProtocolWriter::buf`]).
+struct Chunked<'a, W> {
+    buf: &'a mut Vec<u8>,
+    inner: &'a mut W,
+}
+
+impl<W: Write> Chunked<'_, W> {
+    fn drain(&mut self) -> io::Result<()> {
+        self.inner.write_all(self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for Chunked<'_, W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + data.len() > WRITE_BUFFER {
+            self.drain()?;
+            if data.len() >= WRITE_BUFFER {
+                self.inner.write_all(data)?;
+                return Ok(data.len());
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -306,5 +349,59 @@ mod tests {
         let mut plain = message.clone();
         plain["result"]["content"][0] = json!({"type": "text", "text": text});
         assert_eq!(line, [serde_json::to_vec(&plain).unwrap(), b"\n".to_vec()].concat());
+    }
+
+    /// A stream that takes `budget` bytes, then fails once (`EPIPE`), then works again.
+    struct FailsOnce {
+        got: Vec<u8>,
+        budget: usize,
+        failed: bool,
+    }
+
+    impl Write for FailsOnce {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            if !self.failed && self.got.len() + data.len() > self.budget {
+                self.failed = true;
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            self.got.extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_kept_buffer_writes_every_size_byte_for_byte() {
+        // Sizes around the buffer: pieces below, at and above it, and messages that end
+        // exactly on a buffer boundary.
+        let mut w = ProtocolWriter::new(Vec::new());
+        let mut expected = Vec::new();
+        for n in [0, 1, WRITE_BUFFER - 40, WRITE_BUFFER - 20, WRITE_BUFFER, WRITE_BUFFER + 1, 3 * WRITE_BUFFER + 7] {
+            for body in ["x".repeat(n), "\"".repeat(n / 2)] {
+                let m = json!({"jsonrpc": "2.0", "id": n, "result": {"body": body, "after": [1, 2]}});
+                w.send(&m).unwrap();
+                expected.extend(serde_json::to_vec(&m).unwrap());
+                expected.push(b'\n');
+            }
+        }
+        assert_eq!(w.buf.capacity(), WRITE_BUFFER, "the buffer never grows");
+        assert!(w.into_inner() == expected);
+    }
+
+    #[test]
+    fn a_message_cut_by_a_failing_stream_leaves_nothing_for_the_next() {
+        for budget in [0, 10, WRITE_BUFFER - 1, WRITE_BUFFER + 5] {
+            let mut w = ProtocolWriter::new(FailsOnce { got: Vec::new(), budget, failed: false });
+            let big = json!({"jsonrpc": "2.0", "id": 1, "result": {"body": "y".repeat(2 * WRITE_BUFFER)}});
+            assert!(w.send(&big).is_err(), "budget {budget}");
+            let cut = w.inner.got.len();
+            let next = json!({"jsonrpc": "2.0", "id": 2, "result": {}});
+            w.send(&next).unwrap();
+            assert_eq!(w.written(), 1);
+            let after = &w.inner.got[cut..];
+            assert_eq!(after, [serde_json::to_vec(&next).unwrap(), b"\n".to_vec()].concat(), "budget {budget}");
+        }
     }
 }
