@@ -359,12 +359,12 @@ impl<'p, E: Executor> Server<'p, E> {
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let (next, step) = session.handle(&message);
         self.session = next;
-        let id = match message {
+        let (id, params) = match message {
             Message::Notification { method, .. } => {
                 log::debug!("notification {method:?}");
                 return None;
             }
-            Message::Request { id, .. } => id,
+            Message::Request { id, params, .. } => (id, params),
         };
         let (mut response, refused, era) = match step {
             Step::Ignore => return None,
@@ -374,7 +374,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (response, refused, Era::Handshake)
             }
-            Step::CallTool(params, era) => match self.call_tool(&id, params, out, io) {
+            Step::CallTool(era) => match self.call_tool(&id, params, out, io) {
                 Some((response, refused)) => (response, refused, era),
                 // Cancelled (issue #10): never answered.
                 None => return io.gone.then_some(Exit::ClientGone),

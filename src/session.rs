@@ -72,8 +72,9 @@ pub enum Step {
     Refuse(Refusal),
     /// Answer with the tool list.
     ListTools(Era),
-    /// Run the tool pipeline on these `tools/call` params.
-    CallTool(Option<Value>, Era),
+    /// Run the tool pipeline on the request's `tools/call` params (the caller moves them
+    /// out of the message: no copy of a large call, issue #12).
+    CallTool(Era),
     /// A notification: never answered.
     Ignore,
 }
@@ -167,7 +168,7 @@ impl Session {
                 Ok(_) => (self, Step::ListTools(Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
-            (Session::Ready { .. }, _) => (self, Step::CallTool(params.cloned(), Era::Handshake)),
+            (Session::Ready { .. }, _) => (self, Step::CallTool(Era::Handshake)),
             _ => (self, Step::Refuse(Refusal::NotInitialized { method: method.to_owned() })),
         }
     }
@@ -216,7 +217,7 @@ fn stateless(method: &str, params: Option<&Value>) -> Step {
             Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))
         }
         "tools/list" => Step::ListTools(Era::Stateless),
-        _ => Step::CallTool(params.cloned(), Era::Stateless),
+        _ => Step::CallTool(Era::Stateless),
     }
 }
 
@@ -335,7 +336,7 @@ mod tests {
         let (s, step) = s.handle(&req("resources/list", Value::Null));
         assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
         let (_, step) = s.handle(&req("tools/call", json!("str")));
-        assert_eq!(step, Step::CallTool(Some(json!("str")), Era::Handshake));
+        assert_eq!(step, Step::CallTool(Era::Handshake));
     }
 
     #[test]
@@ -404,7 +405,7 @@ mod tests {
             let (s, step) = s.handle(&modern("tools/list", v(), json!({}), json!({})));
             assert_eq!((s.clone(), step), (state.clone(), Step::ListTools(Era::Stateless)));
             let (s, step) = s.handle(&modern("tools/call", v(), json!({}), json!({"name": "sp_inventory"})));
-            assert!(matches!(step, Step::CallTool(Some(_), Era::Stateless)), "{state:?}");
+            assert_eq!(step, Step::CallTool(Era::Stateless), "{state:?}");
             // ping and logging/setLevel do not exist in 2026-07-28.
             let (s, step) = s.handle(&modern("ping", v(), json!({}), json!({})));
             assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
