@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check deb deb-check install uninstall install-check \
+.PHONY: all build test lint interop unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
         lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check fuzz fuzz-smoke fuzz-seed fuzz-cmin
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
@@ -127,6 +127,11 @@ static:
 # with a policy CA file, then `sp audit verify` (packaging/check-empty-root.py).
 static-check: static
 	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
+
+# The whole test suite against the static binary (musl, dlmalloc, OpenSSL compiled in):
+# the tests spawn the binary this builds (issue 12: its allocator is not glibc's).
+test-static:
+	$(CARGO) test --profile fast --locked --features static --target $(STATIC_TARGET) --target-dir $(STATIC_TARGET_DIR)
 
 # Debian: a dpkg-deb layout from the glibc build (packaging/deb/build-deb).
 deb: build

@@ -176,28 +176,53 @@ fn machine() -> String {
 // ---------------------------------------------------------------------------------------
 // The floor: examples/floor.rs through plain rustc (no cargo, no crate).
 
-fn build_floor(out_dir: &Path) -> Result<(PathBuf, &'static str), String> {
+/// How a floor is linked: `Static` (musl when installed), or dynamic against glibc, bare
+/// or also loading the system's libcrypto.so (what sp's glibc build loads for libssh2):
+/// the least any program linked like sp's glibc build can take to start.
+#[derive(Clone, Copy, PartialEq)]
+enum FloorLink {
+    Static,
+    Glibc,
+    GlibcLibcrypto,
+}
+
+fn build_floor(out_dir: &Path, link: FloorLink) -> Result<(PathBuf, &'static str), String> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let src = Path::new(ROOT).join("examples/floor.rs");
     let musl = "x86_64-unknown-linux-musl";
-    let musl_ok = cfg!(target_arch = "x86_64")
+    let musl_ok = link == FloorLink::Static
+        && cfg!(target_arch = "x86_64")
         && Command::new(&rustc)
             .args(["--print", "target-libdir", "--target", musl])
             .output()
             .ok()
             .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
             .is_some_and(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-")))));
-    let out = out_dir.join("floor");
+    let name = match link {
+        FloorLink::Static => "floor",
+        FloorLink::Glibc => "floor-glibc",
+        FloorLink::GlibcLibcrypto => "floor-libcrypto",
+    };
+    let out = out_dir.join(name);
     let mut cmd = Command::new(&rustc);
     cmd.args(["--edition", "2021", "-C", "opt-level=3", "-C", "panic=abort", "--crate-name", "floor"]);
     if musl_ok {
         cmd.args(["--target", musl]);
     }
-    let status = cmd.arg(&src).arg("-o").arg(&out).status().map_err(|e| format!("{rustc}: {e}"))?;
+    if link == FloorLink::GlibcLibcrypto {
+        // Loaded although unused, as the dynamic loader loads it for sp.
+        cmd.args(["-C", "link-arg=-Wl,--no-as-needed", "-C", "link-arg=-lcrypto"]);
+    }
+    let status = cmd.arg(&src).arg("-o").arg(&out).stderr(Stdio::null()).status().map_err(|e| format!("{rustc}: {e}"))?;
     if !status.success() {
         return Err(format!("{rustc} failed on {}", src.display()));
     }
-    Ok((out, if musl_ok { "static, musl" } else { "dynamic, glibc: the musl target is not installed (rustup target add x86_64-unknown-linux-musl)" }))
+    Ok((out, match link {
+        FloorLink::Static if musl_ok => "static, musl",
+        FloorLink::Static => "dynamic, glibc: the musl target is not installed (rustup target add x86_64-unknown-linux-musl)",
+        FloorLink::Glibc => "dynamic, glibc",
+        FloorLink::GlibcLibcrypto => "dynamic, glibc, and the system libcrypto.so loaded (unused)",
+    }))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -444,21 +469,27 @@ fn main() {
         }
         None => notes.push("static: not built (make static)".into()),
     }
-    match build_floor(&dir) {
-        Ok((bin, how)) => {
-            notes.push(format!("floor: examples/floor.rs, {how}"));
-            servers.push(Server {
-                name: "floor (canned lines)".into(),
-                cmd: vec![bin.display().to_string()],
-                tools: false,
-                refused_call: String::new(),
-                refused_mark: "",
-                expect_tool: None,
-                spawns,
-                rounds,
-            });
+    for (link, name) in [
+        (FloorLink::Static, "floor (canned lines)"),
+        (FloorLink::Glibc, "floor, glibc"),
+        (FloorLink::GlibcLibcrypto, "floor, glibc + libcrypto.so"),
+    ] {
+        match build_floor(&dir, link) {
+            Ok((bin, how)) => {
+                notes.push(format!("{name}: examples/floor.rs, {how}"));
+                servers.push(Server {
+                    name: name.into(),
+                    cmd: vec![bin.display().to_string()],
+                    tools: false,
+                    refused_call: String::new(),
+                    refused_mark: "",
+                    expect_tool: None,
+                    spawns,
+                    rounds,
+                });
+            }
+            Err(e) => notes.push(format!("{name}: skipped ({e})")),
         }
-        Err(e) => notes.push(format!("floor: skipped ({e})")),
     }
     let python = Path::new(ROOT).join(".venv/bin/python");
     if python.is_file() {
@@ -553,6 +584,7 @@ fn main() {
     let sp_off = get("sp glibc, journal off");
     let sp_on = get("sp glibc, journal on");
     let floor = get("floor (canned lines)");
+    let floor_crypto = get("floor, glibc + libcrypto.so");
     let py = get("Python SDK (MCPServer)");
     let ts = get("TypeScript SDK (McpServer)");
     let st_off = get("sp static, journal off");
@@ -567,6 +599,7 @@ fn main() {
     let r = |label: &str, a: Option<Stat>, b: Option<Stat>| println!("  {label:46} {}", ratio(a, b));
     r("cold start: sp / floor", sp_off.and_then(|r| r.cold), floor.and_then(|r| r.cold));
     r("cold start: sp static / floor", st_off.and_then(|r| r.cold), floor.and_then(|r| r.cold));
+    r("cold start: sp / floor glibc + libcrypto.so", sp_off.and_then(|r| r.cold), floor_crypto.and_then(|r| r.cold));
     r("cold start: sp journal on / off", sp_on.and_then(|r| r.cold), sp_off.and_then(|r| r.cold));
     r("cold start: TypeScript SDK / sp", ts.and_then(|r| r.cold), sp_off.and_then(|r| r.cold));
     r("cold start: Python SDK / sp", py.and_then(|r| r.cold), sp_off.and_then(|r| r.cold));
@@ -608,9 +641,16 @@ fn main() {
     };
     target("cold start, glibc, journal off", sp_off.and_then(|r| r.cold), 1.5);
     target("cold start, glibc, journal on", sp_on.and_then(|r| r.cold), 2.5);
+    if let Some(c) = floor_crypto.and_then(|r| r.cold) {
+        println!(
+            "  {:40} {:.2} ms   (no program loading the system libcrypto.so starts faster)",
+            "  floor, glibc + libcrypto.so",
+            c.median.as_secs_f64() * 1e3
+        );
+    }
     target("cold start, static, journal off", st_off.and_then(|r| r.cold), 1.5);
     target("cold start, static, journal on", get("sp static, journal on").and_then(|r| r.cold), 2.5);
-    for (label, row) in [("journal off", sp_off), ("journal on", sp_on)] {
+    for (label, row) in [("journal off", sp_off), ("journal on", sp_on), ("static, journal off", st_off), ("static, journal on", get("sp static, journal on"))] {
         if let Some((d, p)) = row.and_then(|r| Some((r.refused?, r.ping?))) {
             let x = d.median.as_secs_f64() / p.median.as_secs_f64();
             println!(

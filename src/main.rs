@@ -15,3 +15,11 @@ fn main() -> ExitCode {
     };
     sallyport::run(stdout)
 }
+
+/// The static build's allocator (Cargo.toml, `dlmalloc`): musl's malloc made a denied
+/// call cost twice a ping. No child `sp` starts ever allocates between `fork` and `exec`
+/// (`std::process` prepares everything before; `sys::command` adds no `pre_exec`), so
+/// the allocator's one lock cannot be inherited held.
+#[cfg(feature = "static")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
