@@ -120,19 +120,6 @@ fn measure(s: &Server) -> Result<Row, String> {
     }
     let mut p = start(&s.cmd).map_err(|e| e.to_string())?;
     p.initialize();
-    let timed = |p: &mut Session, line: &dyn Fn(usize) -> String, mark: &str| -> Result<Vec<Duration>, String> {
-        let mut v = Vec::with_capacity(s.rounds);
-        for i in 0..s.rounds {
-            let line = line(i + 1);
-            let t = Instant::now();
-            let a = p.round_trip(&line);
-            v.push(t.elapsed());
-            if !a.contains(mark) {
-                return Err(format!("unexpected answer to {line}: {a}"));
-            }
-        }
-        Ok(v)
-    };
     if let Some(tool) = s.expect_tool {
         let a = p.round_trip(r#"{"jsonrpc":"2.0","id":999999,"method":"tools/list"}"#);
         if !a.contains(&format!("\"name\":\"{tool}\"")) {
@@ -140,13 +127,33 @@ fn measure(s: &Server) -> Result<Row, String> {
             return Err(format!("its tools/list has no {tool} (an older build? rebuild it)"));
         }
     }
-    let ping = timed(&mut p, &|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#), "\"result\"")?;
-    let (mut list, mut refused) = (Vec::new(), Vec::new());
+    // The kinds take turns (ping, tools/list, refused call, ping, ...), so a machine that
+    // drifts during the run (frequency, a neighbour, a vCPU descheduled) weighs on each
+    // kind alike and the ratios compare like with like.
+    let call = s.refused_call.clone();
+    type Kind<'a> = (Box<dyn Fn(usize) -> String + 'a>, &'a str, Vec<Duration>);
+    let mut kinds: Vec<Kind> =
+        vec![(Box::new(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#)), "\"result\"", Vec::new())];
     if s.tools {
-        list = timed(&mut p, &|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/list"}}"#), "\"tools\"")?;
-        let call = s.refused_call.clone();
-        refused = timed(&mut p, &|i| call.replacen("\"id\":1,", &format!("\"id\":{i},"), 1), s.refused_mark)?;
+        kinds.push((Box::new(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/list"}}"#)), "\"tools\"", Vec::new()));
+        kinds.push((Box::new(move |i| call.replacen("\"id\":1,", &format!("\"id\":{i},"), 1)), s.refused_mark, Vec::new()));
     }
+    for i in 0..s.rounds {
+        for (line, mark, times) in &mut kinds {
+            let line = line(i + 1);
+            let t = Instant::now();
+            let a = p.round_trip(&line);
+            times.push(t.elapsed());
+            if !a.contains(*mark) {
+                p.finish();
+                return Err(format!("unexpected answer to {line}: {a}"));
+            }
+        }
+    }
+    let mut times = kinds.into_iter().map(|(_, _, t)| t);
+    let ping = times.next().unwrap_or_default();
+    let list = times.next().unwrap_or_default();
+    let refused = times.next().unwrap_or_default();
     let rss_kib = p.peak_rss_kib();
     p.finish();
     Ok(Row { name: s.name.clone(), cold: stat(cold), ping: stat(ping), list: stat(list), refused: stat(refused), rss_kib })

@@ -1,17 +1,23 @@
 //! Issue #10: the loop never goes deaf while a call runs.
 //!
 //! ```text
-//!  stdin ──> reader thread (FrameReader) ──Event::Frame/Eof──┐
-//!                                                             ├──> one channel ──> the protocol loop
-//!  running call (main thread): progress ──Event::Note/Done───┘        (main thread; while a call
-//!                                                                       runs: the control thread)
+//!  idle:          stdin ──FrameReader──> the protocol loop (main thread), one frame at a time
+//!
+//!  during a call: stdin ──FrameReader──> control thread ──> answers ping, tools/list, ...
+//!                                              │  queues the rest for the loop
+//!                 the call (main thread) ──────┘  progress notes and "done" over a channel,
+//!                                                  each with a nudge (signals::Nudge)
 //! ```
+//!
+//! Between calls the loop reads stdin itself: a request is answered by the thread that
+//! read it, with no hand-over between threads (issue #12: on a machine whose idle CPUs
+//! sleep, waking a second thread per message cost 50-300 us of every round trip).
 //!
 //! The blocking work of a call (the approver, each HTTP hop, the SSH command) stays on
 //! the main thread, inside the executors, unchanged. While it runs, a scoped *control
-//! thread* borrows the protocol writer (there is still exactly one writer at any time:
-//! the control thread holds it for the duration of the call and hands it back) and the
-//! channel, and:
+//! thread* borrows the frame reader and the protocol writer (there is still exactly one
+//! reader and one writer at any time: the control thread holds both for the duration of
+//! the call and hands them back), and:
 //!
 //! - answers `ping`, `tools/list` and `server/discover` at once (they need only the
 //!   session state, which the control thread holds meanwhile);
@@ -26,38 +32,44 @@
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
 //!   arrived then. One action at a time stays the rule.
 //!
+//! The control thread waits for stdin in `poll(2)` (`signals::StoppableStdin`) together
+//! with the nudge: the call's side sends a note or "done" on a channel, then nudges, and
+//! the read returns `WouldBlock` ([`Read::Parked`]) with the line read so far kept, so
+//! the control thread drains the channel and, once the call is done, ends, giving stdin
+//! back mid-line if need be. A source without a nudge must never block (the in-memory
+//! input of tests and the fuzz target).
+//!
 //! Why not `poll(2)` on stdin inside the executors: the blocking calls live inside
 //! libraries (ureq's reads, libssh2, the approver child), so a poll there is not
-//! reachable everywhere; a reader thread plus a control thread keeps the executors as
-//! they are and the writer with one owner at a time.
+//! reachable everywhere; a control thread keeps the executors as they are and the
+//! reader and the writer with one owner at a time.
 //!
-//! Backpressure: frames read but not yet handled are bounded to [`QUEUE_BYTES`] (or one
-//! frame, if larger); past that the reader thread stops reading stdin until the loop
-//! catches up. Control messages behind that point then wait too.
+//! Backpressure: during a call the frames queued for later are bounded to
+//! [`QUEUE_BYTES`] (or one frame, if larger); past that the control thread stops reading
+//! stdin until the call ends. Control messages behind that point then wait too. Between
+//! calls nothing is read ahead of the loop but the 64 KiB of the stdin buffer.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::Value;
 
 use crate::exec::Cancel;
-use crate::frame::{Frame, FrameError, FrameReader};
+use crate::frame::{Frame, FrameError, FrameReader, Read};
 use crate::jsonrpc::{self, Id, Message};
 use crate::out::ProtocolWriter;
 use crate::session::{Era, Session, Step};
+use crate::signals::Nudge;
 
-/// Bytes of frames read ahead of the loop before the reader stops reading stdin: each
-/// frame is charged its length plus [`FRAME_OVERHEAD`], so many small lines cost what
-/// they take in memory (issue #12: 16 MiB of 100-byte lines held 36 MiB). 256 KiB is
-/// some 900 queued calls of a typical size, and keeps a session that a client floods
-/// with pipelined requests within a few hundred KiB of idle (it was 4 MiB: +3.8 MiB).
-/// A longer line still passes alone.
+/// Bytes of frames a running call's control thread queues for later before it stops
+/// reading stdin: each frame is charged its length plus [`FRAME_OVERHEAD`], so many small
+/// lines cost what they take in memory (issue #12: 16 MiB of 100-byte lines held 36 MiB).
+/// 256 KiB is some 900 queued calls of a typical size. A longer line still passes alone.
 pub(crate) const QUEUE_BYTES: usize = 256 * 1024;
 
 /// What a queued frame costs beyond its text: the event, the string's spare capacity,
-/// the channel's slot.
+/// the queue's slot.
 pub(crate) const FRAME_OVERHEAD: usize = 192;
 
 pub(crate) enum Event {
@@ -67,54 +79,46 @@ pub(crate) enum Event {
     CancelledQueued { frame: Frame, bytes: usize },
     /// stdin reached its end.
     Eof,
+}
+
+/// What the running call tells its control thread.
+enum Told {
     /// A progress notification of the running call.
     Note(Value),
     /// The running call's blocking part returned.
     Done,
 }
 
-/// Frames in flight (read, not yet handled), in bytes: (bytes, closed, readers waiting).
-#[derive(Default)]
-struct Inflight {
-    state: Mutex<(usize, bool, usize)>,
-    cv: Condvar,
+/// How the running call reaches its control thread: the channel, then the nudge that
+/// wakes a control thread waiting for stdin.
+pub(crate) struct Notes {
+    tx: Sender<Told>,
+    nudge: Option<Nudge>,
 }
 
-impl Inflight {
-    /// Takes room for a frame of `n` bytes, waiting while the queue is full; `false`
-    /// once the loop has ended.
-    fn acquire(&self, n: usize) -> bool {
-        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while g.0 > 0 && g.0 + n > QUEUE_BYTES && !g.1 {
-            g.2 += 1;
-            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
-            g.2 -= 1;
-        }
-        g.0 += n;
-        !g.1
+impl Notes {
+    /// Sends a progress notification (written unless the call is cancelled by then).
+    pub(crate) fn note(&self, note: Value) {
+        self.tell(Told::Note(note));
     }
 
-    fn release(&self, n: usize) {
-        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 = g.0.saturating_sub(n);
-        // Only a waiting reader needs waking: a notify is a system call even for nobody.
-        if g.2 > 0 {
-            self.cv.notify_all();
+    fn tell(&self, told: Told) {
+        let _ = self.tx.send(told);
+        if let Some(n) = &self.nudge {
+            n.nudge();
         }
-    }
-
-    fn close(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
-        self.cv.notify_all();
     }
 }
 
-/// The loop's input: the reader thread's channel and the frames queued during a call.
+/// The loop's input: the frame reader, and the frames queued during a call.
 pub(crate) struct Input {
-    rx: Receiver<Event>,
-    tx: Sender<Event>,
+    frames: FrameReader<Box<dyn BufRead + Send>>,
+    nudge: Option<Nudge>,
     queue: VecDeque<Event>,
-    inflight: Arc<Inflight>,
+    /// What the queued frames are charged ([`FRAME_OVERHEAD`]).
+    queued: usize,
+    /// End of input or a framing error was read: nothing more is.
+    ended: bool,
     /// stdin ended while a call ran: the loop ends after it.
     pub eof: bool,
     /// Writing to the client failed while a call ran.
@@ -127,48 +131,47 @@ pub(crate) struct Input {
 }
 
 impl Input {
-    /// Starts the reader thread. It is detached: an exit never waits for a blocked read.
-    pub(crate) fn start<R: BufRead + Send + 'static>(input: R, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
-        let (tx, rx) = channel();
-        let inflight = Arc::new(Inflight::default());
-        let (reader_tx, reader_inflight) = (tx.clone(), inflight.clone());
-        let spawned = std::thread::Builder::new().name("sp-stdin".into()).spawn(move || {
-            let mut frames = FrameReader::new(input, max_line_bytes);
-            loop {
-                let event = match frames.next_frame() {
-                    None => Event::Eof,
-                    Some(Ok(frame)) => {
-                        let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
-                        if !reader_inflight.acquire(bytes) {
-                            return;
-                        }
-                        Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes }
-                    }
-                    Some(Err(e)) => Event::Frame { frame: Err(e), raw: frames.raw().to_vec(), bytes: 0 },
-                };
-                let last = !matches!(event, Event::Frame { frame: Ok(_), .. });
-                if reader_tx.send(event).is_err() || last {
-                    return;
-                }
-            }
-        });
-        if let Err(e) = spawned {
-            log::error!("cannot start the stdin reader thread: {e}");
-            let _ = tx.send(Event::Frame { frame: Err(FrameError::Io(e.kind())), raw: Vec::new(), bytes: 0 });
+    /// `nudge`: what interrupts a blocked read of `input` (module docs); `None` only for
+    /// input that never blocks.
+    pub(crate) fn new(input: Box<dyn BufRead + Send>, nudge: Option<Nudge>, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
+        Input {
+            frames: FrameReader::new(input, max_line_bytes),
+            nudge,
+            queue: VecDeque::new(),
+            queued: 0,
+            ended: false,
+            eof: false,
+            gone: false,
+            cancel_requested: false,
+            cancel_on_eof,
         }
-        Input { rx, tx, queue: VecDeque::new(), inflight, eof: false, gone: false, cancel_requested: false, cancel_on_eof }
     }
 
-    /// The next event: the queue first, then the channel.
+    /// The next event: the queue first, then stdin, read here, on the loop's thread.
     pub(crate) fn next_event(&mut self) -> Event {
-        let event = match self.queue.pop_front() {
-            Some(e) => e,
-            None => self.rx.recv().unwrap_or(Event::Eof),
-        };
-        if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } = &event {
-            self.inflight.release(*bytes);
+        if let Some(event) = self.queue.pop_front() {
+            if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } = &event {
+                self.queued = self.queued.saturating_sub(*bytes);
+            }
+            return event;
         }
-        event
+        if self.ended {
+            return Event::Eof;
+        }
+        loop {
+            match self.frames.read() {
+                Read::Parked => {}
+                Read::Eof => {
+                    self.ended = true;
+                    return Event::Eof;
+                }
+                Read::Frame(Ok(frame)) => return Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes: 0 },
+                Read::Frame(Err(e)) => {
+                    self.ended = true;
+                    return Event::Frame { frame: Err(e), raw: self.frames.raw().to_vec(), bytes: 0 };
+                }
+            }
+        }
     }
 
     /// Runs `work` (the blocking part of the call `running`) on this thread while a
@@ -180,16 +183,18 @@ impl Input {
         session: Session,
         running: &Id,
         cancel: &Cancel,
-        work: impl FnOnce(&Sender<Event>) -> T,
+        work: impl FnOnce(&Notes) -> T,
     ) -> (T, Session) {
-        let notes = self.tx.clone();
+        let (tx, rx) = channel();
+        let notes = Notes { tx, nudge: self.nudge.clone() };
         let fallback = session.clone();
-        let (rx, queue, inflight, cancel_on_eof) = (&mut self.rx, &mut self.queue, &*self.inflight, self.cancel_on_eof);
+        let cancel_on_eof = self.cancel_on_eof;
+        let reading = Reading { frames: &mut self.frames, queue: &mut self.queue, queued: &mut self.queued, ended: &mut self.ended };
         let (result, (session, eof, gone, requested)) = std::thread::scope(|s| {
             let call = Running { id: running, cancel, cancel_on_eof };
             let spawned = std::thread::Builder::new()
                 .name("sp-control".into())
-                .spawn_scoped(s, move || control(session, out, rx, queue, inflight, call));
+                .spawn_scoped(s, move || control(session, out, &rx, reading, call));
             let control = match spawned {
                 Ok(c) => c,
                 Err(e) => {
@@ -199,10 +204,10 @@ impl Input {
                 }
             };
             // `Done` even if `work` panics, so the control thread ends and the scope joins.
-            struct DoneOnDrop<'a>(&'a Sender<Event>);
+            struct DoneOnDrop<'a>(&'a Notes);
             impl Drop for DoneOnDrop<'_> {
                 fn drop(&mut self) {
-                    let _ = self.0.send(Event::Done);
+                    self.0.tell(Told::Done);
                 }
             }
             let done = DoneOnDrop(&notes);
@@ -218,11 +223,14 @@ impl Input {
         self.cancel_requested = requested;
         (result, session)
     }
+}
 
-    /// The loop ended: the reader thread must not wait for room any more.
-    pub(crate) fn close(&self) {
-        self.inflight.close();
-    }
+/// What the control thread borrows of [`Input`] for one call.
+struct Reading<'a> {
+    frames: &'a mut FrameReader<Box<dyn BufRead + Send>>,
+    queue: &'a mut VecDeque<Event>,
+    queued: &'a mut usize,
+    ended: &'a mut bool,
 }
 
 /// The raw bytes of a well-formed frame (for a journal fingerprint).
@@ -246,12 +254,12 @@ struct Running<'a> {
 fn control<W: Write>(
     mut session: Session,
     out: &mut ProtocolWriter<W>,
-    rx: &mut Receiver<Event>,
-    queue: &mut VecDeque<Event>,
-    inflight: &Inflight,
+    rx: &Receiver<Told>,
+    reading: Reading<'_>,
     call: Running<'_>,
 ) -> (Session, bool, bool, bool) {
     let Running { id: running, cancel, cancel_on_eof } = call;
+    let Reading { frames, queue, queued, ended } = reading;
     let (mut eof, mut gone, mut requested) = (false, false, false);
     let mut send = |v: &Value, gone: &mut bool| {
         if !*gone && out.send(v).is_err() {
@@ -260,38 +268,51 @@ fn control<W: Write>(
             cancel.cancel();
         }
     };
-    while let Ok(event) = rx.recv() {
-        match event {
-            Event::Done => break,
-            Event::Note(note) => {
+    loop {
+        // What the call said first; then stdin, unless reading has to wait for the call.
+        let waiting = *ended || *queued >= QUEUE_BYTES;
+        let told = if waiting { rx.recv().ok() } else { rx.try_recv().ok() };
+        match told {
+            Some(Told::Done) => break,
+            Some(Told::Note(note)) => {
                 if !cancel.is_cancelled() {
                     send(&note, &mut gone);
                 }
+                continue;
             }
-            Event::Eof if !cancel_on_eof => queue.push_back(Event::Eof),
-            Event::Eof => {
-                log::info!("stdin closed while a call ran: cancelling it");
-                eof = true;
-                cancel.cancel();
-            }
-            Event::Frame { frame: Ok(frame), raw, bytes } => match classify(&mut session, &frame, running) {
-                Control::Answer(v) => {
-                    inflight.release(bytes);
-                    send(&v, &mut gone);
+            None if waiting => break, // the call's side is gone (it cannot be, but end)
+            None => {}
+        }
+        match frames.read() {
+            Read::Parked => {}
+            Read::Eof => {
+                *ended = true;
+                if cancel_on_eof {
+                    log::info!("stdin closed while a call ran: cancelling it");
+                    eof = true;
+                    cancel.cancel();
+                } else {
+                    queue.push_back(Event::Eof);
                 }
+            }
+            Read::Frame(Err(e)) => {
+                *ended = true;
+                queue.push_back(Event::Frame { frame: Err(e), raw: frames.raw().to_vec(), bytes: 0 });
+            }
+            Read::Frame(Ok(frame)) => match classify(&mut session, &frame, running) {
+                Control::Answer(v) => send(&v, &mut gone),
                 Control::CancelRunning => {
-                    inflight.release(bytes);
                     log::info!("the client cancelled the running call {}", running.to_value());
                     requested = true;
                     cancel.cancel();
                 }
-                Control::CancelQueued(target) => {
-                    inflight.release(bytes);
-                    cancel_queued(queue, &target);
+                Control::CancelQueued(target) => cancel_queued(queue, &target),
+                Control::Queue => {
+                    let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
+                    *queued += bytes;
+                    queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes });
                 }
-                Control::Queue => queue.push_back(Event::Frame { frame: Ok(frame), raw, bytes }),
             },
-            other => queue.push_back(other),
         }
     }
     (session, eof, gone, requested)
@@ -357,28 +378,61 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Input that counts what was taken from it.
+    struct Counted(std::io::Cursor<Vec<u8>>, Arc<AtomicUsize>);
+
+    impl std::io::Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.fetch_add(n, Ordering::SeqCst);
+            Ok(n)
+        }
+    }
 
     #[test]
-    fn the_reader_stops_when_the_queue_is_full_and_resumes_when_it_drains() {
-        let inflight = Arc::new(Inflight::default());
-        assert!(inflight.acquire(QUEUE_BYTES - 10));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = inflight.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(reader.acquire(100));
+    fn during_a_call_reading_stops_once_the_queue_is_full_and_the_rest_waits_in_order() {
+        // 2 MiB of queued-kind requests: the control thread must stop near QUEUE_BYTES.
+        let line = |i: usize| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
+        let text: String = (0..2 * 1024 * 1024 / 90).map(|i| line(i) + "\n").collect();
+        let total = text.len();
+        let taken = Arc::new(AtomicUsize::new(0));
+        let source = std::io::BufReader::with_capacity(4096, Counted(std::io::Cursor::new(text.into_bytes()), taken.clone()));
+        let mut input = Input::new(Box::new(source), None, 1 << 20, false);
+        let mut out = ProtocolWriter::new(Vec::new());
+        let (running, cancel) = (Id::Int(-1), Cancel::new());
+        let session = Session::Ready { version: "2025-06-18" };
+        let ((), _) = input.during(&mut out, session, &running, &cancel, |_| {
+            // Wait until the control thread has stopped taking input (it never reaches
+            // the end if it stops), then end the call.
+            let mut last = usize::MAX;
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let now = taken.load(Ordering::SeqCst);
+                if now == last || now == total {
+                    break;
+                }
+                last = now;
+            }
         });
-        // Evidence that the reader waits: it is counted as waiting.
-        while inflight.state.lock().unwrap().2 == 0 {
-            std::thread::yield_now();
+        let read_during = taken.load(Ordering::SeqCst);
+        assert!(read_during < total / 2, "read {read_during} of {total} bytes while the call ran");
+        assert!(input.queued >= QUEUE_BYTES && input.queued < QUEUE_BYTES + 4096, "{}", input.queued);
+        // After the call everything arrives, queued first, each frame once, in order.
+        let mut next = 0;
+        loop {
+            match input.next_event() {
+                Event::Frame { frame: Ok(f), .. } => {
+                    assert_eq!(f.text, line(next));
+                    next += 1;
+                }
+                Event::Eof => break,
+                _ => panic!("unexpected event"),
+            }
         }
-        assert!(rx.try_recv().is_err());
-        inflight.release(QUEUE_BYTES - 10);
-        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(true));
-        // One frame larger than the whole budget still passes when nothing else waits.
-        let big = Inflight::default();
-        assert!(big.acquire(QUEUE_BYTES * 2));
-        big.close();
-        assert!(!big.acquire(1), "after the loop ended the reader gives up");
+        assert_eq!(next, 2 * 1024 * 1024 / 90);
+        assert_eq!(input.queued, 0);
     }
 
     #[test]

@@ -81,11 +81,24 @@ pub(crate) struct FrameReader<R> {
     inner: R,
     max_bytes: usize,
     line: Vec<u8>,
+    /// `line` holds the start of a line whose read was interrupted ([`Read::Parked`]):
+    /// the next read goes on with it.
+    partial: bool,
+}
+
+/// What [`FrameReader::read`] got.
+pub(crate) enum Read {
+    Frame(Result<Frame, FrameError>),
+    /// A clean end of input.
+    Eof,
+    /// The source said `WouldBlock` (`signals::Nudge`): nothing is lost, the line read
+    /// so far is kept for the next read.
+    Parked,
 }
 
 impl<R: BufRead> FrameReader<R> {
     pub(crate) fn new(inner: R, max_bytes: usize) -> Self {
-        FrameReader { inner, max_bytes, line: Vec::new() }
+        FrameReader { inner, max_bytes, line: Vec::new(), partial: false }
     }
 
     /// The bytes read for the last frame (or the part read before it failed), without
@@ -96,19 +109,38 @@ impl<R: BufRead> FrameReader<R> {
 
     /// The next frame, `None` on a clean end of input. After an error the caller must
     /// stop reading: framing is lost.
+    #[cfg(test)]
     pub(crate) fn next_frame(&mut self) -> Option<Result<Frame, FrameError>> {
-        self.line.clear();
+        loop {
+            match self.read() {
+                Read::Frame(f) => return Some(f),
+                Read::Eof => return None,
+                Read::Parked => {}
+            }
+        }
+    }
+
+    /// [`next_frame`](Self::next_frame), except that a source's `WouldBlock` returns
+    /// [`Read::Parked`] (the partial line kept) instead of being an error.
+    pub(crate) fn read(&mut self) -> Read {
+        if !std::mem::take(&mut self.partial) {
+            self.line.clear();
+        }
         loop {
             let available = match self.inner.fill_buf() {
                 Ok(buf) => buf,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Some(Err(FrameError::Io(e.kind()))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.partial = true;
+                    return Read::Parked;
+                }
+                Err(e) => return Read::Frame(Err(FrameError::Io(e.kind()))),
             };
             if available.is_empty() {
                 if self.line.is_empty() {
-                    return None;
+                    return Read::Eof;
                 }
-                return Some(Err(FrameError::EofMidLine { len: self.line.len() }));
+                return Read::Frame(Err(FrameError::EofMidLine { len: self.line.len() }));
             }
             let (chunk, found_newline) = match available.iter().position(|b| *b == b'\n') {
                 Some(i) => (&available[..i], true),
@@ -116,13 +148,13 @@ impl<R: BufRead> FrameReader<R> {
             };
             if self.line.len() + chunk.len() > self.max_bytes {
                 // Take nothing more: the rest of this line is never buffered.
-                return Some(Err(FrameError::TooLong { limit: self.max_bytes }));
+                return Read::Frame(Err(FrameError::TooLong { limit: self.max_bytes }));
             }
             self.line.extend_from_slice(chunk);
             let used = chunk.len() + usize::from(found_newline);
             self.inner.consume(used);
             if found_newline {
-                return Some(self.take_line());
+                return Read::Frame(self.take_line());
             }
         }
     }
@@ -301,5 +333,43 @@ mod tests {
             assert_eq!(r.next_frame(), Some(Err(FrameError::TooLong { limit: 10 })));
         }
         assert!(cursor.position() <= 16, "read {} bytes", cursor.position());
+    }
+
+    /// One byte per read, and `WouldBlock` (a nudge) before every other byte.
+    struct Nudged<'a>(&'a [u8], bool);
+    impl Read for Nudged<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.1 = !self.1;
+            if self.1 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Trickle(self.0).read(buf).inspect(|n| self.0 = &self.0[*n..])
+        }
+    }
+
+    #[test]
+    fn a_nudged_read_keeps_the_line_read_so_far() {
+        let input = b"{\"a\":1}\r\n{\"b\":22}\nend";
+        let mut r = FrameReader::new(BufReader::with_capacity(1, Nudged(input, false)), 64);
+        let (mut frames, mut parked) = (Vec::new(), 0);
+        loop {
+            match r.read() {
+                super::Read::Parked => parked += 1,
+                super::Read::Frame(f) => {
+                    let last = f.is_err();
+                    frames.push(f);
+                    if last {
+                        break;
+                    }
+                }
+                super::Read::Eof => break,
+            }
+        }
+        assert!(parked > 10, "{parked}");
+        assert_eq!(frames.len(), 3);
+        assert_eq!(frames[0].as_ref().unwrap().text, r#"{"a":1}"#);
+        assert_eq!(frames[1].as_ref().unwrap().text, r#"{"b":22}"#);
+        assert_eq!(frames[2], Err(FrameError::EofMidLine { len: 3 }));
+        assert_eq!(r.raw(), b"end");
     }
 }

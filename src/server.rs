@@ -52,6 +52,9 @@ pub struct Options {
     /// closing stdin is the shutdown). `false` (in-process tests that hand the whole
     /// input at once): EOF waits behind the frames before it, every call runs.
     pub cancel_on_eof: bool,
+    /// What pulls the control thread out of a blocked read of the input when a call has
+    /// a note or has ended (`signals::Nudge`); `None` for input that never blocks.
+    pub nudge: Option<crate::signals::Nudge>,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             panic_on_first_frame: false,
             stop: Default::default(),
             cancel_on_eof: true,
+            nudge: None,
         }
     }
 }
@@ -233,13 +237,13 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// Serves until end of input, a closed client, or a reason to close. `input` is read
-    /// on a thread of its own (`control.rs`): the loop answers control messages and
-    /// notices a cancel or EOF while a call runs.
+    /// by the loop itself, and by a control thread while a call runs (`control.rs`), which
+    /// answers control messages and notices a cancel or EOF meanwhile. `input` must be
+    /// interruptible by [`Options::nudge`] if it can block (stdin); in-memory input needs
+    /// no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
-        let mut io = Input::start(input, self.options.max_line_bytes, self.options.cancel_on_eof);
-        let exit = self.serve_input(&mut io, out);
-        io.close();
-        exit
+        let mut io = Input::new(Box::new(input), self.options.nudge.clone(), self.options.max_line_bytes, self.options.cancel_on_eof);
+        self.serve_input(&mut io, out)
     }
 
     fn serve_input<W: Write + Send>(&mut self, io: &mut Input, out: &mut ProtocolWriter<W>) -> Exit {
@@ -259,7 +263,6 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             let (frame, raw) = match io.next_event() {
                 Event::Eof => return self.stopped().unwrap_or(Exit::Eof),
-                Event::Note(_) | Event::Done => continue,
                 Event::CancelledQueued { frame, .. } => {
                     self.cancelled_queued(&frame);
                     continue;
@@ -468,7 +471,7 @@ impl<'p, E: Executor> Server<'p, E> {
         action: Action,
         progress_token: Option<Value>,
         cancel: &Cancel,
-        notes: &std::sync::mpsc::Sender<Event>,
+        notes: &crate::control::Notes,
     ) -> Result<(&'static str, ToolResult), (&'static str, &'static str, String)> {
         // Issue #5: the approver for approve-flagged credentials and hosts, then the
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
@@ -490,7 +493,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 // token, handed to the control thread, which writes them (and none once
                 // the call is cancelled), and the cancel to observe.
                 let mut send = |note: &Value| {
-                    let _ = notes.send(Event::Note(note.clone()));
+                    notes.note(note.clone());
                 };
                 let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
                 self.run_ssh(&ssh, &mut progress)

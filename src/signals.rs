@@ -14,7 +14,7 @@
 //! - `sp mcp` writes the journal's `end` row (decision `sigterm`, `sigint` or `sighup`)
 //!   and exits with 128 + the signal number (143, 130, 129), as `sp(1)` documents.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,9 +53,9 @@ pub(crate) fn name(signal: i32) -> String {
     }
 }
 
-/// Installs the handlers. Returns the flag and stdin wrapped so that a signal ends a
-/// blocked read.
-pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin)> {
+/// Installs the handlers. Returns the flag, stdin wrapped so that a signal ends a
+/// blocked read, and the [`Nudge`] that pulls a reader out of a blocked read.
+pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
     let flag = StopFlag::default();
     let (wake, notify) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;
@@ -65,7 +65,24 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin)> {
         signal_hook::flag::register_usize(signal, flag.0.clone(), signal as usize)?;
         signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
     }
-    Ok((flag.clone(), StoppableStdin { flag, wake }))
+    let (nudged, nudge) = UnixStream::pair()?;
+    nudged.set_nonblocking(true)?;
+    nudge.set_nonblocking(true)?;
+    Ok((flag.clone(), StoppableStdin { flag, wake, nudged }, Nudge(Arc::new(nudge))))
+}
+
+/// Makes a read of [`StoppableStdin`] that waits in `poll(2)` return
+/// `ErrorKind::WouldBlock` (a pending nudge is seen by the next read that would wait).
+/// `control.rs`: the thread that reads stdin while a call runs is told this way that
+/// the call has a progress note, or has ended and wants stdin back.
+#[derive(Debug, Clone)]
+pub struct Nudge(Arc<UnixStream>);
+
+impl Nudge {
+    pub(crate) fn nudge(&self) {
+        // A full socket already holds a nudge; nothing else can fail that matters here.
+        let _ = (&*self.0).write(&[1]);
+    }
 }
 
 /// Stdin that reads as end-of-input once a stop signal has arrived. Reads the descriptor
@@ -75,6 +92,8 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin)> {
 pub(crate) struct StoppableStdin {
     flag: StopFlag,
     wake: UnixStream,
+    /// The other end of [`Nudge`].
+    nudged: UnixStream,
 }
 
 impl Read for StoppableStdin {
@@ -85,10 +104,19 @@ impl Read for StoppableStdin {
             if self.flag.get().is_some() {
                 return Ok(0);
             }
-            let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+            let mut fds = [
+                PollFd::new(&stdin, PollFlags::IN),
+                PollFd::new(&self.wake, PollFlags::IN),
+                PollFd::new(&self.nudged, PollFlags::IN),
+            ];
             match poll(&mut fds, None) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
+            }
+            if !fds[2].revents().is_empty() {
+                let mut drain = [0u8; 64];
+                while matches!((&self.nudged).read(&mut drain), Ok(n) if n > 0) {}
+                return Err(io::ErrorKind::WouldBlock.into());
             }
             if !fds[0].revents().is_empty() && self.flag.get().is_none() {
                 match rustix::io::read(stdin.as_fd(), &mut *buf) {

@@ -180,7 +180,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     }
     let policy = config.policy;
     // Issue 8 point 8: SIGTERM/SIGINT/SIGHUP stop the session between messages.
-    let (stop, stdin) = match crate::signals::install() {
+    let (stop, stdin, nudge) = match crate::signals::install() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sp: cannot install signal handlers: {e}");
@@ -199,6 +199,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         panic_on_first_frame: env.get("SP_TEST_PANIC").is_some_and(|v| v == "request"),
         stop: stop.clone(),
         cancel_on_eof: true,
+        nudge: Some(nudge),
     };
     let mut executors = Executors::new();
     executors.http = crate::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
@@ -224,8 +225,8 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal);
-    // Issue #10: stdin is read on its own thread (`control.rs`); a stop signal makes it
-    // read as end of input (`signals::StoppableStdin`).
+    // Issue #10: stdin is read by the loop, and while a call runs by its control thread
+    // (`control.rs`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
     let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
     server.journal.record(end);
