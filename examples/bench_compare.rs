@@ -53,6 +53,29 @@ fn start(cmd: &[String]) -> std::io::Result<Session> {
     Session::spawn(c)
 }
 
+/// This thread (the process's main thread) pinned to the last CPU with taskset(1)
+/// while it lives; `.0` is that CPU when pinning worked.
+struct Pin(Option<String>);
+
+impl Pin {
+    fn here() -> Pin {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu = (cpus - 1).to_string();
+        let ok = Command::new("taskset").args(["-pc", &cpu, &std::process::id().to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        Pin(ok.is_ok_and(|s| s.success()).then_some(cpu))
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let all = format!("0-{}", cpus - 1);
+            let _ = Command::new("taskset").args(["-pc", &all, &std::process::id().to_string()]).stdout(Stdio::null()).status();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Figures
 
@@ -118,7 +141,17 @@ fn measure(s: &Server) -> Result<Row, String> {
         }
         p.finish();
     }
-    let mut p = start(&s.cmd).map_err(|e| e.to_string())?;
+    // Round trips on one CPU, the client's (this thread) and the server's: whether a
+    // scheduler puts them on one CPU or two decides between a few and a few dozen
+    // microseconds on a machine whose idle vCPUs sleep, and it decides anew for every
+    // process; pinned, every server gets the same placement. (Cold starts are not
+    // pinned.)
+    let pinned = Pin::here();
+    let mut p = match &pinned.0 {
+        Some(cpu) => start(&[["taskset", "-c", cpu].map(String::from).as_slice(), s.cmd.as_slice()].concat()),
+        None => start(&s.cmd),
+    }
+    .map_err(|e| e.to_string())?;
     p.initialize();
     if let Some(tool) = s.expect_tool {
         let a = p.round_trip(r#"{"jsonrpc":"2.0","id":999999,"method":"tools/list"}"#);
@@ -618,7 +651,7 @@ fn main() {
     r("http_request via sp / direct raw keep-alive", http_off, raw);
     r("http_request via sp / direct ureq keep-alive", http_off, ureq_d);
     println!();
-    println!("Per server: median / p99 (cold start: N spawns; round trips: M in one session)");
+    println!("Per server: median / p99 (cold start: N spawns; round trips: M in one session, client and server on one CPU)");
     let h = ["server", "cold start", "(best)", "ping", "tools/list", "refused call", "peak RSS", "N, M"];
     println!("  {:28} {:>21} {:>9} {:>19} {:>19} {:>19} {:>9}  {}", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
     for row in &rows {

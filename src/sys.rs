@@ -26,7 +26,10 @@
 //! `open(2)` or `read(2)` alike, and no flag prevents that. [`read_within`] therefore
 //! does the open and the read on a helper thread and gives up after a timeout: the
 //! caller (one call of the session) fails with a clear reason and the session answers
-//! the next request; the stuck thread is left to the kernel.
+//! the next request; the stuck thread is left to the kernel. Files read at start-up
+//! (the policy, `http.ca_file`) are read with [`read`] on the main thread: there is no
+//! session to keep answering yet, the `stat`s of their directories already ran on that
+//! thread, and a helper thread cost every start (issue #12).
 //!
 //! [`check_dirs`] is the StrictModes rule for the policy: every directory above a file
 //! must be owned by root or the effective user, and the directory holding it must not

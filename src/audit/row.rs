@@ -2,8 +2,6 @@
 //! ([`serialize_row`]) and hash ([`row_hash`]), and the values rows carry
 //! (`request_fp`, timestamps, the session id, capped text).
 
-use std::fs::File;
-use std::io::Read;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -156,12 +154,14 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-/// A random session id: 16 hex digits from the kernel's generator.
+/// A random session id: 16 hex digits from the kernel's generator (`getrandom(2)`: no
+/// descriptor, and no `/dev` needed, as in an empty root).
 pub(crate) fn session_id() -> String {
     let mut bytes = [0u8; 8];
-    let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    let ok = matches!(rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::NONBLOCK), Ok(8));
     if !ok {
-        // No /dev/urandom (a very bare chroot): std's per-process random hasher keys.
+        // A kernel without getrandom(2) (before 3.17), or one still gathering entropy at
+        // boot (NONBLOCK: never wait): std's per-process random hasher keys.
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());

@@ -362,7 +362,8 @@ fn ca_bundle(path: &str) -> Result<CaBundle, String> {
     // certificates: any owner, any mode, and a symbolic link is followed (distributions
     // link their bundles), then the target is opened as `sys` says.
     let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();
-    let pem = crate::sys::read_within(Path::new(path), rules, crate::sys::READ_TIMEOUT).map_err(|e| format!("cannot read {path}: {e}"))?;
+    // At start-up, on this thread (see `policy::trusted_bytes`).
+    let pem = crate::sys::read(Path::new(path), rules).map_err(|e| format!("cannot read {path}: {e}"))?;
     let mut der = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {

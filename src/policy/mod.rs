@@ -130,7 +130,9 @@ pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
         sys::check_dirs(&target).map_err(dir_refusal)?;
     }
     let rules = sys::Rules::owned(0o022, MAX_POLICY_BYTES);
-    let bytes = sys::read_within(&target, rules, sys::READ_TIMEOUT).map_err(|e| {
+    // On this thread, not `read_within`'s helper: at start-up there is no session to keep
+    // answering, and the `stat`s above already ran here (issue #12: a thread per start).
+    let bytes = sys::read(&target, rules).map_err(|e| {
         let t = target.display();
         match e {
             SysError::TooOpen { .. } => whole(format!("{e}; refused, since others could rewrite the policy (fix: chmod go-w {t})")),
