@@ -149,8 +149,17 @@ impl<W: Write> ProtocolWriter<W> {
     /// ([`RENDER_STRUCTURED`]). A message that fails partway leaves nothing buffered
     /// behind for the next one.
     pub fn send(&mut self, message: &Value) -> io::Result<()> {
+        self.write_message(&Wire(message))
+    }
+
+    /// Sends a refused `tools/call`'s answer, written straight from its parts.
+    pub(crate) fn send_refusal(&mut self, refusal: &crate::wire::Refusal) -> io::Result<()> {
+        self.write_message(refusal)
+    }
+
+    fn write_message<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {
         let mut w = Chunked { buf: &mut self.buf, inner: &mut self.inner };
-        let sent = serde_json::to_writer(&mut w, &Wire(message))
+        let sent = serde_json::to_writer(&mut w, message)
             .map_err(io::Error::from)
             .and_then(|()| w.write_all(b"\n"))
             .and_then(|()| w.drain())

@@ -371,11 +371,11 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let (mut response, refused, era) = match step {
             Step::Ignore => return None,
-            Step::Reply(result, era) => (result_response(&id, result), false, era),
-            Step::ListTools(era) => (result_response(&id, tool_list(era)), false, era),
+            Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
+            Step::ListTools(era) => (Outgoing::Value(result_response(&id, tool_list(era))), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
-                (response, refused, Era::Handshake)
+                (Outgoing::Value(response), refused, Era::Handshake)
             }
             Step::CallTool(era) => match self.call_tool(&id, params, out, io) {
                 Some((response, refused)) => (response, refused, era),
@@ -383,10 +383,19 @@ impl<'p, E: Executor> Server<'p, E> {
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
-        if era == Era::Stateless {
-            stamp_stateless(&mut response);
-        }
-        if out.send(&response).is_err() {
+        let sent = match &mut response {
+            Outgoing::Value(v) => {
+                if era == Era::Stateless {
+                    stamp_stateless(v);
+                }
+                out.send(v)
+            }
+            Outgoing::Refusal(r) => {
+                r.stateless = era == Era::Stateless;
+                out.send_refusal(r)
+            }
+        };
+        if sent.is_err() {
             return Some(Exit::ClientGone);
         }
         (refused && self.options.close_on_refusal).then_some(Exit::Refused)
@@ -399,19 +408,22 @@ impl<'p, E: Executor> Server<'p, E> {
         (error_response(Some(id), &err), true)
     }
 
-    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: String) -> (Value, bool) {
+    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: String) -> (Outgoing, bool) {
         log::info!("refused ({code}): {message}");
         self.reject(reason);
         self.journal_reject(reason, code, &message);
-        (result_response(id, tool_error(code, &message)), true)
+        (Outgoing::Refusal(crate::wire::Refusal { id: id.to_value(), code, message, stateless: false }), true)
     }
 
     /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
     /// cancelled the call (issue #10); it gets no answer.
-    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<(Value, bool)> {
+    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<(Outgoing, bool)> {
         let request = match tools::call_request(params) {
             Ok(r) => r,
-            Err(e) => return Some(self.refuse_rpc(id, RpcError::Call(e))),
+            Err(e) => {
+                let (response, refused) = self.refuse_rpc(id, RpcError::Call(e));
+                return Some((Outgoing::Value(response), refused));
+            }
         };
         // What the journal rows and the approver are told (issue #12: not built for nobody).
         let audited = self.audited();
@@ -462,7 +474,7 @@ impl<'p, E: Executor> Server<'p, E> {
             log::info!("{tool} cancelled by the client: no answer is sent");
             return None;
         }
-        Some((result_response(id, result), false))
+        Some((Outgoing::Value(result_response(id, result)), false))
     }
 
     /// Approval, intent row, execution: the part of a call that may block.
@@ -743,6 +755,13 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 }
 
 
+/// An answer as it is sent: a built `Value`, or a refused call written from its parts
+/// (`wire::Refusal`).
+enum Outgoing {
+    Value(Value),
+    Refusal(crate::wire::Refusal),
+}
+
 fn result_response(id: &Id, result: Value) -> Value {
     crate::wire::result_response(id.to_value(), result)
 }
@@ -756,10 +775,6 @@ fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
 
-/// An error tool result as the wire's JSON.
-pub(crate) fn tool_error(code: &'static str, message: &str) -> Value {
-    ToolResult::error(code, message).into_value()
-}
 
 #[cfg(test)]
 mod tests {

@@ -105,6 +105,73 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
     object([("jsonrpc", "2.0".into()), ("id", id), ("result", result)])
 }
 
+/// A refused `tools/call` (bad arguments, a policy denial, a refused approval), written
+/// without building its JSON as a `Value` first (issue #12: five maps and their keys
+/// were built for each denial, then serialised, a fifth of its cost). Serialises exactly
+/// as `result_response(id, ToolResult::error(code, message).into_value())`, stamped by
+/// [`stamp_stateless`] when `stateless` (a test holds the two equal).
+pub(crate) struct Refusal {
+    pub id: Value,
+    pub code: &'static str,
+    pub message: String,
+    pub stateless: bool,
+}
+
+impl serde::Serialize for Refusal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // Keys in the order a `Value`'s map writes them (sorted).
+        struct Text<'a>(&'a Refusal);
+        impl serde::Serialize for Text<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("text", &format_args!("{}: {}", self.0.code, self.0.message))?;
+                m.serialize_entry("type", "text")?;
+                m.end()
+            }
+        }
+        struct Error<'a>(&'a Refusal);
+        impl serde::Serialize for Error<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("code", self.0.code)?;
+                m.serialize_entry("message", &self.0.message)?;
+                m.end()
+            }
+        }
+        struct Structured<'a>(&'a Refusal);
+        impl serde::Serialize for Structured<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("error", &Error(self.0))?;
+                m.end()
+            }
+        }
+        struct Result_<'a>(&'a Refusal);
+        impl serde::Serialize for Result_<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let r = self.0;
+                let mut m = s.serialize_map(Some(if r.stateless { 5 } else { 3 }))?;
+                if r.stateless {
+                    m.serialize_entry("_meta", &json!({(crate::session::META_SERVER_INFO): crate::session::server_info()}))?;
+                }
+                m.serialize_entry("content", &[Text(r)])?;
+                m.serialize_entry("isError", &true)?;
+                if r.stateless {
+                    m.serialize_entry("resultType", "complete")?;
+                }
+                m.serialize_entry("structuredContent", &Structured(r))?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        m.serialize_entry("result", &Result_(self))?;
+        m.end()
+    }
+}
+
 /// 2026-07-28: every result says `resultType: "complete"` (sp never asks for input) and
 /// carries the server info in `_meta` (a SHOULD of that revision).
 pub(crate) fn stamp_stateless(response: &mut Value) {
@@ -184,6 +251,25 @@ impl fmt::Display for ToolCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_writes_exactly_what_the_built_value_would() {
+        let messages = ["not allowed", "", "a \"quoted\" \\ path\n\u{1}\u{7f} é \u{202e} 💥", &"x".repeat(5000)];
+        for id in [json!(1), json!("a\"b"), json!(-0.5)] {
+            for code in ["SP_DENIED", "SP_BAD_ARGUMENTS", "SP_NOT_APPROVED"] {
+                for message in messages {
+                    for stateless in [false, true] {
+                        let mut built = result_response(id.clone(), ToolResult::error(code, message).into_value());
+                        if stateless {
+                            stamp_stateless(&mut built);
+                        }
+                        let typed = Refusal { id: id.clone(), code, message: message.to_owned(), stateless };
+                        assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&built).unwrap());
+                    }
+                }
+            }
+        }
+    }
 
     /// The three shapes a tool result takes on the wire, and what the journal reads.
     #[test]
