@@ -152,9 +152,9 @@ impl<W: Write> ProtocolWriter<W> {
         self.write_message(&Wire(message))
     }
 
-    /// Sends a refused `tools/call`'s answer, written straight from its parts.
-    pub(crate) fn send_refusal(&mut self, refusal: &crate::wire::Refusal) -> io::Result<()> {
-        self.write_message(refusal)
+    /// Sends a message that serialises itself (a refused `tools/call`, `wire::Refusal`).
+    pub(crate) fn send_typed<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {
+        self.write_message(message)
     }
 
     fn write_message<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {

@@ -392,7 +392,7 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             Outgoing::Refusal(r) => {
                 r.stateless = era == Era::Stateless;
-                out.send_refusal(r)
+                out.send_typed(r)
             }
         };
         if sent.is_err() {

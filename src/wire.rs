@@ -109,7 +109,7 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
 /// without building its JSON as a `Value` first (issue #12: five maps and their keys
 /// were built for each denial, then serialised, a fifth of its cost). Serialises exactly
 /// as `result_response(id, ToolResult::error(code, message).into_value())`, stamped by
-/// [`stamp_stateless`] when `stateless` (a test holds the two equal).
+/// [`stamp_stateless`] when `stateless` (a test holds the two equal); sent by `ProtocolWriter::send_typed`.
 pub(crate) struct Refusal {
     pub id: Value,
     pub code: &'static str,
