@@ -27,9 +27,11 @@ use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
 
-/// The binary under test: `cargo test --release` builds the release one.
+/// The binary under test: the one cargo built with the tests, or `SP_TEST_BIN` (`make
+/// test-static` runs the suite against the static binary that way).
 pub fn sp_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sp")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| std::env::var("SP_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sp").to_owned()))
 }
 
 /// A random hex string (128 bits, from std's per-process random hasher keys).
