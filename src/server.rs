@@ -754,7 +754,6 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
     json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
 }
 
-
 /// An answer as it is sent: a built `Value`, or a refused call written from its parts
 /// (`wire::Refusal`).
 enum Outgoing {
@@ -774,7 +773,6 @@ fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
     }
     json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
-
 
 #[cfg(test)]
 mod tests {
