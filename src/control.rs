@@ -110,15 +110,11 @@ impl Notes {
     }
 }
 
-/// The loop's input: the frame reader, and the frames queued during a call.
+/// The loop's input: the reader (the loop's between calls, a call's control thread's
+/// during it), and what a call's outcome left to the loop.
 pub(crate) struct Input {
-    frames: FrameReader<Box<dyn BufRead + Send>>,
+    reader: Reader,
     nudge: Option<Nudge>,
-    queue: VecDeque<Event>,
-    /// What the queued frames are charged ([`FRAME_OVERHEAD`]).
-    queued: usize,
-    /// End of input or a framing error was read: nothing more is.
-    ended: bool,
     /// stdin ended while a call ran: the loop ends after it.
     pub eof: bool,
     /// Writing to the client failed while a call ran.
@@ -130,46 +126,58 @@ pub(crate) struct Input {
     cancel_on_eof: bool,
 }
 
+/// stdin's frames, and those a control thread queued for the loop.
+struct Reader {
+    frames: FrameReader<Box<dyn BufRead + Send>>,
+    queue: VecDeque<Event>,
+    /// What the queued frames are charged ([`FRAME_OVERHEAD`]).
+    queued: usize,
+    /// End of input or a framing error was read: nothing more is.
+    ended: bool,
+}
+
+impl Reader {
+    /// One read of stdin as an event (the frame itself, its framing error with the bytes
+    /// read for it, or the end); `None` when a nudge interrupted it.
+    fn read(&mut self) -> Option<Event> {
+        match self.frames.read() {
+            Read::Parked => None,
+            Read::Frame(Ok(frame)) => Some(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes: 0 }),
+            Read::Frame(Err(e)) => {
+                self.ended = true;
+                Some(Event::Frame { frame: Err(e), raw: self.frames.raw().to_vec(), bytes: 0 })
+            }
+            Read::Eof => {
+                self.ended = true;
+                Some(Event::Eof)
+            }
+        }
+    }
+}
+
 impl Input {
     /// `nudge`: what interrupts a blocked read of `input` (module docs); `None` only for
     /// input that never blocks.
     pub(crate) fn new(input: Box<dyn BufRead + Send>, nudge: Option<Nudge>, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
-        Input {
-            frames: FrameReader::new(input, max_line_bytes),
-            nudge,
-            queue: VecDeque::new(),
-            queued: 0,
-            ended: false,
-            eof: false,
-            gone: false,
-            cancel_requested: false,
-            cancel_on_eof,
-        }
+        let reader = Reader { frames: FrameReader::new(input, max_line_bytes), queue: VecDeque::new(), queued: 0, ended: false };
+        Input { reader, nudge, eof: false, gone: false, cancel_requested: false, cancel_on_eof }
     }
 
     /// The next event: the queue first, then stdin, read here, on the loop's thread.
     pub(crate) fn next_event(&mut self) -> Event {
-        if let Some(event) = self.queue.pop_front() {
+        let r = &mut self.reader;
+        if let Some(event) = r.queue.pop_front() {
             if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } = &event {
-                self.queued = self.queued.saturating_sub(*bytes);
+                r.queued = r.queued.saturating_sub(*bytes);
             }
             return event;
         }
-        if self.ended {
+        if r.ended {
             return Event::Eof;
         }
         loop {
-            match self.frames.read() {
-                Read::Parked => {}
-                Read::Eof => {
-                    self.ended = true;
-                    return Event::Eof;
-                }
-                Read::Frame(Ok(frame)) => return Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes: 0 },
-                Read::Frame(Err(e)) => {
-                    self.ended = true;
-                    return Event::Frame { frame: Err(e), raw: self.frames.raw().to_vec(), bytes: 0 };
-                }
+            if let Some(event) = r.read() {
+                return event;
             }
         }
     }
@@ -189,12 +197,12 @@ impl Input {
         let notes = Notes { tx, nudge: self.nudge.clone() };
         let fallback = session.clone();
         let cancel_on_eof = self.cancel_on_eof;
-        let reading = Reading { frames: &mut self.frames, queue: &mut self.queue, queued: &mut self.queued, ended: &mut self.ended };
+        let reader = &mut self.reader;
         let (result, (session, eof, gone, requested)) = std::thread::scope(|s| {
             let call = Running { id: running, cancel, cancel_on_eof };
             let spawned = std::thread::Builder::new()
                 .name("sp-control".into())
-                .spawn_scoped(s, move || control(session, out, &rx, reading, call));
+                .spawn_scoped(s, move || control(session, out, &rx, reader, call));
             let control = match spawned {
                 Ok(c) => c,
                 Err(e) => {
@@ -225,14 +233,6 @@ impl Input {
     }
 }
 
-/// What the control thread borrows of [`Input`] for one call.
-struct Reading<'a> {
-    frames: &'a mut FrameReader<Box<dyn BufRead + Send>>,
-    queue: &'a mut VecDeque<Event>,
-    queued: &'a mut usize,
-    ended: &'a mut bool,
-}
-
 /// The raw bytes of a well-formed frame (for a journal fingerprint).
 pub(crate) fn raw_of(frame: &Frame) -> Vec<u8> {
     let mut raw = frame.text.clone().into_bytes();
@@ -255,11 +255,10 @@ fn control<W: Write>(
     mut session: Session,
     out: &mut ProtocolWriter<W>,
     rx: &Receiver<Told>,
-    reading: Reading<'_>,
+    reader: &mut Reader,
     call: Running<'_>,
 ) -> (Session, bool, bool, bool) {
     let Running { id: running, cancel, cancel_on_eof } = call;
-    let Reading { frames, queue, queued, ended } = reading;
     let (mut eof, mut gone, mut requested) = (false, false, false);
     let mut send = |v: &Value, gone: &mut bool| {
         if !*gone && out.send(v).is_err() {
@@ -270,7 +269,7 @@ fn control<W: Write>(
     };
     loop {
         // What the call said first; then stdin, unless reading has to wait for the call.
-        let waiting = *ended || *queued >= QUEUE_BYTES;
+        let waiting = reader.ended || reader.queued >= QUEUE_BYTES;
         let told = if waiting { rx.recv().ok() } else { rx.try_recv().ok() };
         match told {
             Some(Told::Done) => break,
@@ -283,36 +282,29 @@ fn control<W: Write>(
             None if waiting => break, // the call's side is gone (it cannot be, but end)
             None => {}
         }
-        match frames.read() {
-            Read::Parked => {}
-            Read::Eof => {
-                *ended = true;
-                if cancel_on_eof {
-                    log::info!("stdin closed while a call ran: cancelling it");
-                    eof = true;
-                    cancel.cancel();
-                } else {
-                    queue.push_back(Event::Eof);
-                }
+        match reader.read() {
+            None => {}
+            Some(Event::Eof) if cancel_on_eof => {
+                log::info!("stdin closed while a call ran: cancelling it");
+                eof = true;
+                cancel.cancel();
             }
-            Read::Frame(Err(e)) => {
-                *ended = true;
-                queue.push_back(Event::Frame { frame: Err(e), raw: frames.raw().to_vec(), bytes: 0 });
-            }
-            Read::Frame(Ok(frame)) => match classify(&mut session, &frame, running) {
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(&mut session, &frame, running) {
                 Control::Answer(v) => send(&v, &mut gone),
                 Control::CancelRunning => {
                     log::info!("the client cancelled the running call {}", running.to_value());
                     requested = true;
                     cancel.cancel();
                 }
-                Control::CancelQueued(target) => cancel_queued(queue, &target),
+                Control::CancelQueued(target) => cancel_queued(&mut reader.queue, &target),
                 Control::Queue => {
                     let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
-                    *queued += bytes;
-                    queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes });
+                    reader.queued += bytes;
+                    reader.queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes });
                 }
             },
+            // The end (when it does not cancel) and a framing error wait in turn.
+            Some(other) => reader.queue.push_back(other),
         }
     }
     (session, eof, gone, requested)
@@ -418,7 +410,7 @@ mod tests {
         });
         let read_during = taken.load(Ordering::SeqCst);
         assert!(read_during < total / 2, "read {read_during} of {total} bytes while the call ran");
-        assert!(input.queued >= QUEUE_BYTES && input.queued < QUEUE_BYTES + 4096, "{}", input.queued);
+        assert!(input.reader.queued >= QUEUE_BYTES && input.reader.queued < QUEUE_BYTES + 4096, "{}", input.reader.queued);
         // After the call everything arrives, queued first, each frame once, in order.
         let mut next = 0;
         loop {
@@ -432,7 +424,7 @@ mod tests {
             }
         }
         assert_eq!(next, 2 * 1024 * 1024 / 90);
-        assert_eq!(input.queued, 0);
+        assert_eq!(input.reader.queued, 0);
     }
 
     #[test]
