@@ -369,7 +369,7 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             Message::Request { id, params, .. } => (id, params),
         };
-        let (mut response, refused, era) = match step {
+        let (response, refused, era) = match step {
             Step::Ignore => return None,
             Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
             Step::ListTools(era) => (Outgoing::Value(result_response(&id, tool_list(era))), false, era),
@@ -383,17 +383,11 @@ impl<'p, E: Executor> Server<'p, E> {
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
-        let sent = match &mut response {
-            Outgoing::Value(v) => {
-                if era == Era::Stateless {
-                    stamp_stateless(v);
-                }
-                out.send(v)
-            }
-            Outgoing::Refusal(r) => {
-                r.stateless = era == Era::Stateless;
-                out.send_typed(r)
-            }
+        let sent = match response {
+            Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
+            Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
+            Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
+            Outgoing::Value(v) => out.send(&v),
         };
         if sent.is_err() {
             return Some(Exit::ClientGone);
@@ -412,7 +406,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::info!("refused ({code}): {message}");
         self.reject(reason);
         self.journal_reject(reason, code, &message);
-        (Outgoing::Refusal(crate::wire::Refusal { id: id.to_value(), code, message, stateless: false }), true)
+        (Outgoing::Refusal(crate::wire::Refusal { id: id.to_value(), code, message }), true)
     }
 
     /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
@@ -759,6 +753,12 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 enum Outgoing {
     Value(Value),
     Refusal(crate::wire::Refusal),
+}
+
+/// A 2026-07-28 answer: `resultType` and the server info stamped in, then sent.
+fn send_stamped<W: Write>(out: &mut ProtocolWriter<W>, mut response: Value) -> std::io::Result<()> {
+    stamp_stateless(&mut response);
+    out.send(&response)
 }
 
 fn result_response(id: &Id, result: Value) -> Value {

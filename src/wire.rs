@@ -108,13 +108,19 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
 /// A refused `tools/call` (bad arguments, a policy denial, a refused approval), written
 /// without building its JSON as a `Value` first (issue #12: five maps and their keys
 /// were built for each denial, then serialised, a fifth of its cost). Serialises exactly
-/// as `result_response(id, ToolResult::error(code, message).into_value())`, stamped by
-/// [`stamp_stateless`] when `stateless` (a test holds the two equal); sent by `ProtocolWriter::send_typed`.
+/// as [`Refusal::into_value`] (a test holds the two equal); sent by
+/// `ProtocolWriter::send_typed`. A 2026-07-28 answer, which [`stamp_stateless`] stamps,
+/// takes the `Value` form.
 pub(crate) struct Refusal {
     pub id: Value,
     pub code: &'static str,
     pub message: String,
-    pub stateless: bool,
+}
+
+impl Refusal {
+    pub(crate) fn into_value(self) -> Value {
+        result_response(self.id, ToolResult::error(self.code, self.message).into_value())
+    }
 }
 
 impl serde::Serialize for Refusal {
@@ -151,15 +157,9 @@ impl serde::Serialize for Refusal {
         impl serde::Serialize for Result_<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let r = self.0;
-                let mut m = s.serialize_map(Some(if r.stateless { 5 } else { 3 }))?;
-                if r.stateless {
-                    m.serialize_entry("_meta", &json!({(crate::session::META_SERVER_INFO): crate::session::server_info()}))?;
-                }
+                let mut m = s.serialize_map(Some(3))?;
                 m.serialize_entry("content", &[Text(r)])?;
                 m.serialize_entry("isError", &true)?;
-                if r.stateless {
-                    m.serialize_entry("resultType", "complete")?;
-                }
                 m.serialize_entry("structuredContent", &Structured(r))?;
                 m.end()
             }
@@ -258,14 +258,11 @@ mod tests {
         for id in [json!(1), json!("a\"b"), json!(-0.5)] {
             for code in ["SP_DENIED", "SP_BAD_ARGUMENTS", "SP_NOT_APPROVED"] {
                 for message in messages {
-                    for stateless in [false, true] {
-                        let mut built = result_response(id.clone(), ToolResult::error(code, message).into_value());
-                        if stateless {
-                            stamp_stateless(&mut built);
-                        }
-                        let typed = Refusal { id: id.clone(), code, message: message.to_owned(), stateless };
-                        assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&built).unwrap());
-                    }
+                    let typed = Refusal { id: id.clone(), code, message: message.to_owned() };
+                    let written = serde_json::to_string(&typed).unwrap();
+                    let built = result_response(id.clone(), ToolResult::error(code, message).into_value());
+                    assert_eq!(written, serde_json::to_string(&built).unwrap());
+                    assert_eq!(typed.into_value(), built);
                 }
             }
         }

@@ -210,3 +210,43 @@ fn a_request_whose_parsed_form_is_too_large_is_refused_before_it_is_built() {
     server.settle();
     assert_eq!(server.accepted(), 0);
 }
+
+/// Issue #12: a refused call is written straight from its code and message
+/// (`wire::Refusal`) in a handshake session, and through the stamped `Value` in a
+/// 2026-07-28 request; both carry the same error, and only the latter the stamp.
+#[test]
+fn a_denial_is_the_same_refusal_in_both_eras_and_stamped_only_in_the_stateless_one() {
+    let server = TestServer::start();
+    let dir = TempDir::new("proto-refusal-eras");
+    let policy = policy(&dir, server.port);
+    let denied = json!({"name": "http_request", "arguments": {"method": "GET", "url": format!("http://127.0.0.1:{}/closed/x%22y", server.port)}});
+    let mut stateless = denied.clone();
+    stateless["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let input = lines(&[
+        req(json!("s"), "tools/call", stateless),
+        initialize(json!(1), "2025-11-25"),
+        initialized(),
+        req(json!(2), "tools/call", denied),
+    ]);
+    let run = Launch::mcp(&policy, &[]).run(&input);
+    run.assert_exit(0);
+    let msgs = run.protocol();
+    assert_eq!(msgs.len(), 3, "{}", run.context());
+    let (modern, old) = (&msgs[0], &msgs[2]);
+    assert_eq!((modern["id"].as_str(), old["id"].as_i64()), (Some("s"), Some(2)), "{}", run.context());
+    for m in [modern, old] {
+        assert_eq!(tool_error_code(&m["result"]), Some("SP_DENIED"), "{}", run.context());
+        assert_eq!(m["result"]["isError"], true, "{m}");
+        let message = m["result"]["structuredContent"]["error"]["message"].as_str().unwrap();
+        assert_eq!(m["result"]["content"][0]["text"].as_str(), Some(format!("SP_DENIED: {message}").as_str()), "{m}");
+    }
+    assert_eq!(modern["result"]["structuredContent"], old["result"]["structuredContent"]);
+    assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
+    assert_eq!(modern["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sallyport", "{modern}");
+    assert!(old["result"].get("resultType").is_none() && old["result"].get("_meta").is_none(), "{old}");
+    server.settle();
+    assert_eq!(server.accepted(), 0, "a denied call reached the server");
+}
