@@ -5,8 +5,7 @@
 //!
 //!  during a call: stdin ──FrameReader──> control thread ──> answers ping, tools/list, ...
 //!                                              │  queues the rest for the loop
-//!                 the call (main thread) ──────┘  progress notes and "done" over a channel,
-//!                                                  each with a nudge (signals::Nudge)
+//!                 the call (main thread) ──────┘  writes its own progress notes
 //! ```
 //!
 //! Between calls the loop reads stdin itself: a request is answered by the thread that
@@ -14,10 +13,8 @@
 //! sleep, waking a second thread per message cost 50-300 us of every round trip).
 //!
 //! The blocking work of a call (the approver, each HTTP hop, the SSH command) stays on
-//! the main thread, inside the executors, unchanged. While it runs, a scoped *control
-//! thread* borrows the frame reader and the protocol writer (there is still exactly one
-//! reader and one writer at any time: the control thread holds both for the duration of
-//! the call and hands them back), and:
+//! the main thread, inside the executors, unchanged. While it runs, the *control thread*
+//! serves stdin:
 //!
 //! - answers `ping`, `tools/list` and `server/discover` at once (they need only the
 //!   session state, which the control thread holds meanwhile);
@@ -27,22 +24,28 @@
 //! - on `notifications/cancelled` for a `tools/call` still queued marks it, so it never
 //!   runs (a rejection with reason `cancelled`);
 //! - on stdin EOF cancels the call the same way and the loop then ends;
-//! - writes the call's progress notifications, none once it is cancelled;
 //! - queues everything else in arrival order (another `tools/call`, refused requests,
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
 //!   arrived then. One action at a time stays the rule.
 //!
-//! The control thread waits for stdin in `poll(2)` (`signals::StoppableStdin`) together
-//! with the nudge: the call's side sends a note or "done" on a channel, then nudges, and
-//! the read returns `WouldBlock` ([`Read::Parked`]) with the line read so far kept, so
-//! the control thread drains the channel and, once the call is done, ends, giving stdin
-//! back mid-line if need be. A source without a nudge must never block (the in-memory
-//! input of tests and the fuzz target).
+//! One control thread serves the whole session (issue #12: a thread started and joined
+//! per call cost 20-60 us of every executed call here). It is started at the first call
+//! that runs (a session of refusals starts none) and parks between calls. The reader and
+//! the session state sit in one mutex ([`Link`]), the writer in another: the loop holds
+//! them between calls, the control thread takes the reader only for a *step* that never
+//! blocks (the frames already buffered, then stdin read without waiting: `Nudge::no_wait`,
+//! a read that would wait returns [`Read::Parked`] with the line read so far kept). It
+//! waits for stdin in `poll(2)` holding nothing ([`Nudge::wait`]). So the end of a call
+//! costs the loop no wait for the other thread: it marks the call over, nudges (a byte on
+//! a socket pair the control thread polls with stdin) and takes the reader back at once;
+//! the control thread wakes on its own time, sees the call over and parks. Progress notes
+//! are written by the call's own thread, under the writer's mutex, none once the call is
+//! cancelled. A source without a nudge must never block (the in-memory input of tests
+//! and the fuzz target): the control thread then reads it on until it ends.
 //!
 //! Why not `poll(2)` on stdin inside the executors: the blocking calls live inside
 //! libraries (ureq's reads, libssh2, the approver child), so a poll there is not
-//! reachable everywhere; a control thread keeps the executors as they are and the
-//! reader and the writer with one owner at a time.
+//! reachable everywhere; a control thread keeps the executors as they are.
 //!
 //! Backpressure: during a call the frames queued for later are bounded to
 //! [`QUEUE_BYTES`] (or one frame, if larger); past that the control thread stops reading
@@ -51,7 +54,9 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread::{Scope, ScopedJoinHandle};
 
 use serde_json::Value;
 
@@ -81,49 +86,59 @@ pub(crate) enum Event {
     Eof,
 }
 
-/// What the running call tells its control thread.
-enum Told {
-    /// A progress notification of the running call.
-    Note(Value),
-    /// The running call's blocking part returned.
-    Done,
+/// How a running call writes its progress notifications (none once it is cancelled).
+pub(crate) struct Notes<'a> {
+    sink: &'a (dyn Fn(&Value) + Sync),
 }
 
-/// How the running call reaches its control thread: the channel, then the nudge that
-/// wakes a control thread waiting for stdin.
-pub(crate) struct Notes {
-    tx: Sender<Told>,
-    nudge: Option<Nudge>,
-}
-
-impl Notes {
-    /// Sends a progress notification (written unless the call is cancelled by then).
-    pub(crate) fn note(&self, note: Value) {
-        self.tell(Told::Note(note));
-    }
-
-    fn tell(&self, told: Told) {
-        let _ = self.tx.send(told);
-        if let Some(n) = &self.nudge {
-            n.nudge();
-        }
+impl Notes<'_> {
+    /// Writes a progress notification unless the call is cancelled by then.
+    pub(crate) fn note(&self, note: &Value) {
+        (self.sink)(note);
     }
 }
 
-/// The loop's input: the reader (the loop's between calls, a call's control thread's
-/// during it), and what a call's outcome left to the loop.
-pub(crate) struct Input {
-    reader: Reader,
+/// What the loop and the control thread share: the writer, the reader with the session
+/// state, and the flags that say whether a call runs (module docs).
+pub(crate) struct Link<'o, W: Write> {
+    out: Mutex<Out<'o, W>>,
+    state: Mutex<State>,
+    /// A call runs: the control thread serves stdin. Set after `State::call`, cleared
+    /// before it is taken back.
+    active: AtomicBool,
+    /// The session is over: the control thread ends.
+    shutdown: AtomicBool,
+    /// What wakes the control thread from its wait for stdin; `None` only for input
+    /// that never blocks.
     nudge: Option<Nudge>,
-    /// stdin ended while a call ran: the loop ends after it.
-    pub eof: bool,
-    /// Writing to the client failed while a call ran.
-    pub gone: bool,
-    /// The last call was cancelled by `notifications/cancelled` (not by EOF): nothing
-    /// more may be sent for it.
-    pub cancel_requested: bool,
     /// EOF during a call cancels it (`Options::cancel_on_eof`); else it is queued.
     cancel_on_eof: bool,
+}
+
+struct Out<'o, W: Write> {
+    writer: &'o mut ProtocolWriter<W>,
+    /// Writing to the client failed while a call ran: the call was cancelled.
+    gone: bool,
+}
+
+/// The reader and the session state: the loop's between calls, the control thread's
+/// for each step of its own during one.
+struct State {
+    reader: Reader,
+    /// The session state while a call runs (the loop's own between calls).
+    session: Session,
+    /// The running call, while one runs.
+    call: Option<Running>,
+}
+
+/// The call the control thread watches, and what it saw meanwhile.
+struct Running {
+    id: Id,
+    cancel: Cancel,
+    /// stdin ended while the call ran.
+    eof: bool,
+    /// The client cancelled the call with `notifications/cancelled`.
+    requested: bool,
 }
 
 /// stdin's frames, and those a control thread queued for the loop.
@@ -138,7 +153,7 @@ struct Reader {
 
 impl Reader {
     /// One read of stdin as an event (the frame itself, its framing error with the bytes
-    /// read for it, or the end); `None` when a nudge interrupted it.
+    /// read for it, or the end); `None` when the source would have had to wait.
     fn read(&mut self) -> Option<Event> {
         match self.frames.read() {
             Read::Parked => None,
@@ -153,19 +168,93 @@ impl Reader {
             }
         }
     }
+
+    /// May the control thread read stdin now?
+    fn open(&self) -> bool {
+        !self.ended && self.queued < QUEUE_BYTES
+    }
 }
 
-impl Input {
-    /// `nudge`: what interrupts a blocked read of `input` (module docs); `None` only for
-    /// input that never blocks.
-    pub(crate) fn new(input: Box<dyn BufRead + Send>, nudge: Option<Nudge>, max_line_bytes: usize, cancel_on_eof: bool) -> Input {
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking control thread is re-raised on the loop's thread (`Input::during`);
+    // the state it leaves is still one of the states above.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<'o, W: Write + Send> Link<'o, W> {
+    /// `nudge`: what wakes a control thread waiting for `input` (module docs); `None` only
+    /// for input that never blocks.
+    pub(crate) fn new(
+        input: Box<dyn BufRead + Send>,
+        out: &'o mut ProtocolWriter<W>,
+        nudge: Option<Nudge>,
+        max_line_bytes: usize,
+        cancel_on_eof: bool,
+    ) -> Link<'o, W> {
         let reader = Reader { frames: FrameReader::new(input, max_line_bytes), queue: VecDeque::new(), queued: 0, ended: false };
-        Input { reader, nudge, eof: false, gone: false, cancel_requested: false, cancel_on_eof }
+        Link {
+            out: Mutex::new(Out { writer: out, gone: false }),
+            state: Mutex::new(State { reader, session: Session::AwaitingInit, call: None }),
+            active: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            nudge,
+            cancel_on_eof,
+        }
+    }
+
+    /// Writes `v` for the control thread or a running call: a failure cancels the call,
+    /// and nothing more is written for it.
+    fn send_for_call(&self, v: &Value, cancel: &Cancel) {
+        let mut out = locked(&self.out);
+        if !out.gone && out.writer.send(v).is_err() {
+            log::warn!("writing to the client failed while a call ran: cancelling it");
+            out.gone = true;
+            cancel.cancel();
+        }
+    }
+
+    /// Wakes the control thread wherever it waits (its `poll(2)`, or parked).
+    fn wake(&self, control: Option<&std::thread::Thread>) {
+        if let Some(n) = &self.nudge {
+            n.nudge();
+        }
+        if let Some(t) = control {
+            t.unpark();
+        }
+    }
+}
+
+/// The loop's side of a [`Link`]: reads between calls, writes, and runs calls with the
+/// control thread (started at the first one) serving stdin meanwhile.
+pub(crate) struct Input<'s, 'e, 'o, W: Write + Send> {
+    link: &'e Link<'o, W>,
+    scope: &'s Scope<'s, 'e>,
+    control: Option<ScopedJoinHandle<'s, ()>>,
+    /// stdin ended while a call ran: the loop ends after it.
+    pub eof: bool,
+    /// Writing to the client failed while a call ran.
+    pub gone: bool,
+    /// The last call was cancelled by `notifications/cancelled` (not by EOF): nothing
+    /// more may be sent for it.
+    pub cancel_requested: bool,
+}
+
+impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
+    /// Serves `link` within `scope`, which must end after [`Input::stop`] (the control
+    /// thread's end; `Link::serve` does both).
+    pub(crate) fn new(link: &'e Link<'o, W>, scope: &'s Scope<'s, 'e>) -> Self {
+        Input { link, scope, control: None, eof: false, gone: false, cancel_requested: false }
+    }
+
+    /// Writes with the protocol writer (between calls, or a call's final answer).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut ProtocolWriter<W>) -> T) -> T {
+        f(locked(&self.link.out).writer)
     }
 
     /// The next event: the queue first, then stdin, read here, on the loop's thread.
     pub(crate) fn next_event(&mut self) -> Event {
-        let r = &mut self.reader;
+        let mut state = locked(&self.link.state);
+        let r = &mut state.reader;
         if let Some(event) = r.queue.pop_front() {
             if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } = &event {
                 r.queued = r.queued.saturating_sub(*bytes);
@@ -182,54 +271,80 @@ impl Input {
         }
     }
 
-    /// Runs `work` (the blocking part of the call `running`) on this thread while a
+    /// Runs `work` (the blocking part of the call `running`) on this thread while the
     /// control thread serves the client (module docs). Returns what `work` returned and
-    /// the session back; `notes` is for progress notifications.
-    pub(crate) fn during<W: Write + Send, T>(
-        &mut self,
-        out: &mut ProtocolWriter<W>,
-        session: Session,
-        running: &Id,
-        cancel: &Cancel,
-        work: impl FnOnce(&Notes) -> T,
-    ) -> (T, Session) {
-        let (tx, rx) = channel();
-        let notes = Notes { tx, nudge: self.nudge.clone() };
-        let fallback = session.clone();
-        let cancel_on_eof = self.cancel_on_eof;
-        let reader = &mut self.reader;
-        let (result, (session, eof, gone, requested)) = std::thread::scope(|s| {
-            let call = Running { id: running, cancel, cancel_on_eof };
-            let spawned = std::thread::Builder::new()
-                .name("sp-control".into())
-                .spawn_scoped(s, move || control(session, out, &rx, reader, call));
-            let control = match spawned {
-                Ok(c) => c,
-                Err(e) => {
-                    // Deaf for this call (as before issue #10) rather than not at all.
-                    log::error!("cannot start the control thread ({e}); this call runs without it");
-                    return (work(&notes), (fallback, false, false, false));
-                }
-            };
-            // `Done` even if `work` panics, so the control thread ends and the scope joins.
-            struct DoneOnDrop<'a>(&'a Notes);
-            impl Drop for DoneOnDrop<'_> {
-                fn drop(&mut self) {
-                    self.0.tell(Told::Done);
-                }
+    /// the session back; `notes` writes progress notifications.
+    pub(crate) fn during<T>(&mut self, session: Session, running: &Id, cancel: &Cancel, work: impl FnOnce(&Notes) -> T) -> (T, Session) {
+        let link = self.link;
+        {
+            let mut state = locked(&link.state);
+            state.session = session;
+            state.call = Some(Running { id: running.clone(), cancel: cancel.clone(), eof: false, requested: false });
+        }
+        let control = self.control();
+        link.active.store(true, Ordering::SeqCst);
+        // Over even if `work` panics, so the control thread parks and the scope can end.
+        struct Over<'a, 'o, W: Write + Send>(&'a Link<'o, W>, Option<&'a std::thread::Thread>);
+        impl<W: Write + Send> Drop for Over<'_, '_, W> {
+            fn drop(&mut self) {
+                self.0.active.store(false, Ordering::SeqCst);
+                self.0.wake(self.1);
             }
-            let done = DoneOnDrop(&notes);
-            let result = work(&notes);
-            drop(done);
-            match control.join() {
-                Ok(end) => (result, end),
-                Err(panic) => std::panic::resume_unwind(panic),
+        }
+        let over = Over(link, control.as_ref());
+        if let Some(t) = &control {
+            t.unpark();
+        }
+        let sink = |note: &Value| {
+            if !cancel.is_cancelled() {
+                link.send_for_call(note, cancel);
             }
-        });
-        self.eof |= eof;
-        self.gone |= gone;
-        self.cancel_requested = requested;
+        };
+        let result = work(&Notes { sink: &sink });
+        drop(over);
+        let (call, session) = {
+            let mut state = locked(&link.state);
+            (state.call.take(), std::mem::replace(&mut state.session, Session::AwaitingInit))
+        };
+        if let Some(c) = &call {
+            self.eof |= c.eof;
+        }
+        self.cancel_requested = call.is_some_and(|c| c.requested);
+        self.gone |= locked(&link.out).gone;
+        // A control thread that panicked: re-raised here, as the call's own panic would be.
+        if self.control.as_ref().is_some_and(|h| h.is_finished())
+            && let Some(Err(panic)) = self.control.take().map(ScopedJoinHandle::join)
+        {
+            std::panic::resume_unwind(panic);
+        }
         (result, session)
+    }
+
+    /// The control thread, started at the first call; `None` if it cannot be (the call
+    /// then runs deaf, as before issue #10, rather than not at all).
+    fn control(&mut self) -> Option<std::thread::Thread> {
+        if self.control.is_none() {
+            let link = self.link;
+            let spawned = std::thread::Builder::new().name("sp-control".into()).spawn_scoped(self.scope, move || control(link));
+            match spawned {
+                Ok(h) => self.control = Some(h),
+                Err(e) => log::error!("cannot start the control thread ({e}); this call runs without it"),
+            }
+        }
+        self.control.as_ref().map(|h| h.thread().clone())
+    }
+
+    /// Ends the control thread (the session is over); the scope then joins it.
+    pub(crate) fn stop(&mut self) {
+        self.link.shutdown.store(true, Ordering::SeqCst);
+        self.link.wake(self.control.as_ref().map(ScopedJoinHandle::thread));
+    }
+}
+
+impl<W: Write + Send> Drop for Input<'_, '_, '_, W> {
+    fn drop(&mut self) {
+        // Also on a panic of the loop: the scope joins the control thread, which must end.
+        self.stop();
     }
 }
 
@@ -242,59 +357,61 @@ pub(crate) fn raw_of(frame: &Frame) -> Vec<u8> {
     raw
 }
 
-/// The call the control thread watches.
-struct Running<'a> {
-    id: &'a Id,
-    cancel: &'a Cancel,
-    cancel_on_eof: bool,
+/// The control thread: parked between calls; during one, a step under the state's lock
+/// that never blocks, then a wait for stdin (or the nudge) holding nothing.
+fn control<W: Write + Send>(link: &Link<'_, W>) {
+    loop {
+        if link.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        if !link.active.load(Ordering::SeqCst) {
+            std::thread::park();
+            continue;
+        }
+        let mut state = match link.state.try_lock() {
+            Ok(s) => s,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            // The loop has the state: the call is over (or ending) unless it says otherwise.
+            Err(TryLockError::WouldBlock) if !link.active.load(Ordering::SeqCst) => continue,
+            Err(TryLockError::WouldBlock) => locked(&link.state),
+        };
+        let State { reader, session, call } = &mut *state;
+        let Some(call) = call.as_mut() else { continue };
+        step(link, reader, session, call);
+        let open = reader.open();
+        drop(state);
+        if !link.active.load(Ordering::SeqCst) {
+            continue;
+        }
+        match &link.nudge {
+            Some(n) => n.wait(open),
+            None if open => {} // input that never blocks: read on
+            None => std::thread::park(),
+        }
+    }
 }
 
-/// The control thread's loop; ends on `Done`. Returns the session, whether stdin ended,
-/// whether the client went away and whether it cancelled the call.
-fn control<W: Write>(
-    mut session: Session,
-    out: &mut ProtocolWriter<W>,
-    rx: &Receiver<Told>,
-    reader: &mut Reader,
-    call: Running<'_>,
-) -> (Session, bool, bool, bool) {
-    let Running { id: running, cancel, cancel_on_eof } = call;
-    let (mut eof, mut gone, mut requested) = (false, false, false);
-    let mut send = |v: &Value, gone: &mut bool| {
-        if !*gone && out.send(v).is_err() {
-            log::warn!("writing to the client failed while a call ran: cancelling it");
-            *gone = true;
-            cancel.cancel();
-        }
-    };
-    loop {
-        // What the call said first; then stdin, unless reading has to wait for the call.
-        let waiting = reader.ended || reader.queued >= QUEUE_BYTES;
-        let told = if waiting { rx.recv().ok() } else { rx.try_recv().ok() };
-        match told {
-            Some(Told::Done) => break,
-            Some(Told::Note(note)) => {
-                if !cancel.is_cancelled() {
-                    send(&note, &mut gone);
-                }
-                continue;
-            }
-            None if waiting => break, // the call's side is gone (it cannot be, but end)
-            None => {}
-        }
-        match reader.read() {
-            None => {}
-            Some(Event::Eof) if cancel_on_eof => {
+/// Everything the control thread can do now without waiting: the frames already read,
+/// then what stdin has, until it would wait, ends, or the queue is full.
+fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut Session, call: &mut Running) {
+    while reader.open() {
+        let read = match &link.nudge {
+            Some(n) => n.no_wait(|| reader.read()),
+            None => reader.read(),
+        };
+        match read {
+            None => return,
+            Some(Event::Eof) if link.cancel_on_eof => {
                 log::info!("stdin closed while a call ran: cancelling it");
-                eof = true;
-                cancel.cancel();
+                call.eof = true;
+                call.cancel.cancel();
             }
-            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(&mut session, &frame, running) {
-                Control::Answer(v) => send(&v, &mut gone),
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id) {
+                Control::Answer(v) => link.send_for_call(&v, &call.cancel),
                 Control::CancelRunning => {
-                    log::info!("the client cancelled the running call {}", running.to_value());
-                    requested = true;
-                    cancel.cancel();
+                    log::info!("the client cancelled the running call {}", call.id.to_value());
+                    call.requested = true;
+                    call.cancel.cancel();
                 }
                 Control::CancelQueued(target) => cancel_queued(&mut reader.queue, &target),
                 Control::Queue => {
@@ -307,7 +424,6 @@ fn control<W: Write>(
             Some(other) => reader.queue.push_back(other),
         }
     }
-    (session, eof, gone, requested)
 }
 
 enum Control {
@@ -391,40 +507,44 @@ mod tests {
         let total = text.len();
         let taken = Arc::new(AtomicUsize::new(0));
         let source = std::io::BufReader::with_capacity(4096, Counted(std::io::Cursor::new(text.into_bytes()), taken.clone()));
-        let mut input = Input::new(Box::new(source), None, 1 << 20, false);
         let mut out = ProtocolWriter::new(Vec::new());
+        let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false);
         let (running, cancel) = (Id::Int(-1), Cancel::new());
         let session = Session::Ready { version: "2025-06-18" };
-        let ((), _) = input.during(&mut out, session, &running, &cancel, |_| {
-            // Wait until the control thread has stopped taking input (it never reaches
-            // the end if it stops), then end the call.
-            let mut last = usize::MAX;
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                let now = taken.load(Ordering::SeqCst);
-                if now == last || now == total {
-                    break;
+        let mut next = 0;
+        std::thread::scope(|scope| {
+            let mut input = Input::new(&link, scope);
+            let ((), _) = input.during(session, &running, &cancel, |_| {
+                // Wait until the control thread has stopped taking input (it never reaches
+                // the end if it stops), then end the call.
+                let mut last = usize::MAX;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    let now = taken.load(Ordering::SeqCst);
+                    if now == last || now == total {
+                        break;
+                    }
+                    last = now;
                 }
-                last = now;
+            });
+            let read_during = taken.load(Ordering::SeqCst);
+            assert!(read_during < total / 2, "read {read_during} of {total} bytes while the call ran");
+            let queued = locked(&link.state).reader.queued;
+            assert!((QUEUE_BYTES..QUEUE_BYTES + 4096).contains(&queued), "{queued}");
+            // After the call everything arrives, queued first, each frame once, in order.
+            loop {
+                match input.next_event() {
+                    Event::Frame { frame: Ok(f), .. } => {
+                        assert_eq!(f.text, line(next));
+                        next += 1;
+                    }
+                    Event::Eof => break,
+                    _ => panic!("unexpected event"),
+                }
             }
         });
-        let read_during = taken.load(Ordering::SeqCst);
-        assert!(read_during < total / 2, "read {read_during} of {total} bytes while the call ran");
-        assert!(input.reader.queued >= QUEUE_BYTES && input.reader.queued < QUEUE_BYTES + 4096, "{}", input.reader.queued);
-        // After the call everything arrives, queued first, each frame once, in order.
-        let mut next = 0;
-        loop {
-            match input.next_event() {
-                Event::Frame { frame: Ok(f), .. } => {
-                    assert_eq!(f.text, line(next));
-                    next += 1;
-                }
-                Event::Eof => break,
-                _ => panic!("unexpected event"),
-            }
-        }
         assert_eq!(next, 2 * 1024 * 1024 / 90);
-        assert_eq!(input.reader.queued, 0);
+        assert_eq!(locked(&link.state).reader.queued, 0);
     }
 
     #[test]

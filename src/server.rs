@@ -1,6 +1,6 @@
 //! The `sp mcp` loop: one line in, at most one message out, one action at a time,
-//! blocking. stdin is read on a thread of its own and, while an action runs, a control
-//! thread answers pings and watches for a cancel (`control.rs`, issue #10).
+//! blocking. stdin is read by the loop itself and, while an action runs, by the session's
+//! control thread, which answers pings and watches for a cancel (`control.rs`, issue #10).
 //!
 //! ```text
 //!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out
@@ -27,7 +27,7 @@ use std::io::{BufRead, Write};
 use serde_json::{json, Value};
 
 use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
-use crate::control::{raw_of, Event, Input};
+use crate::control::{raw_of, Event, Input, Link};
 use crate::exec::{Cancel, ExecError, Executor, Progress};
 use crate::http::result::{HttpResult, Redirect};
 use crate::frame::FrameError;
@@ -52,8 +52,8 @@ pub struct Options {
     /// closing stdin is the shutdown). `false` (in-process tests that hand the whole
     /// input at once): EOF waits behind the frames before it, every call runs.
     pub cancel_on_eof: bool,
-    /// What pulls the control thread out of a blocked read of the input when a call has
-    /// a note or has ended (`signals::Nudge`); `None` for input that never blocks.
+    /// What the control thread waits for stdin with, and is woken by when a call ends
+    /// (`signals::Nudge`); `None` for input that never blocks.
     pub nudge: Option<crate::signals::Nudge>,
 }
 
@@ -237,16 +237,22 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// Serves until end of input, a closed client, or a reason to close. `input` is read
-    /// by the loop itself, and by a control thread while a call runs (`control.rs`), which
-    /// answers control messages and notices a cancel or EOF meanwhile. `input` must be
-    /// interruptible by [`Options::nudge`] if it can block (stdin); in-memory input needs
-    /// no nudge.
+    /// by the loop itself, and by the session's control thread while a call runs
+    /// (`control.rs`), which answers control messages and notices a cancel or EOF
+    /// meanwhile. Input that can block must be the stdin [`Options::nudge`] waits for
+    /// (`signals::install`); in-memory input needs no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
-        let mut io = Input::new(Box::new(input), self.options.nudge.clone(), self.options.max_line_bytes, self.options.cancel_on_eof);
-        self.serve_input(&mut io, out)
+        let o = &self.options;
+        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof);
+        std::thread::scope(|scope| {
+            let mut io = Input::new(&link, scope);
+            let exit = self.serve_input(&mut io);
+            io.stop();
+            exit
+        })
     }
 
-    fn serve_input<W: Write + Send>(&mut self, io: &mut Input, out: &mut ProtocolWriter<W>) -> Exit {
+    fn serve_input<W: Write + Send>(&mut self, io: &mut Input<'_, '_, '_, W>) -> Exit {
         let mut first = true;
         loop {
             // A stop signal (`signals.rs`) ends the session between messages: it reads as
@@ -284,7 +290,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 }
                 Err(e) => {
                     self.audit_raw(&raw);
-                    return self.close_malformed(out, None, RpcError::Frame(e));
+                    return self.close_malformed(io, None, RpcError::Frame(e));
                 }
             };
             if first && self.options.panic_on_first_frame {
@@ -295,17 +301,17 @@ impl<'p, E: Executor> Server<'p, E> {
                 Ok(v) => v,
                 Err(e) => {
                     self.audit_raw(&raw_of(&frame));
-                    return self.close_malformed(out, None, RpcError::Json(e));
+                    return self.close_malformed(io, None, RpcError::Json(e));
                 }
             };
             let message = match jsonrpc::classify(value) {
                 Ok(m) => m,
                 Err(jsonrpc::Malformed { error, id }) => {
                     self.audit_raw(&raw_of(&frame));
-                    return self.close_malformed(out, id.as_ref(), RpcError::Shape(error));
+                    return self.close_malformed(io, id.as_ref(), RpcError::Shape(error));
                 }
             };
-            if let Some(exit) = self.message(message, out, io) {
+            if let Some(exit) = self.message(message, io) {
                 return exit;
             }
         }
@@ -341,18 +347,18 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// `id`: the request id when it could be read (echoed), else the answer has `id: null`.
-    fn close_malformed<W: Write>(&mut self, out: &mut ProtocolWriter<W>, id: Option<&Id>, err: RpcError) -> Exit {
+    fn close_malformed<W: Write + Send>(&mut self, io: &Input<'_, '_, '_, W>, id: Option<&Id>, err: RpcError) -> Exit {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
-        match out.send(&error_response(id, &err)) {
+        match io.write(|out| out.send(&error_response(id, &err))) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
         }
     }
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
-    fn message<W: Write + Send>(&mut self, message: Message, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<Exit> {
+    fn message<W: Write + Send>(&mut self, message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
         // Issue #5: every row written for this request, and the approver, get its
         // fingerprint (not computed when neither exists, issue #12).
         if let Message::Request { method, params, .. } = &message {
@@ -377,18 +383,18 @@ impl<'p, E: Executor> Server<'p, E> {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Value(response), refused, Era::Handshake)
             }
-            Step::CallTool(era) => match self.call_tool(&id, params, out, io) {
+            Step::CallTool(era) => match self.call_tool(&id, params, io) {
                 Some((response, refused)) => (response, refused, era),
                 // Cancelled (issue #10): never answered.
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
-        let sent = match response {
+        let sent = io.write(|out| match response {
             Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
             Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
             Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
             Outgoing::Value(v) => out.send(&v),
-        };
+        });
         if sent.is_err() {
             return Some(Exit::ClientGone);
         }
@@ -411,7 +417,7 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
     /// cancelled the call (issue #10); it gets no answer.
-    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, out: &mut ProtocolWriter<W>, io: &mut Input) -> Option<(Outgoing, bool)> {
+    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
         let request = match tools::call_request(params) {
             Ok(r) => r,
             Err(e) => {
@@ -440,7 +446,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let cancel = Cancel::new();
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
-        let (ran, session) = io.during(out, session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
+        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
         self.session = session;
         // After `notifications/cancelled` nothing more is sent for the call, whatever it
         // ended with; after EOF (or a client that went away) a call that was not
@@ -477,7 +483,7 @@ impl<'p, E: Executor> Server<'p, E> {
         action: Action,
         progress_token: Option<Value>,
         cancel: &Cancel,
-        notes: &crate::control::Notes,
+        notes: &crate::control::Notes<'_>,
     ) -> Result<(&'static str, ToolResult), (&'static str, &'static str, String)> {
         // Issue #5: the approver for approve-flagged credentials and hosts, then the
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
@@ -496,11 +502,9 @@ impl<'p, E: Executor> Server<'p, E> {
             },
             Action::Ssh(ssh) => {
                 // The executor gets only this: progress notifications for this call's
-                // token, handed to the control thread, which writes them (and none once
-                // the call is cancelled), and the cancel to observe.
-                let mut send = |note: &Value| {
-                    notes.note(note.clone());
-                };
+                // token (written at once, none once the call is cancelled, `control.rs`),
+                // and the cancel to observe.
+                let mut send = |note: &Value| notes.note(note);
                 let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
                 self.run_ssh(&ssh, &mut progress)
             }

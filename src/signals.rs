@@ -17,7 +17,7 @@
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -54,7 +54,7 @@ pub(crate) fn name(signal: i32) -> String {
 }
 
 /// Installs the handlers. Returns the flag, stdin wrapped so that a signal ends a
-/// blocked read, and the [`Nudge`] that pulls a reader out of a blocked read.
+/// blocked read, and the [`Nudge`] of the control thread that reads it during calls.
 pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
     let flag = StopFlag::default();
     let (wake, notify) = UnixStream::pair()?;
@@ -68,20 +68,60 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
     let (nudged, nudge) = UnixStream::pair()?;
     nudged.set_nonblocking(true)?;
     nudge.set_nonblocking(true)?;
-    Ok((flag.clone(), StoppableStdin { flag, wake, nudged }, Nudge(Arc::new(nudge))))
+    let no_wait = Arc::new(AtomicBool::new(false));
+    let stdin = StoppableStdin { flag, wake: wake.try_clone()?, no_wait: no_wait.clone() };
+    Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait }))))
 }
 
-/// Makes a read of [`StoppableStdin`] that waits in `poll(2)` return
-/// `ErrorKind::WouldBlock` (a pending nudge is seen by the next read that would wait).
-/// `control.rs`: the thread that reads stdin while a call runs is told this way that
-/// the call has a progress note, or has ended and wants stdin back.
+/// `control.rs`: how the thread that serves stdin while a call runs waits for it without
+/// holding the reader ([`Nudge::wait`]), reads it without waiting ([`Nudge::no_wait`]),
+/// and is woken when the call ends or the session does ([`Nudge::nudge`]).
 #[derive(Debug, Clone)]
-pub struct Nudge(Arc<UnixStream>);
+pub struct Nudge(Arc<NudgeInner>);
+
+#[derive(Debug)]
+struct NudgeInner {
+    nudge: UnixStream,
+    /// The other end of `nudge`: polled by [`Nudge::wait`] only.
+    nudged: UnixStream,
+    /// The signal wake-up (as [`StoppableStdin`] has it).
+    wake: UnixStream,
+    /// Shared with [`StoppableStdin`]: a read that would wait returns `WouldBlock`.
+    no_wait: Arc<AtomicBool>,
+}
 
 impl Nudge {
+    /// Ends a [`wait`](Self::wait) now or the next one (a pending nudge is kept).
     pub(crate) fn nudge(&self) {
         // A full socket already holds a nudge; nothing else can fail that matters here.
-        let _ = (&*self.0).write(&[1]);
+        let _ = (&self.0.nudge).write(&[1]);
+    }
+
+    /// Waits in `poll(2)` for a nudge and, if `stdin`, for stdin or a stop signal.
+    pub(crate) fn wait(&self, stdin: bool) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let input = io::stdin();
+        let mut fds = [
+            PollFd::new(&self.0.nudged, PollFlags::IN),
+            PollFd::new(&input, PollFlags::IN),
+            PollFd::new(&self.0.wake, PollFlags::IN),
+        ];
+        let n = if stdin { 3 } else { 1 };
+        // EINTR or an error: the caller looks again and comes back.
+        let _ = poll(&mut fds[..n], None);
+        if !fds[0].revents().is_empty() {
+            let mut drain = [0u8; 64];
+            while matches!((&self.0.nudged).read(&mut drain), Ok(n) if n > 0) {}
+        }
+    }
+
+    /// Runs `read` with reads of [`StoppableStdin`] that return `WouldBlock` instead of
+    /// waiting (the reader must be held meanwhile: the loop never reads that way).
+    pub(crate) fn no_wait<T>(&self, read: impl FnOnce() -> T) -> T {
+        self.0.no_wait.store(true, Ordering::SeqCst);
+        let t = read();
+        self.0.no_wait.store(false, Ordering::SeqCst);
+        t
     }
 }
 
@@ -92,8 +132,8 @@ impl Nudge {
 pub(crate) struct StoppableStdin {
     flag: StopFlag,
     wake: UnixStream,
-    /// The other end of [`Nudge`].
-    nudged: UnixStream,
+    /// [`Nudge::no_wait`]: return `WouldBlock` rather than wait.
+    no_wait: Arc<AtomicBool>,
 }
 
 impl Read for StoppableStdin {
@@ -104,19 +144,13 @@ impl Read for StoppableStdin {
             if self.flag.get().is_some() {
                 return Ok(0);
             }
-            let mut fds = [
-                PollFd::new(&stdin, PollFlags::IN),
-                PollFd::new(&self.wake, PollFlags::IN),
-                PollFd::new(&self.nudged, PollFlags::IN),
-            ];
-            match poll(&mut fds, None) {
+            let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+            let no_wait = self.no_wait.load(Ordering::SeqCst);
+            let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+            match poll(&mut fds, if no_wait { Some(&zero) } else { None }) {
+                Ok(0) if no_wait => return Err(io::ErrorKind::WouldBlock.into()),
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
-            }
-            if !fds[2].revents().is_empty() {
-                let mut drain = [0u8; 64];
-                while matches!((&self.nudged).read(&mut drain), Ok(n) if n > 0) {}
-                return Err(io::ErrorKind::WouldBlock.into());
             }
             if !fds[0].revents().is_empty() && self.flag.get().is_none() {
                 match rustix::io::read(stdin.as_fd(), &mut *buf) {

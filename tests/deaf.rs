@@ -26,7 +26,11 @@
 //! - close stdin during a call: exit well within the limit, end row written (held);
 //! - a second tools/call during a running one: answered after the first, in order; a
 //!   cancel for a queued call: it never runs, a rejection row says cancelled (held);
-//! - a cancel for an unknown id, and a cancel without a requestId: ignored (held).
+//! - a cancel for an unknown id, and a cancel without a requestId: ignored (held);
+//! - the session's one control thread (issue #12): none before a call runs (a refused
+//!   one does not count), the same one answers pings and carries a cancel for every later
+//!   call after parking in between (held); a line begun during a call and ended after
+//!   it is one request (held).
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -341,6 +345,66 @@ fn a_second_call_waits_for_the_first_and_answers_come_in_order() {
     let all = rows(&journal);
     let reject = last_of(&all, "reject");
     assert_eq!((reject["decision"].as_str(), reject["code"].as_str()), (Some("cancelled"), Some("SP_CANCELLED")), "{all:#?}");
+    assert_verifies(&journal);
+}
+
+/// The `sp-control` threads of process `pid` (their thread ids).
+fn control_threads(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut ids: Vec<String> = tasks
+        .filter_map(|t| t.ok())
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .filter(|tid| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).is_ok_and(|c| c.trim() == "sp-control"))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn one_control_thread_serves_every_call_of_a_session_and_none_runs_before_the_first() {
+    // Issue #12: the control thread is started by the first call that runs and then
+    // parks between calls: the same thread answers pings and carries cancels for every
+    // later call (a thread per call cost 20-60 us of each).
+    let server = SlowServer::start();
+    let dir = TempDir::new("deaf-persist");
+    let (policy, journal) = http_policy(&dir, server.port, json!({}));
+    let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
+    s.ready(VERSION);
+    let pid = s.pid();
+    // A refused call runs nothing: still no control thread.
+    let denied = s.tool(1, "http_request", json!({"method": "DELETE", "url": format!("{}/x", server.base())}));
+    assert_eq!(denied["isError"], true, "{denied}");
+    assert_eq!(control_threads(pid), Vec::<String>::new(), "a control thread before any call ran");
+    let first = s.tool(2, "http_request", get(format!("{}/first", server.base())));
+    assert_eq!(first["structuredContent"]["status"], 200, "{first}");
+    let control = control_threads(pid);
+    assert_eq!(control.len(), 1, "{control:?}");
+    // Later calls: the same thread serves pings during them and carries a cancel.
+    for (round, id) in [(1, 10), (2, 20)] {
+        let path = format!("/slow/{}", 1500 + round);
+        s.send(&tool_call(id, "http_request", get(format!("{}{path}", server.base()))));
+        server.wait_for(&Seen::Request(path.clone()), Duration::from_secs(10));
+        control_answers_are_prompt(&mut s, &format!("call {round} after the first"), id + 1);
+        assert_eq!(control_threads(pid), control, "round {round}");
+        if round == 1 {
+            // A line begun during the call and ended after it is one request, answered.
+            s.send_raw(br#"{"jsonrpc":"2.0","id":99,"#);
+            let r = s.read();
+            assert_eq!((r["id"].as_i64(), r["result"]["structuredContent"]["status"].as_u64()), (Some(id), Some(200)), "{r}");
+            s.send_raw(b"\"method\":\"ping\"}\n");
+            let pong = s.read();
+            assert_eq!((pong["id"].as_i64(), pong["result"].is_object()), (Some(99), true), "{pong}");
+        } else {
+            s.send(&cancelled(id));
+            server.wait_for(&Seen::Closed(path), Duration::from_secs(10));
+        }
+    }
+    let last = s.tool(30, "http_request", get(format!("{}/last", server.base())));
+    assert_eq!(last["structuredContent"]["status"], 200, "{last}");
+    assert_eq!(control_threads(pid), control);
+    let run = s.finish();
+    run.assert_exit(0);
+    nothing_for(&run.protocol(), 20, None);
     assert_verifies(&journal);
 }
 
