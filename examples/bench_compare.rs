@@ -54,24 +54,32 @@ fn start(cmd: &[String]) -> std::io::Result<Session> {
 }
 
 /// This thread (the process's main thread) pinned to the last CPU with taskset(1)
-/// while it lives; `.0` is that CPU when pinning worked.
-struct Pin(Option<String>);
+/// while it lives; `cpu` is that CPU when pinning worked, `all` the CPU list it had
+/// before (asked before pinning: once pinned, `available_parallelism` says 1, and
+/// restoring "0-0" from it had left the rest of the run, the HTTP part included, on CPU 0).
+struct Pin {
+    cpu: Option<String>,
+    all: String,
+}
 
 impl Pin {
     fn here() -> Pin {
+        let pid = std::process::id().to_string();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // "pid N's current affinity list: 0,1"
+        let listed = Command::new("taskset").args(["-pc", &pid]).stderr(Stdio::null()).output();
+        let all = listed.ok().and_then(|o| String::from_utf8_lossy(&o.stdout).rsplit(':').next().map(|l| l.trim().to_owned()));
+        let all = all.filter(|l| !l.is_empty()).unwrap_or_else(|| format!("0-{}", cpus - 1));
         let cpu = (cpus - 1).to_string();
-        let ok = Command::new("taskset").args(["-pc", &cpu, &std::process::id().to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).status();
-        Pin(ok.is_ok_and(|s| s.success()).then_some(cpu))
+        let ok = Command::new("taskset").args(["-pc", &cpu, &pid]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        Pin { cpu: ok.is_ok_and(|s| s.success()).then_some(cpu), all }
     }
 }
 
 impl Drop for Pin {
     fn drop(&mut self) {
-        if self.0.is_some() {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let all = format!("0-{}", cpus - 1);
-            let _ = Command::new("taskset").args(["-pc", &all, &std::process::id().to_string()]).stdout(Stdio::null()).status();
+        if self.cpu.is_some() {
+            let _ = Command::new("taskset").args(["-pc", &self.all, &std::process::id().to_string()]).stdout(Stdio::null()).status();
         }
     }
 }
@@ -147,7 +155,7 @@ fn measure(s: &Server) -> Result<Row, String> {
     // process; pinned, every server gets the same placement. (Cold starts are not
     // pinned.)
     let pinned = Pin::here();
-    let mut p = match &pinned.0 {
+    let mut p = match &pinned.cpu {
         Some(cpu) => start(&[["taskset", "-c", cpu].map(String::from).as_slice(), s.cmd.as_slice()].concat()),
         None => start(&s.cmd),
     }
