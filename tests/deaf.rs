@@ -30,7 +30,10 @@
 //! - the session's one control thread (issue #12): none before a call runs (a refused
 //!   one does not count), the same one answers pings and carries a cancel for every later
 //!   call after parking in between (held); a line begun during a call and ended after
-//!   it is one request (held).
+//!   it is one request (held); 300 short calls with pings, cancels (of the running, a
+//!   queued or a finished call) and lines split in two writes at random offsets around
+//!   the call boundaries: every ping and uncancelled call answered once, calls in order,
+//!   no id twice, no more intent rows than calls (held, seeds printed).
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -406,6 +409,129 @@ fn one_control_thread_serves_every_call_of_a_session_and_none_runs_before_the_fi
     run.assert_exit(0);
     nothing_for(&run.protocol(), 20, None);
     assert_verifies(&journal);
+}
+
+#[test]
+fn calls_pings_cancels_and_split_lines_across_call_boundaries_each_get_their_one_answer() {
+    // Issue #12: the control thread takes stdin at each call's start and gives it back at
+    // its end; the windows are at the boundaries. Short executed calls (sp_inventory, and
+    // http_request answered after 0 to 2 ms, long enough for the control thread to read
+    // during them) make hundreds of them; pings, cancels (of the running, a queued or a
+    // finished call) and lines split across writes land at random offsets around them.
+    let server = SlowServer::start();
+    let dir = TempDir::new("deaf-boundaries");
+    let (policy, journal) = http_policy(&dir, server.port, json!({}));
+    let mut child = Launch::mcp(&policy, &["-q"]).spawn();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    eprintln!("seed {seed}");
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    const CALLS: i64 = 300;
+    let mut lines: Vec<Value> = vec![support::process::initialize(json!(0), VERSION), support::process::initialized()];
+    let mut cancelled_calls = Vec::new();
+    for i in 1..=CALLS {
+        lines.push(match next() % 4 {
+            0 => tool_call(i, "sp_inventory", json!({})),
+            n => tool_call(i, "http_request", get(format!("{}/slow/{}", server.base(), n - 1))),
+        });
+        if next() % 3 == 0 {
+            lines.push(ping(100_000 + i));
+        }
+        if next() % 7 == 0 {
+            // The call just sent, or one a few back (finished, running or queued).
+            let target = i - (next() % 3) as i64;
+            lines.push(cancelled(target));
+            cancelled_calls.push(target);
+        }
+    }
+    let pings: Vec<i64> = lines.iter().filter(|m| m["method"] == "ping").filter_map(|m| m["id"].as_i64()).collect();
+    let mut pauses: Vec<u64> = (0..lines.len()).map(|_| next()).collect();
+    let writer = std::thread::spawn(move || {
+        for (m, r) in lines.iter().zip(pauses.drain(..)) {
+            let mut text = m.to_string().into_bytes();
+            text.push(b'\n');
+            if r % 5 == 0 {
+                // A line in two writes, a pause between them.
+                let cut = (r as usize / 5) % text.len();
+                stdin.write_all(&text[..cut]).unwrap();
+                stdin.flush().unwrap();
+                std::thread::sleep(Duration::from_micros(r % 300));
+                stdin.write_all(&text[cut..]).unwrap();
+            } else {
+                stdin.write_all(&text).unwrap();
+            }
+            stdin.flush().unwrap();
+            if r % 4 == 0 {
+                std::thread::sleep(Duration::from_micros(r % 200));
+            }
+        }
+        stdin // kept open until every answer is in
+    });
+    let uncancelled = (1..=CALLS).filter(|i| !cancelled_calls.contains(i)).count();
+    let mut answers: Vec<Value> = Vec::new();
+    let mut calls_seen = 0;
+    let mut pings_seen = 0;
+    let (tx, lines_in) = channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let started = Instant::now();
+    let limit = Duration::from_secs(30);
+    // Every ping and every call that was never cancelled answer; a cancelled one may or
+    // may not (the cancel can arrive after it ended). Read until the expected ones are in
+    // and the writer is done, then a little longer for stragglers.
+    while calls_seen < uncancelled || pings_seen < pings.len() {
+        let Ok(line) = lines_in.recv_timeout(limit.saturating_sub(started.elapsed())) else {
+            let _ = child.kill();
+            panic!("stuck or closed: {calls_seen}/{uncancelled} calls, {pings_seen}/{} pings answered after {:?}", pings.len(), started.elapsed());
+        };
+        let m: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        match m["id"].as_i64() {
+            Some(0) => {}
+            Some(id) if id >= 100_000 => pings_seen += 1,
+            Some(id) if !cancelled_calls.contains(&id) => calls_seen += 1,
+            _ => {}
+        }
+        answers.push(m);
+    }
+    let stdin = writer.join().unwrap();
+    drop(stdin);
+    for line in lines_in {
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    assert!(child.wait().unwrap().success());
+    // Each id at most once; every ping and uncancelled call exactly once; calls in order.
+    let mut ids: Vec<i64> = answers.iter().filter_map(|m| m["id"].as_i64()).collect();
+    let call_order: Vec<i64> = ids.iter().copied().filter(|&i| (1..=CALLS).contains(&i)).collect();
+    assert!(call_order.windows(2).all(|w| w[0] < w[1]), "calls answered out of order: {call_order:?}");
+    ids.sort_unstable();
+    assert!(ids.windows(2).all(|w| w[0] != w[1]), "an id answered twice");
+    for p in &pings {
+        assert!(ids.binary_search(p).is_ok(), "ping {p} unanswered");
+    }
+    for i in (1..=CALLS).filter(|i| !cancelled_calls.contains(i)) {
+        assert!(ids.binary_search(&i).is_ok(), "call {i} unanswered");
+    }
+    for a in answers.iter().filter(|m| (1..=CALLS).contains(&m["id"].as_i64().unwrap_or(0))) {
+        assert!(a["result"]["isError"] != true || a["result"]["structuredContent"]["error"]["code"] == "SP_CANCELLED", "{a}");
+    }
+    // Nothing ran twice: one intent row per call that ran, at most one per call.
+    let all = rows(&journal);
+    let intents = all.iter().filter(|r| r["kind"] == "intent").count();
+    let answered_calls = call_order.len();
+    assert!(intents >= answered_calls && intents <= CALLS as usize, "{intents} intent rows for {answered_calls} answered of {CALLS} calls");
+    assert_verifies(&journal);
+    eprintln!("{answered_calls} calls answered ({} cancels sent), {} pings, {intents} intent rows", cancelled_calls.len(), pings.len());
 }
 
 // ---------------------------------------------------------------------------------------
