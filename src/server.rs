@@ -18,7 +18,6 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
-use crate::tools::tool_list;
 use crate::wire::{stamp_stateless, ToolCode, ToolResult};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -378,7 +377,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let (response, refused, era) = match step {
             Step::Ignore => return None,
             Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
-            Step::ListTools(era) => (Outgoing::Value(result_response(&id, tool_list(era))), false, era),
+            Step::ListTools(era) => (Outgoing::List(tools::ListAnswer { id: id.to_value(), era }), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Value(response), refused, Era::Handshake)
@@ -390,6 +389,8 @@ impl<'p, E: Executor> Server<'p, E> {
             },
         };
         let sent = io.write(|out| match response {
+            // Stamped already for 2026-07-28.
+            Outgoing::List(l) => out.send_typed(&l),
             Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
             Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
             Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
@@ -757,6 +758,7 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 enum Outgoing {
     Value(Value),
     Refusal(crate::wire::Refusal),
+    List(tools::ListAnswer),
 }
 
 /// A 2026-07-28 answer: `resultType` and the server info stamped in, then sent.
