@@ -240,8 +240,8 @@ pub(crate) struct Input<'s, 'e, 'o, W: Write + Send> {
 }
 
 impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
-    /// Serves `link` within `scope`, which must end after [`Input::stop`] (the control
-    /// thread's end; `Link::serve` does both).
+    /// Serves `link` within `scope`. Dropping the `Input` ends the control thread, so the
+    /// scope, which joins it, can end (`Server::serve`).
     pub(crate) fn new(link: &'e Link<'o, W>, scope: &'s Scope<'s, 'e>) -> Self {
         Input { link, scope, control: None, eof: false, gone: false, cancel_requested: false }
     }
@@ -333,18 +333,14 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         }
         self.control.as_ref().map(|h| h.thread().clone())
     }
-
-    /// Ends the control thread (the session is over); the scope then joins it.
-    pub(crate) fn stop(&mut self) {
-        self.link.shutdown.store(true, Ordering::SeqCst);
-        self.link.wake(self.control.as_ref().map(ScopedJoinHandle::thread));
-    }
 }
 
 impl<W: Write + Send> Drop for Input<'_, '_, '_, W> {
+    /// Ends the control thread (the session is over, or the loop panicked): the scope
+    /// joins it.
     fn drop(&mut self) {
-        // Also on a panic of the loop: the scope joins the control thread, which must end.
-        self.stop();
+        self.link.shutdown.store(true, Ordering::SeqCst);
+        self.link.wake(self.control.as_ref().map(ScopedJoinHandle::thread));
     }
 }
 

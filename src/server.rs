@@ -243,12 +243,8 @@ impl<'p, E: Executor> Server<'p, E> {
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
         let o = &self.options;
         let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof);
-        std::thread::scope(|scope| {
-            let mut io = Input::new(&link, scope);
-            let exit = self.serve_input(&mut io);
-            io.stop();
-            exit
-        })
+        // The `Input`'s drop ends the control thread before the scope joins it.
+        std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)))
     }
 
     fn serve_input<W: Write + Send>(&mut self, io: &mut Input<'_, '_, '_, W>) -> Exit {
