@@ -202,11 +202,11 @@ impl<'o, W: Write + Send> Link<'o, W> {
         }
     }
 
-    /// Writes `v` for the control thread or a running call: a failure cancels the call,
-    /// and nothing more is written for it.
-    fn send_for_call(&self, v: &Value, cancel: &Cancel) {
+    /// Writes for the control thread or a running call: a failure cancels the call, and
+    /// nothing more is written for it.
+    fn send_for_call(&self, cancel: &Cancel, send: impl FnOnce(&mut ProtocolWriter<W>) -> std::io::Result<()>) {
         let mut out = locked(&self.out);
-        if !out.gone && out.writer.send(v).is_err() {
+        if !out.gone && send(out.writer).is_err() {
             log::warn!("writing to the client failed while a call ran: cancelling it");
             out.gone = true;
             cancel.cancel();
@@ -297,7 +297,7 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         }
         let sink = |note: &Value| {
             if !cancel.is_cancelled() {
-                link.send_for_call(note, cancel);
+                link.send_for_call(cancel, |w| w.send(note));
             }
         };
         let result = work(&Notes { sink: &sink });
@@ -403,7 +403,8 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
                 call.cancel.cancel();
             }
             Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id) {
-                Control::Answer(v) => link.send_for_call(&v, &call.cancel),
+                Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
+                Control::List(l) => link.send_for_call(&call.cancel, |w| w.send_typed(&l)),
                 Control::CancelRunning => {
                     log::info!("the client cancelled the running call {}", call.id.to_value());
                     call.requested = true;
@@ -424,6 +425,8 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
 
 enum Control {
     Answer(Value),
+    /// `tools/list`: written like the loop writes it (`tools::ListAnswer`).
+    List(crate::tools::ListAnswer),
     CancelRunning,
     CancelQueued(Value),
     Queue,
@@ -445,17 +448,19 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
         }
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
             let (next, step) = session.clone().handle(&message);
-            let (result, era) = match step {
-                Step::Reply(result, era) => (result, era),
-                Step::ListTools(era) => (crate::tools::tool_list(era), era),
+            let control = match step {
+                Step::Reply(result, era) => {
+                    let mut response = crate::wire::result_response(id.to_value(), result);
+                    if era == Era::Stateless {
+                        crate::wire::stamp_stateless(&mut response);
+                    }
+                    Control::Answer(response)
+                }
+                Step::ListTools(era) => Control::List(crate::tools::ListAnswer { id: id.to_value(), era }),
                 _ => return Control::Queue,
             };
             *session = next;
-            let mut response = crate::wire::result_response(id.to_value(), result);
-            if era == Era::Stateless {
-                crate::wire::stamp_stateless(&mut response);
-            }
-            Control::Answer(response)
+            control
         }
         _ => Control::Queue,
     }
@@ -572,6 +577,7 @@ mod tests {
         let running = Id::Int(7);
         let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running) {
             Control::Answer(v) => Some(v),
+            Control::List(l) => serde_json::to_value(&l).ok(),
             _ => None,
         };
         let pong = answer(&mut session, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#).unwrap();
