@@ -64,7 +64,7 @@ use crate::exec::Cancel;
 use crate::frame::{Frame, FrameError, FrameReader, Read};
 use crate::jsonrpc::{self, Id, Message};
 use crate::out::ProtocolWriter;
-use crate::session::{Era, Session, Step};
+use crate::session::{Session, Step};
 use crate::signals::Nudge;
 
 /// Bytes of frames a running call's control thread queues for later before it stops
@@ -449,13 +449,7 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
             let (next, step) = session.clone().handle(&message);
             let control = match step {
-                Step::Reply(result, era) => {
-                    let mut response = crate::wire::result_response(id.to_value(), result);
-                    if era == Era::Stateless {
-                        crate::wire::stamp_stateless(&mut response);
-                    }
-                    Control::Answer(response)
-                }
+                Step::Reply(result, era) => Control::Answer(crate::wire::era_response(id.to_value(), result, era)),
                 Step::ListTools(era) => Control::List(crate::tools::ListAnswer { id: id.to_value(), era }),
                 _ => return Control::Queue,
             };

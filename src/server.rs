@@ -405,11 +405,12 @@ impl<'p, E: Executor> Server<'p, E> {
         (error_response(Some(id), &err), true)
     }
 
-    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: String) -> (Outgoing, bool) {
-        log::info!("refused ({code}): {message}");
+    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: impl std::fmt::Display) -> (Outgoing, bool) {
+        let refusal = crate::wire::Refusal::new(id.to_value(), code, message);
+        log::info!("refused ({code}): {}", refusal.message());
         self.reject(reason);
-        self.journal_reject(reason, code, &message);
-        (Outgoing::Refusal(crate::wire::Refusal { id: id.to_value(), code, message }), true)
+        self.journal_reject(reason, code, refusal.message());
+        (Outgoing::Refusal(refusal), true)
     }
 
     /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
@@ -429,14 +430,17 @@ impl<'p, E: Executor> Server<'p, E> {
         }
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
-            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", ToolCode::BadArguments.as_str(), e.to_string())),
+            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", ToolCode::BadArguments.as_str(), e)),
         };
         if audited {
             self.audit.target = crate::audit::call_target(&call);
         }
         let action = match authorize(self.policy, call) {
             Ok(a) => a,
-            Err(d) => return Some(self.refuse_tool(id, d.code().0, d.code().1, d.to_string())),
+            Err(d) => {
+                let (reason, code) = d.code();
+                return Some(self.refuse_tool(id, reason, code, d));
+            }
         };
         // Issue #10: the approval wait and the execution run while the control thread
         // answers pings and watches for a cancel (`control.rs`).

@@ -155,11 +155,7 @@ impl ListAnswer {
 
     /// The result built as a `Value`: the list, stamped for 2026-07-28.
     fn built(era: crate::session::Era) -> Value {
-        let mut answer = crate::wire::result_response(Value::Null, tool_list(era));
-        if era == crate::session::Era::Stateless {
-            crate::wire::stamp_stateless(&mut answer);
-        }
-        answer["result"].take()
+        crate::wire::era_response(Value::Null, tool_list(era), era)["result"].take()
     }
 }
 
@@ -211,10 +207,7 @@ mod tests {
             for id in &ids {
                 // Twice: the first answer makes the cache, the second reads it.
                 for _ in 0..2 {
-                    let mut built = crate::wire::result_response(id.clone(), tool_list(era));
-                    if era == Era::Stateless {
-                        crate::wire::stamp_stateless(&mut built);
-                    }
+                    let built = crate::wire::era_response(id.clone(), tool_list(era), era);
                     let mut a = ProtocolWriter::new(Vec::new());
                     a.send(&built).unwrap();
                     let mut b = ProtocolWriter::new(Vec::new());

@@ -105,6 +105,15 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
     object([("jsonrpc", "2.0".into()), ("id", id), ("result", result)])
 }
 
+/// [`result_response`] as sent in `era`: stamped ([`stamp_stateless`]) for 2026-07-28.
+pub(crate) fn era_response(id: Value, result: Value, era: crate::session::Era) -> Value {
+    let mut response = result_response(id, result);
+    if era == crate::session::Era::Stateless {
+        stamp_stateless(&mut response);
+    }
+    response
+}
+
 /// A refused `tools/call` (bad arguments, a policy denial, a refused approval), written
 /// without building its JSON as a `Value` first (issue #12: five maps and their keys
 /// were built for each denial, then serialised, a fifth of its cost). Serialises exactly
@@ -114,12 +123,27 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
 pub(crate) struct Refusal {
     pub id: Value,
     pub code: &'static str,
-    pub message: String,
+    /// `"{code}: {message}"`, the text block, built once; the message is its tail.
+    text: String,
 }
 
 impl Refusal {
+    pub(crate) fn new(id: Value, code: &'static str, message: impl fmt::Display) -> Refusal {
+        use fmt::Write as _;
+        let mut text = String::with_capacity(code.len() + 96);
+        // Writing into a String cannot fail.
+        let _ = write!(text, "{code}: {message}");
+        Refusal { id, code, text }
+    }
+
+    /// The message without the code.
+    pub(crate) fn message(&self) -> &str {
+        &self.text[self.code.len() + 2..]
+    }
+
     pub(crate) fn into_value(self) -> Value {
-        result_response(self.id, ToolResult::error(self.code, self.message).into_value())
+        let message = self.message().to_owned();
+        result_response(self.id, ToolResult::error(self.code, message).into_value())
     }
 }
 
@@ -131,7 +155,7 @@ impl serde::Serialize for Refusal {
         impl serde::Serialize for Text<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("text", &format_args!("{}: {}", self.0.code, self.0.message))?;
+                m.serialize_entry("text", &self.0.text)?;
                 m.serialize_entry("type", "text")?;
                 m.end()
             }
@@ -141,7 +165,7 @@ impl serde::Serialize for Refusal {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("code", self.0.code)?;
-                m.serialize_entry("message", &self.0.message)?;
+                m.serialize_entry("message", self.0.message())?;
                 m.end()
             }
         }
@@ -258,7 +282,8 @@ mod tests {
         for id in [json!(1), json!("a\"b"), json!(-0.5)] {
             for code in ["SP_DENIED", "SP_BAD_ARGUMENTS", "SP_NOT_APPROVED"] {
                 for message in messages {
-                    let typed = Refusal { id: id.clone(), code, message: message.to_owned() };
+                    let typed = Refusal::new(id.clone(), code, message);
+                    assert_eq!(typed.message(), message);
                     let written = serde_json::to_string(&typed).unwrap();
                     let built = result_response(id.clone(), ToolResult::error(code, message).into_value());
                     assert_eq!(written, serde_json::to_string(&built).unwrap());
