@@ -350,6 +350,9 @@ mod tests {
     //   segments, upper and lower case hex, `%C3%A9`, a lone `%e9`, raw `é`: held
     //   (decoded the same on both sides, or refused);
     // - a query credential appended to the URL: the path on the wire is unchanged.
+    // - (issue #12) `decoded_path` decodes only segments holding a `%` now: the property
+    //   mixes both kinds in one path, and a plain `..;` takes the branch that decodes
+    //   nothing (the table above): held.
 
     /// Decodes the request line's path as a server would: `%XX` escapes only.
     fn server_decode(path: &str) -> Option<String> {

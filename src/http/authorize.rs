@@ -174,21 +174,15 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
     if policy.http.https_only && req.url.scheme() != "https" {
         return Err(HttpDenial::HttpsOnly);
     }
-    let rule = policy
-        .http
-        .allow
-        .iter()
-        .find(|r| {
-            r.methods.contains(&req.method)
-                && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
-                && r.paths.iter().any(|p| p.matches(&req.match_path))
-        })
-        .ok_or_else(|| HttpDenial::NoRule {
-            method: req.method,
-            host: req.host.clone(),
-            port: req.port,
-            path: req.match_path.clone(),
-        })?;
+    let found = policy.http.allow.iter().find(|r| {
+        r.methods.contains(&req.method)
+            && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
+            && r.paths.iter().any(|p| p.matches(&req.match_path))
+    });
+    // The request is not needed any more: its host and path move into the denial.
+    let Some(rule) = found else {
+        return Err(HttpDenial::NoRule { method: req.method, host: req.host, port: req.port, path: req.match_path });
+    };
 
     let credential = match &req.credential {
         Some(name) => {

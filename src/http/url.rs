@@ -2,6 +2,8 @@
 //! how its `%` escapes must look, and the decoded path the policy matches. The rule: two
 //! parsers (ours and the server's) must never see two different URLs or paths.
 
+use std::borrow::Cow;
+
 use crate::wire::{bad, ArgError};
 
 /// The longest URL accepted, with its query (as the agent wrote it or after `query`).
@@ -19,7 +21,7 @@ pub(crate) fn redirect_target(base: &url::Url, location: &str) -> Result<url::Ur
 /// without the characters WHATWG parsing would silently rewrite or drop (`\` becomes `/`,
 /// tabs and newlines vanish) — two parsers must not see two different URLs.
 fn url_char_ok(b: u8) -> bool {
-    b.is_ascii_graphic() && !b"\\\"<>^`{|}".contains(&b)
+    matches!(b, b'!'..=b'~') && !matches!(b, b'\\' | b'"' | b'<' | b'>' | b'^' | b'`' | b'{' | b'|' | b'}')
 }
 
 pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
@@ -48,14 +50,15 @@ pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
     if url.fragment().is_some() {
         return bad("\"url\" must not contain a #fragment");
     }
-    let Some(host) = url.host_str().map(str::to_owned) else {
+    let Some(host) = url.host_str() else {
         return bad("\"url\" needs a host");
     };
     if let Some(trimmed) = host.strip_suffix('.') {
         if trimmed.is_empty() || trimmed.ends_with('.') {
             return bad("\"url\" host is not valid");
         }
-        url.set_host(Some(trimmed)).map_err(|_| ArgError("\"url\" host is not valid".into()))?;
+        let trimmed = trimmed.to_owned();
+        url.set_host(Some(&trimmed)).map_err(|_| ArgError("\"url\" host is not valid".into()))?;
     }
     Ok(url)
 }
@@ -67,7 +70,12 @@ pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
 pub(crate) fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
     let mut out = String::new();
     for seg in url.path().split('/').skip(1) {
-        let decoded = percent_decode(seg).ok_or_else(|| ArgError("\"url\" path is not valid percent-encoded UTF-8".into()))?;
+        // Most segments have no escape: nothing to decode, nothing to allocate.
+        let decoded = if seg.contains('%') {
+            Cow::Owned(percent_decode(seg).ok_or_else(|| ArgError("\"url\" path is not valid percent-encoded UTF-8".into()))?)
+        } else {
+            Cow::Borrowed(seg)
+        };
         let before_params = decoded.split(';').next().unwrap_or_default();
         if decoded.contains(['/', '\\', '\0']) || before_params == "." || before_params == ".." {
             return bad("\"url\" path has an encoded separator or dot segment; write the plain path");
