@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
@@ -12,7 +13,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::time::Duration;
 
-use super::row::{raw_fp, rfc3339, row_hash, serialize_row, Row, GENESIS};
+use super::row::{raw_fp, rfc3339, seal_row, Row, GENESIS};
 use super::verify::{parse_row, read_line, MAX_ROW_BYTES};
 use crate::sys::os_reason as io_why;
 
@@ -59,7 +60,9 @@ impl std::error::Error for AuditError {}
 
 
 pub(super) struct FileJournal {
-    file: File,
+    /// Shared with the lock guard of an append (issue #12: not a `dup` and a `close`
+    /// per row); never handed out otherwise.
+    file: Arc<File>,
     pub(super) path: PathBuf,
     dev: u64,
     ino: u64,
@@ -132,7 +135,7 @@ impl FileJournal {
         if st.st_uid != 0 && st.st_uid != crate::sys::euid() {
             return Err(fail(format!("is owned by uid {}, neither root nor the user sp runs as (fix: chown it, or name another journal)", st.st_uid)));
         }
-        let file = File::from(fd);
+        let file = Arc::new(File::from(fd));
         let mut j = FileJournal {
             file,
             path: path.to_owned(),
@@ -146,8 +149,7 @@ impl FileJournal {
         };
         let created = st.st_size == 0;
         {
-            // A second descriptor of the same open file: the lock belongs to both.
-            let locked = j.file.try_clone().map_err(|e| fail(io_why(&e)))?;
+            let locked = Arc::clone(&j.file);
             let _lock = lock(&locked, path).map_err(|e| fail(e.to_string()))?;
             j.load_tail(session).map_err(fail)?;
         }
@@ -210,7 +212,7 @@ impl FileJournal {
         if let Some(why) = &self.stopped {
             return Err(AuditError::Tampered { path: self.path.clone(), why: why.clone() });
         }
-        let file = self.file.try_clone().map_err(|e| AuditError::Write { path: self.path.clone(), why: io_why(&e) })?;
+        let file = Arc::clone(&self.file);
         let _lock = lock(&file, &self.path)?;
         if let Err(why) = self.check_file() {
             self.stopped = Some(why.clone());
@@ -238,7 +240,7 @@ impl FileJournal {
     /// Reads the rows another `sp` appended since our last write; each must verify and
     /// chain on from the last row we know.
     fn catch_up(&mut self, size: u64) -> Result<(), String> {
-        let mut f = &self.file;
+        let mut f = &*self.file;
         f.seek(SeekFrom::Start(self.size)).map_err(|e| io_why(&e))?;
         let mut r = std::io::BufReader::new(f.take(size - self.size));
         while let Some((line, terminated)) = read_line(&mut r).map_err(|e| io_why(&e))? {
@@ -262,12 +264,8 @@ impl FileJournal {
         row.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
         row.insert("seq".into(), Value::from(self.seq + 1));
         row.insert("prev".into(), Value::String(self.prev.clone()));
-        let hash = row_hash(&self.prev, &row);
-        row.insert("hash".into(), Value::String(hash.clone()));
-        let line = serialize_row(&row, true);
-        let mut bytes = line.clone().into_bytes();
-        bytes.push(b'\n');
-        if let Err(e) = (&self.file).write_all(&bytes) {
+        let (hash, mut bytes) = seal_row(&self.prev, &row);
+        if let Err(e) = (&*self.file).write_all(&bytes) {
             // Never leave half a row: take back whatever part was written.
             let _ = self.file.set_len(self.size);
             return Err(write_err(io_why(&e)));
@@ -278,7 +276,9 @@ impl FileJournal {
         if self.fsync && sync {
             self.file.sync_data().map_err(|e| write_err(format!("fdatasync: {}", io_why(&e))))?;
         }
-        Ok(line)
+        bytes.pop();
+        // JSON text written from `str`s is UTF-8.
+        Ok(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     }
 }
 

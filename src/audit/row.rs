@@ -182,36 +182,93 @@ pub(crate) fn cap(s: &str) -> String {
 
 /// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
 pub(crate) fn serialize_row(row: &Map<String, Value>, with_hash: bool) -> String {
-    let mut out = b"{".to_vec();
-    let push = |k: &str, v: &Value, out: &mut Vec<u8>| {
-        if out.len() > 1 {
-            out.push(b',');
-        }
-        put_json(out, &k);
-        out.push(b':');
-        write_canonical(v, out, None);
-    };
-    for k in FIELDS {
-        if k == "hash" && !with_hash {
-            continue;
-        }
-        if let Some(v) = row.get(k) {
-            push(k, v, &mut out);
-        }
+    let mut out = Vec::with_capacity(512);
+    let mark = write_row(row, &mut out);
+    if with_hash && let Some(hash) = row.get("hash") {
+        insert_member(&mut out, mark, "hash", hash);
     }
-    let mut rest: Vec<&String> = row.keys().filter(|k| !FIELDS.contains(&k.as_str())).collect();
-    rest.sort();
-    for k in rest {
-        push(k, &row[k], &mut out);
-    }
-    out.push(b'}');
     // JSON text written from `str`s is UTF-8; nothing is lost either way.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `hash` of a row whose `prev` is set.
 pub(crate) fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
-    sha256_hex(&[prev.as_bytes(), serialize_row(row, false).as_bytes()])
+    let mut out = Vec::with_capacity(512);
+    write_row(row, &mut out);
+    sha256_hex(&[prev.as_bytes(), &out])
+}
+
+/// A row whose `prev` is set, sealed: its `hash` and its line (`serialize_row` with that
+/// hash, and a newline). One serialisation instead of two, and no copy of the line
+/// (issue #12: the row of a refused call cost more than the refusal); a test holds it
+/// equal to [`row_hash`] and [`serialize_row`].
+pub(crate) fn seal_row(prev: &str, row: &Map<String, Value>) -> (String, Vec<u8>) {
+    let mut out = Vec::with_capacity(512);
+    let mark = write_row(row, &mut out);
+    let hash = sha256_hex(&[prev.as_bytes(), &out]);
+    insert_member(&mut out, mark, "hash", &Value::String(hash.clone()));
+    out.push(b'\n');
+    (hash, out)
+}
+
+/// Writes `row` without its `hash` member in the byte form of [`serialize_row`] and
+/// returns the offset where `hash` belongs: after the [`FIELDS`] members (`hash` is the
+/// last of them), before any other.
+fn write_row(row: &Map<String, Value>, out: &mut Vec<u8>) -> usize {
+    // One pass over the row's members instead of a lookup per field.
+    let mut known: [Option<&Value>; FIELDS.len()] = [None; FIELDS.len()];
+    let mut rest: Vec<(&String, &Value)> = Vec::new();
+    for (k, v) in row {
+        match FIELDS.iter().position(|f| f == k) {
+            Some(i) => known[i] = Some(v),
+            None => rest.push((k, v)),
+        }
+    }
+    let push = |k: &str, v: &Value, out: &mut Vec<u8>| {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        put_member(out, k, v);
+    };
+    out.push(b'{');
+    for (k, v) in FIELDS.iter().zip(known) {
+        if let Some(v) = v
+            && *k != "hash"
+        {
+            push(k, v, out);
+        }
+    }
+    let mark = out.len();
+    // Sorted already when `Map` is a BTreeMap; sorted here whatever it is.
+    rest.sort_by_key(|(k, _)| *k);
+    for (k, v) in rest {
+        push(k, v, out);
+    }
+    out.push(b'}');
+    mark
+}
+
+/// `"key":value`, the value canonical: one member of a row.
+fn put_member(out: &mut Vec<u8>, key: &str, value: &Value) {
+    put_json(out, &key);
+    out.push(b':');
+    write_canonical(value, out, None);
+}
+
+/// Puts the member `key: value` at `at` of a row that [`write_row`] wrote, with the
+/// commas the members before and after it need.
+fn insert_member(out: &mut Vec<u8>, at: usize, key: &str, value: &Value) {
+    let mut m = Vec::with_capacity(96);
+    if at > 1 {
+        m.push(b',');
+    }
+    put_member(&mut m, key, value);
+    // The members after `at` begin with a comma already when something came before `at`;
+    // when nothing did, the first of them needs one after this member.
+    if at == 1 && out.len() > 2 {
+        m.push(b',');
+    }
+    out.splice(at..at, m);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -319,6 +376,113 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::time::Duration;
+
+    /// The byte form as it was written before `write_row` (a lookup per field, then the
+    /// other keys sorted): rows written before and after must be the same bytes.
+    fn serialize_row_before(row: &Map<String, Value>, with_hash: bool) -> String {
+        let mut out = b"{".to_vec();
+        let push = |k: &str, v: &Value, out: &mut Vec<u8>| {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            put_json(out, &k);
+            out.push(b':');
+            write_canonical(v, out, None);
+        };
+        for k in FIELDS {
+            if k == "hash" && !with_hash {
+                continue;
+            }
+            if let Some(v) = row.get(k) {
+                push(k, v, &mut out);
+            }
+        }
+        let mut rest: Vec<&String> = row.keys().filter(|k| !FIELDS.contains(&k.as_str())).collect();
+        rest.sort();
+        for k in rest {
+            push(k, &row[k], &mut out);
+        }
+        out.push(b'}');
+        String::from_utf8(out).unwrap()
+    }
+
+    /// seal_row, serialize_row and row_hash against the form before: every subset of a
+    /// few fields (none, `hash` alone, `hash` with and without others), with and without
+    /// keys outside FIELDS (sorting before, between and after them), awkward values.
+    #[test]
+    fn one_serialisation_seals_rows_exactly_as_two_did() {
+        let fields = ["seq", "kind", "reason", "prev", "hash", "bytes_in"];
+        let extras: [&[&str]; 4] = [&[], &["aaa"], &["zzz", "hashx"], &["Z", "a\"b", "\u{1}"]];
+        let mut n = 0;
+        for mask in 0u32..(1 << fields.len()) {
+            for extra in extras {
+                let mut row = Map::new();
+                for (i, f) in fields.iter().enumerate() {
+                    if mask & (1 << i) != 0 {
+                        row.insert((*f).into(), json!(format!("{f} \"q\" \n é {mask}")));
+                    }
+                }
+                for (i, e) in extra.iter().enumerate() {
+                    row.insert((*e).into(), json!({"b": [i, null], "a": "\u{2028}"}));
+                }
+                let prev = format!("{mask:064x}");
+                for with_hash in [false, true] {
+                    assert_eq!(serialize_row(&row, with_hash), serialize_row_before(&row, with_hash), "{row:?}");
+                }
+                let hash_before = sha256_hex(&[prev.as_bytes(), serialize_row_before(&row, false).as_bytes()]);
+                assert_eq!(row_hash(&prev, &row), hash_before);
+                let (hash, line) = seal_row(&prev, &row);
+                row.insert("hash".into(), Value::String(hash_before.clone()));
+                assert_eq!(hash, hash_before);
+                assert_eq!(String::from_utf8(line).unwrap(), serialize_row_before(&row, true) + "\n");
+                n += 1;
+            }
+        }
+        assert_eq!(n, 256);
+    }
+
+    /// The same, over 3,000 random rows: keys drawn from FIELDS and from strings that sort
+    /// around them (prefixes, case, escapes, empty), values of every JSON kind nested.
+    #[test]
+    fn sealed_random_rows_equal_the_two_pass_form() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let odd = ["", "a", "hash", "hashx", "has", "Seq", "seq ", "zz", "\"", "\\", "\u{0}", "é", "\u{2028}", "~"];
+        fn value(next: &mut dyn FnMut(usize) -> usize, depth: u32) -> Value {
+            match next(if depth > 2 { 5 } else { 7 }) {
+                0 => Value::Null,
+                1 => json!(next(2) == 1),
+                2 => json!(next(1_000_000) as i64 - 500_000),
+                3 => json!(next(1000) as f64 / 7.0),
+                4 => json!(["x", "\"q\"\n", "\u{1}é💥", ""][next(4)]),
+                5 => Value::Array((0..next(3)).map(|_| value(next, depth + 1)).collect()),
+                _ => Value::Object((0..next(3)).map(|i| (format!("k{}{i}", next(3)), value(next, depth + 1))).collect()),
+            }
+        }
+        for _ in 0..3000 {
+            let mut row = Map::new();
+            for _ in 0..next(12) {
+                let key = if next(2) == 0 { FIELDS[next(FIELDS.len())].to_owned() } else { odd[next(odd.len())].to_owned() };
+                let v = value(&mut next, 0);
+                row.insert(key, v);
+            }
+            let prev = format!("{:064x}", next(1 << 30));
+            for with_hash in [false, true] {
+                assert_eq!(serialize_row(&row, with_hash), serialize_row_before(&row, with_hash), "{row:?}");
+            }
+            let want_hash = sha256_hex(&[prev.as_bytes(), serialize_row_before(&row, false).as_bytes()]);
+            assert_eq!(row_hash(&prev, &row), want_hash);
+            let (hash, line) = seal_row(&prev, &row);
+            assert_eq!(hash, want_hash);
+            row.insert("hash".into(), Value::String(want_hash));
+            assert_eq!(String::from_utf8(line).unwrap(), serialize_row_before(&row, true) + "\n", "{row:?}");
+        }
+    }
 
     #[test]
     fn rfc3339_known_values() {
