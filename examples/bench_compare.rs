@@ -636,6 +636,7 @@ fn main() {
     let py = get("Python SDK (MCPServer)");
     let ts = get("TypeScript SDK (McpServer)");
     let st_off = get("sp static, journal off");
+    let st_on = get("sp static, journal on");
     println!("sp side by side (examples/bench_compare.rs), one run");
     println!("machine: {}", machine());
     println!("sp: {shown}");
@@ -656,6 +657,8 @@ fn main() {
     r("ping: Python SDK / sp", py.and_then(|r| r.ping), sp_off.and_then(|r| r.ping));
     r("refused call / ping, sp journal off", sp_off.and_then(|r| r.refused), sp_off.and_then(|r| r.ping));
     r("refused call / ping, sp journal on", sp_on.and_then(|r| r.refused), sp_on.and_then(|r| r.ping));
+    r("refused call / ping, sp static journal off", st_off.and_then(|r| r.refused), st_off.and_then(|r| r.ping));
+    r("refused call / ping, sp static journal on", st_on.and_then(|r| r.refused), st_on.and_then(|r| r.ping));
     r("http_request via sp / direct raw keep-alive", http_off, raw);
     r("http_request via sp / direct ureq keep-alive", http_off, ureq_d);
     println!();
