@@ -307,7 +307,7 @@ fn scrub_row(m: &mut Map<String, Value>) {
             vault.scrub(v);
         }
         if let Value::String(s) = v {
-            *s = cap(s);
+            cap(s);
         }
     }
 }

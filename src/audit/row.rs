@@ -55,8 +55,20 @@ trait Sink {
 }
 
 impl Sink for Vec<u8> {
+    /// A row is written in some 150 pieces, most of them one to a few bytes (`"`, `:`,
+    /// `,`, a key): those are pushed, not copied by a call to `memcpy`, which in the
+    /// static build (musl) starts a `rep movs` for every one (issue #12: that doubled a
+    /// journaled refusal's CPU there). As `out.rs`'s `Chunked` does for the answers.
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+        if bytes.len() <= 16 {
+            self.reserve(bytes.len());
+            for &b in bytes {
+                self.push(b);
+            }
+        } else {
+            self.extend_from_slice(bytes);
+        }
     }
 }
 
@@ -145,13 +157,42 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    // Digit by digit rather than through `format!`: a dozen pieces, each a `memcpy` call
+    // in the static build, for every journal row (issue #12).
+    let mut out = String::with_capacity(24);
+    push_padded(&mut out, u64::try_from(year).unwrap_or_default(), 4);
+    out.push('-');
+    push_padded(&mut out, month as u64, 2);
+    out.push('-');
+    push_padded(&mut out, day as u64, 2);
+    out.push('T');
+    push_padded(&mut out, rem / 3600, 2);
+    out.push(':');
+    push_padded(&mut out, rem % 3600 / 60, 2);
+    out.push(':');
+    push_padded(&mut out, rem % 60, 2);
+    out.push('.');
+    push_padded(&mut out, u64::from(d.subsec_millis()), 3);
+    out.push('Z');
+    out
+}
+
+/// `v` in decimal, zero-padded to at least `width` digits (`format!("{v:0width$}")`,
+/// for widths up to 20).
+fn push_padded(out: &mut String, mut v: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &b in &digits[start.min(digits.len() - width.min(digits.len()))..] {
+        out.push(char::from(b));
+    }
 }
 
 /// A random session id: 16 hex digits from the kernel's generator (`getrandom(2)`: no
@@ -172,12 +213,14 @@ pub(crate) fn session_id() -> String {
 }
 
 /// Cuts `s` to at most [`MAX_TEXT`] bytes at a character boundary, saying how much went.
-pub(crate) fn cap(s: &str) -> String {
-    let kept = crate::sys::cut(s, MAX_TEXT);
-    if kept.len() == s.len() {
-        return s.to_owned();
+/// In place: a text within the cap (nearly all) is left as it is, not copied (issue #12).
+pub(crate) fn cap(s: &mut String) {
+    let kept = crate::sys::cut(s, MAX_TEXT).len();
+    if kept < s.len() {
+        let gone = s.len() - kept;
+        s.truncate(kept);
+        s.push_str(&format!("…[+{gone} bytes]"));
     }
-    format!("{kept}…[+{} bytes]", s.len() - kept.len())
 }
 
 /// The one byte form of a row: [`FIELDS`] order, then any other keys sorted; compact.
@@ -492,6 +535,27 @@ mod tests {
         assert_eq!(at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z");
         assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
         assert_eq!(at(1_234_567_890, 0), "2009-02-13T23:31:30.000Z");
+        // Past year 9999 the year takes the digits it needs, as `{year:04}` did.
+        assert_eq!(at(253_402_300_800, 1), "10000-01-01T00:00:00.001Z");
+    }
+
+    #[test]
+    fn padded_digits_match_format() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = vec![0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10_000, u64::MAX];
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64));
+        }
+        for v in values {
+            for width in [0, 1, 2, 3, 4, 19, 20] {
+                let mut s = String::new();
+                push_padded(&mut s, v, width);
+                assert_eq!(s, format!("{v:0width$}"), "{v} width {width}");
+            }
+        }
     }
 
     #[test]
@@ -531,9 +595,17 @@ mod tests {
 
     #[test]
     fn cap_cuts_at_a_char_boundary() {
-        let s = "é".repeat(MAX_TEXT);
-        let c = cap(&s);
-        assert!(c.starts_with("éé") && c.contains("…[+"));
-        assert_eq!(cap("short"), "short");
+        let mut c = "é".repeat(MAX_TEXT);
+        cap(&mut c);
+        assert!(c.starts_with("éé") && c.ends_with(&format!("…[+{} bytes]", MAX_TEXT)), "{}", &c[c.len() - 20..]);
+        assert!(c.len() <= MAX_TEXT + 20);
+        for n in [0, 1, MAX_TEXT - 1, MAX_TEXT] {
+            let mut s = "a".repeat(n);
+            cap(&mut s);
+            assert_eq!(s, "a".repeat(n), "within the cap: unchanged");
+        }
+        let mut s = "a".repeat(MAX_TEXT + 1);
+        cap(&mut s);
+        assert_eq!(s, format!("{}…[+1 bytes]", "a".repeat(MAX_TEXT)));
     }
 }
