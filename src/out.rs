@@ -132,9 +132,6 @@ pub struct ProtocolWriter<W: Write> {
 /// [`ProtocolWriter`]'s buffer: larger pieces go straight to the stream.
 const WRITE_BUFFER: usize = 64 * 1024;
 
-/// Pieces up to this long are copied into the buffer byte by byte.
-const SHORT_PIECE: usize = 24;
-
 impl<W: Write> ProtocolWriter<W> {
     pub fn new(inner: W) -> Self {
         ProtocolWriter { inner, buf: Vec::with_capacity(WRITE_BUFFER), written: 0 }
@@ -217,22 +214,13 @@ impl<W: Write> Write for Chunked<'_, W> {
     }
 
     /// serde_json hands over every piece with `write_all`: some 80 per refused call, most
-    /// of them one byte (`{`, `"`, `:`, `,`). Those are pushed, not copied by a call to
-    /// `memcpy` (musl's starts a `rep movs` for each: a fifth of a refusal's CPU in the
-    /// static build; issue #12).
+    /// of them one byte; short ones are pushed ([`crate::sys::put_bytes`]).
     #[inline]
     fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
         if self.buf.len() + data.len() > WRITE_BUFFER {
             return self.overflow(data);
         }
-        if data.len() <= SHORT_PIECE {
-            // A key, `"`, `:`: byte by byte (no `memcpy` call for a few bytes).
-            for &b in data {
-                self.buf.push(b);
-            }
-        } else {
-            self.buf.extend_from_slice(data);
-        }
+        crate::sys::put_bytes(self.buf, data);
         Ok(())
     }
 
@@ -430,14 +418,14 @@ mod tests {
 
     #[test]
     fn pieces_of_every_short_length_land_in_order_across_buffer_ends() {
-        // The byte-by-byte path (up to SHORT_PIECE) and the copied one, interleaved,
+        // The byte-by-byte path (up to sys::SHORT_PIECE) and the copied one, interleaved,
         // written on past several buffer ends so that pieces end just before, at and
         // after each one.
         let (mut buf, mut inner, mut expected) = (Vec::with_capacity(WRITE_BUFFER), Vec::new(), Vec::new());
         let mut w = Chunked { buf: &mut buf, inner: &mut inner };
         let mut k = 0u8;
         while expected.len() < 3 * WRITE_BUFFER + 100 {
-            for n in 0..=SHORT_PIECE + 3 {
+            for n in 0..=crate::sys::SHORT_PIECE + 3 {
                 let piece: Vec<u8> = (0..n).map(|i| k.wrapping_add(i as u8)).collect();
                 k = k.wrapping_add(7);
                 w.write_all(&piece).unwrap();

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::time::Duration;
 
-use super::row::{raw_fp, rfc3339, seal_row, Row, GENESIS};
+use super::row::{line_text, raw_fp, rfc3339, seal_row, Row, GENESIS};
 use super::verify::{parse_row, read_line, MAX_ROW_BYTES};
 use crate::sys::os_reason as io_why;
 
@@ -277,8 +277,7 @@ impl FileJournal {
             self.file.sync_data().map_err(|e| write_err(format!("fdatasync: {}", io_why(&e))))?;
         }
         bytes.pop();
-        // JSON text written from `str`s is UTF-8.
-        Ok(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+        Ok(line_text(bytes))
     }
 }
 
