@@ -30,19 +30,22 @@ use serde_json::{json, Value};
 const ROUNDS: usize = 7;
 const N: u32 = 200_000;
 
-/// Median ns per call of `f` over `ROUNDS` rounds of `N` calls.
-fn time(mut f: impl FnMut()) -> f64 {
-    let mut rounds: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..N {
-                f();
-            }
-            t.elapsed().as_nanos() as f64 / f64::from(N)
-        })
-        .collect();
+/// The median of `ROUNDS` rounds of `round`.
+fn median(mut round: impl FnMut() -> f64) -> f64 {
+    let mut rounds: Vec<f64> = (0..ROUNDS).map(|_| round()).collect();
     rounds.sort_by(f64::total_cmp);
     rounds[ROUNDS / 2]
+}
+
+/// Median ns per call of `f` over `ROUNDS` rounds of `N` calls.
+fn time(mut f: impl FnMut()) -> f64 {
+    median(|| {
+        let t = Instant::now();
+        for _ in 0..N {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / f64::from(N)
+    })
 }
 
 /// Denials never reach an executor.
@@ -66,17 +69,14 @@ fn pipeline(policy: &Policy, line: &str, n: usize) -> f64 {
         input.push_str(line);
         input.push('\n');
     }
-    let mut rounds: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let mut server = Server::new(policy, Never, Options { cancel_on_eof: false, ..Options::default() });
-            let mut out = ProtocolWriter::new(std::io::sink());
-            let t = Instant::now();
-            server.serve(std::io::Cursor::new(input.clone().into_bytes()), &mut out);
-            t.elapsed().as_nanos() as f64 / n as f64
-        })
-        .collect();
-    rounds.sort_by(f64::total_cmp);
-    rounds[ROUNDS / 2]
+    median(|| {
+        let mut server = Server::new(policy, Never, Options { cancel_on_eof: false, ..Options::default() });
+        let mut out = ProtocolWriter::new(std::io::sink());
+        let input = std::io::Cursor::new(input.clone().into_bytes());
+        let t = Instant::now();
+        server.serve(input, &mut out);
+        t.elapsed().as_nanos() as f64 / n as f64
+    })
 }
 
 fn main() {
