@@ -56,8 +56,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::audit::{Context, Journal};
-use crate::escape;
 use crate::authorize::Action;
+use crate::escape;
 use crate::policy::{Policy, SecretSource};
 
 pub(crate) use crate::policy::approval::Mode;
@@ -70,6 +70,10 @@ pub(crate) const MAX_SHOWN_BYTES: usize = 64 * 1024;
 pub(crate) const MAX_SHOWN_LINE: usize = 1024;
 /// The same for the escaped form of a body or stdin.
 pub(crate) const MAX_SHOWN_TEXT: usize = 16 * 1024;
+/// `SP_APPROVAL_REQUEST` is cut visibly after this many bytes (then it is no longer
+/// whole JSON): 100 headers of 1 KiB shown, each JSON-escaped, would pass Linux's
+/// 128 KiB limit on one environment string.
+pub(crate) const MAX_SHOWN_ENV: usize = 64 * 1024;
 /// `version` of the description and `SP_APPROVAL_VERSION`: 2 since the fields are
 /// escaped and cut and the exact values moved under `raw`.
 pub(crate) const DESCRIPTION_VERSION: u32 = 2;
@@ -183,7 +187,8 @@ pub(crate) fn input(action: &Action, ctx: &Context, session: &str, subject: &str
         ("SP_APPROVAL_TARGET", text(&d["target"])),
         ("SP_APPROVAL_SUBJECT", escape::shown(subject, MAX_SHOWN_LINE)),
         ("SP_APPROVAL_HOST", host),
-        ("SP_APPROVAL_REQUEST", escape::json_safe(&d["request"].to_string())),
+        // A variable over 128 KiB would fail the approver's exec (E2BIG): cut visibly.
+        ("SP_APPROVAL_REQUEST", escape::shown(&escape::json_safe(&d["request"].to_string()), MAX_SHOWN_ENV)),
         ("SP_APPROVAL_SESSION", text(&d["session"])),
         ("SP_APPROVAL_FP", text(&d["request_fp"])),
     ];

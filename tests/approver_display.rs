@@ -21,6 +21,8 @@
 //!   escapes, surrogate pairs above U+FFFF);
 //! - a 20 KB command: the target and the command are cut at 1024 bytes with
 //!   `...[cut: N bytes, sha256 HEX]` (the whole value's length and hash); `raw` is whole;
+//! - 100 headers of 16 KiB of `"` (each shown cut at 1 KiB, then doubled by JSON): the
+//!   approver still starts (no E2BIG), SP_APPROVAL_REQUEST cut visibly at 64 KiB;
 //! - homoglyph hosts (`аpple.com` and `pаypal.com` with a Cyrillic `а`, the all-Cyrillic
 //!   `аррӏе.com`): the approver sees `xn--...` in the target, the URL and
 //!   SP_APPROVAL_HOST, with the Unicode form beside it;
@@ -268,6 +270,19 @@ fn http_request_hosts_come_as_punycode_beside_their_unicode_form_and_fields_are_
             }})
         );
     }
+    // 100 headers whose shown JSON passes the 128 KiB a variable may hold: the approver
+    // still runs (it answers "exited 1", not "could not be started") and SP_APPROVAL_REQUEST
+    // is cut visibly at 64 KiB.
+    let quotes = "\"".repeat(16 * 1024);
+    let headers: serde_json::Map<String, Value> = (0..100).map(|i| (format!("x-{i:03}"), json!(quotes))).collect();
+    let (_, ascii) = hosts[0];
+    let r = s.tool(9, "http_request", json!({"method": "POST", "url": format!("https://{ascii}/v1/x"), "headers": headers, "credential": "api"}));
+    assert_eq!(tool_error_code(&r), Some("SP_NOT_APPROVED"), "{r}");
+    assert!(r.to_string().contains("the approver exited 1"), "{r}");
+    let got = seen(&dir);
+    let request = &got.env["REQUEST"];
+    let whole = got.description["request"].to_string();
+    assert_eq!(*request, format!("{}...[cut: {} bytes, sha256 {}]", &whole[..64 * 1024], whole.len(), sha256_hex(whole.as_bytes())));
     s.finish().assert_exit(0);
 }
 
