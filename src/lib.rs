@@ -24,6 +24,7 @@ mod audit;
 mod authorize;
 mod cli;
 mod control;
+mod escape;
 mod exec;
 mod frame;
 pub mod fuzzing;

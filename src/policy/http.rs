@@ -114,6 +114,20 @@ impl HostPattern {
     pub(crate) fn is_exact(&self) -> bool {
         !self.wildcard
     }
+
+    /// The IP address an exact pattern names (`10.0.0.1`, `[fe80::1]`), as normalised.
+    pub(crate) fn ip(&self) -> Option<std::net::IpAddr> {
+        if self.wildcard {
+            return None;
+        }
+        let bare = self.host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(&self.host);
+        bare.parse().ok()
+    }
+
+    /// The host name an exact pattern names, normalised (lowercase, punycode).
+    pub(crate) fn exact_host(&self) -> Option<&str> {
+        (!self.wildcard).then_some(self.host.as_str())
+    }
 }
 
 fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {

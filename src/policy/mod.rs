@@ -13,8 +13,8 @@
 //! the checks they share.
 //!
 //! This module is a leaf: it imports nothing of the crate above it (only `sys` for the
-//! file checks and `json` for the strict parser), so every stage can depend on it and it
-//! on none of them.
+//! file checks, `json` for the strict parser and `escape` for its error messages), so
+//! every stage can depend on it and it on none of them.
 
 pub(crate) mod approval;
 pub(crate) mod audit;
@@ -154,12 +154,17 @@ pub struct PolicyError {
     pub message: String,
 }
 
+/// Shown escaped (`escape.rs`): a field is built from the policy's own keys and a
+/// message may quote its values, so a key holding ESC or U+202E must not drive the
+/// terminal `sp check` prints to (`credentials.a\u{1b}[2J\u{202e}b: ...`).
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::escape::escape;
+        let file = self.file.display().to_string();
         if self.field.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.message)
+            write!(f, "{}: {}", escape(&file), escape(&self.message))
         } else {
-            write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+            write!(f, "{}: {}: {}", escape(&file), escape(&self.field), escape(&self.message))
         }
     }
 }
