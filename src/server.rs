@@ -461,7 +461,11 @@ impl<'p, E: Executor> Server<'p, E> {
                 return None;
             }
             Err((reason, code, message)) => return Some(self.refuse_tool(id, reason, code, message)),
-            Ok((tool, _)) if requested => (tool, ToolResult::error(crate::exec::SP_CANCELLED, "cancelled by the client")),
+            // An executor that saw the cancel says what became of the effect (ssh_exec:
+            // what was killed, what may still run); its words go to the journal.
+            Ok((tool, result)) if requested && result.outcome() != crate::exec::SP_CANCELLED => {
+                (tool, ToolResult::error(crate::exec::SP_CANCELLED, "cancelled by the client"))
+            }
             Ok(done) => done,
         };
         let outcome = result.outcome();
