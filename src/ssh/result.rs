@@ -90,6 +90,10 @@ impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Stop::NotStarted => f.write_str("the command was not started"),
+            Stop::Killed { processes: 0 } => f.write_str(
+                "its processes had ended when sp looked for them, and sp closed the connection; a process that \
+                 detached itself (setsid and a double fork) may still run",
+            ),
             Stop::Killed { processes } => write!(
                 f,
                 "sp killed its {processes} process(es) (its session and every process started from it) and closed \
@@ -148,6 +152,37 @@ impl std::fmt::Display for SshError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_stop_says_stopped_and_each_says_what_may_survive() {
+        let cases = [
+            (Stop::NotStarted, "the command was not started"),
+            (
+                Stop::Killed { processes: 0 },
+                "its processes had ended when sp looked for them, and sp closed the connection; a process that detached \
+                 itself (setsid and a double fork) may still run",
+            ),
+            (
+                Stop::Killed { processes: 3 },
+                "sp killed its 3 process(es) (its session and every process started from it) and closed the connection; \
+                 a process that detached itself from both (setsid and a double fork) may still run",
+            ),
+            (
+                Stop::HungUp { pty: true, why: "no /proc".into() },
+                "hung up (SIGHUP to its terminal; the channel and the connection were closed; no /proc); the remote side may still run",
+            ),
+            (
+                Stop::HungUp { pty: false, why: "no /proc".into() },
+                "cut off (no terminal: the channel and the connection were closed; no /proc); the remote side may still run",
+            ),
+        ];
+        for (stop, want) in cases {
+            assert_eq!(stop.to_string(), want);
+            assert!(!want.contains("stopped"));
+        }
+        assert_eq!(SshError::Cancelled(Stop::NotStarted).to_string(), "cancelled by the client before the command started");
+        assert_eq!(SshError::Cancelled(Stop::Killed { processes: 2 }).to_string(), format!("cancelled by the client: {}", Stop::Killed { processes: 2 }));
+    }
 
     #[test]
     fn result_shape() {
