@@ -103,6 +103,18 @@ fn tags(count: usize) -> Vec<String> {
     (0..count).map(|n| format!("300.{digits}{n}")).collect()
 }
 
+/// Kills, on drop, whatever still runs with these tags (a failed test leaves nothing
+/// behind; the test's own verdicts come before).
+struct Cleanup(Vec<String>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for tag in &self.0 {
+            let _ = Command::new("pkill").args(["-KILL", "-f", &tag.replace('.', "\\.")]).status();
+        }
+    }
+}
+
 /// Every way tried to outlive a hang-up, each marked by its own `sleep` length (module
 /// docs); the command prints `started` once all run and then waits.
 fn hardy_command(t: &[String]) -> String {
@@ -147,6 +159,7 @@ fn timeout_kills_everything(pty: bool) {
     let Some(w) = World::new("") else { return };
     let mut s = w.session(pty);
     let t = tags(8);
+    let _cleanup = Cleanup(t.clone());
     s.send(&tool_call(1, "ssh_exec", json!({"host": "web1", "command": hardy_command(&t), "timeout_s": 3})));
     wait_until(Duration::from_secs(10), "every remote sleep runs", || all_running(&t));
     let answer = s.read();
@@ -182,6 +195,7 @@ fn a_cancel_kills_every_process_the_command_started() {
     let Some(w) = World::new("") else { return };
     let mut s = w.session(true);
     let t = tags(8);
+    let _cleanup = Cleanup(t.clone());
     s.send(&tool_call(1, "ssh_exec", json!({"host": "web1", "command": hardy_command(&t)})));
     wait_until(Duration::from_secs(10), "every remote sleep runs", || all_running(&t));
     s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}));
@@ -201,6 +215,7 @@ fn a_detached_daemon_is_reported_as_may_still_run() {
     let Some(w) = World::new("") else { return };
     let mut s = w.session(true);
     let t = tags(2);
+    let _cleanup = Cleanup(t.clone());
     let command = format!("setsid -f sleep {} </dev/null >/dev/null 2>&1; echo started; sleep {}", t[0], t[1]);
     let r = s.tool(1, "ssh_exec", json!({"host": "web1", "command": command, "timeout_s": 2}));
     assert_eq!(tool_error_code(&r), Some("SP_TIMEOUT"), "{r}");
@@ -220,6 +235,7 @@ fn a_detached_daemon_is_reported_as_may_still_run() {
 #[test]
 fn a_forced_command_is_only_hung_up_and_never_run_twice() {
     let tag = tags(1).remove(0);
+    let _cleanup = Cleanup(vec![tag.clone()]);
     let Some(w) = World::new(&format!("ForceCommand echo forced; sleep {tag}\n")) else { return };
     let mut s = w.session(true);
     let r = s.tool(1, "ssh_exec", json!({"host": "web1", "command": "echo hello", "timeout_s": 2}));
