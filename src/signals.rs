@@ -7,7 +7,7 @@
 //! - a message being written is finished (writes retry `EINTR`, see `out.rs`);
 //! - an action already running is cancelled: [`StoppableStdin`] reads as end of input,
 //!   which `control.rs` treats as the client's shutdown (issue #10), so the HTTP
-//!   connection is closed, the remote command hung up, the approver killed, no answer;
+//!   connection is closed, the remote command killed, the approver killed, no answer;
 //! - reading stops: [`StoppableStdin`] waits in `poll(2)` for stdin *or* the wake-up, so
 //!   a signal ends even a read that is blocked waiting for the client; a request that
 //!   arrives with or after the signal is not run;
