@@ -52,7 +52,7 @@ pub use cli::{run, EXIT_FATAL};
 pub use exec::{Cancel, ExecError, Executor, Progress};
 pub use http::authorize::HttpAction;
 pub use http::result::HttpOutcome;
-pub use ssh::result::{SshError, SshOutcome};
+pub use ssh::result::{SshError, SshOutcome, Stop};
 pub use http::args::{OVERRIDE_HEADERS, OVERRIDE_PARAMS};
 pub use http::dest;
 pub use http::exec::HttpExecutor;

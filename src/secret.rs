@@ -355,24 +355,22 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
         let _ = tx.send(read.map(|_| buf));
     });
     let deadline = Instant::now() + timeout;
-    // Output ends when the command exits (or closes stdout); then wait for its status.
-    let bytes = match rx.recv_timeout(timeout) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => {
-            child.kill();
-            return Err(fail(format!("output could not be read: {}", io_reason(&e))));
-        }
-        Err(_) => {
-            child.kill();
-            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
-        }
-    };
+    let timed_out = || fail(format!("timed out after {}s", timeout.as_secs()));
+    // Its exit first, then its output: when it exits, whatever it started is killed
+    // (its group, and what left the group and came to `sp` the subreaper:
+    // `sys::Child::kill_group`), so a daemon holding its stdout cannot hold the read.
     let status = match child.wait_until(deadline, || false) {
         Waited::Exited(status) => status,
         _ => {
             child.kill();
-            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
+            return Err(timed_out());
         }
+    };
+    child.kill_group();
+    let bytes = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(fail(format!("output could not be read: {}", io_reason(&e)))),
+        Err(_) => return Err(timed_out()),
     };
     if !status.success() {
         return Err(fail(format!("failed ({status})")));
