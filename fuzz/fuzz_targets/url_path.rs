@@ -2,8 +2,10 @@
 //! accepts, the path the policy matches (`match_path`) equals the strict `%XX`
 //! decoding of the path that goes on the wire (the authorized URL's path, also as the
 //! `http` crate that ureq hands the request to reads it), and holds no dot segment, NUL
-//! or backslash. A policy allowing only `/ok/*` on `h.example` then authorizes exactly
-//! the URLs to that host whose wire path decodes under `/ok/`.
+//! or backslash, nor does any later decoding of one of its segments (a server that
+//! decodes twice: `%252e%252e`, `%252f`). A policy allowing only `/ok/*` on
+//! `h.example` then authorizes exactly the URLs to that host whose wire path decodes
+//! under `/ok/`.
 
 #![no_main]
 
@@ -42,6 +44,26 @@ fn server_decode(path: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// One more `%XX` decoding, escapes that are not one kept; `None` when nothing changes.
+fn decode_again(b: &[u8]) -> Option<Vec<u8>> {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h << 4 | l);
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    (out.len() != b.len()).then_some(out)
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(raw) = std::str::from_utf8(data) else { return };
     // Bare paths are tried on a fixed origin, so the fuzzer spends its time on paths.
@@ -54,6 +76,14 @@ fuzz_target!(|data: &[u8]| {
     let segs: Vec<&str> = req.match_path.split('/').collect();
     assert!(!segs.iter().any(|s| *s == "." || *s == ".."), "{url:?}: dot segment in {:?}", req.match_path);
     assert!(!req.match_path.contains(['\0', '\\']), "{url:?}: {:?}", req.match_path);
+    for seg in segs.iter().skip(1) {
+        let mut seg = seg.as_bytes().to_vec();
+        while let Some(next) = decode_again(&seg) {
+            let climbs = next.iter().any(|b| matches!(b, b'/' | b'\\' | 0)) || next == b".." || next == b".";
+            assert!(!climbs, "{url:?}: a second decoding of {:?} gives {next:?}", req.match_path);
+            seg = next;
+        }
+    }
     // The URL string as the executor passes it on is read back to the same path.
     let again = url::Url::parse(req.url.as_str()).unwrap();
     assert_eq!(again.path(), wire, "{url:?}: the URL does not survive a round trip");
