@@ -13,11 +13,13 @@
 //!   `application/octet-stream`, `Content-Encoding: IDENTITY` over gzip, gzip inside
 //!   gzip): told by the first bytes whatever the headers say ([`inspect`]). The body
 //!   the agent gets is still the bytes as they came; what they decompress to is
-//!   searched for every secret first, layer by layer. The body is withheld when a
+//!   searched for every secret first, layer by layer, once a secret has been read in
+//!   the session (before, there is nothing to find). The body is withheld when a
 //!   secret is inside, or when it cannot be searched: a format sp does not decode
 //!   (zstd, xz, bzip2, lz4, `compress`, 7z, rar; an encrypted zip entry or one
 //!   compressed other than stored or deflated), more than [`MAX_LAYERS`] nested layers,
-//!   or more decompressed bytes in all than `max_response_bytes`.
+//!   more than [`MAX_STREAMS`] streams, or more decompressed bytes in all than
+//!   `max_response_bytes`.
 //!
 //! What is recognised by its first bytes (RFC 1952 gzip `1f 8b 08`; RFC 1950 zlib:
 //! method 8, window at most 32 KiB, header checksum a multiple of 31; zstd
@@ -44,6 +46,10 @@ use flate2::{Decompress, FlushDecompress, Status};
 
 /// Compressed layers inside one another searched at most (a gzip of a gzip is two).
 pub(crate) const MAX_LAYERS: usize = 4;
+
+/// Streams (gzip members, zlib streams, zip entries) decoded at most for one body: each
+/// costs a decoder's state (tens of KB), and a body of tiny ones could hold millions.
+pub(crate) const MAX_STREAMS: usize = 65_536;
 
 /// A content coding or compressed format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,7 +313,7 @@ pub(crate) fn decode_declared(headers: &mut Vec<(String, String)>, body: &mut Ve
 fn gzip_members(input: &[u8], limit: usize) -> (Vec<u8>, End) {
     let mut out = Vec::new();
     let mut rest = input;
-    loop {
+    for _ in 0..MAX_STREAMS {
         let r = decode_stream(&Coding::Gzip, rest, limit - out.len());
         out.extend_from_slice(&r.out);
         rest = &rest[r.consumed..];
@@ -315,6 +321,7 @@ fn gzip_members(input: &[u8], limit: usize) -> (Vec<u8>, End) {
             return (out, r.end);
         }
     }
+    (out, End::Broken)
 }
 
 /// Why a body that holds compressed data is withheld.
@@ -328,6 +335,8 @@ pub(crate) enum Withhold {
     OverLimit { coding: Coding, limit: usize },
     /// More than [`MAX_LAYERS`] layers inside one another.
     TooDeep,
+    /// More than [`MAX_STREAMS`] compressed streams.
+    TooMany,
 }
 
 impl fmt::Display for Withhold {
@@ -345,6 +354,10 @@ impl fmt::Display for Withhold {
                 f,
                 "the response body is {coding} data that decompresses to more than max_response_bytes ({limit}), so it cannot be searched for secrets and is withheld"
             ),
+            Withhold::TooMany => write!(
+                f,
+                "the response body holds more than {MAX_STREAMS} compressed streams or zip entries, so it cannot be searched for secrets and is withheld"
+            ),
             Withhold::TooDeep => write!(
                 f,
                 "the response body nests more than {MAX_LAYERS} layers of compressed data, so it cannot be searched for secrets and is withheld"
@@ -360,7 +373,7 @@ pub(crate) type Finder<'a> = &'a dyn Fn(&[u8], bool) -> Vec<String>;
 /// Searches everything compressed in `body` (module docs) for secrets with `find`,
 /// decompressing at most `limit` bytes in all. `cut`: the body was cut at the limit.
 pub(crate) fn inspect(body: &[u8], cut: bool, find: Finder<'_>, limit: usize) -> Result<(), Withhold> {
-    let mut search = Search { find, budget: limit, limit };
+    let mut search = Search { find, budget: limit, limit, streams_left: MAX_STREAMS };
     search.zip_entries(body, cut, 0)?;
     search.streams(body, cut, 0)
 }
@@ -370,9 +383,17 @@ struct Search<'a> {
     /// Decompressed bytes still allowed.
     budget: usize,
     limit: usize,
+    /// Streams still allowed to be decoded.
+    streams_left: usize,
 }
 
 impl Search<'_> {
+    /// Counts one more stream to decode.
+    fn one_more(&mut self) -> Result<(), Withhold> {
+        self.streams_left = self.streams_left.checked_sub(1).ok_or(Withhold::TooMany)?;
+        Ok(())
+    }
+
     /// The streams at the start of `bytes`, one after another, each decoded, searched,
     /// and searched again inside.
     fn streams(&mut self, bytes: &[u8], cut: bool, depth: usize) -> Result<(), Withhold> {
@@ -381,6 +402,7 @@ impl Search<'_> {
             if !matches!(coding, Coding::Gzip | Coding::Zlib) {
                 return Err(Withhold::Unsupported { what: format!("{coding} data") });
             }
+            self.one_more()?;
             let r = decode_stream(&coding, rest, self.budget);
             self.layer(&coding, &r.out, r.end, cut, depth)?;
             if r.end != End::Complete || r.consumed == 0 {
@@ -439,6 +461,7 @@ impl Search<'_> {
                     self.streams(data, cut, depth + 1)?;
                 }
                 8 => {
+                    self.one_more()?;
                     let r = decode_stream(&Coding::Deflate, data, self.budget);
                     self.layer(&Coding::Zip, &r.out, r.end, cut, depth)?;
                 }
@@ -597,6 +620,10 @@ pub(crate) mod tests {
         assert!(bomb.len() < 100 << 10, "{}", bomb.len());
         assert_eq!(inspect(&bomb, false, &finder, 1 << 20), Err(Withhold::OverLimit { coding: Coding::Gzip, limit: 1 << 20 }));
         assert_eq!(inspect(&gzip(&[0u8; 1000]), false, &finder, 1000), Ok(()), "exactly the limit");
+        // a body of tiny streams: a decoder each, so a bound on their number
+        let tiny = zlib(b"");
+        assert_eq!(check(&tiny.repeat(MAX_STREAMS)), Ok(()));
+        assert_eq!(check(&tiny.repeat(MAX_STREAMS + 1)), Err(Withhold::TooMany));
         // formats sp does not decode
         for (b, what) in [
             (&[0x28u8, 0xb5, 0x2f, 0xfd, 0x24, 0][..], "zstd data"),
