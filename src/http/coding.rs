@@ -277,7 +277,7 @@ pub(crate) fn decode_declared(headers: &mut Vec<(String, String)>, body: &mut Ve
     if !codings.iter().all(|c| matches!(c, Coding::Gzip | Coding::Zlib)) {
         return;
     }
-    let mut current: Vec<u8> = body.clone();
+    let mut current = std::borrow::Cow::Borrowed(&body[..]);
     let mut cut = *truncated;
     for coding in codings.iter().rev() {
         let (out, end) = match coding {
@@ -297,9 +297,10 @@ pub(crate) fn decode_declared(headers: &mut Vec<(String, String)>, body: &mut Ve
             End::Broken if cut => {}
             End::Broken => return,
         }
-        current = out;
+        current = std::borrow::Cow::Owned(out);
     }
-    *body = current;
+    let decoded = current.into_owned();
+    *body = decoded;
     *truncated = cut;
     headers.retain(|(n, _)| {
         let n = n.trim();
