@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
 use crate::control::{raw_of, Event, Input, Link};
 use crate::exec::{Cancel, ExecError, Executor, Progress};
-use crate::http::result::{HttpResult, Redirect};
+use crate::http::result::{HttpResult, Redirect, Secrets};
 use crate::frame::FrameError;
 use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
@@ -595,7 +595,12 @@ impl<E: Executor> Server<'_, E> {
             // Names and values, and an echo split across two header lines.
             self.vault.scrub_headers(&mut outcome.headers);
             let status = outcome.status;
-            let mut result = HttpResult::from_outcome(outcome);
+            // Compressed content is searched for the secrets read so far (`http/coding.rs`).
+            let vault = &self.vault;
+            let find = |b: &[u8], cut: bool| vault.echoed_in(b, cut);
+            let limit = usize::try_from(current.action().max_response_bytes).unwrap_or(usize::MAX);
+            let secrets = (!vault.is_empty()).then_some(Secrets { find: &find, limit });
+            let mut result = HttpResult::from_outcome(outcome, secrets.as_ref());
             result.withhold_echo(body_echo.as_deref(), header_echo.as_deref());
             // The URL as authorized: an injected query credential is not part of it.
             result.final_url = current.action().url.to_string();

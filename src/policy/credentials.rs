@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fields::{err, flag, int, list, object, string, Check};
-use super::http::{hosts, is_hop_header, is_token, methods, paths, HostPattern, Method, PathPattern};
+use super::http::{hosts, is_hop_header, is_routing_header, is_token, methods, paths, HostPattern, Method, PathPattern};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {
@@ -82,6 +82,8 @@ pub struct Credential {
     pub on_echo: OnEcho,
     /// `"approve": true`: every call using it waits for the operator's approver.
     pub approve: bool,
+    /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
+    pub allow_routing_headers: Vec<String>,
 }
 
 /// `on_echo` of a credential (issue 8): replace the echo, or withhold what carried it.
@@ -96,7 +98,7 @@ pub enum OnEcho {
 
 
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers"])?;
     let approve = flag(map, "approve", field, false)?;
     let source_field = format!("{field}.source");
     let source = source(map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?, &source_field)?;
@@ -114,7 +116,27 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
             _ => return err(&format!("{field}.on_echo"), "must be \"redact\" or \"withhold\""),
         },
     };
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve })
+    let allow_routing_headers = match map.get("allow_routing_headers") {
+        None => Vec::new(),
+        Some(v) => routing_headers(v, &format!("{field}.allow_routing_headers"))?,
+    };
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, allow_routing_headers })
+}
+
+/// `allow_routing_headers`: names of routing headers (sp-policy(5), REQUEST OVERRIDES),
+/// any case, `_` read as `-`; anything else is an error, so a typo cannot pass for
+/// permission.
+fn routing_headers(v: &Value, field: &str) -> Check<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, h) in list(v, field)?.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let name = string(h, &f)?.to_ascii_lowercase().replace('_', "-");
+        if !is_token(&name) || !is_routing_header(&name) {
+            return err(&f, "must name a routing header (Forwarded, X-Forwarded-Host, X-Original-Host, ...: sp-policy(5), REQUEST OVERRIDES)");
+        }
+        out.push(name);
+    }
+    Ok(out)
 }
 
 const SOURCES: &str = "exactly one of {\"file\": PATH}, {\"env\": VAR}, {\"systemd\": NAME} or {\"command\": [ARGV...]}";

@@ -287,6 +287,37 @@ pub(crate) fn is_hop_header(lower: &str) -> bool {
     RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
 }
 
+/// Headers that tell a proxy or framework in front of the server which host, scheme,
+/// port or path the client asked for (RFC 7239 `Forwarded`, the `X-Forwarded-*` family,
+/// `X-Original-*`, `X-Rewrite-*`, `X-Envoy-Original-*`, WebDAV `Destination`): behind
+/// such a proxy a credential bound to one host or path could be used for another.
+/// Refused on a request that carries a credential unless its `allow_routing_headers`
+/// names the header (`authorize.rs`); any case, `_` for `-`. `X-Forwarded-For` (the
+/// client's address, not where the request goes) is not one of them. Listed in
+/// `sp-policy(5)`, "REQUEST OVERRIDES".
+pub(crate) const ROUTING_HEADERS: &[&str] = &[
+    "forwarded",
+    "destination",
+    "x-host",
+    "x-http-host-override",
+    "x-url-scheme",
+    "front-end-https",
+    "x-forwarded-*",
+    "x-original-*",
+    "x-rewrite-*",
+    "x-envoy-original-*",
+];
+
+/// Whether a (lowercase) header name is one of [`ROUTING_HEADERS`].
+pub(crate) fn is_routing_header(lower: &str) -> bool {
+    let name = lower.trim().replace('_', "-");
+    name != "x-forwarded-for"
+        && ROUTING_HEADERS.iter().any(|r| match r.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix) && name.len() > prefix.len(),
+            None => name == *r,
+        })
+}
+
 /// An HTTP header field name: an RFC 9110 token.
 pub(crate) fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
