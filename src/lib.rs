@@ -26,6 +26,7 @@ mod cli;
 mod control;
 mod exec;
 mod frame;
+mod grants;
 pub mod fuzzing;
 mod http;
 mod json;
