@@ -55,6 +55,10 @@
 //! as it is now, so a grant added by another session applies at once and a revoked one
 //! stops at once.
 
+// Until the approval gate calls `find`, `add` and `parse_answer` (approve.rs): then this
+// expectation fails the build and goes.
+#![cfg_attr(not(test), expect(dead_code, reason = "the approval gate does not call the grants yet"))]
+
 use std::fmt;
 use std::fs::File;
 use std::io::Write;
@@ -607,8 +611,9 @@ impl Grants {
                 sys::LockError::Busy { .. } => GrantError::Locked { path: self.path.clone() },
                 e => write_err(format!("cannot lock: {e}")),
             })?;
-            match rustix::fs::lstat(&self.path) {
-                Ok(st) if (st.st_dev as u64, st.st_ino as u64) == (info.dev, info.ino) => {}
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(&self.path) {
+                Ok(m) if (m.dev(), m.ino()) == (info.dev, info.ino) => {}
                 _ => continue,
             }
             let parsed = match sys::read_capped(&file, MAX_FILE_BYTES) {

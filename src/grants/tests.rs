@@ -342,7 +342,8 @@ fn the_file_is_bounded() {
 fn the_approvers_grant_line_is_parsed_strictly() {
     let exact = |ttl_s| Ok(Some(GrantRequest::Lasting { scope: Scope::Exact, ttl_s }));
     let shape = |why| Err(AnswerError::Shape { why });
-    let cases: Vec<(&[u8], Result<Option<GrantRequest>, AnswerError>)> = vec![
+    type Case<'a> = (&'a [u8], Result<Option<GrantRequest>, AnswerError>);
+    let cases: Vec<Case> = vec![
         (b"", Ok(None)),
         (b"\n\n  \n", Ok(None)),
         (b"approved by alice\n", Ok(None)),
