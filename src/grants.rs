@@ -2,7 +2,7 @@
 //! (`sp-policy(5)`, APPROVAL, "Grants"); `sp approve list|revoke` shows and ends them.
 //!
 //! ```text
-//!  approve-flagged call ── find(policy hash, ActionKey, now) ── a live grant ──> run, no question
+//!  approve-flagged call ── find(policy hash, ActionKey, channels, now) ── a live grant ──> run, no question
 //!        │ none (or the file is refused / corrupt: logged, fail closed)
 //!        └─ ask ── yes + {"grant": "exact"|"session", "ttl_s": N} ── add(...) ──> grant, run
 //!                  yes, no line / "once" / a malformed line ──────────────────> run this call only
@@ -19,7 +19,9 @@
 //!
 //! A grant applies only while `created <= now < expires`, to the uid that made it, under
 //! the policy whose hash it carries (SHA-256 of the policy file's bytes: any edit ends
-//! every grant), and while the policy still allows its scope for at least its TTL. A TTL
+//! every grant), to a call whose subject accepts the channel that granted it (one that
+//! requires the approver command never rides on an elicitation's grant), and while the
+//! policy still allows its scope for at least its TTL. A TTL
 //! asked above the operator's `approval.grants.*_max_s` is cut to it and the grant says
 //! so (`requested_ttl_s`); a scope without a max is never granted (`NotAllowed`).
 //!
@@ -78,6 +80,9 @@ pub(crate) const MAX_GRANTS: usize = 1000;
 pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// A grant keeps this much of its call's target, for `sp approve list`.
 pub(crate) const MAX_SHOWN_TARGET: usize = 256;
+/// A grant keeps this much of its call's tool and subject names (names are at most 64
+/// bytes: `policy::is_name`, tool names).
+pub(crate) const MAX_SHOWN_NAME: usize = 64;
 /// The longest grant line an approver may print.
 pub(crate) const MAX_ANSWER_BYTES: usize = 256;
 const FILE_VERSION: u64 = 1;
@@ -155,9 +160,11 @@ impl ActionKey {
         let framed = json!(["sp-grant/1", tool, target, subject, request_fp]).to_string();
         ActionKey {
             hash: crate::audit::sha256_hex(&[framed.as_bytes()]),
-            tool: tool.to_owned(),
+            // Cut for display only (the hash covers them whole): the file's parser refuses
+            // longer texts, and a grant must never make its own file corrupt.
+            tool: sys::cut(tool, MAX_SHOWN_NAME).to_owned(),
             target: sys::cut(target, MAX_SHOWN_TARGET).to_owned(),
-            subject: subject.to_owned(),
+            subject: sys::cut(subject, MAX_SHOWN_NAME).to_owned(),
         }
     }
 
@@ -459,10 +466,15 @@ impl Grants {
     }
 
     /// The grant that covers this call at `now`, if any: an `exact` grant for `key`
-    /// first, then a `session` grant, each under `policy_hash`, made by this user, and of
-    /// a scope the limits still allow for its TTL. An error means none applies (fail
-    /// closed): the caller logs it and asks.
-    pub(crate) fn find(&self, policy_hash: &str, key: &ActionKey, now: u64) -> Result<Option<Grant>, GrantError> {
+    /// first, then a `session` grant, each under `policy_hash`, made by this user, said
+    /// yes to through one of the `accept`ed channels, and of a scope the limits still
+    /// allow for its TTL. An error means none applies (fail closed): the caller logs it
+    /// and asks.
+    ///
+    /// `accept` is the channels the call's subject may be approved through: a subject
+    /// that requires the out-of-band command must not ride on a grant the MCP client's
+    /// own host could have given through elicitation.
+    pub(crate) fn find(&self, policy_hash: &str, key: &ActionKey, accept: &[Channel], now: u64) -> Result<Option<Grant>, GrantError> {
         let uid = sys::euid();
         let grants = self.read()?;
         let applies = |g: &&Grant, scope: Scope| {
@@ -470,6 +482,7 @@ impl Grants {
                 && g.live(now)
                 && g.uid == uid
                 && g.policy == policy_hash
+                && accept.contains(&g.channel)
                 && self.max_s(scope).is_some_and(|max| g.ttl_s <= max)
         };
         let exact = grants.iter().find(|g| applies(g, Scope::Exact) && g.action.as_deref() == Some(key.hash()));
@@ -762,9 +775,9 @@ fn parse_grant(v: &Value) -> Result<Grant, String> {
         ttl_s,
         requested_ttl_s,
         action,
-        tool: text("tool", 64)?,
+        tool: text("tool", MAX_SHOWN_NAME)?,
         target: text("target", MAX_SHOWN_TARGET)?,
-        subject: text("subject", 64)?,
+        subject: text("subject", MAX_SHOWN_NAME)?,
         channel,
         uid,
     })

@@ -3,8 +3,10 @@
 //!
 //! Attacks tried (all held):
 //! - the same grant replayed with any one part changed (tool, target, subject, argument
-//!   fingerprint), under another policy hash, by another uid, before its `created` (a
-//!   clock set back) or at its `expires`: no grant applies;
+//!   fingerprint, a target longer than the part kept for display), under another policy
+//!   hash, by another uid, before its `created` (a clock set back), at its `expires`, or
+//!   an elicitation's grant for a subject that requires the approver command: no grant
+//!   applies;
 //! - an approver asking for more than the operator allows (TTL cut, the grant says so),
 //!   for a scope the operator does not allow (refused), for `ttl_s` 0, -1, 1.5, "900",
 //!   2^64, with an extra key, a duplicate key, a second JSON value, a 10 KB line,
@@ -28,6 +30,7 @@ use std::os::unix::fs::PermissionsExt;
 const P1: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 const P2: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 const T0: u64 = 1_800_000_000;
+const ANY: &[Channel] = &[Channel::Command, Channel::Elicitation];
 
 fn dir() -> tempfile::TempDir {
     // A private (0700) directory under the sticky /tmp: `check_dirs` accepts it.
@@ -60,10 +63,10 @@ fn an_exact_grant_lives_from_created_to_expires_and_then_is_dropped() {
         (Scope::Exact, T0, T0 + 60, 60, None, Some(key().hash()))
     );
     assert_eq!((added.id.len(), added.uid, added.channel), (16, sys::euid(), Channel::Command));
-    assert_eq!(g.find(P1, &key(), T0).unwrap(), Some(added.clone()));
-    assert_eq!(g.find(P1, &key(), T0 + 59).unwrap(), Some(added.clone()));
-    assert_eq!(g.find(P1, &key(), T0 + 60).unwrap(), None, "expired at expires");
-    assert_eq!(g.find(P1, &key(), T0 - 1).unwrap(), None, "a clock set back never lengthens a grant");
+    assert_eq!(g.find(P1, &key(), ANY, T0).unwrap(), Some(added.clone()));
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 59).unwrap(), Some(added.clone()));
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 60).unwrap(), None, "expired at expires");
+    assert_eq!(g.find(P1, &key(), ANY, T0 - 1).unwrap(), None, "a clock set back never lengthens a grant");
     assert_eq!(g.list(T0 + 59).unwrap(), vec![added.clone()]);
     assert_eq!(g.list(T0 + 60).unwrap(), vec![]);
     // Still in the file until the next write, which drops it.
@@ -84,7 +87,7 @@ fn an_exact_grant_covers_only_the_same_tool_target_subject_and_arguments() {
     let base = ("http_request", "PUT http://h/v1/jobs/7", "sidecar", "fp0");
     let k = |(t, a, s, f): (&str, &str, &str, &str)| ActionKey::new(t, a, s, f);
     let added = g.add(Scope::Exact, 600, P1, &k(base), Channel::Command, T0).unwrap();
-    assert_eq!(g.find(P1, &k(base), T0 + 1).unwrap(), Some(added));
+    assert_eq!(g.find(P1, &k(base), ANY, T0 + 1).unwrap(), Some(added));
     for (what, changed) in [
         ("tool", ("ssh_exec", base.1, base.2, base.3)),
         ("target", (base.0, "PUT http://h/v1/jobs/8", base.2, base.3)),
@@ -93,9 +96,9 @@ fn an_exact_grant_covers_only_the_same_tool_target_subject_and_arguments() {
         // The parts are framed: moving a character from one to the next is another key.
         ("framing", (base.0, "PUT http://h/v1/jobs/", "7sidecar", base.3)),
     ] {
-        assert_eq!(g.find(P1, &k(changed), T0 + 1).unwrap(), None, "a changed {what} must ask again");
+        assert_eq!(g.find(P1, &k(changed), ANY, T0 + 1).unwrap(), None, "a changed {what} must ask again");
     }
-    assert_eq!(g.find(P2, &k(base), T0 + 1).unwrap(), None, "another policy hash");
+    assert_eq!(g.find(P2, &k(base), ANY, T0 + 1).unwrap(), None, "another policy hash");
 }
 
 #[test]
@@ -105,12 +108,30 @@ fn a_session_grant_covers_every_call_under_its_policy_and_exact_is_found_first()
     let session = g.add(Scope::Session, 300, P1, &key(), Channel::Elicitation, T0).unwrap();
     assert_eq!(session.action, None);
     let other = ActionKey::new("ssh_exec", "web1: rm -rf /tmp/x", "web1", "fp9");
-    assert_eq!(g.find(P1, &other, T0 + 10).unwrap(), Some(session.clone()));
-    assert_eq!(g.find(P2, &other, T0 + 10).unwrap(), None, "a policy change ends the window");
-    assert_eq!(g.find(P1, &other, T0 + 300).unwrap(), None);
+    assert_eq!(g.find(P1, &other, ANY, T0 + 10).unwrap(), Some(session.clone()));
+    assert_eq!(g.find(P2, &other, ANY, T0 + 10).unwrap(), None, "a policy change ends the window");
+    assert_eq!(g.find(P1, &other, ANY, T0 + 300).unwrap(), None);
     let exact = g.add(Scope::Exact, 60, P1, &other, Channel::Command, T0 + 10).unwrap();
-    assert_eq!(g.find(P1, &other, T0 + 11).unwrap(), Some(exact), "exact first");
-    assert_eq!(g.find(P1, &key(), T0 + 11).unwrap(), Some(session));
+    assert_eq!(g.find(P1, &other, ANY, T0 + 11).unwrap(), Some(exact), "exact first");
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 11).unwrap(), Some(session));
+    // A subject that requires the approver command: the elicitation's window does not
+    // cover it, the command's exact grant still does.
+    assert_eq!(g.find(P1, &key(), &[Channel::Command], T0 + 11).unwrap(), None);
+    assert_eq!(g.find(P1, &other, &[Channel::Command], T0 + 11).unwrap().map(|g| g.channel), Some(Channel::Command));
+}
+
+/// Names longer than the file keeps are cut for display, never written whole: the file
+/// stays readable, and the key still covers the whole name.
+#[test]
+fn long_names_never_make_the_file_corrupt() {
+    let d = dir();
+    let g = store(&d);
+    let long = ActionKey::new(&"t".repeat(300), &"x".repeat(5000), &"s".repeat(300), "fp");
+    let added = g.add(Scope::Exact, 60, P1, &long, Channel::Command, T0).unwrap();
+    assert_eq!((added.tool.len(), added.target.len(), added.subject.len()), (MAX_SHOWN_NAME, MAX_SHOWN_TARGET, MAX_SHOWN_NAME));
+    assert_eq!(g.find(P1, &long, ANY, T0).unwrap(), Some(added));
+    let shorter = ActionKey::new(&"t".repeat(300), &"x".repeat(4999), &"s".repeat(300), "fp");
+    assert_eq!(g.find(P1, &shorter, ANY, T0).unwrap(), None);
 }
 
 #[test]
@@ -126,10 +147,10 @@ fn ttls_are_cut_to_the_operators_max_and_scopes_not_allowed_are_refused() {
     assert_eq!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(GrantError::NotAllowed { scope: Scope::Session }));
     // The operator lowers the max (same hash, as a test can): the longer grant stops.
     let lowered = Grants::open(&path, &limits(Some(900), None)).unwrap();
-    assert_eq!(lowered.find(P1, &key(), T0 + 1).unwrap(), None);
+    assert_eq!(lowered.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
     let none = Grants::open(&path, &limits(None, None)).unwrap();
-    assert_eq!(none.find(P1, &key(), T0 + 1).unwrap(), None);
-    assert_eq!(g.find(P1, &key(), T0 + 1).unwrap(), Some(b));
+    assert_eq!(none.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), Some(b));
 }
 
 #[test]
@@ -139,7 +160,7 @@ fn another_users_grant_never_applies() {
     let mut a = g.add(Scope::Session, 300, P1, &key(), Channel::Command, T0).unwrap();
     a.uid = sys::euid().wrapping_add(1);
     std::fs::write(g.path(), render_file(&[a])).unwrap();
-    assert_eq!(g.find(P1, &key(), T0 + 1).unwrap(), None);
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
 }
 
 #[test]
@@ -179,7 +200,7 @@ fn files_others_could_write_or_that_are_not_ours_are_refused() {
     for mode in [0o644, 0o604, 0o640] {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         let want = GrantError::File { path: path.clone(), why: SysError::TooOpen { mode, forbidden: 0o077 } };
-        assert_eq!(g.find(P1, &key(), T0), Err(want.clone()), "{mode:o}");
+        assert_eq!(g.find(P1, &key(), ANY, T0), Err(want.clone()), "{mode:o}");
         assert_eq!(g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0), Err(want), "{mode:o}");
     }
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -189,7 +210,7 @@ fn files_others_could_write_or_that_are_not_ours_are_refused() {
     std::os::unix::fs::symlink(&real, &path).unwrap();
     let before = std::fs::read(&real).unwrap();
     let want = GrantError::File { path: path.clone(), why: SysError::Symlink };
-    assert_eq!(g.find(P1, &key(), T0), Err(want.clone()));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(want.clone()));
     assert_eq!(g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0), Err(want.clone()));
     assert_eq!(g.revoke_all(T0), Err(want));
     assert_eq!(std::fs::read(&real).unwrap(), before);
@@ -199,20 +220,20 @@ fn files_others_could_write_or_that_are_not_ours_are_refused() {
     std::fs::hard_link(&real, &path).unwrap();
     assert_eq!(g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0), Err(GrantError::HardLinked { path: path.clone(), links: 2 }));
     std::fs::remove_file(&real).unwrap();
-    assert!(g.find(P1, &key(), T0).unwrap().is_some());
+    assert!(g.find(P1, &key(), ANY, T0).unwrap().is_some());
     // Not a regular file.
     std::fs::remove_file(&path).unwrap();
     std::fs::create_dir(&path).unwrap();
-    assert_eq!(g.find(P1, &key(), T0), Err(GrantError::File { path: path.clone(), why: SysError::NotRegular { kind: "directory" } }));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::File { path: path.clone(), why: SysError::NotRegular { kind: "directory" } }));
     std::fs::remove_dir(&path).unwrap();
     rustix::fs::mknodat(rustix::fs::CWD, &path, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
     let fifo = GrantError::File { path: path.clone(), why: SysError::NotRegular { kind: "FIFO (named pipe)" } };
-    assert_eq!(g.find(P1, &key(), T0), Err(fifo.clone()));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(fifo.clone()));
     assert_eq!(g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0), Err(fifo));
     std::fs::remove_file(&path).unwrap();
     // A directory others can write: they could swap the file.
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o770)).unwrap();
-    assert!(matches!(g.find(P1, &key(), T0), Err(GrantError::Dir { .. })));
+    assert!(matches!(g.find(P1, &key(), ANY, T0), Err(GrantError::Dir { .. })));
     assert!(matches!(g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0), Err(GrantError::Dir { .. })));
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
@@ -228,7 +249,7 @@ fn a_file_owned_by_another_user_is_refused() {
     g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0).unwrap();
     rustix::fs::chown(g.path(), Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
     let want = GrantError::File { path: g.path().to_owned(), why: SysError::WrongOwner { uid: 65534 } };
-    assert_eq!(g.find(P1, &key(), T0), Err(want.clone()));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(want.clone()));
     assert_eq!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(want));
 }
 
@@ -265,17 +286,17 @@ fn a_corrupt_file_fails_closed_and_only_revoke_all_replaces_it() {
     ];
     for (what, text) in cases {
         std::fs::write(g.path(), &text).unwrap();
-        assert!(matches!(g.find(P1, &key(), T0 + 1), Err(GrantError::Corrupt { .. })), "{what}: {:?}", g.find(P1, &key(), T0 + 1));
+        assert!(matches!(g.find(P1, &key(), ANY, T0 + 1), Err(GrantError::Corrupt { .. })), "{what}: {:?}", g.find(P1, &key(), ANY, T0 + 1));
         assert!(matches!(g.list(T0 + 1), Err(GrantError::Corrupt { .. })), "{what}");
         assert!(matches!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(GrantError::Corrupt { .. })), "{what}");
         assert!(matches!(g.revoke(&good.id, T0), Err(GrantError::Corrupt { .. })), "{what}");
         assert_eq!(std::fs::read_to_string(g.path()).unwrap(), text, "{what}: a corrupt file is never rewritten");
     }
     std::fs::write(g.path(), b"{\"version\":1,\"grants\":[\"\xff\"]}").unwrap();
-    assert_eq!(g.find(P1, &key(), T0), Err(GrantError::Corrupt { path: g.path().to_owned(), why: "not UTF-8".into() }));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::Corrupt { path: g.path().to_owned(), why: "not UTF-8".into() }));
     // Larger than the cap: refused for reading, replaced by revoke_all all the same.
     std::fs::write(g.path(), vec![b' '; MAX_FILE_BYTES as usize + 1]).unwrap();
-    assert_eq!(g.find(P1, &key(), T0), Err(GrantError::File { path: g.path().to_owned(), why: SysError::TooLarge { max: MAX_FILE_BYTES } }));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::File { path: g.path().to_owned(), why: SysError::TooLarge { max: MAX_FILE_BYTES } }));
     let r = g.revoke_all(T0).unwrap();
     assert_eq!(r, RevokedAll { count: 0, replaced_corrupt: Some(format!("larger than {MAX_FILE_BYTES} bytes")) });
     assert_eq!(raw(&g), b"{\"version\":1,\"grants\":[\n]}\n");
@@ -292,7 +313,7 @@ fn revoke_one_then_all() {
     let keys: Vec<ActionKey> = (0..3).map(|i| ActionKey::new("http_request", &format!("GET http://h/{i}"), "c", "fp")).collect();
     let added: Vec<Grant> = keys.iter().map(|k| g.add(Scope::Exact, 600, P1, k, Channel::Command, T0).unwrap()).collect();
     assert_eq!(g.revoke(&added[1].id, T0 + 1).unwrap(), added[1]);
-    assert_eq!(g.find(P1, &keys[1], T0 + 1).unwrap(), None);
+    assert_eq!(g.find(P1, &keys[1], ANY, T0 + 1).unwrap(), None);
     let mut left = vec![added[0].clone(), added[2].clone()];
     left.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(g.list(T0 + 1).unwrap(), left, "same expiry: ordered by id");
@@ -302,7 +323,7 @@ fn revoke_one_then_all() {
     // Nothing to revoke, no file: fine, and a missing file lists as empty.
     std::fs::remove_file(g.path()).unwrap();
     assert_eq!(g.list(T0).unwrap(), vec![]);
-    assert_eq!(g.find(P1, &keys[0], T0).unwrap(), None);
+    assert_eq!(g.find(P1, &keys[0], ANY, T0).unwrap(), None);
 }
 
 #[test]
