@@ -50,7 +50,8 @@
 //! `O_NOFOLLOW`), lock, check that the name still points at the locked file (a writer
 //! that renamed a new one in meanwhile: start again), read, drop expired grants, change,
 //! write a temporary file in the same directory (`O_EXCL`, `0600`), `fsync`, `rename`
-//! over the name, `fsync` the directory. Readers take no lock: a rename is atomic, so
+//! over the name, `fsync` the directory (a replacement a killed writer left is removed
+//! under the lock). Readers take no lock: a rename is atomic, so
 //! they see the old file or the new one, whole.
 //!
 //! `Grants` is a handle (a path and the operator's limits); every method reads the file
@@ -639,6 +640,7 @@ impl Grants {
                 g
             });
             let (grants, out) = change(parsed)?;
+            self.remove_stale_temps();
             let bytes = render_file(&grants);
             if bytes.len() as u64 > MAX_FILE_BYTES {
                 return Err(GrantError::Full { path: self.path.clone() });
@@ -649,13 +651,37 @@ impl Grants {
         Err(GrantError::Locked { path: self.path.clone() })
     }
 
+    /// The temporary name of a replacement: `.NAME.<16 hex>.tmp` beside the file.
+    fn temp_name(&self, tag: &str) -> PathBuf {
+        self.path.with_file_name(format!("{}{tag}.tmp", self.temp_prefix()))
+    }
+
+    fn temp_prefix(&self) -> String {
+        format!(".{}.", self.path.file_name().map_or("grants.json".into(), |n| n.to_string_lossy()))
+    }
+
+    /// Removes replacements a writer that died left behind. Only under a valid lock: a
+    /// writer creates its temporary file while holding the lock on the file the name
+    /// points at, and renames it before letting go, so any such file seen now is stale.
+    fn remove_stale_temps(&self) {
+        let Some(dir) = self.path.parent() else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let prefix = self.temp_prefix();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let tag = name.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(".tmp"));
+            if tag.is_some_and(|t| is_hex(t, 16)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// Writes `bytes` to a new private file beside the grants file and renames it over
     /// the name; both the file and the directory are synced.
     fn replace(&self, bytes: &[u8]) -> Result<(), String> {
         use rustix::fs::{Mode, OFlags};
         let dir = self.path.parent().unwrap_or(Path::new("/"));
-        let name = self.path.file_name().map_or("grants.json".into(), |n| n.to_string_lossy().into_owned());
-        let temp = dir.join(format!(".{name}.{}.tmp", crate::audit::session_id()));
+        let temp = self.temp_name(&crate::audit::session_id());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::open(&temp, flags, Mode::from_raw_mode(0o600)).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
         let mut file = File::from(fd);

@@ -80,6 +80,27 @@ fn an_exact_grant_lives_from_created_to_expires_and_then_is_dropped() {
     assert_eq!(names, vec!["grants.json".to_owned()], "no temporary file left");
 }
 
+/// A writer killed between creating its replacement and renaming it leaves the file
+/// behind; the next writer (under the lock) removes it, and nothing else.
+#[test]
+fn a_dead_writers_replacement_is_removed_by_the_next_write() {
+    let d = dir();
+    let g = store(&d);
+    let stale = d.path().join(".grants.json.0123456789abcdef.tmp");
+    let kept = [".grants.json.notours.tmp", "grants.json.0123456789abcdef.tmp", ".other.json.0123456789abcdef.tmp"];
+    std::fs::write(&stale, b"half").unwrap();
+    for k in kept {
+        std::fs::write(d.path().join(k), b"x").unwrap();
+    }
+    g.add(Scope::Exact, 60, P1, &key(), Channel::Command, T0).unwrap();
+    assert!(!stale.exists());
+    let mut names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    let mut want: Vec<String> = kept.iter().map(|s| s.to_string()).chain(["grants.json".to_owned()]).collect();
+    want.sort();
+    assert_eq!(names, want);
+}
+
 #[test]
 fn an_exact_grant_covers_only_the_same_tool_target_subject_and_arguments() {
     let d = dir();
