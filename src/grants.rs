@@ -269,6 +269,8 @@ pub(crate) enum GrantError {
     NotAllowed { scope: Scope },
     /// No live grant has this id.
     NotFound { id: String },
+    /// [`Grants::add`] was given something else than a policy hash (64 hex digits).
+    BadPolicyHash,
 }
 
 impl fmt::Display for GrantError {
@@ -309,6 +311,7 @@ impl fmt::Display for GrantError {
                 write!(f, "the policy allows no {} grant (approval.grants.{}_max_s is not set)", scope.as_str(), scope.as_str())
             }
             GrantError::NotFound { id } => write!(f, "no grant {}", sys::short(id, 32, sys::Ellipsis::Marked).escape_debug()),
+            GrantError::BadPolicyHash => f.write_str("no policy hash to bind the grant to (64 hex digits)"),
         }
     }
 }
@@ -510,7 +513,7 @@ impl Grants {
             scope,
             policy: policy_hash.to_owned(),
             created: now,
-            expires: now + ttl,
+            expires: now.saturating_add(ttl),
             ttl_s: ttl,
             requested_ttl_s: (ttl_s > ttl).then_some(ttl_s),
             action,
@@ -521,10 +524,13 @@ impl Grants {
             uid: sys::euid(),
         };
         if !is_hex(&grant.policy, 64) {
-            return Err(GrantError::Corrupt { path: self.path.clone(), why: "the policy hash to bind is not 64 hex digits".into() });
+            return Err(GrantError::BadPolicyHash);
         }
         self.update(now, |grants| {
-            grants.retain(|g| !(g.scope == grant.scope && g.policy == grant.policy && g.action == grant.action && g.uid == grant.uid));
+            // The channel counts: a command's grant must not be replaced by one an
+            // elicitation gave (subjects that require the command accept only the former).
+            let same = |g: &Grant| g.scope == grant.scope && g.policy == grant.policy && g.action == grant.action && g.uid == grant.uid && g.channel == grant.channel;
+            grants.retain(|g| !same(g));
             if grants.len() >= MAX_GRANTS {
                 return Err(GrantError::Full { path: self.path.clone() });
             }
@@ -777,7 +783,7 @@ fn parse_grant(v: &Value) -> Result<Grant, String> {
     if !(1..=MAX_GRANT_S).contains(&ttl_s) {
         return Err(format!("ttl_s is not from 1 to {MAX_GRANT_S}"));
     }
-    if created.checked_add(ttl_s) != Some(expires) {
+    if created.saturating_add(ttl_s) != expires {
         return Err("expires is not created + ttl_s".into());
     }
     let requested_ttl_s = match m.get("requested_ttl_s") {

@@ -166,6 +166,11 @@ fn ttls_are_cut_to_the_operators_max_and_scopes_not_allowed_are_refused() {
     assert_eq!((b.ttl_s, b.requested_ttl_s), (3600, None));
     assert_eq!(g.list(T0).unwrap(), vec![b.clone()], "a new grant for the same action replaces the old one");
     assert_eq!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(GrantError::NotAllowed { scope: Scope::Session }));
+    assert_eq!(g.add(Scope::Exact, 60, "not-a-hash", &key(), Channel::Command, T0), Err(GrantError::BadPolicyHash));
+    // The same action granted through the other channel is kept beside it.
+    let c = g.add(Scope::Exact, 60, P1, &key(), Channel::Elicitation, T0).unwrap();
+    assert_eq!(g.list(T0).unwrap(), vec![c.clone(), b.clone()]);
+    g.revoke(&c.id, T0).unwrap();
     // The operator lowers the max (same hash, as a test can): the longer grant stops.
     let lowered = Grants::open(&path, &limits(Some(900), None)).unwrap();
     assert_eq!(lowered.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
