@@ -13,7 +13,8 @@
 //! and `ssh/` (the same for `ssh_exec`); `tools` dispatches to them, `authorize` wraps
 //! their decisions in `Authorized`, `exec` is the seam executors implement. `audit` is
 //! the hash-chained journal every decision is written to (the intent row before any
-//! effect), `approve` the out-of-band approver, `cli::audit` the `sp audit` commands.
+//! effect), `approve` the out-of-band approver, `grants` the approvals that last (and
+//! `cli::approve` their `sp approve` commands), `cli::audit` the `sp audit` commands.
 //! README.md, "Code map", has the whole map.
 
 // Issue #9: `pub(crate)` by default; `pub` only on what the public surface below reaches.
@@ -27,6 +28,7 @@ mod control;
 mod escape;
 mod exec;
 mod frame;
+mod grants;
 pub mod fuzzing;
 mod http;
 mod json;

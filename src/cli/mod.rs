@@ -1,4 +1,4 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `--help`, `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `--help`, `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -7,10 +7,11 @@
 //!    `secret.rs`), and the step that reads the files the arguments and the environment
 //!    point at (the policy);
 //! 3. [`run`]: logging, the journal, the server, `sp check`'s summary, or `sp audit`
-//!    ([`audit`]).
+//!    ([`audit`]), or `sp approve` ([`approve`]).
 //!
 //! Usage errors exit 2 with one line on stderr. Exit codes are listed in `sp(1)`.
 
+pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
 
@@ -126,6 +127,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
         Command::Audit(ref audit) => {
             init_logging(&args, &env);
             match audit::run(stdout, audit) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
+        Command::Approve(ref approve) => {
+            init_logging(&args, &env);
+            match approve::run(stdout, approve, args.config.clone(), &env) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
@@ -290,6 +298,7 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
+    s += &crate::grants::check_summary(&policy.approval.grants, |k| env.get(k));
     for w in warnings(policy) {
         eprintln!("sp: warning: {w}");
     }

@@ -51,6 +51,16 @@ pub struct Policy {
     pub audit: audit::AuditPolicy,
     /// `mode` and `approval` (issue #5, `policy/approval.rs`).
     pub approval: approval::ApprovalPolicy,
+    /// [`hash`] of the text it was parsed from; `None` for the built-in deny-everything
+    /// policy. Approval grants are bound to it: any edit of the file ends them all.
+    pub hash: Option<String>,
+}
+
+/// The policy's hash: lower-case hex SHA-256 of the file's bytes, exactly as read (a
+/// changed byte, even in white space, is another policy).
+pub(crate) fn hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Policy {
@@ -81,6 +91,7 @@ impl Policy {
             ssh: ssh::SshPolicy::default(),
             audit: audit::AuditPolicy::default(),
             approval: approval::ApprovalPolicy::default(),
+            hash: None,
         }
     }
 
@@ -97,6 +108,7 @@ impl Policy {
         let value = json::parse(text).map_err(|e| error(String::new(), e.to_string()))?;
         let mut policy = parse(&value).map_err(|(field, message)| error(field, message))?;
         policy.origin = Some(origin.to_owned());
+        policy.hash = Some(hash(text.as_bytes()));
         Ok(policy)
     }
 }
@@ -197,7 +209,7 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => ssh::parse(v)?,
         None => ssh::SshPolicy::default(),
     };
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval };
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, hash: None };
     // An `approve` flag in enforce mode needs someone to ask.
     let flagged = policy.credentials.values().filter(|c| c.approve).map(|c| format!("credentials.{}.approve", c.name));
     let mut flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
@@ -362,6 +374,10 @@ mod tests {
         assert!(p.credential_needs_approval("a") && !p.credential_needs_approval("b") && !p.credential_needs_approval("zz"));
         assert!(p.ssh_host_needs_approval("web") && !p.ssh_host_needs_approval("zz"));
         assert_eq!(p.approval.timeout, Duration::from_secs(30));
+        assert_eq!(p.approval.grants, approval::GrantsPolicy::default(), "no grants unless the operator allows them");
+        let p = parse(&json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 3600, "session_max_s": 900, "path": "/s/g.json"}}})).unwrap();
+        let want = approval::GrantsPolicy { exact_max_s: Some(3600), session_max_s: Some(900), path: Some(PathBuf::from("/s/g.json")) };
+        assert_eq!(p.approval.grants, want);
         let p = parse(&json!({"mode": "observe", "credentials": {"a": cred(json!(true))}})).unwrap();
         assert!(p.credential_needs_approval("a"));
         assert_eq!((p.approval.mode, p.approval.command), (approval::Mode::Observe, None));
@@ -377,7 +393,14 @@ mod tests {
             (json!({"approval": {"command": ["sp-approve"]}}), "approval.command[0]", "must be an absolute path to the approver"),
             (json!({"approval": {"command": ["/a", 1]}}), "approval.command[1]", "must be a string"),
             (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s", "must be an integer from 1 to 3600"),
-            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s)"),
+            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s, grants)"),
+            (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 0}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"session_max_s": 86401}}}), "approval.grants.session_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": "900"}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"path": "grants.json"}}}), "approval.grants.path", "must be an absolute path to a file"),
+            (json!({"approval": {"command": ["/a"], "grants": {"path": "/state/"}}}), "approval.grants.path", "must be an absolute path to a file"),
+            (json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}), "approval.grants.once_max_s", "unknown field (expected one of: exact_max_s, session_max_s, path)"),
+            (json!({"approval": {"command": ["/a"], "grants": []}}), "approval.grants", "must be an object"),
             (json!({"approval": {}}), "approval.command", "is required"),
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true or false"),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
@@ -387,6 +410,18 @@ mod tests {
             let (f, w) = parse_err(v);
             assert_eq!((f.as_str(), w.as_str()), (field, why), "{shown}");
         }
+    }
+
+    /// Grants are bound to the hash of the bytes read: any edit, even of white space, is
+    /// another policy; the built-in deny-everything policy has none.
+    #[test]
+    fn the_hash_is_of_the_bytes_as_read() {
+        let a = Policy::from_text("{}", Path::new("/p")).unwrap();
+        let b = Policy::from_text("{ }", Path::new("/p")).unwrap();
+        // sha256("{}"), as `printf '{}' | sha256sum` gives it.
+        assert_eq!(a.hash.as_deref(), Some("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"));
+        assert_ne!(a.hash, b.hash);
+        assert_eq!(Policy::deny_all().hash, None);
     }
 
     #[test]
