@@ -275,12 +275,13 @@ impl<T: Transport> Client<T> {
                 Ok(Inbound::Request { id: rid, method: m, .. }) => self.answer(rid, &m)?,
                 Ok(Inbound::Notification { method: m, params: p }) => {
                     if m == "notifications/progress" {
-                        if let Some(ProgressParams { token: t, progress, total, message }) = wire::progress(p.as_ref()) {
-                            if token.as_ref() == Some(&t) && last_progress.is_none_or(|l| progress > l) {
-                                last_progress = Some(progress);
-                                on_progress(ProgressNote { progress, total, message });
-                                continue;
-                            }
+                        if let Some(ProgressParams { token: t, progress, total, message }) = wire::progress(p.as_ref())
+                            && token.as_ref() == Some(&t)
+                            && last_progress.is_none_or(|l| progress > l)
+                        {
+                            last_progress = Some(progress);
+                            on_progress(ProgressNote { progress, total, message });
+                            continue;
                         }
                         self.counters.dropped_notifications += 1;
                     } else {

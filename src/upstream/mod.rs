@@ -39,7 +39,9 @@ use serde_json::{Map, Value};
 
 pub(crate) use client::ProgressNote;
 use client::{Client, ClientError};
-pub(crate) use names::{NameTable, MAX_EXPOSED_LEN};
+pub(crate) use names::NameTable;
+#[cfg(test)]
+use names::MAX_EXPOSED_LEN;
 use stdio::{Launch, StdioTransport};
 use transport::Transport;
 pub(crate) use wire::CallResult;

@@ -294,10 +294,10 @@ pub(crate) fn tool(v: Value, at: &str) -> Shape<ToolDef> {
                     return bad(&format!("{sat}.type"), "must be \"object\"");
                 }
                 opt_obj(s, "properties", &sat)?;
-                if let Some(r) = s.get("required") {
-                    if !r.as_array().is_some_and(|r| r.iter().all(Value::is_string)) {
-                        return bad(&format!("{sat}.required"), "must be an array of strings");
-                    }
+                if let Some(r) = s.get("required")
+                    && !r.as_array().is_some_and(|r| r.iter().all(Value::is_string))
+                {
+                    return bad(&format!("{sat}.required"), "must be an array of strings");
                 }
             }
             Some(_) => return bad(&sat, "must be an object"),
@@ -362,10 +362,10 @@ fn annotations(m: &Map<String, Value>, at: &str) -> Shape<()> {
     let Some(a) = m.get("annotations") else { return Ok(()) };
     let aat = format!("{at}.annotations");
     let am = members(a, &aat, &["audience", "priority", "lastModified"])?;
-    if let Some(aud) = am.get("audience") {
-        if !aud.as_array().is_some_and(|a| a.iter().all(|r| matches!(r.as_str(), Some("user" | "assistant")))) {
-            return bad(&format!("{aat}.audience"), "must be an array of \"user\" or \"assistant\"");
-        }
+    if let Some(aud) = am.get("audience")
+        && !aud.as_array().is_some_and(|a| a.iter().all(|r| matches!(r.as_str(), Some("user" | "assistant"))))
+    {
+        return bad(&format!("{aat}.audience"), "must be an array of \"user\" or \"assistant\"");
     }
     if !matches!(am.get("priority"), None | Some(Value::Number(_))) {
         return bad(&format!("{aat}.priority"), "must be a number");
