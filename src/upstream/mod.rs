@@ -297,18 +297,15 @@ impl Upstreams {
             slot.listing = None;
         }
         if slot.listing.is_none() {
-            let listed = list_tools(slot, vault, &cancel);
-            let tools = match listed {
-                Ok(t) => t,
+            let (tools, table) = match list_tools(slot, vault, &cancel) {
+                Ok(listed) => listed,
                 Err(e) => {
                     self.note_death(upstream, &e);
                     return Err(e);
                 }
             };
-            let table = NameTable::build(upstream, tools.iter().map(|t| t.tool.as_str())).expect("checked in list_tools");
             self.tables.0.insert(upstream.to_owned(), table);
-            let slot = self.slots.get_mut(upstream).expect("exists");
-            slot.listing = Some(tools);
+            self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
         }
         Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
     }
@@ -454,8 +451,8 @@ fn start(u: &Upstream, credentials: &BTreeMap<String, SecretSource>, vault: &mut
     Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
 }
 
-/// `tools/list`, every page: checked, filtered, named, scrubbed.
-fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<ExposedTool>, UpstreamError> {
+/// `tools/list`, every page: checked, filtered, named (with the table back), scrubbed.
+fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<ExposedTool>, NameTable), UpstreamError> {
     let u = &slot.policy;
     let name = u.name.as_str();
     let client = slot.client.as_mut().expect("started");
@@ -491,8 +488,7 @@ fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<Exp
         }
     }
     let table = NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
-    let _ = table;
-    Ok(defs
+    let tools = defs
         .into_iter()
         .map(|d| {
             let exposed = names::exposed_name(name, &d.name);
@@ -503,5 +499,6 @@ fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<Exp
             vault.scrub(&mut definition);
             ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
         })
-        .collect())
+        .collect();
+    Ok((tools, table))
 }

@@ -21,8 +21,6 @@
 use std::io::{BufReader, Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{ChildStdin, ChildStdout, Stdio as Pipe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -68,8 +66,6 @@ pub(crate) struct StdioTransport {
     stdout_fd: OwnedFd,
     max_json: usize,
     group: i32,
-    /// Lines of stderr read so far (logged or dropped): evidence for tests.
-    stderr_lines: Arc<AtomicU64>,
 }
 
 impl StdioTransport {
@@ -110,8 +106,7 @@ impl StdioTransport {
                 return Err(format!("its pipes could not be set up: {}", sys::io_reason(&e)));
             }
         };
-        let stderr_lines = Arc::new(AtomicU64::new(0));
-        spawn_stderr_reader(launch.name.to_owned(), stderr, stderr_lines.clone());
+        spawn_stderr_reader(launch.name.to_owned(), stderr);
         Ok(StdioTransport {
             name: launch.name.to_owned(),
             child: Some(child),
@@ -120,15 +115,9 @@ impl StdioTransport {
             stdout_fd,
             max_json: launch.max_line_bytes.saturating_mul(2),
             group,
-            stderr_lines,
         })
     }
 
-
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn stderr_lines(&self) -> u64 {
-        self.stderr_lines.load(Ordering::SeqCst)
-    }
 
     fn exit_status(&mut self) -> Option<String> {
         let child = self.child.as_mut()?;
@@ -233,7 +222,7 @@ impl Drop for StdioTransport {
 }
 
 /// Reads the child's stderr into the log until it closes (the thread ends with it).
-fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr, lines: Arc<AtomicU64>) {
+fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) {
     let spawned = std::thread::Builder::new().name(format!("upstream-{name}-stderr")).spawn(move || {
         let mut reader = BufReader::new(stderr);
         let mut buf = [0u8; 4096];
@@ -242,7 +231,6 @@ fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr, lines: A
         let mut window = Instant::now();
         let (mut in_window, mut dropped) = (0u64, 0u64);
         let mut emit = |line: &[u8], cut: bool| {
-            lines.fetch_add(1, Ordering::SeqCst);
             if window.elapsed() >= Duration::from_secs(1) {
                 if dropped > 0 {
                     log::info!("upstream {name}: {dropped} stderr lines dropped (more than {STDERR_LINES_PER_S} a second)");

@@ -23,7 +23,8 @@
 //!   lead's redaction point scrubs it), and the Vault finds and scrubs every spelling;
 //! - reading its environment (`env`): nothing of sp's but PATH, HOME, LANG, TZ;
 //! - dotted and 200-character tool names (`names`), 500 tools over 72 pages (`many`), a
-//!   cursor that never ends (`cursor-loop`), a changed listing (`list-changed`);
+//!   cursor that never ends (`cursor-loop`), a tool listed twice (`twice`), a changed
+//!   listing (`list-changed`);
 //! - hostile stderr (escape sequences, a 5000-byte line: `stderr`);
 //! - a helper that stays in the group and ignores SIGTERM (`daemon`): killed after the
 //!   grace period.
@@ -408,6 +409,9 @@ fn listings_names_pages_and_changes() {
 
     let (mut ups, _) = mis("cursor-loop", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Listing { upstream: "m".into(), why: "a cursor came back twice".into() });
+
+    let (mut ups, _) = mis("twice", json!({}));
+    assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Names { upstream: "m".into(), why: "two tools map to the exposed name m_act".into() });
 
     let (mut ups, p) = mis("list-changed", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap().len(), 1);

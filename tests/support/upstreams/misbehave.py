@@ -21,6 +21,7 @@ Modes:
   names         lists dotted and 200-character tool names
   many          lists 500 tools, 7 per page (nextCursor)
   cursor-loop   lists with a nextCursor that never changes
+  twice         lists the tool "act" twice
   unknown-id    answers a call with another id
   string-id     answers a call with the id as a string
   sampling      asks sp for sampling/createMessage, elicitation/create and roots/list
@@ -76,6 +77,8 @@ def tools_for(cursor):
         names = [tool(f"t{i:03d}") for i in range(start, min(start + 7, 500))]
         nxt = str(start + 7) if start + 7 < 500 else None
         return names, nxt
+    if MODE == "twice":
+        return [tool("act"), tool("act")], None
     if MODE == "cursor-loop":
         return [tool("act")], "again"
     tools = [tool("act")]
@@ -205,12 +208,16 @@ def main():
         sys.stderr.write("L" * 5000 + "\n")
         sys.stderr.flush()
     if MODE == "daemon":
+        ready_r, ready_w = os.pipe()
         if os.fork() == 0:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             os.close(0)
             os.close(1)
+            os.write(ready_w, b"x")
             while True:
                 time.sleep(60)
+        # Serve only once the helper ignores SIGTERM (else a TERM could beat it to it).
+        os.read(ready_r, 1)
     while True:
         msg = read()
         method = msg.get("method")
