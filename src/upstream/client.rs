@@ -157,7 +157,10 @@ impl<T: Transport> Client<T> {
             }
         };
         match wire::initialize(&result) {
-            Ok(info) => client.info = info,
+            Ok(info) => {
+                client.transport.negotiated(info.version);
+                client.info = info;
+            }
             Err(e) => {
                 client.close();
                 return Err(ClientError::Init(e));

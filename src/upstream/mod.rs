@@ -20,10 +20,12 @@
 //!
 //! The pieces: `wire.rs` (what an upstream writes, checked), `client.rs` (the state
 //! machine, its diagram), `transport.rs` (the seam), `stdio.rs` (the child process),
-//! `names.rs` (exposed names). The tests (`tests.rs`) drive real published servers and
+//! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `names.rs`
+//! (exposed names). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
 mod client;
+mod http;
 mod names;
 mod stdio;
 mod transport;
@@ -48,7 +50,7 @@ pub(crate) use wire::CallResult;
 
 use crate::exec::Cancel;
 use crate::policy::upstreams::{EnvValue, Upstream, UpstreamTransport};
-use crate::policy::{Policy, SecretSource};
+use crate::policy::{Credential, Policy};
 use crate::secret::Vault;
 
 /// Pages of `tools/list` followed, and tools accepted, per upstream.
@@ -67,8 +69,8 @@ pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
 pub(crate) enum UpstreamError {
     /// No upstream of that name in the policy.
     Unknown { upstream: String },
-    /// A Streamable HTTP upstream: not available yet.
-    Unsupported { upstream: String },
+    /// What the upstream needs is not available yet.
+    Unsupported { upstream: String, what: &'static str },
     /// Its `env` credential could not be read.
     Credential { upstream: String, why: String },
     /// The process could not be started.
@@ -93,7 +95,7 @@ impl fmt::Display for UpstreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UpstreamError::Unknown { upstream } => write!(f, "no upstream {upstream:?} in the policy"),
-            UpstreamError::Unsupported { upstream } => write!(f, "upstream {upstream}: Streamable HTTP upstreams are not supported yet"),
+            UpstreamError::Unsupported { upstream, what } => write!(f, "upstream {upstream}: {what} not supported yet"),
             UpstreamError::Credential { upstream, why } => write!(f, "upstream {upstream}: {why}"),
             UpstreamError::Start { upstream, why } => write!(f, "upstream {upstream}: {why}"),
             UpstreamError::Broken { upstream, why } => write!(f, "upstream {upstream} failed: {why}"),
@@ -256,7 +258,9 @@ struct Slot {
 /// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
 pub(crate) struct Upstreams {
     slots: BTreeMap<String, Slot>,
-    credentials: BTreeMap<String, SecretSource>,
+    credentials: BTreeMap<String, Credential>,
+    /// `http.ca_file`'s certificates, trusted for https upstreams too.
+    roots: Option<Vec<Vec<u8>>>,
     tables: Tables,
     events: Vec<UpstreamEvent>,
 }
@@ -268,8 +272,9 @@ impl Upstreams {
             .iter()
             .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0 }))
             .collect();
-        let credentials = policy.credentials.iter().map(|(n, c)| (n.clone(), c.source.clone())).collect();
-        Upstreams { slots, credentials, tables: Tables::default(), events: Vec::new() }
+        let credentials = policy.credentials.clone();
+        let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
+        Upstreams { slots, credentials, roots, tables: Tables::default(), events: Vec::new() }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -391,7 +396,7 @@ impl Upstreams {
         }
         let restart = slot.starts > 0;
         slot.starts += 1;
-        match start(&slot.policy, &self.credentials, vault, cancel) {
+        match start(&slot.policy, &self.credentials, self.roots.as_ref(), vault, cancel) {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
@@ -425,29 +430,54 @@ fn client_error(upstream: &str, e: ClientError, after: Duration) -> UpstreamErro
     }
 }
 
-/// Starts the process and runs the handshake.
-fn start(u: &Upstream, credentials: &BTreeMap<String, SecretSource>, vault: &mut Vault, cancel: &Cancel) -> Result<Client<Box<dyn Transport>>, UpstreamError> {
+/// Starts the process (or checks the URL) and runs the handshake.
+fn start(
+    u: &Upstream,
+    credentials: &BTreeMap<String, Credential>,
+    roots: Option<&Vec<Vec<u8>>>,
+    vault: &mut Vault,
+    cancel: &Cancel,
+) -> Result<Client<Box<dyn Transport>>, UpstreamError> {
     let name = u.name.as_str();
-    let UpstreamTransport::Stdio { command, env, cwd } = &u.transport else {
-        return Err(UpstreamError::Unsupported { upstream: name.to_owned() });
-    };
-    let mut vars = Vec::new();
-    for (k, v) in env {
-        let value = match v {
-            EnvValue::Literal(s) => stdio::EnvText::Literal(s.clone()),
-            EnvValue::Credential(c) => {
-                let source = credentials.get(c).ok_or_else(|| UpstreamError::Credential { upstream: name.to_owned(), why: format!("no credential {c:?}") })?;
-                let secret = vault.read(c, source).map_err(|e| UpstreamError::Credential { upstream: name.to_owned(), why: e.to_string() })?;
-                stdio::EnvText::Secret(secret)
-            }
-        };
-        vars.push((k.clone(), value));
-    }
     let max_line_bytes = usize::try_from(u.max_output_bytes).unwrap_or(usize::MAX);
-    let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes };
-    let transport = StdioTransport::spawn(launch).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
-    log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
-    let boxed: Box<dyn Transport> = Box::new(transport);
+    let credential_error = |why: String| UpstreamError::Credential { upstream: name.to_owned(), why };
+    let mut read = |c: &str| -> Result<(crate::secret::Secret, &Credential), UpstreamError> {
+        let cred = credentials.get(c).ok_or_else(|| credential_error(format!("no credential {c:?}")))?;
+        let secret = vault.read(c, &cred.source).map_err(|e| credential_error(e.to_string()))?;
+        Ok((secret, cred))
+    };
+    let boxed: Box<dyn Transport> = match &u.transport {
+        UpstreamTransport::Stdio { command, env, cwd } => {
+            let mut vars = Vec::new();
+            for (k, v) in env {
+                let value = match v {
+                    EnvValue::Literal(s) => stdio::EnvText::Literal(s.clone()),
+                    EnvValue::Credential(c) => stdio::EnvText::Secret(read(c)?.0),
+                };
+                vars.push((k.clone(), value));
+            }
+            let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes };
+            let transport = StdioTransport::spawn(launch).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
+            Box::new(transport)
+        }
+        UpstreamTransport::Http { url, credential } => {
+            let (mut header, mut query) = (None, None);
+            if let Some(c) = credential {
+                let (secret, cred) = read(c)?;
+                match crate::http::inject::place(&cred.inject, &secret) {
+                    crate::http::inject::Placement::Header { name, value } => header = Some((name, value)),
+                    crate::http::inject::Placement::Query { name, value } => query = Some((name, value)),
+                    crate::http::inject::Placement::Executor => {
+                        return Err(UpstreamError::Unsupported { upstream: name.to_owned(), what: "oauth2 and aws_sigv4 credentials for upstreams are" });
+                    }
+                }
+            }
+            let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned() };
+            let transport = http::HttpTransport::connect(reach, u.startup_timeout).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            Box::new(transport)
+        }
+    };
     Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
 }
 

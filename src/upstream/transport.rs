@@ -40,6 +40,8 @@ pub(crate) enum TransportError {
     /// upstream does not read): framing is lost.
     Stalled,
     Io(String),
+    /// An HTTP exchange failed or was refused (the message says how).
+    Http(String),
 }
 
 impl fmt::Display for TransportError {
@@ -51,6 +53,7 @@ impl fmt::Display for TransportError {
             TransportError::Json(e) => write!(f, "it wrote a bad message: {e}"),
             TransportError::Stalled => f.write_str("it stopped reading its input"),
             TransportError::Io(e) => write!(f, "talking to it failed: {e}"),
+            TransportError::Http(e) => f.write_str(e),
         }
     }
 }
@@ -69,6 +72,12 @@ pub(crate) trait Transport {
     /// group, TERM then KILL after a grace period, and reaps it.
     fn close(&mut self);
 
+    /// The handshake settled on this protocol revision (Streamable HTTP sends it in a
+    /// header on every later request).
+    fn negotiated(&mut self, version: &'static str) {
+        let _ = version;
+    }
+
     /// The process group of a stdio upstream; `None` for other transports.
     fn process_group(&self) -> Option<i32> {
         None
@@ -84,6 +93,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn close(&mut self) {
         (**self).close();
+    }
+    fn negotiated(&mut self, version: &'static str) {
+        (**self).negotiated(version);
     }
     fn process_group(&self) -> Option<i32> {
         (**self).process_group()
