@@ -12,7 +12,8 @@
 //!                            │ response(abandoned id)       ─> dropped, still Waiting
 //!                            │ request from the upstream    ─> answered (ping: {}, else
 //!                            │                                 -32601), logged, still Waiting
-//!                            │ notifications/progress (our token) ─> callback, still Waiting
+//!                            │ notifications/progress (our token, increasing, at most
+//!                            │   one per PROGRESS_INTERVAL)  ─> callback, still Waiting
 //!                            │ notifications/tools/list_changed   ─> flag, still Waiting
 //!                            │ other notification           ─> counted, dropped, still Waiting
 //!                            │ cancel ──> notifications/cancelled(id), id abandoned ──> Ready
@@ -43,6 +44,11 @@ use crate::jsonrpc::Id;
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(2);
 /// Writing a notification or an answer to the upstream: it must read within this.
 const SEND_GRACE: Duration = Duration::from_secs(2);
+/// Progress notes passed on at most this often; the ones between are dropped (progress
+/// is advisory), so an upstream cannot flood the agent's client through sp.
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// Refusals of the upstream's requests logged one by one; later ones are counted only.
+const LOGGED_REFUSALS: u64 = 10;
 /// Abandoned ids remembered (their late answers dropped); older ones are forgotten, and
 /// a late answer to them then ends the upstream like any unknown id.
 const MAX_ABANDONED: usize = 64;
@@ -252,6 +258,7 @@ impl<T: Transport> Client<T> {
             return Err(self.fail(ClientError::Transport(e)));
         }
         let mut last_progress: Option<f64> = None;
+        let mut last_note: Option<Instant> = None;
         loop {
             let got = match self.transport.recv(deadline, cancel) {
                 Ok(g) => g,
@@ -281,8 +288,10 @@ impl<T: Transport> Client<T> {
                         if let Some(ProgressParams { token: t, progress, total, message }) = wire::progress(p.as_ref())
                             && token.as_ref() == Some(&t)
                             && last_progress.is_none_or(|l| progress > l)
+                            && last_note.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL)
                         {
                             last_progress = Some(progress);
+                            last_note = Some(Instant::now());
                             on_progress(ProgressNote { progress, total, message });
                             continue;
                         }
@@ -325,7 +334,9 @@ impl<T: Transport> Client<T> {
         } else {
             self.counters.refused_requests += 1;
             let shown = crate::sys::short(method, 64, crate::sys::Ellipsis::Marked);
-            log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
+            if self.counters.refused_requests <= LOGGED_REFUSALS {
+                log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
+            }
             json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": -32601, "message": format!("sp does not offer {shown} to upstreams")}})
         };
         self.send(&reply)

@@ -56,6 +56,8 @@ use crate::secret::Vault;
 /// Pages of `tools/list` followed, and tools accepted, per upstream.
 pub(crate) const MAX_PAGES: usize = 100;
 pub(crate) const MAX_TOOLS: usize = 1000;
+/// The exposed definitions of one upstream, as JSON: they go into every `tools/list`.
+pub(crate) const MAX_LISTING_BYTES: usize = 4 * 1024 * 1024;
 /// Deaths within [`CRASH_WINDOW`] that make a crash loop: no more starts until the
 /// oldest leaves the window.
 pub(crate) const CRASH_DEATHS: usize = 3;
@@ -83,7 +85,8 @@ pub(crate) enum UpstreamError {
     BadAnswer { upstream: String, why: String },
     /// Its tool names cannot be exposed (`names.rs`).
     Names { upstream: String, why: String },
-    /// Its listing is over [`MAX_PAGES`] or [`MAX_TOOLS`], or repeats a cursor.
+    /// Its listing is over [`MAX_PAGES`], [`MAX_TOOLS`] or [`MAX_LISTING_BYTES`], or
+    /// repeats a cursor.
     Listing { upstream: String, why: String },
     Timeout { upstream: String, after: Duration, hung: bool },
     Cancelled { upstream: String },
@@ -491,6 +494,7 @@ fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<Ex
     let mut seen_cursors = std::collections::BTreeSet::new();
     let mut defs = Vec::new();
     let mut count = 0usize;
+    let mut size = 0usize;
     for page in 0.. {
         if page == MAX_PAGES {
             return Err(listing_error(format!("more than {MAX_PAGES} pages")));
@@ -508,6 +512,10 @@ fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<Ex
                 return Err(listing_error(format!("more than {MAX_TOOLS} tools")));
             }
             if u.tools.exposes(&def.name) {
+                size += serde_json::to_vec(&def.definition).map_or(usize::MAX, |v| v.len());
+                if size > MAX_LISTING_BYTES {
+                    return Err(listing_error(format!("its exposed definitions take more than {MAX_LISTING_BYTES} bytes")));
+                }
                 defs.push(def);
             }
         }

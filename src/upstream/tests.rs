@@ -15,7 +15,9 @@
 //!   the ping after, killed; a slow but live one (`slow`): timed out, kept, its late
 //!   answer dropped while the next call goes through; a cancel mid-call;
 //! - a flood of 20000 notifications during a call (`flood`): counted and dropped, the
-//!   call's answer still taken; progress with a repeated value (`progress`): dropped;
+//!   call's answer still taken; progress with a repeated value, and 50 at once
+//!   (`progress`): dropped, at most one note per 100 ms passed on; a listing of 4.8 MB
+//!   of descriptions (`big-listing`): refused;
 //! - requests to sp (`sampling`: sampling/createMessage, elicitation/create, roots/list
 //!   refused with -32601, ping answered);
 //! - a malformed result (`bad-result`): the call fails, the upstream stays;
@@ -375,8 +377,12 @@ fn notifications_progress_and_requests_from_the_upstream() {
     let r = route(&mut ups, &p, "m_act", &a);
     let mut notes = Vec::new();
     ups.call(&r, a, None, &Cancel::new(), &mut |n| notes.push(n), &mut Vault::new()).unwrap();
+    // The repeated 2 is dropped, and of the 50 sent at once after 4, at most one passes
+    // the interval (none, unless the machine stalls the sender for 100 ms).
     let steps: Vec<f64> = notes.iter().map(|n| n.progress).collect();
-    assert_eq!(steps, vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(steps[..4], [1.0, 2.0, 3.0, 4.0]);
+    assert!(steps.len() <= 5, "{steps:?}");
+    assert_eq!(ups.counters("m").unwrap().dropped_notifications, 55 - steps.len() as u64);
     assert_eq!(notes[0], ProgressNote { progress: 1.0, total: Some(4.0), message: Some("step 1".into()) });
 
     let (mut ups, p) = mis("sampling", json!({}));
@@ -413,6 +419,12 @@ fn listings_names_pages_and_changes() {
 
     let (mut ups, _) = mis("cursor-loop", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Listing { upstream: "m".into(), why: "a cursor came back twice".into() });
+
+    let (mut ups, _) = mis("big-listing", json!({}));
+    assert_eq!(
+        ups.list("m", &mut Vault::new()).unwrap_err(),
+        UpstreamError::Listing { upstream: "m".into(), why: format!("its exposed definitions take more than {MAX_LISTING_BYTES} bytes") }
+    );
 
     let (mut ups, _) = mis("twice", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Names { upstream: "m".into(), why: "two tools map to the exposed name m_act".into() });

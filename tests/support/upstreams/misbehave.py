@@ -14,14 +14,15 @@ Modes:
   slow          answers the first call after 3 s (pings at once), later ones at once
   flood         sends 20000 notifications (log messages, progress for other tokens)
                 before the answer
-  progress      sends 5 progress notifications for the call's token (one repeated,
-                which MCP forbids), then answers
+  progress      sends 5 progress notifications for the call's token, 150 ms apart (one
+                repeated, which MCP forbids), then 50 at once, then answers
   echo          answers with the SECRET environment variable in many spellings
   env           answers with its whole environment as structuredContent
   names         lists dotted and 200-character tool names
   many          lists 500 tools, 7 per page (nextCursor)
   cursor-loop   lists with a nextCursor that never changes
   twice         lists the tool "act" twice
+  big-listing   lists 80 tools of 60000-byte descriptions (4.8 MB)
   unknown-id    answers a call with another id
   string-id     answers a call with the id as a string
   sampling      asks sp for sampling/createMessage, elicitation/create and roots/list
@@ -77,6 +78,10 @@ def tools_for(cursor):
         names = [tool(f"t{i:03d}") for i in range(start, min(start + 7, 500))]
         nxt = str(start + 7) if start + 7 < 500 else None
         return names, nxt
+    if MODE == "big-listing":
+        big = tool("big")
+        big["description"] = "d" * 60000
+        return [dict(big, name=f"big{i}") for i in range(80)], None
     if MODE == "twice":
         return [tool("act"), tool("act")], None
     if MODE == "cursor-loop":
@@ -152,7 +157,10 @@ def call(msg):
                 send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "not-yours", "progress": i}})
     if MODE == "progress":
         for p in [1, 2, 2, 3, 4]:
+            time.sleep(0.15)
             send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": p, "total": 4, "message": f"step {p}"}})
+        for p in range(5, 55):
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": p}})
     if MODE == "echo":
         s = os.environ.get("SECRET", "")
         spellings = [
