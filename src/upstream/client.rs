@@ -193,6 +193,11 @@ impl<T: Transport> Client<T> {
         &self.transport
     }
 
+    /// Whether a `notifications/tools/list_changed` came since the last listing.
+    pub(crate) fn list_changed(&self) -> bool {
+        self.list_changed
+    }
+
     /// Whether the upstream announced `notifications/tools/list_changed` since the last
     /// call of this (the flag is cleared).
     pub(crate) fn take_list_changed(&mut self) -> bool {

@@ -284,6 +284,13 @@ impl Upstreams {
         self.slots.keys().map(String::as_str)
     }
 
+    /// The running upstreams that announced `notifications/tools/list_changed` since
+    /// their last listing: the server tells its client, and the next [`Upstreams::list`]
+    /// of each lists again.
+    pub(crate) fn list_changed(&self) -> Vec<&str> {
+        self.slots.iter().filter(|(_, s)| s.client.as_ref().is_some_and(|c| c.list_changed())).map(|(n, _)| n.as_str()).collect()
+    }
+
     /// The name tables of the upstreams listed so far: [`authorize`]'s input.
     pub(crate) fn tables(&self) -> &Tables {
         &self.tables

@@ -431,9 +431,12 @@ fn listings_names_pages_and_changes() {
 
     let (mut ups, p) = mis("list-changed", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap().len(), 1);
+    assert_eq!(ups.list_changed(), Vec::<&str>::new());
     call(&mut ups, &p, "m_act", json!({})).unwrap();
+    assert_eq!(ups.list_changed(), vec!["m"]);
     let after: Vec<String> = ups.list("m", &mut Vault::new()).unwrap().iter().map(|t| t.exposed.clone()).collect();
     assert_eq!(after, vec!["m_act", "m_second"]);
+    assert_eq!(ups.list_changed(), Vec::<&str>::new());
 }
 
 /// A file credential (owner-only, as the Vault demands) holding `secret`.
