@@ -198,7 +198,7 @@ fn parse(root: &Value) -> Check<Policy> {
         None => ssh::SshPolicy::default(),
     };
     let upstreams = match top.get("upstreams") {
-        Some(v) => upstreams::parse(v, &|name| credentials.contains_key(name))?,
+        Some(v) => upstreams::parse(v, &credentials)?,
         None => BTreeMap::new(),
     };
     let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams };

@@ -30,6 +30,8 @@
 //!   top-level string arguments to globs. A glob's `*`/`?` never match a control
 //!   character, and a value with a `..` path segment matches only a glob without
 //!   wildcards (`/srv/data/*` must not admit `/srv/data/../../etc/passwd`).
+//! - A `url` upstream's `credential` must be bound to the URL (its `hosts`, `paths` and
+//!   `methods`, with POST): a credential goes nowhere else, upstream or not.
 //! - `max_output_bytes` caps each line the upstream writes (an answer is one line): a
 //!   longer line ends the upstream (its pending call fails), it is never read whole.
 
@@ -40,6 +42,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fields::{abs_path, err, int, list, object, string, Check};
+use super::Credential;
 
 pub(crate) const MAX_NAME_LEN: usize = 24;
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -190,8 +193,8 @@ fn is_env_name(s: &str) -> bool {
 const KEYS: &[&str] =
     &["command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes"];
 
-/// Parses the section; `credential_exists` tells whether a name is in `credentials`.
-pub(crate) fn parse(v: &Value, credential_exists: &dyn Fn(&str) -> bool) -> Check<BTreeMap<String, Upstream>> {
+/// Parses the section; credentials it names must be in `credentials`.
+pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Check<BTreeMap<String, Upstream>> {
     let Value::Object(defs) = v else {
         return err("upstreams", "must be an object mapping names to upstreams");
     };
@@ -202,16 +205,16 @@ pub(crate) fn parse(v: &Value, credential_exists: &dyn Fn(&str) -> bool) -> Chec
             let shown = if name.chars().any(char::is_control) { format!("upstreams.{name:?}") } else { field };
             return err(&shown, format!("an upstream name is 1-{MAX_NAME_LEN} lowercase letters, digits or '-' (no '_': it joins the upstream and the tool in exposed names)"));
         }
-        out.insert(name.clone(), upstream(name, def, &field, credential_exists)?);
+        out.insert(name.clone(), upstream(name, def, &field, credentials)?);
     }
     Ok(out)
 }
 
-fn upstream(name: &str, def: &Value, field: &str, credential_exists: &dyn Fn(&str) -> bool) -> Check<Upstream> {
+fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<Upstream> {
     let map = object(def, field, KEYS)?;
     let credential_ref = |v: &Value, at: &str| -> Check<String> {
         let c = string(v, at)?;
-        if !credential_exists(c) {
+        if !credentials.contains_key(c) {
             return err(at, format!("names no credential of the credentials section ({:?})", crate::sys::short(c, 64, crate::sys::Ellipsis::Marked)));
         }
         Ok(c.to_owned())
@@ -276,7 +279,11 @@ fn upstream(name: &str, def: &Value, field: &str, credential_exists: &dyn Fn(&st
             if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
                 return err(&at, "must hold no user, password or fragment (put secrets in a credential)");
             }
-            let credential = map.get("credential").map(|c| credential_ref(c, &format!("{field}.credential"))).transpose()?;
+            let at = format!("{field}.credential");
+            let credential = map.get("credential").map(|c| credential_ref(c, &at)).transpose()?;
+            if let Some(c) = &credential {
+                bound(&credentials[c], &parsed, &at)?;
+            }
             UpstreamTransport::Http { url: parsed, credential }
         }
         _ => return err(field, "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)"),
@@ -322,6 +329,25 @@ fn upstream(name: &str, def: &Value, field: &str, credential_exists: &dyn Fn(&st
     })
 }
 
+/// A credential goes only where it is bound (`credentials.NAME.hosts`, `paths`,
+/// `methods`): the upstream's URL must be one of those places, for POST.
+fn bound(c: &Credential, url: &url::Url, at: &str) -> Check<()> {
+    let host = url.host_str().unwrap_or_default().trim_end_matches('.');
+    let default_port = if url.scheme() == "https" { 443 } else { 80 };
+    let port = url.port().unwrap_or(default_port);
+    let fix = |what: &str| format!("credential {:?} is bound to other {what}: add this URL's to credentials.{}.{what}", c.name, c.name);
+    if !c.hosts.iter().any(|h| h.matches(host, port, default_port)) {
+        return err(at, fix("hosts"));
+    }
+    if !c.paths.iter().any(|p| p.matches(url.path())) {
+        return err(at, fix("paths"));
+    }
+    if c.methods.as_ref().is_some_and(|m| !m.contains(&super::Method::Post)) {
+        return err(at, format!("credential {:?} does not allow POST, which every MCP message is", c.name));
+    }
+    Ok(())
+}
+
 fn rules(v: Option<&Value>, field: &str) -> Check<ToolRules> {
     let Some(v) = v else {
         return err(field, "is required: {\"allow\": [globs]} (an upstream without allow exposes nothing)");
@@ -352,12 +378,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn creds(name: &str) -> bool {
-        name == "github" || name == "tickets"
+    fn creds() -> BTreeMap<String, Credential> {
+        let def = |hosts: Value, extra: Value| {
+            let mut d = json!({"source": {"env": "X"}, "inject": {"bearer": {}}, "hosts": hosts});
+            d.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            d
+        };
+        [
+            ("github", def(json!(["unused.invalid"]), json!({}))),
+            ("tickets", def(json!(["mcp.tickets.example", "x"]), json!({}))),
+            ("narrow", def(json!(["x"]), json!({"paths": ["/v1/*"], "methods": ["GET", "POST"]}))),
+            ("getonly", def(json!(["x"]), json!({"methods": ["GET"]}))),
+        ]
+        .into_iter()
+        .map(|(n, d)| (n.to_owned(), super::super::credentials::credential(n, &d, n).unwrap()))
+        .collect()
     }
 
     fn one(def: Value) -> Check<Upstream> {
-        parse(&json!({"u": def}), &creds).map(|mut m| m.remove("u").unwrap())
+        parse(&json!({"u": def}), &creds()).map(|mut m| m.remove("u").unwrap())
     }
 
     #[test]
@@ -375,7 +414,7 @@ mod tests {
               },
               "tickets": {"url": "https://mcp.tickets.example/mcp", "credential": "tickets", "tools": {"allow": ["*"]}}
             }),
-            &creds,
+            &creds(),
         )
         .unwrap();
         let g = &all["github"];
@@ -428,6 +467,10 @@ mod tests {
             (json!({"url": "ftp://x/", "tools": allow}), "upstreams.u.url", "must be an http or https URL with a host"),
             (json!({"url": "https://u:p@x/", "tools": allow}), "upstreams.u.url", "must hold no user, password or fragment (put secrets in a credential)"),
             (json!({"url": "https://x/", "credential": "nope", "tools": allow}), "upstreams.u.credential", "names no credential of the credentials section (\"nope\")"),
+            (json!({"url": "https://evil.example/mcp", "credential": "tickets", "tools": allow}), "upstreams.u.credential", "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts"),
+            (json!({"url": "https://x:8443/mcp", "credential": "tickets", "tools": allow}), "upstreams.u.credential", "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts"),
+            (json!({"url": "https://x/mcp", "credential": "narrow", "tools": allow}), "upstreams.u.credential", "credential \"narrow\" is bound to other paths: add this URL's to credentials.narrow.paths"),
+            (json!({"url": "https://x/mcp", "credential": "getonly", "tools": allow}), "upstreams.u.credential", "credential \"getonly\" does not allow POST, which every MCP message is"),
             (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
             (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
             (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
@@ -442,10 +485,11 @@ mod tests {
             assert_eq!((f.as_str(), w.as_str()), (field, why), "{shown}");
         }
         for bad in ["", "GitHub", "git_hub", "a.b", "a b", "abcdefghijklmnopqrstuvwxy"] {
-            let (f, w) = parse(&json!({bad: {"command": ["/a"], "tools": {"allow": ["*"]}}}), &creds).unwrap_err();
+            let (f, w) = parse(&json!({bad: {"command": ["/a"], "tools": {"allow": ["*"]}}}), &creds()).unwrap_err();
             assert_eq!((f, w.starts_with("an upstream name is 1-24")), (format!("upstreams.{bad}"), true), "{bad:?}");
         }
-        assert_eq!(parse(&json!([]), &creds).unwrap_err().0, "upstreams");
+        assert_eq!(parse(&json!([]), &creds()).unwrap_err().0, "upstreams");
+        assert!(one(json!({"url": "https://x/v1/mcp", "credential": "narrow", "tools": {"allow": ["*"]}})).is_ok());
     }
 
     #[test]

@@ -526,10 +526,16 @@ impl Drop for HttpUpstream {
     }
 }
 
+/// An upstream at `url` with a bearer credential bound to that URL's host and port.
 fn http_policy(url: &str, dir: &Path, secret: &str) -> Policy {
+    let parsed = url::Url::parse(url).unwrap();
+    let host = match parsed.port() {
+        Some(port) => format!("{}:{port}", parsed.host_str().unwrap()),
+        None => parsed.host_str().unwrap().to_owned(),
+    };
     policy(
         json!({"h": {"url": url, "credential": "tok", "tools": {"allow": ["*"]}, "timeout_s": 10, "startup_timeout_s": 10, "max_output_bytes": 65536}}),
-        json!({"credentials": {"tok": {"source": {"file": secret_file(dir, secret)}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1"]}}}),
+        json!({"credentials": {"tok": {"source": {"file": secret_file(dir, secret)}, "inject": {"bearer": {}}, "hosts": [host]}}}),
     )
 }
 
