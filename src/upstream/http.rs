@@ -29,7 +29,7 @@
 //! (`Last-Event-ID`).
 
 use std::io::{BufRead, BufReader, Read};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,9 @@ use crate::http::dest::{self, PinnedResolver};
 
 const SLICE: Duration = Duration::from_millis(20);
 const DELETE_GRACE: Duration = Duration::from_secs(2);
+/// Messages read ahead of the client: a full inbox stops the reading threads (they
+/// wait), so a stream that never ends cannot grow `sp`'s memory.
+const INBOX: usize = 64;
 
 type Inbox = Result<Value, TransportError>;
 
@@ -67,7 +70,7 @@ pub(crate) struct HttpTransport {
     agent: Option<ureq::Agent>,
     session: Arc<Mutex<Option<String>>>,
     version: Option<&'static str>,
-    tx: Sender<Inbox>,
+    tx: SyncSender<Inbox>,
     rx: Receiver<Inbox>,
     max_line_bytes: usize,
 }
@@ -105,7 +108,7 @@ impl HttpTransport {
         if let Some((name, value)) = &reach.query {
             url.query_pairs_mut().append_pair(name, value);
         }
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(INBOX);
         Ok(HttpTransport {
             name: reach.name,
             url: Zeroizing::new(url.to_string()),
@@ -132,10 +135,11 @@ struct Post {
     session: Arc<Mutex<Option<String>>>,
     body: Vec<u8>,
     remaining: Duration,
-    /// A request: an answer must come (JSON or SSE), not a 202.
-    request: bool,
+    /// A request's id: an answer must come (JSON or SSE), not a 202; its stream is
+    /// left once the answer is read.
+    request: Option<Value>,
     max: usize,
-    tx: Sender<Inbox>,
+    tx: SyncSender<Inbox>,
 }
 
 fn broken(why: impl Into<String>) -> TransportError {
@@ -168,7 +172,7 @@ impl Post {
         let status = response.status().as_u16();
         match status {
             200 => {}
-            202 if !self.request => return Ok(()),
+            202 if self.request.is_none() => return Ok(()),
             202 => return Err(broken("it answered a request with 202 and no message")),
             401 | 403 => return Err(broken(format!("it refused the credential (HTTP {status})"))),
             404 if had_session.is_some() => return Err(broken("it ended the session (HTTP 404)")),
@@ -192,23 +196,29 @@ impl Post {
                 if body.len() > self.max {
                     return Err(TransportError::Frame(FrameError::TooLong { limit: self.max }));
                 }
-                self.deliver(body)
+                self.deliver(body).map(|_| ())
             }
             "text/event-stream" => self.events(BufReader::new(reader)),
-            "" if !self.request => Ok(()),
+            "" if self.request.is_none() => Ok(()),
             _ => Err(broken("its answer is neither application/json nor text/event-stream")),
         }
     }
 
-    fn deliver(&self, data: Vec<u8>) -> Result<(), TransportError> {
+    /// Parses one message and hands it to the client; true if it is the answer to this
+    /// POST's request (its stream has nothing more for `sp`).
+    fn deliver(&self, data: Vec<u8>) -> Result<bool, TransportError> {
         let text = String::from_utf8(data).map_err(|e| TransportError::Frame(FrameError::InvalidUtf8 { offset: e.utf8_error().valid_up_to() }))?;
         let value = crate::json::parse_limited(&text, self.max.saturating_mul(2)).map_err(TransportError::Json)?;
-        let _ = self.tx.send(Ok(value));
-        Ok(())
+        let answer = self.request.is_some()
+            && value.get("id") == self.request.as_ref()
+            && (value.get("result").is_some() || value.get("error").is_some());
+        // The client is gone (the transport was dropped): stop reading.
+        Ok(self.tx.send(Ok(value)).is_err() || answer)
     }
 
     /// Server-sent events: `data:` lines joined by `\n` make one message; a blank line
-    /// ends an event; `event:`, `id:`, `retry:` and comments are ignored.
+    /// ends an event; `event:`, `id:`, `retry:` and comments are ignored. The stream is
+    /// left (the connection closed) once the request's answer is read.
     fn events(&self, mut reader: impl BufRead) -> Result<(), TransportError> {
         let mut data: Vec<u8> = Vec::new();
         let mut has_data = false;
@@ -227,7 +237,9 @@ impl Post {
             }
             if line.is_empty() {
                 if has_data {
-                    self.deliver(std::mem::take(&mut data))?;
+                    if self.deliver(std::mem::take(&mut data))? {
+                        return Ok(());
+                    }
                     has_data = false;
                 }
                 continue;
@@ -268,7 +280,7 @@ impl Transport for HttpTransport {
         if let Some(v) = self.version {
             headers.push(("mcp-protocol-version".into(), Zeroizing::new(v.to_owned())));
         }
-        let request = message.get("method").is_some() && message.get("id").is_some();
+        let request = message.get("method").and(message.get("id")).cloned();
         let post = Post {
             agent: agent.clone(),
             url: self.url.clone(),

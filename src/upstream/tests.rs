@@ -33,7 +33,8 @@
 //!
 //! - over Streamable HTTP: a 401, an answer over `max_output_bytes`, a credential over
 //!   plain http to a non-loopback address, a metadata address; JSON and SSE answers,
-//!   a session id and the protocol version header required by the server.
+//!   a session id and the protocol version header required by the server; a stream
+//!   that never ends after its answer (`sse-endless`): left at the answer.
 //!
 //! Not tried here: a helper that leaves the group (`setsid`); reaping those is the
 //! child-subreaper's work in `sys.rs`.
@@ -563,6 +564,21 @@ fn a_streamable_http_upstream_answers_in_json_and_sse_with_its_session() {
         assert!(vault.found_in(secret.as_bytes()));
         ups.shutdown();
     }
+}
+
+#[test]
+fn a_streamable_http_stream_is_left_once_it_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "http-upstream-token-9";
+    let server = HttpUpstream::start("sse-endless", secret);
+    let p = http_policy(&format!("http://127.0.0.1:{}/mcp", server.port), dir.path(), secret);
+    let mut ups = Upstreams::new(&p);
+    assert_eq!(text(&call(&mut ups, &p, "h_act", json!({"n": 1})).unwrap()), r#"{"arguments": {"n": 1}, "session": true, "tool": "act"}"#);
+    // The stream goes on at 200 notifications a second; had sp kept reading it, the
+    // next call would find (and count) those read meanwhile.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(text(&call(&mut ups, &p, "h_act", json!({"n": 2})).unwrap()), r#"{"arguments": {"n": 2}, "session": true, "tool": "act"}"#);
+    assert_eq!(ups.counters("h").unwrap().dropped_notifications, 0);
 }
 
 #[test]

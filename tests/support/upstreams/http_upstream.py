@@ -14,9 +14,12 @@ Modes:
                 client, a progress notification, then the answer
   unauthorized  every POST gets 401
   oversize      tools/call is answered with a 100000-byte JSON body
+  sse-endless   tools/call is answered in a text/event-stream that goes on after the
+                answer with a notification every 5 ms, until the client leaves
 """
 import json
 import sys
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -70,6 +73,21 @@ class Handler(BaseHTTPRequestHandler):
             answer = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(got, sort_keys=True)}]}}
             if MODE == "oversize":
                 answer["result"]["content"][0]["text"] = "x" * 100000
+            if MODE == "sse-endless":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    self.wfile.write(f"data: {json.dumps(answer)}\n\n".encode())
+                    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "more"}}
+                    while True:
+                        self.wfile.write(f"data: {json.dumps(note)}\n\n".encode())
+                        self.wfile.flush()
+                        time.sleep(0.005)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
             if MODE == "sse":
                 token = msg["params"].get("_meta", {}).get("progressToken")
                 events = [
