@@ -7,8 +7,10 @@
 //!   output is scrubbed of them); nothing else of `sp`'s environment;
 //! - its own process group (`sys::Child::spawn`), so what it starts is ended with it;
 //! - stdin and stdout are pipes set non-blocking: a write waits in `poll(2)` with the
-//!   call's deadline and cancel (an upstream that stops reading cannot hang `sp`), a
-//!   read keeps a partial line and waits in `poll(2)` the same way;
+//!   call's deadline and cancel (an upstream that stops reading cannot hang `sp`), and
+//!   reads what the upstream writes meanwhile (an upstream blocked writing a
+//!   notification is not a deadlock); a read keeps a partial line and waits in
+//!   `poll(2)` the same way;
 //! - stderr is read by a thread into `sp`'s log, each line prefixed with the
 //!   upstream's name, cut at [`MAX_STDERR_LINE`] bytes, at most
 //!   [`STDERR_LINES_PER_S`] lines a second (the rest counted, the count logged); the
@@ -37,6 +39,8 @@ pub(crate) const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ"];
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 pub(crate) const MAX_STDERR_LINE: usize = 1024;
 pub(crate) const STDERR_LINES_PER_S: u64 = 50;
+/// Bytes of messages read ahead while a write waits for the upstream to read.
+const MAX_AHEAD_BYTES: usize = 16 * 1024 * 1024;
 /// How often a wait looks at the cancel.
 const SLICE: Duration = Duration::from_millis(20);
 
@@ -66,6 +70,10 @@ pub(crate) struct StdioTransport {
     stdout_fd: OwnedFd,
     max_json: usize,
     group: i32,
+    /// Messages read while a write waited (see `send`), handed out first by `recv`.
+    ahead: std::collections::VecDeque<Result<Value, TransportError>>,
+    /// Wire bytes of what went into `ahead` since it was last empty.
+    ahead_bytes: usize,
 }
 
 impl StdioTransport {
@@ -115,9 +123,42 @@ impl StdioTransport {
             stdout_fd,
             max_json: launch.max_line_bytes.saturating_mul(2),
             group,
+            ahead: std::collections::VecDeque::new(),
+            ahead_bytes: 0,
         })
     }
 
+
+    /// One message if a whole line is there, without waiting; with its length.
+    fn read_one(&mut self) -> Option<Result<Value, TransportError>> {
+        match self.reader.read() {
+            Read::Frame(Ok(frame)) => {
+                self.ahead_bytes = self.ahead_bytes.saturating_add(frame.raw_len);
+                Some(crate::json::parse_limited(&frame.text, self.max_json).map_err(TransportError::Json))
+            }
+            Read::Frame(Err(e)) => Some(Err(TransportError::Frame(e))),
+            Read::Eof => {
+                let status = self.exit_status();
+                Some(Err(TransportError::Closed { status }))
+            }
+            Read::Parked => None,
+        }
+    }
+
+    /// Reads what is there into [`StdioTransport::ahead`], up to [`MAX_AHEAD_BYTES`]
+    /// (past that the upstream waits, as it would for any slow reader, and the write
+    /// fails at its deadline); an error ends it.
+    fn read_ahead(&mut self) {
+        if self.ahead.is_empty() {
+            self.ahead_bytes = 0;
+        }
+        while self.ahead_bytes < MAX_AHEAD_BYTES && !self.ahead.back().is_some_and(Result::is_err) {
+            match self.read_one() {
+                Some(m) => self.ahead.push_back(m),
+                None => return,
+            }
+        }
+    }
 
     fn exit_status(&mut self) -> Option<String> {
         let child = self.child.as_mut()?;
@@ -140,13 +181,22 @@ fn wait_fd(fd: impl AsFd, flags: rustix::event::PollFlags, deadline: Instant) {
     let _ = poll(&mut fds, Some(&ts));
 }
 
+/// Waits until `stdin` takes bytes or `stdout` has some, at most [`SLICE`].
+fn wait_fds(stdin: impl AsFd, stdout: impl AsFd, deadline: Instant) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let left = deadline.saturating_duration_since(Instant::now()).min(SLICE);
+    let ts = Timespec { tv_sec: 0, tv_nsec: i64::from(left.subsec_nanos()) };
+    let mut fds = [PollFd::new(&stdin, PollFlags::OUT), PollFd::new(&stdout, PollFlags::IN)];
+    let _ = poll(&mut fds, Some(&ts));
+}
+
 impl Transport for StdioTransport {
     fn send(&mut self, message: &Value, deadline: Instant, cancel: &Cancel) -> Result<(), TransportError> {
         let mut line = serde_json::to_vec(message).map_err(|e| TransportError::Io(e.to_string()))?;
         line.push(b'\n');
-        let Some(stdin) = self.stdin.as_mut() else { return Err(TransportError::Closed { status: None }) };
         let mut sent = 0;
         while sent < line.len() {
+            let Some(stdin) = self.stdin.as_mut() else { return Err(TransportError::Closed { status: None }) };
             match stdin.write(&line[sent..]) {
                 Ok(0) => return Err(TransportError::Closed { status: None }),
                 Ok(n) => sent += n,
@@ -155,7 +205,12 @@ impl Transport for StdioTransport {
                     if cancel.is_cancelled() || Instant::now() >= deadline {
                         return Err(TransportError::Stalled);
                     }
-                    wait_fd(&*stdin, rustix::event::PollFlags::OUT, deadline);
+                    // The upstream may be blocked writing to us (a notification while it
+                    // has not read our request yet): read what it wrote meanwhile, so
+                    // neither side waits for the other.
+                    let stdin = self.stdin.as_ref().expect("checked above");
+                    wait_fds(stdin, &self.stdout_fd, deadline);
+                    self.read_ahead();
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                     let status = self.exit_status();
@@ -169,16 +224,11 @@ impl Transport for StdioTransport {
 
     fn recv(&mut self, deadline: Instant, cancel: &Cancel) -> Result<Recv, TransportError> {
         loop {
-            match self.reader.read() {
-                Read::Frame(Ok(frame)) => {
-                    return crate::json::parse_limited(&frame.text, self.max_json).map(Recv::Message).map_err(TransportError::Json);
-                }
-                Read::Frame(Err(e)) => return Err(TransportError::Frame(e)),
-                Read::Eof => {
-                    let status = self.exit_status();
-                    return Err(TransportError::Closed { status });
-                }
-                Read::Parked => {}
+            if let Some(m) = self.ahead.pop_front() {
+                return m.map(Recv::Message);
+            }
+            if let Some(m) = self.read_one() {
+                return m.map(Recv::Message);
             }
             if cancel.is_cancelled() {
                 return Ok(Recv::Cancelled);

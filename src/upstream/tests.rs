@@ -14,6 +14,8 @@
 //! - hanging on a call without reading anything more (`hang`): timed out, no answer to
 //!   the ping after, killed; a slow but live one (`slow`): timed out, kept, its late
 //!   answer dropped while the next call goes through; a cancel mid-call;
+//! - 2 MB of notifications written while sp writes a 1 MiB request (`blurt`): read
+//!   while writing, no deadlock;
 //! - a flood of 20000 notifications during a call (`flood`): counted and dropped, the
 //!   call's answer still taken; progress with a repeated value, and 50 at once
 //!   (`progress`): dropped, at most one note per 100 ms passed on; a listing of 4.8 MB
@@ -396,6 +398,13 @@ fn notifications_progress_and_requests_from_the_upstream() {
     );
     let c = ups.counters("m").unwrap();
     assert_eq!((c.refused_requests, c.pings), (3, 1));
+
+    // The upstream writes 2 MB while sp writes it 1 MiB: neither waits for the other.
+    let (mut ups, p) = mis("blurt", json!({"timeout_s": 10}));
+    let blob = "x".repeat(1024 * 1024);
+    let done = call(&mut ups, &p, "m_act", json!({"blob": blob})).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(text(&done)).unwrap()["arguments"]["blob"].as_str().map(str::len), Some(blob.len()));
+    assert_eq!(ups.counters("m").unwrap().dropped_notifications, 2000);
 
     let (mut ups, p) = mis("stderr", json!({}));
     assert_eq!(text(&call(&mut ups, &p, "m_act", json!({})).unwrap()), r#"{"arguments": {}, "tool": "act"}"#);

@@ -101,6 +101,11 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(200, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such method"}})
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client that leaves mid-stream is expected (sse-endless)
+
+
+server = Server(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

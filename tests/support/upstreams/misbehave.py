@@ -37,6 +37,8 @@ Modes:
                 answers normally
   list-changed  after the first call, announces notifications/tools/list_changed and
                 lists a second tool from then on
+  blurt         after answering tools/list, writes 2000 notifications of 1 KiB before
+                reading anything more (sp's next request meets a full pipe)
   daemon        forks a child that stays in the process group and ignores SIGTERM
 """
 import base64
@@ -245,6 +247,9 @@ def main():
             if nxt is not None:
                 result["nextCursor"] = nxt
             send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            if MODE == "blurt":
+                for i in range(2000):
+                    send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "b" * 1024}})
         elif method == "tools/call":
             call(msg)
         elif method == "ping":
