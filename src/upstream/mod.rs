@@ -64,7 +64,8 @@ pub(crate) const CRASH_DEATHS: usize = 3;
 pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
 
 /// Why an upstream listing or call failed. Messages name the upstream and the reason;
-/// text from the upstream (its error messages) is cut short and is NOT yet scrubbed.
+/// text from the upstream (its error messages) is cut short and scrubbed of every
+/// secret the session has read.
 /// Codes (later, in the tool table): `Timeout` is SP_TIMEOUT, `Cancelled` the
 /// cancelled code, the rest SP_UPSTREAM.
 #[derive(Debug, PartialEq)]
@@ -122,6 +123,30 @@ impl fmt::Display for UpstreamError {
 }
 
 impl std::error::Error for UpstreamError {}
+
+impl UpstreamError {
+    /// The same error with every secret this session has read scrubbed from the text
+    /// the upstream supplied (its error messages, member and tool names it chose).
+    fn scrubbed(mut self, vault: &Vault) -> UpstreamError {
+        match &mut self {
+            UpstreamError::Credential { why, .. }
+            | UpstreamError::Start { why, .. }
+            | UpstreamError::Broken { why, .. }
+            | UpstreamError::Refused { why, .. }
+            | UpstreamError::BadAnswer { why, .. }
+            | UpstreamError::Names { why, .. }
+            | UpstreamError::Listing { why, .. } => {
+                let mut v = Value::String(std::mem::take(why));
+                vault.scrub(&mut v);
+                if let Value::String(s) = v {
+                    *why = s;
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+}
 
 /// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,6 +329,11 @@ impl Upstreams {
     /// The exposed tools of `upstream`: started if needed, listed once and cached until
     /// it announces `notifications/tools/list_changed`.
     pub(crate) fn list(&mut self, upstream: &str, vault: &mut Vault) -> Result<&[ExposedTool], UpstreamError> {
+        self.refresh(upstream, vault).map_err(|e| e.scrubbed(vault))?;
+        Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
+    }
+
+    fn refresh(&mut self, upstream: &str, vault: &mut Vault) -> Result<(), UpstreamError> {
         let cancel = Cancel::new();
         self.ensure_started(upstream, vault, &cancel)?;
         let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
@@ -322,13 +352,25 @@ impl Upstreams {
             self.tables.0.insert(upstream.to_owned(), table);
             self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
         }
-        Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
+        Ok(())
     }
 
     /// Runs an authorized call. The upstream is started if it is not running (once: a
     /// call never restarts it twice, and a crash loop is refused); a call that fails
     /// because the upstream died is not retried (its effect may have happened).
     pub(crate) fn call(
+        &mut self,
+        route: &Route,
+        arguments: Map<String, Value>,
+        timeout: Option<Duration>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(ProgressNote),
+        vault: &mut Vault,
+    ) -> Result<UpstreamCall, UpstreamError> {
+        self.call_inner(route, arguments, timeout, cancel, progress, vault).map_err(|e| e.scrubbed(vault))
+    }
+
+    fn call_inner(
         &mut self,
         route: &Route,
         arguments: Map<String, Value>,

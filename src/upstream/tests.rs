@@ -25,6 +25,7 @@
 //! - a malformed result (`bad-result`): the call fails, the upstream stays;
 //! - echoing its secret in eight spellings (`echo`): the result comes back raw (the
 //!   lead's redaction point scrubs it), and the Vault finds and scrubs every spelling;
+//! - an error message that spells the secret (`echo-error`): scrubbed in the error;
 //! - reading its environment (`env`): nothing of sp's but PATH, HOME, LANG, TZ;
 //! - dotted and 200-character tool names (`names`), 500 tools over 72 pages (`many`), a
 //!   cursor that never ends (`cursor-loop`), a tool listed twice (`twice`), a changed
@@ -495,6 +496,22 @@ fn the_environment_is_clean_and_secrets_reach_only_the_child_and_the_vault() {
     let shown = result.to_string();
     assert!(!withheld && !vault.found_in(shown.as_bytes()), "{shown}");
     assert!(!shown.contains(secret));
+}
+
+#[test]
+fn an_error_message_that_spells_a_secret_is_scrubbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "s3cr3t-in-an-error-99";
+    let p = policy(
+        json!({"m": {"command": [python(), misbehave(), "echo-error"], "env": {"SECRET": {"credential": "tok"}}, "tools": {"allow": ["*"]}}}),
+        json!({"credentials": {"tok": {"source": {"file": secret_file(dir.path(), secret)}, "inject": {"bearer": {}}, "hosts": ["unused.invalid"]}}}),
+    );
+    let mut ups = Upstreams::new(&p);
+    let mut vault = Vault::new();
+    ups.list("m", &mut vault).unwrap();
+    let r = authorize(&p.upstreams, ups.tables(), "m_act", &Map::new()).unwrap();
+    let e = ups.call(&r, Map::new(), None, &Cancel::new(), &mut |_| {}, &mut vault).unwrap_err();
+    assert_eq!(e, UpstreamError::Refused { upstream: "m".into(), why: "error -32000: bad token [REDACTED:tok]".into() });
 }
 
 #[test]

@@ -17,6 +17,7 @@ Modes:
   progress      sends 5 progress notifications for the call's token, 150 ms apart (one
                 repeated, which MCP forbids), then 50 at once, then answers
   echo          answers with the SECRET environment variable in many spellings
+  echo-error    answers a call with a JSON-RPC error whose message holds SECRET
   env           answers with its whole environment as structuredContent
   names         lists dotted and 200-character tool names
   many          lists 500 tools, 7 per page (nextCursor)
@@ -178,6 +179,9 @@ def call(msg):
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "content": [{"type": "text", "text": " | ".join(spellings)}],
             "structuredContent": {"spellings": spellings, s: "as a key"}}})
+        return
+    if MODE == "echo-error":
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "bad token " + os.environ.get("SECRET", "")}})
         return
     if MODE == "env":
         send({"jsonrpc": "2.0", "id": rid, "result": text_result("env", structuredContent=dict(os.environ))})
