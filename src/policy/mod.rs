@@ -204,7 +204,8 @@ fn parse(root: &Value) -> Check<Policy> {
     let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams };
     // An `approve` flag in enforce mode needs someone to ask.
     let flagged = policy.credentials.values().filter(|c| c.approve).map(|c| format!("credentials.{}.approve", c.name));
-    let mut flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let mut flagged = flagged.chain(policy.upstreams.values().filter(|u| !u.tools.approve.is_empty()).map(|u| format!("upstreams.{}.tools.approve", u.name)));
     if let (Some(field), None, approval::Mode::Enforce) = (flagged.next(), &policy.approval.command, policy.approval.mode) {
         return err(&field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
     }
@@ -386,6 +387,7 @@ mod tests {
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true or false"),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
+            (json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}), "upstreams.u.tools.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
         ] {
             let shown = v.to_string();
             let (f, w) = parse_err(v);

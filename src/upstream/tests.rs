@@ -155,7 +155,8 @@ fn server_everything_lists_echoes_adds_and_reports_progress() {
             "arguments": {"echo": {"message": ["hello *", "exact"]}},
             "startup_timeout_s": 30
         }}),
-        json!({}),
+        // `approve` needs an approver in enforce mode; observe mode needs none.
+        json!({"mode": "observe"}),
     );
     let mut ups = Upstreams::new(&p);
     let mut vault = Vault::new();
