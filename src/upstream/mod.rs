@@ -309,6 +309,14 @@ impl Upstreams {
         self.slots.keys().map(String::as_str)
     }
 
+    /// The configured upstream an exposed name would belong to (the part before its
+    /// first `_`), so a call that comes before any listing can list that upstream
+    /// first; the name table still decides whether the tool exists.
+    pub(crate) fn owner(&self, exposed: &str) -> Option<&str> {
+        let upstream = names::upstream_of(exposed)?;
+        self.slots.get_key_value(upstream).map(|(k, _)| k.as_str())
+    }
+
     /// The running upstreams that announced `notifications/tools/list_changed` since
     /// their last listing: the server tells its client, and the next [`Upstreams::list`]
     /// of each lists again.

@@ -425,6 +425,8 @@ fn listings_names_pages_and_changes() {
         assert_eq!(serde_json::from_str::<Value>(text(&done)).unwrap()["tool"], json!(tool));
     }
 
+    assert_eq!((ups.owner("m_anything"), ups.owner("x_act"), ups.owner("mact")), (Some("m"), None, None));
+
     let (mut ups, _) = mis("many", json!({}));
     let many = ups.list("m", &mut Vault::new()).unwrap();
     assert_eq!((many.len(), many[0].exposed.as_str(), many[499].exposed.as_str()), (500, "m_t000", "m_t499"));
