@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
+.PHONY: all build test lint interop upstreams unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
         lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check fuzz fuzz-smoke fuzz-seed fuzz-cmin
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
@@ -70,6 +70,21 @@ tests/interop/node_modules/.stamp: tests/interop/package.json tests/interop/pack
 interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
 	node tests/interop/ts_client.mjs $(SP)
+
+# Real published MCP servers that src/upstream/tests.rs drives as upstreams (issue #22),
+# pinned: server-everything and server-filesystem from npm (package-lock.json), and
+# mcp-server-time from PyPI in its own venv. The tests skip loudly without them.
+UPSTREAMS_VENV ?= .venv-upstreams
+$(UPSTREAMS_VENV)/.stamp: tests/upstreams/requirements.txt
+	$(PYTHON) -m venv $(UPSTREAMS_VENV)
+	$(UPSTREAMS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/upstreams/requirements.txt
+	touch $@
+
+tests/upstreams/node_modules/.stamp: tests/upstreams/package.json tests/upstreams/package-lock.json
+	cd tests/upstreams && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+upstreams: $(UPSTREAMS_VENV)/.stamp tests/upstreams/node_modules/.stamp
 
 # --profile fast: release code without LTO (Cargo.toml), so every test binary does not
 # pay for a whole-program link; the process-level tests spawn target/fast/sp.

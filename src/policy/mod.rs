@@ -9,7 +9,8 @@
 //! One submodule per section, each with its types and its parser: [`credentials`],
 //! [`http`] (and the host, path and method patterns), [`ssh`] (and the command
 //! patterns of [`commands`]), [`audit`], [`approval`] (`mode`, `approval`; the
-//! `approve` flag is an ordinary field of a credential or an SSH host). [`fields`] holds
+//! `approve` flag is an ordinary field of a credential or an SSH host), [`upstreams`]
+//! (other MCP servers and their tool filters). [`fields`] holds
 //! the checks they share.
 //!
 //! This module is a leaf: it imports nothing of the crate above it (only `sys` for the
@@ -23,6 +24,7 @@ pub(crate) mod credentials;
 pub(crate) mod fields;
 pub(crate) mod http;
 pub(crate) mod ssh;
+pub(crate) mod upstreams;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +53,8 @@ pub struct Policy {
     pub audit: audit::AuditPolicy,
     /// `mode` and `approval` (issue #5, `policy/approval.rs`).
     pub approval: approval::ApprovalPolicy,
+    /// Other MCP servers behind the gate, by name (`policy/upstreams.rs`).
+    pub upstreams: BTreeMap<String, upstreams::Upstream>,
     /// [`hash`] of the text it was parsed from; `None` for the built-in deny-everything
     /// policy. Approval grants are bound to it: any edit of the file ends them all.
     pub hash: Option<String>,
@@ -92,6 +96,7 @@ impl Policy {
             audit: audit::AuditPolicy::default(),
             approval: approval::ApprovalPolicy::default(),
             hash: None,
+            upstreams: BTreeMap::new(),
         }
     }
 
@@ -185,7 +190,7 @@ impl std::error::Error for PolicyError {}
 
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode"])?;
+    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams"])?;
     let approval = approval::parse(top.get("mode"), top.get("approval"))?;
     let audit = audit::parse(top.get("audit"))?;
     let mut credentials = BTreeMap::new();
@@ -209,10 +214,15 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => ssh::parse(v)?,
         None => ssh::SshPolicy::default(),
     };
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, hash: None };
+    let upstreams = match top.get("upstreams") {
+        Some(v) => upstreams::parse(v, &credentials)?,
+        None => BTreeMap::new(),
+    };
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, hash: None };
     // An `approve` flag in enforce mode needs someone to ask.
     let flagged = policy.credentials.values().filter(|c| c.approve).map(|c| format!("credentials.{}.approve", c.name));
-    let mut flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let mut flagged = flagged.chain(policy.upstreams.values().filter(|u| !u.tools.approve.is_empty()).map(|u| format!("upstreams.{}.tools.approve", u.name)));
     if let (Some(field), None, approval::Mode::Enforce) = (flagged.next(), &policy.approval.command, policy.approval.mode) {
         return err(&field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
     }
@@ -405,6 +415,7 @@ mod tests {
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true or false"),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
+            (json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}), "upstreams.u.tools.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
         ] {
             let shown = v.to_string();
             let (f, w) = parse_err(v);
