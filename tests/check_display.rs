@@ -85,7 +85,7 @@ fn policy_errors_and_the_summary_show_control_and_bidi_characters_escaped() {
         ),
         (
             json!({"x\u{1b}\u{202e}\u{2066}": 1}),
-            format!("sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode)\n"),
+            format!("sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode, upstreams)\n"),
         ),
         (
             json!({"http": {"allow": [{"hosts": ["a\u{202e}.example"]}]}}),
