@@ -193,6 +193,13 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     for h in policy.ssh.hosts.values().filter(|h| h.commands.is_none()) {
         log::warn!("ssh host {} has no command list: the agent may run ANY command there as {}", h.name, h.user);
     }
+    // Issue #20: a static secret too short to be redacted stops sp before it serves.
+    let secrets = crate::secret::check_static(&policy, &crate::sys::env_var);
+    secrets.warnings.iter().for_each(|w| log::warn!("{w}"));
+    if let Some(e) = secrets.refused.first() {
+        eprintln!("sp: {e}; refusing to serve");
+        return ExitCode::from(EXIT_FATAL);
+    }
     let options = Options {
         max_line_bytes: args.max_line_bytes,
         close_on_refusal: args.close_on_refusal,
@@ -283,6 +290,15 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
             crate::policy::Injection::OAuth2(o) => s += &format!("    inject: {}\n", o.describe()),
             _ => {}
         }
+    }
+    // Issue #20: static secrets are read (not kept) and held to their minimum length.
+    let secrets = crate::secret::check_static(policy, &crate::sys::env_var);
+    if !secrets.refused.is_empty() {
+        secrets.refused.iter().for_each(|e| eprintln!("sp: {e}"));
+        return ExitCode::from(EXIT_FATAL);
+    }
+    for w in &secrets.warnings {
+        s += &format!("  warning: {w}\n");
     }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));

@@ -82,7 +82,15 @@ pub struct Credential {
     pub on_echo: OnEcho,
     /// `"approve": true`: every call using it waits for the operator's approver.
     pub approve: bool,
+    /// The shortest secret accepted from the source (and, for `oauth2`, from the token
+    /// endpoint): [`crate::secret::MIN_SECRET_BYTES`] unless the operator lowers it with
+    /// `"min_secret_bytes"` (sp-policy(5), CREDENTIALS; warned about at startup and by
+    /// `sp check`).
+    pub min_secret_bytes: usize,
 }
+
+/// The largest `min_secret_bytes` accepted (a secret source holds at most 64 KiB).
+pub(crate) const MAX_MIN_SECRET_BYTES: u64 = 4096;
 
 /// `on_echo` of a credential (issue 8): replace the echo, or withhold what carried it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,8 +104,12 @@ pub enum OnEcho {
 
 
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "min_secret_bytes"])?;
     let approve = flag(map, "approve", field, false)?;
+    let min_secret_bytes = match map.get("min_secret_bytes") {
+        None => crate::secret::MIN_SECRET_BYTES,
+        Some(n) => int(n, &format!("{field}.min_secret_bytes"), 1, MAX_MIN_SECRET_BYTES)? as usize,
+    };
     let source_field = format!("{field}.source");
     let source = source(map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?, &source_field)?;
     let inject_field = format!("{field}.inject");
@@ -114,7 +126,7 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
             _ => return err(&format!("{field}.on_echo"), "must be \"redact\" or \"withhold\""),
         },
     };
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve })
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, min_secret_bytes })
 }
 
 const SOURCES: &str = "exactly one of {\"file\": PATH}, {\"env\": VAR}, {\"systemd\": NAME} or {\"command\": [ARGV...]}";
