@@ -1115,4 +1115,76 @@ mod tests {
         let out = r.redact_str("é%C3%A9 s%C3%A9cret-value é").unwrap();
         assert_eq!(out, "é%C3%A9 [REDACTED:c] é");
     }
+
+    /// Issue #20: UTF-16LE and UTF-16BE spellings, in the raw bytes, any ASCII case, with
+    /// or without a BOM, at odd and even offsets.
+    #[test]
+    fn family_utf16_either_byte_order() {
+        let r = redactor();
+        for (order, units) in [("le", SECRET.encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()), ("be", SECRET.encode_utf16().flat_map(u16::to_be_bytes).collect())] {
+            let upper: Vec<u8> = units.iter().map(u8::to_ascii_uppercase).collect();
+            for echo in [&units, &upper] {
+                // (A NUL right before or after the echo may be taken with it: both byte
+                // orders read the same bytes shifted by one. Not tested here.)
+                for lead in [&b""[..], b"\xff\xfe", b"\xfe\xff", b"x", b"\x00a"] {
+                    let text = [lead, &echo[..], b"tail"].concat();
+                    let out = r.redact(&text).unwrap_or_else(|| panic!("{order}: not found after {lead:?}"));
+                    assert_eq!(out, [lead, &b"[REDACTED:c]"[..], b"tail"].concat(), "{order}");
+                }
+            }
+        }
+        // ordinary UTF-16 text is left alone
+        let plain: Vec<u8> = "nothing to see here".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(r.redact(&plain), None);
+    }
+
+    /// Issue #20: any run of at least max(12, ceil(n / 2)) bytes of a secret is redacted,
+    /// wherever it starts in the secret, in any ASCII case and in a decoded view; shorter
+    /// runs, and text that only shares scattered bytes with it, are not.
+    #[test]
+    fn long_substrings_of_a_secret_are_redacted() {
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"; // 40 bytes: runs of 20
+        let mut r = Redactor::default();
+        r.add("t", token);
+        assert_eq!(min_run(token.len()), 20);
+        for start in 0..=token.len() - 20 {
+            for len in [20, 21, 27, token.len() - start] {
+                let Some(run) = token.get(start..start + len) else { continue };
+                for echo in [run.to_owned(), run.to_ascii_uppercase(), run.bytes().map(|b| format!("%{b:02X}")).collect()] {
+                    let text = format!("error: bad token '{echo}' (truncated)");
+                    let out = String::from_utf8(r.redact(text.as_bytes()).unwrap_or_else(|| panic!("{start}+{len}: {text}"))).unwrap();
+                    assert_eq!(out, "error: bad token '[REDACTED:t]' (truncated)", "{start}+{len}");
+                }
+            }
+            // 19 bytes are below the rule: left as they are
+            let short = format!("x {} y", &token[start..start + 19]);
+            assert_eq!(r.redact(short.as_bytes()), None, "{short}");
+        }
+        // A run that extends past a window on both sides is taken whole, as one marker.
+        let out = r.redact(format!("<{}|{}>", &token[..25], &token[15..]).as_bytes()).unwrap();
+        assert_eq!(out, b"<[REDACTED:t]|[REDACTED:t]>");
+        // Short secrets: only whole (12 bytes and below have no shorter run).
+        let mut r = Redactor::default();
+        r.add("s", "Zq81-xk2-Pw0");
+        assert_eq!(r.redact(b"Zq81-xk2-Pw"), None);
+        assert_eq!(r.redact(b"<Zq81-xk2-Pw0>").unwrap(), b"<[REDACTED:s]>");
+        // A long secret's run of exactly half.
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789-_.~+/=!#$%^*()[]{}<>?;:"; // 60 bytes: runs of 30
+        let mut r = Redactor::default();
+        r.add("l", long);
+        assert_eq!(r.redact(long[10..40].as_bytes()).unwrap(), b"[REDACTED:l]");
+        assert_eq!(r.redact(long[10..39].as_bytes()), None);
+    }
+
+    /// The logger's redactor (`add_min`) never holds a spelling of anything shorter than
+    /// its minimum.
+    #[test]
+    fn add_min_skips_what_is_shorter() {
+        let mut r = Redactor::default();
+        r.add_min("a", "abc", 8);
+        r.add_min("b", "alice:pw12", 8);
+        assert!(r.patterns().all(|(n, _)| n == "b"));
+        assert_eq!(r.redact(b"pw12 and abc"), None);
+        assert_eq!(r.redact(b"[alice:pw12]").unwrap(), b"[[REDACTED:b]]");
+    }
 }
