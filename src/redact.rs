@@ -1187,4 +1187,74 @@ mod tests {
         assert_eq!(r.redact(b"pw12 and abc"), None);
         assert_eq!(r.redact(b"[alice:pw12]").unwrap(), b"[[REDACTED:b]]");
     }
+
+    /// The new checks of `fuzz/fuzz_targets/redactor.rs` (UTF-16 both orders, a run of
+    /// `min_run` bytes as is and upper-cased), run here over pseudo-random secrets and
+    /// bodies dense in escapes, line breaks and NULs, so they hold without a fuzzer too.
+    #[test]
+    fn the_fuzz_targets_new_spellings_hold_on_random_inputs() {
+        const SECRET_BYTES: &[u8] = b"abcXYZ019-_.~%&\\\"'/+=:;#xu \xc3\xa9";
+        const BODY_BYTES: &[u8] = b"ab \n\r\0%&\\#;xu0123456789AF\"";
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let strip = |out: &[u8]| {
+            let marker = b"[REDACTED:c]";
+            let (mut v, mut i) = (Vec::new(), 0);
+            while i < out.len() {
+                if out[i..].starts_with(marker) {
+                    v.push(1);
+                    i += marker.len();
+                } else {
+                    v.push(out[i]);
+                    i += 1;
+                }
+            }
+            v
+        };
+        let contains_ci = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle));
+        for _ in 0..3000 {
+            let len = 1 + next(48);
+            let raw: Vec<u8> = (0..len).map(|_| SECRET_BYTES[next(SECRET_BYTES.len())]).collect();
+            let Ok(secret) = String::from_utf8(raw) else { continue };
+            let mut r = Redactor::default();
+            r.add("c", &secret);
+            let body: Vec<u8> = (0..next(40)).map(|_| BODY_BYTES[next(BODY_BYTES.len())]).collect();
+            let at = next(body.len() + 1);
+            let plant = |spelling: &[u8]| {
+                let mut text = body[..at].to_vec();
+                let before = body[..at].iter().rev().filter(|b| !matches!(b, b'\n' | b'\r'));
+                if spelling.starts_with(b"\\") && before.take_while(|b| **b == b'\\').count() % 2 == 1 {
+                    text.push(b' ');
+                }
+                text.extend_from_slice(spelling);
+                text.extend_from_slice(&body[at..]);
+                text
+            };
+            let le: Vec<u8> = secret.encode_utf16().flat_map(u16::to_le_bytes).collect();
+            let be: Vec<u8> = secret.encode_utf16().flat_map(u16::to_be_bytes).collect();
+            let mut cases = vec![("le", le.clone(), le), ("be", be.clone(), be)];
+            let (n, run) = (secret.len(), min_run(secret.len()));
+            if n > run {
+                let from = next(n - run + 1);
+                let part = secret.as_bytes()[from..from + run].to_vec();
+                cases.push(("run", part.clone(), part.clone()));
+                cases.push(("run-upper", part.to_ascii_uppercase(), part));
+            }
+            for (what, planted, needle) in cases {
+                let text = plant(&planted);
+                let out = r.redact(&text).unwrap_or_else(|| text.clone());
+                assert!(
+                    !contains_ci(&strip(&out), &needle),
+                    "{what} of {secret:?} survived: {:?} -> {:?}",
+                    String::from_utf8_lossy(&text),
+                    String::from_utf8_lossy(&out)
+                );
+            }
+        }
+    }
 }
