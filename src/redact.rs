@@ -751,14 +751,9 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
 }
 
 /// The literal patterns for one secret: the secret, its form, hex, JSON, base64 and
-/// UTF-16 spellings, and the base64 cores; for `user:password`, the password's too.
-/// Every intermediate buffer that holds a spelling is zeroed when dropped.
-#[cfg(test)]
-pub(crate) fn spellings(raw: &str) -> Vec<Zeroizing<Vec<u8>>> {
-    spellings_from(raw, MIN_PART_BYTES)
-}
-
-/// [`spellings`], the password of `user:password` searched alone from `min_part` bytes.
+/// UTF-16 spellings, and the base64 cores; for `user:password`, the password's too,
+/// when it is at least `min_part` bytes. Every intermediate buffer that holds a
+/// spelling is zeroed when dropped.
 fn spellings_from(raw: &str, min_part: usize) -> Vec<Zeroizing<Vec<u8>>> {
     let mut out: Vec<Zeroizing<Vec<u8>>> = bases(raw, min_part).into_iter().flat_map(one_secret).collect();
     out.retain(|v| !v.is_empty());
@@ -1172,8 +1167,8 @@ mod tests {
         let long = "abcdefghijklmnopqrstuvwxyz0123456789-_.~+/=!#$%^*()[]{}<>?;:"; // 60 bytes: runs of 30
         let mut r = Redactor::default();
         r.add("l", long);
-        assert_eq!(r.redact(long[10..40].as_bytes()).unwrap(), b"[REDACTED:l]");
-        assert_eq!(r.redact(long[10..39].as_bytes()), None);
+        assert_eq!(r.redact(&long.as_bytes()[10..40]).unwrap(), b"[REDACTED:l]");
+        assert_eq!(r.redact(&long.as_bytes()[10..39]), None);
     }
 
     /// The logger's redactor (`add_min`) never holds a spelling of anything shorter than

@@ -25,7 +25,8 @@
 //!
 //! Redaction (`redact.rs`) covers each secret in any ASCII letter case, hex, percent-,
 //! HTML-, `\u`- and backslash-escaped (decoded, repeatedly, so double encoding is seen),
-//! form-encoded, and base64/base64url at any byte offset of an encoded stream; for a
+//! form-encoded, base64/base64url at any byte offset of an encoded stream, UTF-16LE and
+//! UTF-16BE, and any run of at least `max(12, ceil(n / 2))` of its bytes; for a
 //! `user:password` secret (`basic`), the password alone too.
 //!
 //! # What is scrubbed, and what is not
@@ -472,6 +473,17 @@ impl Scrubbed<String> {
 }
 
 impl Scrubbed<Map<String, Value>> {
+    /// A result made only of sp's words and the operator's policy (`sp_inventory`:
+    /// credential names, bound hosts and paths, SSH host names). Nothing in it came
+    /// from outside, and a policy holds no secret (secrets live in sources), so it is
+    /// taken as it is: its keys and names stay as sp and the operator wrote them.
+    pub(crate) fn from_policy(fields: Value) -> Scrubbed<Map<String, Value>> {
+        Scrubbed(match fields {
+            Value::Object(m) => m,
+            other => Map::from_iter([("value".to_owned(), other)]),
+        })
+    }
+
     /// Both sets of scrubbed fields, `other`'s winning a name both have.
     pub(crate) fn extend(&mut self, other: Scrubbed<Map<String, Value>>) {
         self.0.extend(other.0);
@@ -752,7 +764,7 @@ impl std::io::Write for EchoScan<'_> {
         }
         self.window.extend_from_slice(buf);
         // Keeps one byte more than the overlap: it may be the closing quote.
-        if self.window.len() >= Self::WINDOW + self.overlap + 1 {
+        if self.window.len() > Self::WINDOW + self.overlap {
             let last = self.window.pop();
             self.check();
             let keep = self.window.len() - self.overlap;

@@ -326,7 +326,9 @@ impl<'p, E: Executor> Server<'p, E> {
             return;
         };
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
-        self.audit.tool = params.as_ref().and_then(|p| p["name"].as_str()).map(str::to_owned);
+        // The journal's `tool` holds only sp's tool names, never an agent's string.
+        let name = params.as_ref().and_then(|p| p["name"].as_str());
+        self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
         self.reject("cancelled");
         self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
     }
@@ -494,7 +496,7 @@ impl<'p, E: Executor> Server<'p, E> {
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
         self.audit_gate(&action, cancel)?;
         Ok(match action {
-            Action::Inventory(inv) => (tools::INVENTORY, ToolResult::ok(self.vault.scrub_fields(inv.action().0.clone()))),
+            Action::Inventory(inv) => (tools::INVENTORY, ToolResult::ok(Scrubbed::from_policy(inv.action().0.clone()))),
             Action::Http(http) => match self.run_http(http, cancel) {
                 Ok(result) => (tools::HTTP_REQUEST, ToolResult::ok(self.vault.scrub_fields(result.into_fields()))),
                 // SP_BLOCKED too: the destination check runs after the intent row, in

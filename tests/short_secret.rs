@@ -20,8 +20,9 @@
 //!   scrubbed everywhere (was open); now `sp check` and `sp mcp` refuse, naming the
 //!   credential and never the value;
 //! - a 3-byte `command` source (read only at call time): SP_UNAVAILABLE naming it;
-//! - `min_secret_bytes: 4` with secrets `text` and `http` (words of the envelope, of the
-//!   tool name `http_request` and of every URL): the body echo is redacted; result keys,
+//! - `min_secret_bytes: 4` with secrets `text`, `http` and `name` (words of the
+//!   envelope, of the tool name `http_request`, of every URL and of `sp_inventory`'s
+//!   keys): the body echo is redacted; result keys, the inventory's keys and names,
 //!   the `type` value, tool names, codes, journal field names, `kind`, `decision` and
 //!   `tool` intact; the text block still equals the JSON of `structuredContent`;
 //!   `sp audit verify` ok; log lines readable (`executing GET http://...`);
@@ -319,17 +320,21 @@ fn a_knowingly_lowered_secret_is_scrubbed_from_bodies_and_never_from_sps_own_wor
     let server = TestServer::start();
     server.echo_route("/a/echo", Echo::Json);
     server.echo_route("/h/echo", Echo::Json);
+    server.echo_route("/n/echo", Echo::Json);
     let dir = TempDir::new("short-lowered");
     let host = format!("127.0.0.1:{}", server.port);
     let a = dir.file("a", b"text\n", 0o600);
     let h = dir.file("h", b"http\n", 0o600);
+    // A word of sp_inventory's own keys too.
+    let n = dir.file("n", b"name\n", 0o600);
     let journal = dir.path.join("audit.jsonl");
     let policy = json!({
         "credentials": {
             "a": {"source": {"file": a}, "inject": {"header": {"name": "X-Api-Key"}}, "hosts": [host], "paths": ["/a/*"], "min_secret_bytes": 4},
-            "h": {"source": {"file": h}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/h/*"], "min_secret_bytes": 4}
+            "h": {"source": {"file": h}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/h/*"], "min_secret_bytes": 4},
+            "n": {"source": {"file": n}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/n/*"], "min_secret_bytes": 4}
         },
-        "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/a/*", "/h/*"]}]},
+        "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/a/*", "/h/*", "/n/*"]}]},
         "audit": {"path": journal.display().to_string()}
     });
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
@@ -343,7 +348,8 @@ fn a_knowingly_lowered_secret_is_scrubbed_from_bodies_and_never_from_sps_own_wor
     s.ready("2025-06-18");
     let ra = s.tool(1, "http_request", json!({"method": "GET", "url": format!("{}/a/echo", server.base())}));
     let rh = s.tool(2, "http_request", json!({"method": "GET", "url": format!("{}/h/echo", server.base())}));
-    for r in [&ra, &rh] {
+    let rn = s.tool(6, "http_request", json!({"method": "GET", "url": format!("{}/n/echo", server.base())}));
+    for r in [&ra, &rh, &rn] {
         assert_eq!((r["isError"].clone(), r["structuredContent"]["status"].clone()), (json!(false), json!(200)), "{r}");
     }
     // The echoes are outside text: scrubbed.
@@ -357,7 +363,11 @@ fn a_knowingly_lowered_secret_is_scrubbed_from_bodies_and_never_from_sps_own_wor
     assert_eq!(tool_error_code(&bad), Some("SP_BAD_ARGUMENTS"), "{bad}");
     let inv = s.tool(5, "sp_inventory", json!({}));
     let names: Vec<&str> = inv["structuredContent"]["http"]["credentials"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["a", "h"], "{inv}");
+    assert_eq!(names, ["a", "h", "n"], "{inv}");
+    // Its keys and the operator's names are not outside text: never scrubbed.
+    for c in inv["structuredContent"]["http"]["credentials"].as_array().unwrap() {
+        assert!(c.get("name").is_some() && c.get("hosts").is_some(), "{inv}");
+    }
     let run = s.finish();
     run.assert_exit(0);
     assert_envelopes_whole(&run);
@@ -367,7 +377,7 @@ fn a_knowingly_lowered_secret_is_scrubbed_from_bodies_and_never_from_sps_own_wor
     assert_journal_readable(&journal);
     let all = rows(&journal);
     let results: Vec<&Value> = all.iter().filter(|r| r["kind"] == "result").collect();
-    assert_eq!(results.len(), 3, "{all:?}");
+    assert_eq!(results.len(), 4, "{all:?}");
     for r in &results {
         assert_eq!(r["tool"], if r["credential"].is_null() { "sp_inventory" } else { "http_request" }, "{r}");
     }

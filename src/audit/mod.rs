@@ -40,7 +40,11 @@
 //! command), `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name),
 //! `status` (HTTP), `exit_status` (SSH), `bytes_in` (malformed frames), `bytes_out`,
 //! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `prev`, `hash`.
-//! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes.
+//! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes. Those two fields can
+//! quote outside text (the agent's URL or command, a peer's error), so they alone are
+//! scrubbed of every secret read in this process ([`OUTSIDE_TEXT`], `Row`'s own slot);
+//! every other field is sp's own (kind, decision, tool, code, rule and credential names,
+//! counters, hashes) and is written as sp spelled it, whatever the secrets.
 //!
 //! `hash` = hex SHA-256 of `prev` (64 hex digits) immediately followed by the row as
 //! written without its `hash` member. `prev` is the previous row's `hash`, or 64 zeros
