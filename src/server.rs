@@ -566,11 +566,13 @@ impl<E: Executor> Server<'_, E> {
                 .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
                 .flatten();
             // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
-            // no string scrub could find the secret.
-            self.vault.scrub_bytes(&mut outcome.body);
+            // no string scrub could find the secret. A cut tail first: once a long run of
+            // the secret before the cut is replaced, what is left after it (a cut escape,
+            // `&#5`) begins no spelling, and would stay.
             if outcome.truncated {
                 self.vault.scrub_truncated_tail(&mut outcome.body);
             }
+            self.vault.scrub_bytes(&mut outcome.body);
             // Names and values, and an echo split across two header lines.
             self.vault.scrub_headers(&mut outcome.headers);
             let status = outcome.status;
@@ -607,13 +609,14 @@ impl<E: Executor> Server<'_, E> {
         log::debug!("ssh_exec command on {}: {:?}", a.host, a.command);
         // `cut`: the output may end inside a secret (truncated, or a timeout's partial
         // output), so a tail that begins a secret is scrubbed too.
+        // The cut tail first, as for HTTP bodies (`run_http`).
         let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome, cut: bool| {
-            vault.scrub_bytes(&mut o.stdout);
-            vault.scrub_bytes(&mut o.stderr);
             if cut {
                 vault.scrub_truncated_tail(&mut o.stdout);
                 vault.scrub_truncated_tail(&mut o.stderr);
             }
+            vault.scrub_bytes(&mut o.stdout);
+            vault.scrub_bytes(&mut o.stderr);
         };
         let facts = |o: &crate::exec::SshOutcome| crate::audit::SshFacts {
             exit_status: o.exit_status,
