@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
 
-.PHONY: all build test lint interop unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
+.PHONY: all build test lint interop upstreams unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
         lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check fuzz fuzz-smoke fuzz-seed fuzz-cmin
 
 # make install: the usual variables. It never runs cargo (so never as root): build first,
@@ -71,6 +71,21 @@ interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
 	node tests/interop/ts_client.mjs $(SP)
 
+# Real published MCP servers that src/upstream/tests.rs drives as upstreams (issue #22),
+# pinned: server-everything and server-filesystem from npm (package-lock.json), and
+# mcp-server-time from PyPI in its own venv. The tests skip loudly without them.
+UPSTREAMS_VENV ?= .venv-upstreams
+$(UPSTREAMS_VENV)/.stamp: tests/upstreams/requirements.txt
+	$(PYTHON) -m venv $(UPSTREAMS_VENV)
+	$(UPSTREAMS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/upstreams/requirements.txt
+	touch $@
+
+tests/upstreams/node_modules/.stamp: tests/upstreams/package.json tests/upstreams/package-lock.json
+	cd tests/upstreams && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+upstreams: $(UPSTREAMS_VENV)/.stamp tests/upstreams/node_modules/.stamp
+
 # --profile fast: release code without LTO (Cargo.toml), so every test binary does not
 # pay for a whole-program link; the process-level tests spawn target/fast/sp.
 unit:
@@ -98,14 +113,14 @@ bench: build
 # target, one job each, 10^7 executions on pipeline and 10^6 on each other target
 # (hours on 2 cores: the pipeline target runs ~1000 sessions a second); it prints
 # executions and crashes per target and fails on a crash. `make fuzz-smoke`: the short
-# run .ci/run does (under a minute after the build). fuzz-seed: seeds from tests/corpus
+# run .ci/run does (under a minute after the build; it only reads the committed corpus). fuzz-seed: seeds from tests/corpus
 # and hand-written inputs; fuzz-cmin: minimise the committed corpus after a long run
 # (every edge kept, counters ignored, a greedy set cover: it stays under 2 MB).
 FUZZ_RUNS          ?= 1000000
 FUZZ_PIPELINE_RUNS ?= 10000000
 FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor
 fuzz:
-	fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
+	FUZZ_KEEP=corpus fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
 
 fuzz-smoke:
 	fuzz/run.sh 4000 20000
@@ -130,11 +145,12 @@ static:
 static-check: static
 	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
 
-# The whole test suite against the static binary (musl, dlmalloc, OpenSSL compiled in;
-# issue 12: its allocator is not glibc's): the tests, built as for `make test`, spawn
-# the binary SP_TEST_BIN names instead of their own.
+# The process-level tests against the static binary (musl, dlmalloc, OpenSSL compiled
+# in: its allocator and libc are not glibc's): the tests in tests/, built as for `make
+# test`, spawn the binary SP_TEST_BIN names instead of their own. The library's unit
+# tests do not start a binary, so they are not run again.
 test-static: static
-	SP_TEST_BIN=$(STATIC_SP) $(CARGO) test --profile fast --locked
+	SP_TEST_BIN=$(STATIC_SP) $(CARGO) test --profile fast --locked --test '*'
 
 # Debian: a dpkg-deb layout from the glibc build (packaging/deb/build-deb).
 deb: build
@@ -223,20 +239,26 @@ vendor:
 
 # RPM from packaging/rpm/sallyport.spec, from the committed HEAD (git archive) and the
 # vendored crates, where rpmbuild exists (Debian's `rpm` package has it). RPM_WITH=--with
-# static builds the static variant. BuildRequires are not checked (--nodeps): on Debian
-# they are not RPMs.
-RPM_WITH ?=
+# static builds the static variant. RPM_PREBUILT=PATH packages that binary instead of
+# building one (no vendoring, no cargo: .ci/run packages the static binary it already
+# built and tested). BuildRequires are not checked (--nodeps): on Debian they are not RPMs.
+RPM_WITH     ?=
+RPM_PREBUILT ?=
 RPMDIR   := $(PKGDIR)/rpm
 rpm:
 	@if ! command -v rpmbuild >/dev/null 2>&1; then echo "make rpm: no rpmbuild here; skipped"; exit 0; fi; \
 	set -e; \
 	spec_version=$$(sed -n 's/^Version: *//p' packaging/rpm/sallyport.spec); \
 	[ "$$spec_version" = "$(VERSION)" ] || { echo "sallyport.spec is at $$spec_version, Cargo.toml at $(VERSION)" >&2; exit 1; }; \
-	$(MAKE) --no-print-directory vendor; \
 	rm -rf $(RPMDIR) && mkdir -p $(RPMDIR)/SOURCES; \
+	if [ -n "$(RPM_PREBUILT)" ]; then \
+	    install -m 0755 "$(RPM_PREBUILT)" $(RPMDIR)/SOURCES/sp-prebuilt; with="$(RPM_WITH) --with prebuilt"; \
+	else \
+	    $(MAKE) --no-print-directory vendor; \
+	    cp $(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz $(RPMDIR)/SOURCES/; with="$(RPM_WITH)"; \
+	fi; \
 	git archive --prefix=sallyport-$(VERSION)/ -o $(RPMDIR)/SOURCES/sallyport-$(VERSION).tar.gz HEAD; \
-	cp $(PKGDIR)/sallyport-$(VERSION)-vendor.tar.gz $(RPMDIR)/SOURCES/; \
-	rpmbuild -bb --nodeps --define "_topdir $(CURDIR)/$(RPMDIR)" $(RPM_WITH) packaging/rpm/sallyport.spec; \
+	rpmbuild -bb --nodeps --define "_topdir $(CURDIR)/$(RPMDIR)" $$with packaging/rpm/sallyport.spec; \
 	ls -l $(RPMDIR)/RPMS/*/*.rpm
 
 # Install the RPM into a temporary --root and run sp from there.

@@ -8,7 +8,12 @@
 # FUZZ_SANITIZER: `none` (default: the crate forbids unsafe code, so the fuzzers hunt
 # panics and broken invariants, and ASan would halve the rate) or `address`.
 # FUZZ_MAX_TIME: seconds per target at most (default: no limit). Needs `cargo +nightly`
-# and cargo-fuzz. Logs: fuzz/logs/TARGET.log.
+# and cargo-fuzz. Logs: fuzz/logs/TARGET.log (ignored by git).
+#
+# The committed corpus (fuzz/corpus/TARGET) is only read: new inputs go to a scratch
+# directory first in libFuzzer's list, removed at exit, so a run leaves the work tree as
+# it found it. FUZZ_KEEP=DIR keeps them in DIR/TARGET instead (relative to fuzz/); `make fuzz`
+# sets FUZZ_KEEP=corpus, so a long run grows the corpus that `make fuzz-cmin` minimises.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -24,6 +29,10 @@ max_time=${FUZZ_MAX_TIME:-0}
 cargo +nightly fuzz build -s "$san"
 mkdir -p logs
 
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+keep=${FUZZ_KEEP:-$scratch}
+
 failed=0
 summary=()
 for t in "${targets[@]}"; do
@@ -35,11 +44,13 @@ for t in "${targets[@]}"; do
         # not hunted (`-s none`, and the crate forbids unsafe code).
         extra=(-max_len=4096 -detect_leaks=0)
     fi
-    mkdir -p "artifacts/$t" "corpus/$t"
+    mkdir -p "artifacts/$t" "corpus/$t" "$keep/$t"
     before=$(find "artifacts/$t" -type f | wc -l)
     t0=$(date +%s.%N)
     set +e
-    cargo +nightly fuzz run -s "$san" "$t" -- -runs="$runs" -max_total_time="$max_time" -timeout=10 \
+    dirs=("$keep/$t" "corpus/$t")
+    [ "$keep" != corpus ] || dirs=("corpus/$t")
+    cargo +nightly fuzz run -s "$san" "$t" "${dirs[@]}" -- -runs="$runs" -max_total_time="$max_time" -timeout=10 \
         -print_final_stats=1 "${extra[@]}" >"logs/$t.log" 2>&1
     status=$?
     set -e

@@ -19,14 +19,24 @@
 //!
 //! The approver runs with argv (no shell) in its own process group; its stdin is one
 //! JSON line describing the exact action (tool, target, credential or host name, rule,
-//! `request_fp`, and the request itself: method, URL with the agent's query, agent
-//! headers and body, or SSH host, user, address, port, command and stdin; bodies and
-//! stdin cut at 64 KiB). It never holds a secret: credentials are injected after this
-//! point, and variables that are `env` credential sources are removed from its
-//! environment. The same facts are in `SP_APPROVAL_TOOL`, `SP_APPROVAL_TARGET`,
-//! `SP_APPROVAL_SUBJECT`, `SP_APPROVAL_SESSION` and `SP_APPROVAL_FP` for scripts that
-//! do not parse JSON. Its stdout and stderr are its own pipes, read by `sp` and logged at
-//! info level on stderr (at most 16 KiB each); they never reach the protocol stream.
+//! `request_fp`, and the request itself: method, URL with the agent's query, host, agent
+//! headers and body, or SSH host, user, address, port, command and stdin). It never
+//! holds a secret: credentials are injected after this point, and variables that are
+//! `env` credential sources are removed from its environment. The same facts are in
+//! `SP_APPROVAL_TOOL`, `SP_APPROVAL_TARGET`, `SP_APPROVAL_SUBJECT`, `SP_APPROVAL_HOST`,
+//! `SP_APPROVAL_REQUEST` (the request as JSON), `SP_APPROVAL_SESSION`, `SP_APPROVAL_FP`
+//! and `SP_APPROVAL_VERSION` for scripts that do not parse JSON.
+//!
+//! What the approver shows is what will run: every one of those fields is escaped the
+//! way the log and `sp audit` are (`escape.rs`: controls, bidi, zero-width, separators),
+//! cut visibly when long (`...[cut: N bytes, sha256 HEX]`, [`MAX_SHOWN_LINE`],
+//! [`MAX_SHOWN_TEXT`]), hosts are given as punycode with their Unicode form beside it,
+//! and the whole stdin line carries no raw member of the class (`escape::json_safe`).
+//! The exact values are in the description's `raw` member only (bodies and stdin cut
+//! at 64 KiB there, with a `_truncated` flag).
+//!
+//! Its stdout and stderr are its own pipes, read by `sp` and logged at info level on
+//! stderr (at most 16 KiB each); they never reach the protocol stream.
 //! Exit 0 is yes; any other exit, death by a signal, failure to start, or no answer
 //! within `approval.timeout_s` (the whole process group is then killed) is no. Each
 //! approval covers one call. The decision, the approver's exit status and the time
@@ -47,12 +57,26 @@ use serde_json::{json, Map, Value};
 
 use crate::audit::{Context, Journal};
 use crate::authorize::Action;
+use crate::escape;
 use crate::policy::{Policy, SecretSource};
 
 pub(crate) use crate::policy::approval::Mode;
 
-/// Bodies and stdin shown to the approver are cut here.
+/// Bodies and stdin in the description's `raw` member are cut here (with a `_truncated` flag).
 pub(crate) const MAX_SHOWN_BYTES: usize = 64 * 1024;
+/// The escaped form of a one-line field (target, URL, command, header value, names) is
+/// cut visibly after this many bytes (`escape::shown`): the length and SHA-256 of the
+/// whole value follow the cut.
+pub(crate) const MAX_SHOWN_LINE: usize = 1024;
+/// The same for the escaped form of a body or stdin.
+pub(crate) const MAX_SHOWN_TEXT: usize = 16 * 1024;
+/// `SP_APPROVAL_REQUEST` is cut visibly after this many bytes (then it is no longer
+/// whole JSON): 100 headers of 1 KiB shown, each JSON-escaped, would pass Linux's
+/// 128 KiB limit on one environment string.
+pub(crate) const MAX_SHOWN_ENV: usize = 64 * 1024;
+/// `version` of the description and `SP_APPROVAL_VERSION`: 2 since the fields are
+/// escaped and cut and the exact values moved under `raw`.
+pub(crate) const DESCRIPTION_VERSION: u32 = 2;
 const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 
 /// `sp check`'s lines.
@@ -104,14 +128,7 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
     };
     let (answer, intent) = match (p.mode, &p.command) {
         (Mode::Enforce, Some(argv)) => {
-            let description = describe(action, ctx, journal.session());
-            let env = [
-                ("SP_APPROVAL_TOOL", ctx.tool.clone().unwrap_or_default()),
-                ("SP_APPROVAL_TARGET", ctx.target.clone().unwrap_or_default()),
-                ("SP_APPROVAL_SUBJECT", subject.clone()),
-                ("SP_APPROVAL_SESSION", journal.session().to_owned()),
-                ("SP_APPROVAL_FP", ctx.request_fp.clone().unwrap_or_default()),
-            ];
+            let Input { line, env } = input(action, ctx, journal.session(), &subject);
             let hidden: Vec<&str> = policy
                 .credentials
                 .values()
@@ -121,7 +138,7 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
                 })
                 .collect();
             log::info!("asking the approver about {} ({subject})", ctx.target.as_deref().unwrap_or("an action"));
-            (ask_cancellable(argv, p.timeout, &description, &env, &hidden, cancel), "approved")
+            (ask_cancellable(argv, p.timeout, &line, &env, &hidden, cancel), "approved")
         }
         _ => (
             Answer { decision: "observed", exit: None, why: "approval would be asked (mode observe): not asked".into(), duration_ms: 0 },
@@ -146,45 +163,96 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
     }
 }
 
-/// The approver's stdin: the exact action, no secret.
+/// What the approver is given: its stdin line and its `SP_APPROVAL_*` variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Input {
+    /// One line of JSON, every unsafe character `\uXXXX`-escaped (`escape::json_safe`).
+    pub line: String,
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// The approver's input for `action`: the description ([`describe`]) as its stdin line,
+/// and the same facts, shown form only, in its environment.
+pub(crate) fn input(action: &Action, ctx: &Context, session: &str, subject: &str) -> Input {
+    let d = describe(action, ctx, session);
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let host = match action {
+        Action::Http(a) => escape::host_line(a.action().url.host_str().unwrap_or_default()),
+        Action::Ssh(a) => escape::host_line(&a.action().address),
+        Action::Inventory(_) => String::new(),
+    };
+    let env = vec![
+        ("SP_APPROVAL_VERSION", DESCRIPTION_VERSION.to_string()),
+        ("SP_APPROVAL_TOOL", text(&d["tool"])),
+        ("SP_APPROVAL_TARGET", text(&d["target"])),
+        ("SP_APPROVAL_SUBJECT", escape::shown(subject, MAX_SHOWN_LINE)),
+        ("SP_APPROVAL_HOST", host),
+        // A variable over 128 KiB would fail the approver's exec (E2BIG): cut visibly.
+        ("SP_APPROVAL_REQUEST", escape::shown(&escape::json_safe(&d["request"].to_string()), MAX_SHOWN_ENV)),
+        ("SP_APPROVAL_SESSION", text(&d["session"])),
+        ("SP_APPROVAL_FP", text(&d["request_fp"])),
+    ];
+    Input { line: escape::json_safe(&d.to_string()), env }
+}
+
+/// The approver's stdin: the exact action, no secret. Every string a person may read is
+/// escaped and cut visibly (`escape::shown`); the exact values are under `raw` only.
 pub(crate) fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
-    let shown = |s: &str| -> (String, bool) {
+    let line = |s: &str| Value::String(escape::shown(s, MAX_SHOWN_LINE));
+    let text = |s: &str| Value::String(escape::shown(s, MAX_SHOWN_TEXT));
+    let opt = |s: &Option<String>| s.as_deref().map_or(Value::Null, line);
+    let raw_cut = |s: &str| -> (String, bool) {
         let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
         (kept.to_owned(), kept.len() < s.len())
     };
-    let request = match action {
+    let (shown, raw) = match action {
         Action::Http(a) => {
             let a = a.action();
-            let headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            let mut r = json!({"method": a.method.as_str(), "url": a.url.as_str(), "headers": headers});
-            if let Some(body) = &a.body {
-                let (b, cut) = shown(body);
-                r["body"] = json!(b);
-                r["body_truncated"] = json!(cut);
+            let ascii = a.url.host_str().unwrap_or_default();
+            let (host, unicode) = escape::host(ascii);
+            let headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (escape::shown(k, MAX_SHOWN_LINE), line(v))).collect();
+            let mut shown = json!({"method": a.method.as_str(), "url": line(a.url.as_str()), "host": host, "headers": headers});
+            if let Some(u) = unicode {
+                shown["host_unicode"] = json!(u);
             }
-            r
+            let raw_headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            let mut raw = json!({"method": a.method.as_str(), "url": a.url.as_str(), "headers": raw_headers});
+            if let Some(body) = &a.body {
+                shown["body"] = text(body);
+                let (b, cut) = raw_cut(body);
+                raw["body"] = json!(b);
+                raw["body_truncated"] = json!(cut);
+            }
+            (shown, raw)
         }
         Action::Ssh(a) => {
             let a = a.action();
-            let mut r = json!({"host": a.host, "user": a.user, "address": a.address, "port": a.port, "command": a.command});
-            if let Some(stdin) = &a.stdin {
-                let (s, cut) = shown(stdin);
-                r["stdin"] = json!(s);
-                r["stdin_truncated"] = json!(cut);
+            let (address, unicode) = escape::host(&a.address);
+            let mut shown = json!({"host": line(&a.host), "user": line(&a.user), "address": address, "port": a.port, "command": line(&a.command)});
+            if let Some(u) = unicode {
+                shown["address_unicode"] = json!(u);
             }
-            r
+            let mut raw = json!({"host": a.host, "user": a.user, "address": a.address, "port": a.port, "command": a.command});
+            if let Some(stdin) = &a.stdin {
+                shown["stdin"] = text(stdin);
+                let (s, cut) = raw_cut(stdin);
+                raw["stdin"] = json!(s);
+                raw["stdin_truncated"] = json!(cut);
+            }
+            (shown, raw)
         }
-        Action::Inventory(_) => json!({}),
+        Action::Inventory(_) => (json!({}), json!({})),
     };
     json!({
-        "version": 1,
-        "session": session,
-        "tool": ctx.tool,
-        "target": ctx.target,
-        "credential": ctx.credential,
-        "rule": ctx.rule,
-        "request_fp": ctx.request_fp,
-        "request": request,
+        "version": DESCRIPTION_VERSION,
+        "session": line(session),
+        "tool": opt(&ctx.tool),
+        "target": opt(&ctx.target),
+        "credential": opt(&ctx.credential),
+        "rule": opt(&ctx.rule),
+        "request_fp": opt(&ctx.request_fp),
+        "request": shown,
+        "raw": {"target": ctx.target, "request": raw},
     })
 }
 
@@ -201,12 +269,12 @@ pub(crate) struct Answer {
 /// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
 #[cfg(test)]
 fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
-    ask_cancellable(argv, timeout, description, env, hidden_env, &crate::exec::Cancel::new())
+    ask_cancellable(argv, timeout, &description.to_string(), env, hidden_env, &crate::exec::Cancel::new())
 }
 
 /// [`ask`], and when `cancel` fires the approver's process group is killed at once
 /// (decision `cancelled`).
-pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
+pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &str, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
     use crate::sys::Waited;
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
@@ -252,7 +320,7 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
         }
     }
     if let Some(mut stdin) = child.stdin.take() {
-        let mut line = description.to_string().into_bytes();
+        let mut line = description.as_bytes().to_vec();
         line.push(b'\n');
         // An approver that does not read its stdin must not hold us up.
         std::thread::spawn(move || {

@@ -23,6 +23,10 @@
 //!   closed, the approver's process group killed) and the call is never answered;
 //! - on `notifications/cancelled` for a `tools/call` still queued marks it, so it never
 //!   runs (a rejection with reason `cancelled`);
+//! - refuses a request whose id is in flight (the running call's, or a queued
+//!   request's), whatever its method: it is queued as [`Event::IdInFlight`], never run,
+//!   and the loop answers it in turn with -32600 and `id: null` (the id's one answer
+//!   is its first request's), so a cancel can never hit the wrong call;
 //! - on stdin EOF cancels the call the same way and the loop then ends;
 //! - queues everything else in arrival order (another `tools/call`, refused requests,
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
@@ -79,7 +83,12 @@ pub(crate) const FRAME_OVERHEAD: usize = 192;
 
 pub(crate) enum Event {
     /// A frame, or the framing error that ended reading (with the bytes read for it).
-    Frame { frame: Result<Frame, FrameError>, raw: Vec<u8>, bytes: usize },
+    /// `id`: a request's id, known for the frames a control thread queued (they are in
+    /// flight until the loop takes them).
+    Frame { frame: Result<Frame, FrameError>, raw: Vec<u8>, bytes: usize, id: Option<Id> },
+    /// A request whose id was in flight when it arrived (the running call's, or a queued
+    /// request's): refused (-32600, `id: null`) in turn, never run.
+    IdInFlight { frame: Frame, bytes: usize, id: Id },
     /// A `tools/call` that was cancelled while it waited in the queue: never run.
     CancelledQueued { frame: Frame, bytes: usize },
     /// stdin reached its end.
@@ -157,10 +166,10 @@ impl Reader {
     fn read(&mut self) -> Option<Event> {
         match self.frames.read() {
             Read::Parked => None,
-            Read::Frame(Ok(frame)) => Some(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes: 0 }),
+            Read::Frame(Ok(frame)) => Some(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes: 0, id: None }),
             Read::Frame(Err(e)) => {
                 self.ended = true;
-                Some(Event::Frame { frame: Err(e), raw: self.frames.raw().to_vec(), bytes: 0 })
+                Some(Event::Frame { frame: Err(e), raw: self.frames.raw().to_vec(), bytes: 0, id: None })
             }
             Read::Eof => {
                 self.ended = true;
@@ -256,7 +265,7 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         let mut state = locked(&self.link.state);
         let r = &mut state.reader;
         if let Some(event) = r.queue.pop_front() {
-            if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } = &event {
+            if let Event::Frame { bytes, .. } | Event::CancelledQueued { bytes, .. } | Event::IdInFlight { bytes, .. } = &event {
                 r.queued = r.queued.saturating_sub(*bytes);
             }
             return event;
@@ -402,7 +411,7 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
                 call.eof = true;
                 call.cancel.cancel();
             }
-            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id) {
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
                 Control::List(l) => link.send_for_call(&call.cancel, |w| w.send_typed(&l)),
                 Control::CancelRunning => {
@@ -411,10 +420,16 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
                     call.cancel.cancel();
                 }
                 Control::CancelQueued(target) => cancel_queued(&mut reader.queue, &target),
-                Control::Queue => {
+                Control::Queue { id } => {
                     let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
                     reader.queued += bytes;
-                    reader.queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes });
+                    reader.queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes, id });
+                }
+                Control::InFlight(id) => {
+                    log::info!("request id {} is already in flight: refused", id.to_value());
+                    let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
+                    reader.queued += bytes;
+                    reader.queue.push_back(Event::IdInFlight { frame, bytes, id });
                 }
             },
             // The end (when it does not cancel) and a framing error wait in turn.
@@ -429,14 +444,24 @@ enum Control {
     List(crate::tools::ListAnswer),
     CancelRunning,
     CancelQueued(Value),
-    Queue,
+    /// For the loop, in turn; `id`: a request's id (it is in flight from now on).
+    Queue { id: Option<Id> },
+    /// A request reusing an id in flight.
+    InFlight(Id),
 }
 
 /// What the control thread does with a well-formed frame; anything not a control
-/// message, or refused, is queued untouched.
-fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
-    let Ok(value) = crate::json::parse(&frame.text) else { return Control::Queue };
-    let Ok(message) = jsonrpc::classify(value) else { return Control::Queue };
+/// message, or refused, is queued untouched. A request whose id is in flight (the
+/// running call's, or that of a request in `queue`) is refused whatever its method, so
+/// that a cancel or an answer can never reach the wrong request (`sp(1)` SESSION POLICY).
+fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque<Event>) -> Control {
+    let Ok(value) = crate::json::parse(&frame.text) else { return Control::Queue { id: None } };
+    let Ok(message) = jsonrpc::classify(value) else { return Control::Queue { id: None } };
+    if let Message::Request { id, .. } = &message
+        && (id == running || queue.iter().any(|e| matches!(e, Event::Frame { id: Some(queued), .. } if queued == id)))
+    {
+        return Control::InFlight(id.clone());
+    }
     match &message {
         Message::Notification { method, params } if method == "notifications/cancelled" => {
             let target = params.as_ref().and_then(|p| p.get("requestId")).cloned().unwrap_or(Value::Null);
@@ -451,12 +476,13 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id) -> Control {
             let control = match step {
                 Step::Reply(result, era) => Control::Answer(crate::wire::era_response(id.to_value(), result, era)),
                 Step::ListTools(era) => Control::List(crate::tools::ListAnswer { id: id.to_value(), era }),
-                _ => return Control::Queue,
+                _ => return Control::Queue { id: Some(id.clone()) },
             };
             *session = next;
             control
         }
-        _ => Control::Queue,
+        Message::Request { id, .. } => Control::Queue { id: Some(id.clone()) },
+        Message::Notification { .. } => Control::Queue { id: None },
     }
 }
 
@@ -569,7 +595,7 @@ mod tests {
     fn only_control_messages_are_answered_during_a_call() {
         let mut session = Session::Ready { version: "2025-06-18" };
         let running = Id::Int(7);
-        let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running) {
+        let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new()) {
             Control::Answer(v) => Some(v),
             Control::List(l) => serde_json::to_value(&l).ok(),
             _ => None,
@@ -585,22 +611,62 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
             "not json",
         ] {
-            assert!(matches!(classify(&mut session, &frame(queued), &running), Control::Queue), "{queued}");
+            assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new()), Control::Queue { .. }), "{queued}");
         }
         let cancel = |id: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#);
-        assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running), Control::CancelRunning));
-        assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running), Control::CancelQueued(_)));
+        assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new()), Control::CancelRunning));
+        assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new()), Control::CancelQueued(_)));
         // Before the handshake a ping is refused: queued, answered in turn.
         let mut fresh = Session::AwaitingInit;
-        let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running);
-        assert!(matches!(pinged, Control::Queue | Control::Answer(_)));
+        let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new());
+        assert!(matches!(pinged, Control::Queue { .. } | Control::Answer(_)));
+    }
+
+    #[test]
+    fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
+        let mut session = Session::Ready { version: "2025-06-18" };
+        let running = Id::Int(7);
+        let queued = |id: &str| {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
+            match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new()) {
+                Control::Queue { id } => Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: 0, id },
+                _ => panic!("{text}"),
+            }
+        };
+        let queue: VecDeque<Event> = [queued("8"), queued(r#""9""#)].into_iter().collect();
+        let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue) {
+            Control::InFlight(id) => Some(id),
+            _ => None,
+        };
+        for (text, want) in [
+            // The running call's id, any method (a ping is not answered for it).
+            (r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"sp_inventory","arguments":{}}}"#, Some(Id::Int(7))),
+            (r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#, Some(Id::Int(7))),
+            (r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#, Some(Id::Int(7))),
+            (r#"{"jsonrpc":"2.0","id":7,"method":"nope"}"#, Some(Id::Int(7))),
+            // A queued request's id.
+            (r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#, Some(Id::Int(8))),
+            (r#"{"jsonrpc":"2.0","id":"9","method":"tools/list"}"#, Some(Id::Str("9".into()))),
+            // Other ids: "7" is not 7, 9 is not "9"; notifications have none.
+            (r#"{"jsonrpc":"2.0","id":"7","method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":"8","method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#, None),
+        ] {
+            assert_eq!(verdict(text), want, "{text}");
+        }
+        // A request taken off the queue (or cancelled there) is no longer in flight
+        // through the queue.
+        let mut rest: VecDeque<Event> = [queued("8")].into_iter().collect();
+        cancel_queued(&mut rest, &json!(8));
+        assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest), Control::Answer(_)));
     }
 
     #[test]
     fn a_cancelled_queued_call_is_marked_and_nothing_else() {
         let call = |id: i64| {
             let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
-            Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: text.len() + 1 }
+            Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: text.len() + 1, id: Some(Id::Int(id)) }
         };
         let mut queue: VecDeque<Event> = [call(1), call(2)].into_iter().collect();
         cancel_queued(&mut queue, &json!(9));

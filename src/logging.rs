@@ -12,33 +12,21 @@
 //!    quoting a peer, a refused redirect's target) is scrubbed against every secret,
 //!    short ones included, where it is logged (`server.rs` logs the message it made
 //!    with `Vault::scrub_text`, the one the answer carries);
-//! 2. has its control characters (C0, DEL, C1), the Unicode line and paragraph separators
-//!    and the bidi overrides and isolates escaped ([`escape`]), so a path holding
-//!    `%0a%1b[2K` cannot forge a line or repaint the terminal.
+//! 2. has its control characters (C0, DEL, C1), line and paragraph separators, bidi and
+//!    zero-width characters escaped (the one class of [`crate::escape`]), so a path
+//!    holding `%0a%1b[2K` cannot forge a line or repaint the terminal.
 //!
 //! Only records from this crate are written: dependencies' debug output can carry URLs
 //! with query strings and header values, which may hold secrets.
 
-use std::borrow::Cow;
 use std::io::Write;
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-/// Characters that never reach a log line or `sp audit` output raw: C0 and C1 controls,
-/// DEL, U+2028/U+2029 (line and paragraph separators), the bidi embeddings and overrides
-/// U+202A..U+202E, the bidi isolates U+2066..U+2069, and the marks U+200E/U+200F/U+061C.
-pub(crate) fn is_unsafe(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-}
-
-/// `s` with every [`is_unsafe`] character written as a Rust escape (`\n`, `\u{1b}`,
-/// `\u{202e}`); the backslash itself is left as is.
-pub(crate) fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe) {
-        return Cow::Borrowed(s);
-    }
-    Cow::Owned(s.chars().map(|c| if is_unsafe(c) { c.escape_default().to_string() } else { c.to_string() }).collect())
-}
+// The class and its escape live in `escape.rs`, shared with `sp audit` and the approver.
+use crate::escape::escape;
+#[cfg(test)]
+use crate::escape::is_unsafe;
 
 /// The text of one log line (without the trailing newline): scrubbed, then escaped.
 pub(crate) fn line(level: Level, message: &str) -> String {

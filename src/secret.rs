@@ -405,6 +405,13 @@ impl Vault {
         Scrubbed(map)
     }
 
+    /// Outside JSON scrubbed in place, whole ([`Vault::scrub_value`]): what an upstream
+    /// MCP server wrote (its tool definitions, its error texts), keys included. Never
+    /// for what sp writes itself.
+    pub(crate) fn scrub(&self, value: &mut Value) {
+        self.scrub_value(value);
+    }
+
     /// Replaces every spelling of every secret seen so far, in every string of `value`
     /// (object keys included), with `[REDACTED:<credential>]`. A number whose digits
     /// spell a secret becomes that marker string. For outside content only.
@@ -611,24 +618,22 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
         let _ = tx.send(read.map(|_| buf));
     });
     let deadline = Instant::now() + timeout;
-    // Output ends when the command exits (or closes stdout); then wait for its status.
-    let bytes = match rx.recv_timeout(timeout) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => {
-            child.kill();
-            return Err(fail(format!("output could not be read: {}", io_reason(&e))));
-        }
-        Err(_) => {
-            child.kill();
-            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
-        }
-    };
+    let timed_out = || fail(format!("timed out after {}s", timeout.as_secs()));
+    // Its exit first, then its output: when it exits, whatever it started is killed
+    // (its group, and what left the group and came to `sp` the subreaper:
+    // `sys::Child::kill_group`), so a daemon holding its stdout cannot hold the read.
     let status = match child.wait_until(deadline, || false) {
         Waited::Exited(status) => status,
         _ => {
             child.kill();
-            return Err(fail(format!("timed out after {}s", timeout.as_secs())));
+            return Err(timed_out());
         }
+    };
+    child.kill_group();
+    let bytes = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(fail(format!("output could not be read: {}", io_reason(&e)))),
+        Err(_) => return Err(timed_out()),
     };
     if !status.success() {
         return Err(fail(format!("failed ({status})")));
@@ -703,6 +708,62 @@ pub(crate) fn withholds(vault: &Vault, result: &crate::wire::ToolResult) -> bool
     let found = message.is_some_and(|m| EchoScan::spells_a_secret(vault, m)) || fields.values().any(|v| escaped_echo(vault, v));
     if found {
         log::warn!("a result's JSON text spelled a secret that no single value showed: the result is withheld");
+    }
+    found
+}
+
+/// An upstream MCP server's `CallToolResult` as a `Value` (`upstream/`), scrubbed in
+/// place: everything the upstream wrote is outside text (each content block's text and
+/// data, `structuredContent` with its own keys), except the members sp re-emits as MCP
+/// vocabulary (`content`, `structuredContent`, `isError`, each block's keys and its
+/// `type`), which no secret may rewrite. Then, as for a tool's result ([`withholds`]),
+/// a string whose JSON escapes alone spell a secret withholds the whole result, which
+/// becomes an `SP_UPSTREAM` error. True when it was withheld.
+#[cfg_attr(not(test), expect(dead_code, reason = "upstream results are not served yet (upstream/ tests use it)"))]
+pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
+    if vault.is_empty() {
+        return false;
+    }
+    let Value::Object(members) = result else {
+        vault.scrub_value(result);
+        return false;
+    };
+    let mut found = false;
+    for (key, v) in members.iter_mut() {
+        match (key.as_str(), v) {
+            ("isError", Value::Bool(_)) => {}
+            ("content", Value::Array(blocks)) => {
+                for block in blocks {
+                    match block {
+                        Value::Object(b) => {
+                            for (k, v) in b.iter_mut().filter(|(k, _)| *k != "type") {
+                                vault.scrub_value(v);
+                                found = found || EchoScan::spells_a_secret(vault, k) || escaped_echo(vault, v);
+                            }
+                        }
+                        other => {
+                            vault.scrub_value(other);
+                            found = found || escaped_echo(vault, other);
+                        }
+                    }
+                }
+            }
+            (_, v) => {
+                vault.scrub_value(v);
+                found = found || escaped_echo(vault, v);
+            }
+        }
+    }
+    if found {
+        log::warn!("an upstream result's JSON text spelled a secret that no single value showed: the result is withheld");
+        let code = crate::wire::ToolCode::Upstream.as_str();
+        let text = crate::wire::object([("text", Value::String(format!("{code}: {WITHHELD}"))), ("type", "text".into())]);
+        let error = crate::wire::object([("code", code.into()), ("message", WITHHELD.into())]);
+        *result = crate::wire::object([
+            ("content", Value::Array(vec![text])),
+            ("isError", true.into()),
+            ("structuredContent", crate::wire::object([("error", error)])),
+        ]);
     }
     found
 }

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
 use crate::control::{raw_of, Event, Input, Link};
 use crate::exec::{Cancel, ExecError, Executor, Progress};
-use crate::http::result::{HttpResult, Redirect};
+use crate::http::result::{HttpResult, Redirect, Secrets};
 use crate::frame::FrameError;
 use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
@@ -128,7 +128,7 @@ impl RpcError {
             RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
             // Issue #10: an invalid request in this state. (-32002 is LSP's
             // ServerNotInitialized, but MCP defines -32002 as "resource not found".)
-            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized) => -32600,
+            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized | Refusal::IdInFlight { .. }) => -32600,
         }
     }
 
@@ -146,6 +146,7 @@ impl RpcError {
             RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => "method_not_found",
             RpcError::Lifecycle(Refusal::InvalidParams(_)) => "invalid_params",
             RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => "unsupported_version",
+            RpcError::Lifecycle(Refusal::IdInFlight { .. }) => "id_in_flight",
             RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
             RpcError::Call(_) => "invalid_params",
         }
@@ -268,6 +269,10 @@ impl<'p, E: Executor> Server<'p, E> {
                     self.cancelled_queued(&frame);
                     continue;
                 }
+                Event::IdInFlight { frame, id, .. } => match self.refuse_in_flight(io, &frame, id) {
+                    Some(exit) => return exit,
+                    None => continue,
+                },
                 Event::Frame { frame, raw, .. } => (frame, raw),
             };
             if let Some(exit) = self.stopped() {
@@ -331,6 +336,26 @@ impl<'p, E: Executor> Server<'p, E> {
         self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
         self.reject("cancelled");
         self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
+    }
+
+    /// A request that reused an id in flight (`control.rs`): refused with `id: null`, so
+    /// the request that holds the id gets the only answer that carries it; the refused
+    /// id is in the error's `data.requestId`. Well-formed: the session stays open
+    /// (unless refusals close it).
+    fn refuse_in_flight<W: Write + Send>(&mut self, io: &Input<'_, '_, '_, W>, frame: &crate::frame::Frame, id: Id) -> Option<Exit> {
+        if self.audited()
+            && let Some(Message::Request { method, params, .. }) = json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok())
+        {
+            self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
+        }
+        let err = RpcError::Lifecycle(Refusal::IdInFlight { id });
+        log::info!("refused: {err}");
+        self.reject(err.reason());
+        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
+        if io.write(|out| out.send(&error_response(None, &err))).is_err() {
+            return Some(Exit::ClientGone);
+        }
+        self.options.close_on_refusal.then_some(Exit::Refused)
     }
 
     /// Is anybody told about requests: the journal, or the approver (which also gets
@@ -464,7 +489,11 @@ impl<'p, E: Executor> Server<'p, E> {
                 return None;
             }
             Err((reason, code, message)) => return Some(self.refuse_tool(id, reason, code, message)),
-            Ok((tool, _)) if requested => (tool, ToolResult::error(crate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client"))),
+            // An executor that saw the cancel says what became of the effect (ssh_exec:
+            // what was killed, what may still run); its words go to the journal.
+            Ok((tool, result)) if requested && result.outcome() != crate::exec::SP_CANCELLED => {
+                (tool, ToolResult::error(crate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client")))
+            }
             Ok(done) => done,
         };
         let outcome = result.outcome();
@@ -576,7 +605,12 @@ impl<E: Executor> Server<'_, E> {
             // Names and values, and an echo split across two header lines.
             self.vault.scrub_headers(&mut outcome.headers);
             let status = outcome.status;
-            let mut result = HttpResult::from_outcome(outcome);
+            // Compressed content is searched for the secrets read so far (`http/coding.rs`).
+            let vault = &self.vault;
+            let find = |b: &[u8], cut: bool| vault.echoed_in(b, cut);
+            let limit = usize::try_from(current.action().max_response_bytes).unwrap_or(usize::MAX);
+            let secrets = (!vault.is_empty()).then_some(Secrets { find: &find, limit });
+            let mut result = HttpResult::from_outcome(outcome, secrets.as_ref());
             result.withhold_echo(body_echo.as_deref(), header_echo.as_deref());
             // The URL as authorized: an injected query credential is not part of it.
             result.final_url = current.action().url.to_string();
@@ -786,6 +820,9 @@ fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
         // 2026-07-28 `UnsupportedProtocolVersionError`.
         error["data"] = json!({"supported": crate::session::ALL_VERSIONS, "requested": requested});
     }
+    if let RpcError::Lifecycle(Refusal::IdInFlight { id }) = err {
+        error["data"] = json!({"requestId": id.to_value()});
+    }
     json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
 
@@ -805,6 +842,7 @@ mod tests {
             (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
             (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
             (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
+            (RpcError::Lifecycle(Refusal::IdInFlight { id: Id::Int(7) }), -32600, false),
             (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
         ];
         for (e, code, _) in cases {

@@ -87,6 +87,9 @@ pub enum Refusal {
     InvalidParams(String),
     /// A stateless request naming a version this server does not serve that way (-32022).
     UnsupportedVersion { requested: String },
+    /// A request reusing the id of one still in flight (running, or waiting behind the
+    /// running call): -32600 with `id: null` (`sp(1)` SESSION POLICY).
+    IdInFlight { id: crate::jsonrpc::Id },
 }
 
 impl fmt::Display for Refusal {
@@ -105,6 +108,12 @@ impl fmt::Display for Refusal {
                 "unsupported protocol version {:?}: requests without initialize must name {STATELESS_VERSION} in \
                  _meta[{META_PROTOCOL_VERSION:?}]; the handshake revisions start with initialize",
                 short(requested)
+            ),
+            Refusal::IdInFlight { id } => write!(
+                f,
+                "invalid request: id {} is already in flight (a request with that id is running or waiting); \
+                 this request is not run",
+                short(&id.to_value().to_string())
             ),
         }
     }

@@ -7,10 +7,12 @@
 //! - a message being written is finished (writes retry `EINTR`, see `out.rs`);
 //! - an action already running is cancelled: [`StoppableStdin`] reads as end of input,
 //!   which `control.rs` treats as the client's shutdown (issue #10), so the HTTP
-//!   connection is closed, the remote command hung up, the approver killed, no answer;
+//!   connection is closed, the remote command killed, the approver killed, no answer;
 //! - reading stops: [`StoppableStdin`] waits in `poll(2)` for stdin *or* the wake-up, so
 //!   a signal ends even a read that is blocked waiting for the client; a request that
 //!   arrives with or after the signal is not run;
+//! - `install` also makes `sp mcp` a child subreaper (`sys::become_subreaper`), so a
+//!   helper's orphans come to `sp`, which kills them when the helper ends;
 //! - `sp mcp` writes the journal's `end` row (decision `sigterm`, `sigint` or `sighup`)
 //!   and exits with 128 + the signal number (143, 130, 129), as `sp(1)` documents.
 
@@ -56,6 +58,11 @@ pub(crate) fn name(signal: i32) -> String {
 /// Installs the handlers. Returns the flag, stdin wrapped so that a signal ends a
 /// blocked read, and the [`Nudge`] of the control thread that reads it during calls.
 pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
+    // Process-wide like the handlers: from now on what a helper leaves behind comes to
+    // `sp` (not init), which ends it when the helper ends (`sys::reap_strays`).
+    if let Err(e) = crate::sys::become_subreaper() {
+        log::warn!("cannot become a child subreaper ({e}): a helper that daemonises can outlive its call");
+    }
     let flag = StopFlag::default();
     let (wake, notify) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;

@@ -3,7 +3,9 @@
 //! from the crate. Also the small pieces of infrastructure several modules need once:
 //! [`lock_exclusive`] (a lock with a deadline: the journal, `known_hosts`), [`Child`]
 //! (a child with a timeout in its own process group: the approver, credential
-//! commands), [`cut`] (text cut at a character boundary) and [`short`] (echoed names).
+//! commands; with [`become_subreaper`] and [`reap_strays`], nothing a child starts
+//! outlives it, not even what left its group), [`cut`] (text cut at a character
+//! boundary) and [`short`] (echoed names).
 //!
 //! [`open`] is the one way `sp` opens such a file (a credential `file` or `systemd`
 //! source, an SSH key, passphrase or password file, `known_hosts`, `ca_file`, the
@@ -480,11 +482,134 @@ pub(crate) fn env_var(name: &str) -> Option<std::ffi::OsString> {
 }
 
 /// A child process in a process group of its own, so that everything it starts can be
-/// killed with it (the approver, a credential `command`).
+/// killed with it (the approver, a credential `command`). While it exists it is in the
+/// registry of children `sp` tracks, which [`reap_strays`] never touches.
 #[derive(Debug)]
 pub(crate) struct Child {
     pub child: std::process::Child,
     group: rustix::process::Pid,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let pid = self.group.as_raw_nonzero().get();
+        locked_tracked().retain(|p| *p != pid);
+    }
+}
+
+/// The children `sp` started with [`Child::spawn`] and still holds (the approver, a
+/// credential command; later, the upstream servers it launches). Held across a spawn,
+/// so a child is registered before any [`reap_strays`] can see it.
+static TRACKED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn locked_tracked() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    TRACKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Set once `sp` is a child subreaper ([`become_subreaper`]).
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`, Linux 3.4):
+/// a process that a descendant of `sp` leaves behind (`setsid cmd &` then exit, a
+/// double fork) becomes `sp`'s child instead of init's, so [`reap_strays`] can end it.
+/// `sp mcp` calls it at start (`signals::install`); without it, strays are not looked
+/// for (a daemonising helper then escapes, as before).
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    SUBREAPER.store(true, std::sync::atomic::Ordering::SeqCst);
+    Ok(())
+}
+
+/// One process, as `/proc/PID/stat` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub zombie: bool,
+}
+
+/// `pid (comm) state ppid ...`: `comm` may hold anything, so the fields are read after
+/// its last `)`.
+fn parse_stat(pid: i32, stat: &str) -> Option<Proc> {
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some(Proc { pid, ppid, zombie: state == "Z" || state == "X" })
+}
+
+/// Every process `/proc` shows now.
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            parse_stat(pid, &std::fs::read_to_string(e.path().join("stat")).ok()?)
+        })
+        .collect()
+}
+
+/// The strays among `table` (children of `me` not in `tracked`) and everything to kill
+/// with them: the strays and all their descendants.
+pub(crate) fn strays_and_descendants(table: &[Proc], me: i32, tracked: &[i32]) -> (Vec<i32>, Vec<i32>) {
+    let strays: Vec<i32> = table.iter().filter(|p| p.ppid == me && !tracked.contains(&p.pid)).map(|p| p.pid).collect();
+    let mut doomed = strays.clone();
+    let mut i = 0;
+    while i < doomed.len() {
+        let parent = doomed[i];
+        doomed.extend(table.iter().filter(|p| p.ppid == parent && !doomed.contains(&p.pid)).map(|p| p.pid).collect::<Vec<_>>());
+        i += 1;
+    }
+    (strays, doomed)
+}
+
+/// Kills every child of `sp` that it does not track (a helper's orphan, reparented to
+/// `sp` the subreaper) with all its descendants (SIGSTOP first, so none forks
+/// meanwhile, then SIGKILL), reaps them, and repeats until none is left (their own
+/// orphans and zombies come to `sp` in turn), for at most 2 seconds. Returns how many
+/// living processes it killed. Does nothing unless [`become_subreaper`] succeeded.
+pub(crate) fn reap_strays() -> usize {
+    use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
+    if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
+        return 0;
+    }
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut killed = 0;
+    loop {
+        let table = processes();
+        let (strays, doomed) = {
+            let tracked = locked_tracked();
+            strays_and_descendants(&table, me, &tracked)
+        };
+        if strays.is_empty() {
+            break;
+        }
+        let living: Vec<Pid> =
+            doomed.iter().filter(|pid| table.iter().any(|p| p.pid == **pid && !p.zombie)).filter_map(|pid| Pid::from_raw(*pid)).collect();
+        for signal in [Signal::STOP, Signal::KILL] {
+            for pid in &living {
+                let _ = kill_process(*pid, signal);
+            }
+        }
+        killed += living.len();
+        // Only the strays are `sp`'s to reap (their pids cannot be reused before).
+        for pid in strays.iter().filter_map(|p| Pid::from_raw(*p)) {
+            while let Ok(None) = waitpid(Some(pid), WaitOptions::NOHANG) {
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            log::warn!("some processes left behind by a helper could not be reaped within 2 s");
+            break;
+        }
+    }
+    if killed > 0 {
+        log::info!("killed {killed} process(es) a helper left behind");
+    }
+    killed
 }
 
 /// How [`Child::wait_until`] ended.
@@ -507,6 +632,7 @@ impl Child {
         // forked meanwhile (until its exec closes the descriptor). Brief; retry a few
         // times instead of failing the approver or the secret command.
         let mut tries = 0;
+        let mut tracked = locked_tracked();
         let child = loop {
             match cmd.spawn() {
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) && tries < 20 => {
@@ -517,6 +643,7 @@ impl Child {
             }
         };
         let group = rustix::process::Pid::from_child(&child);
+        tracked.push(group.as_raw_nonzero().get());
         Ok(Child { child, group })
     }
 
@@ -534,16 +661,19 @@ impl Child {
         }
     }
 
-    /// SIGKILL to the whole group (what the child started, even after it exited).
+    /// SIGKILL to the whole group (what the child started, even after it exited), and
+    /// to every stray ([`reap_strays`]: what left the group and was orphaned).
     pub(crate) fn kill_group(&self) {
         let _ = rustix::process::kill_process_group(self.group, rustix::process::Signal::KILL);
+        reap_strays();
     }
 
-    /// Kills the group and the child, and reaps it.
+    /// Kills the group and the child, reaps it, then the strays it left.
     pub(crate) fn kill(&mut self) {
-        self.kill_group();
+        let _ = rustix::process::kill_process_group(self.group, rustix::process::Signal::KILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
+        reap_strays();
     }
 }
 
@@ -749,6 +879,24 @@ mod tests {
             assert!(Instant::now() < deadline, "the grandchild {grandchild} survived the group kill");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    #[test]
+    fn strays_are_untracked_children_and_everything_below_them() {
+        // sp is 10; 11 is tracked (the approver), with its own child 12; 20 and 30 were
+        // orphaned to sp; 21, 22 (a grandchild) and 31 hang below them; 40 is elsewhere.
+        let p = |pid, ppid| Proc { pid, ppid, zombie: false };
+        let table = [p(10, 1), p(11, 10), p(12, 11), p(20, 10), p(21, 20), p(22, 21), p(30, 10), p(31, 30), p(40, 1), p(41, 40)];
+        assert_eq!(strays_and_descendants(&table, 10, &[11]), (vec![20, 30], vec![20, 30, 21, 31, 22]));
+        // Nothing tracked: the approver is a stray too; a tracked stray-to-be is not.
+        assert_eq!(strays_and_descendants(&table, 10, &[]).0, vec![11, 20, 30]);
+        assert_eq!(strays_and_descendants(&table, 10, &[11, 20, 30]), (vec![], vec![]));
+        // `comm` may hold ") " and digits: the fields are read after the last ')'.
+        assert_eq!(parse_stat(7, "7 (a) 1 (b) S 3 7 7 0"), Some(Proc { pid: 7, ppid: 3, zombie: false }));
+        assert_eq!(parse_stat(8, "8 (sleep) Z 10 8 8 0"), Some(Proc { pid: 8, ppid: 10, zombie: true }));
+        assert_eq!(parse_stat(9, "9 (x"), None);
+        // Without `become_subreaper` (unit tests) nothing is looked for.
+        assert_eq!(reap_strays(), 0);
     }
 
     #[test]

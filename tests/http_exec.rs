@@ -424,3 +424,37 @@ fn truncation_inside_an_echoed_secret_leaks_no_prefix() {
         sc(&r)["body"]
     );
 }
+
+/// Routing headers (sp-policy(5), REQUEST OVERRIDES) on a credentialed request: refused
+/// before anything is sent, unless the credential's `allow_routing_headers` names the
+/// header; then it goes out as written. Without a credential they are ordinary headers.
+/// Attacks tried: X-Forwarded-Host, Forwarded, X_Forwarded_Host, X-Original-Host,
+/// X-Rewrite-Uri, X-Envoy-Original-Url, Destination, X-Host on `/v1/*` (credential
+/// `api`): refused; X-Forwarded-Proto, allowed by name as `X_FORWARDED_PROTO`: sent.
+#[test]
+fn routing_headers_on_credentialed_requests_need_permission_by_name() {
+    let server = TestServer::start();
+    let dir = TempDir::new("routing");
+    let secret = canary();
+    let token = dir.file("api.token", secret.as_bytes(), 0o600);
+    let host = format!("127.0.0.1:{}", server.port);
+    let policy = json!({
+        "credentials": {"api": {"source": {"file": token.display().to_string()}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"], "allow_routing_headers": ["X_FORWARDED_PROTO"]}},
+        "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = ready(Launch::mcp(&policy, &[]));
+    let url = format!("http://{host}/v1/x");
+    for (id, h) in ["X-Forwarded-Host", "Forwarded", "X_Forwarded_Host", "X-Original-Host", "X-Rewrite-Uri", "X-Envoy-Original-Url", "Destination", "X-Host"].into_iter().enumerate() {
+        let r = denied(&mut s, &server, id as i64 + 1, json!({"method": "GET", "url": url, "headers": {h: "evil.example"}}));
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains(&format!("header {:?} could route credential \"api\"", h.to_ascii_lowercase())), "{h}: {text}");
+    }
+    let (r, seen) = exec_once(&mut s, &server, 20, json!({"method": "GET", "url": url, "headers": {"X-Forwarded-Proto": "https"}}));
+    assert_ok(&r, 200);
+    assert_eq!((seen.header("x-forwarded-proto"), seen.header("authorization")), (Some("https"), Some(format!("Bearer {secret}").as_str())));
+    let (r, seen) = exec_once(&mut s, &server, 21, json!({"method": "GET", "url": format!("http://{host}/open"), "headers": {"X-Forwarded-Host": "other.example"}}));
+    assert_ok(&r, 200);
+    assert_eq!((seen.header("x-forwarded-host"), seen.header("authorization")), (Some("other.example"), None));
+    s.finish();
+}

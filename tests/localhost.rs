@@ -15,7 +15,12 @@
 //!   `notlocalhost`, `localhostx`, `.localhost`, `a..localhost`;
 //! - a `*.localhost` name through the HTTP check without an exact rule: loopback is
 //!   private, so it stays refused (the rule does not widen what a wildcard reaches).
+//! - a credential bound to `localhost:PORT` over plain http (it is loopback, like
+//!   `127.0.0.1:PORT`): sent, with the credential, to the server on 127.0.0.1; bound to
+//!   `localhost.example.com:PORT` (a look-alike, resolved by DNS): refused, https only.
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+
+mod support;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -24,6 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sallyport::dest::{self, DestError, Lookup};
+use serde_json::json;
+use support::http_server::TestServer;
+use support::process::{canary, tool_error_code, Launch, Session, TempDir};
 
 /// Answers every name with 192.0.2.7 (TEST-NET-1) and counts the calls.
 #[derive(Clone, Default)]
@@ -80,4 +88,39 @@ fn localhost_reached_through_a_wildcard_rule_is_refused_as_loopback() {
         Err(DestError::Blocked(m)) => assert!(m.contains("api.localhost resolves to a loopback address"), "{m}"),
         other => panic!("expected a loopback refusal, got {other:?}"),
     }
+}
+
+/// A credential over plain http goes to loopback only: `localhost` is loopback (it is
+/// never looked up), so `http://localhost:PORT` carries the credential as
+/// `http://127.0.0.1:PORT` does; a look-alike name is refused before anything is sent.
+#[test]
+fn a_credential_goes_to_localhost_over_http_as_to_127_0_0_1() {
+    let server = TestServer::start();
+    let dir = TempDir::new("localhost");
+    let secret = canary();
+    let token = dir.file("api.token", secret.as_bytes(), 0o600);
+    let hosts = [format!("localhost:{}", server.port), format!("api.localhost:{}", server.port), format!("localhost.example.com:{}", server.port)];
+    let policy = json!({
+        "credentials": {"api": {"source": {"file": token.display().to_string()}, "inject": {"bearer": {}}, "hosts": hosts}},
+        "http": {"allow": [{"hosts": hosts, "methods": ["GET"]}]}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&policy, &[]));
+    s.ready("2025-06-18");
+    for (id, host) in [(1, "localhost"), (2, "LocalHost."), (3, "api.localhost")] {
+        let before = server.requests().len();
+        let r = s.tool(id, "http_request", json!({"method": "GET", "url": format!("http://{host}:{}/v1/x", server.port)}));
+        assert_eq!((r["isError"].as_bool(), r["structuredContent"]["status"].as_u64()), (Some(false), Some(200)), "{host}: {r}");
+        let seen = server.requests();
+        assert_eq!(seen.len(), before + 1, "{host}");
+        assert_eq!(seen[before].header("authorization"), Some(format!("Bearer {secret}").as_str()), "{host}");
+    }
+    server.settle();
+    let before = server.accepted();
+    let r = s.tool(4, "http_request", json!({"method": "GET", "url": format!("http://localhost.example.com:{}/v1/x", server.port)}));
+    assert_eq!(tool_error_code(&r), Some("SP_DENIED"), "{r}");
+    assert!(r["content"][0]["text"].as_str().unwrap_or_default().contains("only sent over https"), "{r}");
+    server.settle();
+    assert_eq!(server.accepted(), before, "a refused request reached the server");
+    s.finish();
 }

@@ -340,9 +340,9 @@ fn a_knowingly_lowered_secret_is_scrubbed_from_bodies_and_never_from_sps_own_wor
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     let check = run_sp(&["check", "--config", &policy.display().to_string()], &[], b"");
     assert_eq!(check.code(), Some(0), "{}", check.context());
-    let out = String::from_utf8_lossy(&check.stdout);
-    assert!(out.contains("warning: credential \"a\": min_secret_bytes is 4, below the default 8"), "{out}");
-    assert!(out.contains("warning: credential \"h\": min_secret_bytes is 4"), "{out}");
+    let err = &check.stderr;
+    assert!(err.contains("sp: warning: credential \"a\": min_secret_bytes is 4, below the default 8"), "{err}");
+    assert!(err.contains("sp: warning: credential \"h\": min_secret_bytes is 4"), "{err}");
 
     let mut s = Session::start(Launch::mcp(&policy, &[]).env("SP_LOG", "info"));
     s.ready("2025-06-18");

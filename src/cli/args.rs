@@ -1,6 +1,6 @@
 //! The command line, parsed: argv in, [`Args`] (or a usage error) out. Pure (ripgrep's
-//! `LowArgs`): no system call, no environment, no file; `sp audit`'s own arguments
-//! included. What the arguments point at is read afterwards (`McpConfig::from_args`).
+//! `LowArgs`): no system call, no environment, no file; `sp audit`'s and `sp approve`'s
+//! own arguments included. What the arguments point at is read afterwards (`McpConfig::from_args`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
+  sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp --version
   sp --help
 
@@ -21,6 +22,7 @@ Commands:
   mcp      serve MCP over stdin/stdout (started by an MCP client)
   check    validate a policy file and print a summary
   audit    check or print an audit journal (sp audit --help)
+  approve  list or revoke approval grants (sp approve --help)
 
 Options:
   -c, --config FILE       policy file (default: $SP_CONFIG, then
@@ -42,6 +44,8 @@ pub(crate) enum Command {
     Check,
     /// `sp [-v|-q] audit ...`: the rest of argv, parsed by [`parse_audit`].
     Audit(AuditArgs),
+    /// `sp [-v|-q] [-c FILE] approve ...`: the rest of argv, parsed by [`parse_approve`].
+    Approve(ApproveArgs),
     Help,
     Version,
 }
@@ -121,6 +125,10 @@ fn parse_text(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> 
                         let rest: Vec<OsString> = p.raw_args().map_err(|e| e.to_string())?.collect();
                         Command::Audit(parse_audit_text(rest)?)
                     }
+                    Some("approve") => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(|e| e.to_string())?.collect();
+                        Command::Approve(parse_approve_text(rest)?)
+                    }
                     Some("help") => Command::Help,
                     Some("version") => Command::Version,
                     _ => return Err(format!("unknown command {:?} (try: sp --help)", v.to_string_lossy())),
@@ -136,7 +144,98 @@ fn parse_text(argv: impl IntoIterator<Item = OsString>) -> Result<Args, String> 
     if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
         return Err("--config does not apply to sp audit (it reads the journal FILE it is given)".into());
     }
+    // `sp -c FILE approve list` and `sp approve list -c FILE` alike: one policy.
+    if let Command::Approve(a) = &mut args.command {
+        match (a.config.take(), &args.config) {
+            (Some(_), Some(_)) => return Err("--config given twice".into()),
+            (Some(c), None) => args.config = Some(c),
+            (None, _) => {}
+        }
+    }
     Ok(args)
+}
+
+pub(crate) const APPROVE_USAGE: &str = "\
+Usage:
+  sp approve list [--json] [-c FILE]
+  sp approve revoke ID [-c FILE]
+  sp approve revoke --all [-c FILE]
+
+  list     the grants in force: id, scope, time left, channel, what they cover
+  revoke   end the grant ID, or every grant (--all also replaces a corrupt file)
+
+The grants file is approval.grants.path of the policy (found as sp mcp finds it),
+else $XDG_STATE_HOME/sallyport/grants.json or ~/.local/state/sallyport/grants.json.
+
+Options:
+  -c, --config FILE  the policy that names the grants file
+      --json         list: one JSON object per grant and line
+      --all          revoke: every grant
+  -h, --help         this help
+";
+
+/// What `sp approve` does.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ApproveSub {
+    List { json: bool },
+    /// One grant, by its id (16 hex digits, lower case).
+    Revoke { id: String },
+    RevokeAll,
+    Help,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ApproveArgs {
+    pub sub: ApproveSub,
+    /// `-c FILE` after `approve`; [`parse`] moves it to [`Args::config`].
+    pub config: Option<PathBuf>,
+}
+
+/// What follows `approve` on the command line.
+#[cfg(test)]
+pub(crate) fn parse_approve(argv: impl IntoIterator<Item = OsString>) -> Result<ApproveArgs, UsageError> {
+    parse_approve_text(argv).map_err(|message| UsageError { message })
+}
+
+fn parse_approve_text(argv: impl IntoIterator<Item = OsString>) -> Result<ApproveArgs, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let (mut sub, mut id, mut config, mut json, mut all) = (None, None, None, false, false);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(ApproveArgs { sub: ApproveSub::Help, config: None }),
+            Short('c') | Long("config") => config = Some(PathBuf::from(p.value().map_err(|e| e.to_string())?)),
+            Long("json") => json = true,
+            Long("all") => all = true,
+            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
+            Value(v) if sub.as_deref() == Some("revoke") && id.is_none() => {
+                // Checked here: a malformed id is a usage error (exit 2), not "no such
+                // grant" (exit 1). Upper case is accepted.
+                let ok = v.to_str().filter(|s| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+                id = Some(ok.ok_or("sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them")?.to_ascii_lowercase());
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let sub = sub.ok_or("sp approve needs a command: list or revoke (try: sp approve --help)")?;
+    let only = |flag: &str, ok: bool| if ok { Ok(()) } else { Err(format!("{flag} does not apply to sp approve {sub}")) };
+    let sub = match sub.as_str() {
+        "list" => {
+            only("--all", !all)?;
+            ApproveSub::List { json }
+        }
+        "revoke" => {
+            only("--json", !json)?;
+            match (id, all) {
+                (Some(id), false) => ApproveSub::Revoke { id },
+                (None, true) => ApproveSub::RevokeAll,
+                (Some(_), true) => return Err("sp approve revoke takes a grant id or --all, not both".into()),
+                (None, false) => return Err("sp approve revoke needs a grant id or --all".into()),
+            }
+        }
+        other => return Err(format!("unknown approve command {other:?} (list or revoke)")),
+    };
+    Ok(ApproveArgs { sub, config })
 }
 
 pub(crate) const AUDIT_USAGE: &str = "\
@@ -281,6 +380,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn approve_parses_with_the_policy_before_or_after() {
+        let a = p(&["-q", "-c", "/p", "approve", "list", "--json"]).unwrap();
+        assert_eq!((a.command, a.config, a.quiet), (Command::Approve(ApproveArgs { sub: ApproveSub::List { json: true }, config: None }), Some(PathBuf::from("/p")), true));
+        let a = p(&["approve", "revoke", "ABCDEF0123456789", "--config", "/p"]).unwrap();
+        assert_eq!((a.command, a.config), (Command::Approve(ApproveArgs { sub: ApproveSub::Revoke { id: "abcdef0123456789".into() }, config: None }), Some(PathBuf::from("/p"))));
+        assert_eq!(p(&["approve", "revoke", "--all"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::RevokeAll, config: None }));
+        assert_eq!(p(&["approve", "--help"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::Help, config: None }));
+        for (args, want) in [
+            (&["approve"][..], "sp approve needs a command: list or revoke (try: sp approve --help)"),
+            (&["approve", "grant"], "unknown approve command \"grant\" (list or revoke)"),
+            (&["approve", "list", "--all"], "--all does not apply to sp approve list"),
+            (&["approve", "revoke", "--json", "--all"], "--json does not apply to sp approve revoke"),
+            (&["approve", "revoke"], "sp approve revoke needs a grant id or --all"),
+            (&["approve", "revoke", "0123456789abcdef", "--all"], "sp approve revoke takes a grant id or --all, not both"),
+            (&["approve", "revoke", "0123456789abcde"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
+            (&["approve", "revoke", "0123456789abcdeg"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
+            (&["approve", "revoke", "../../etc/passwd"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
+            (&["approve", "list", "extra"], "unexpected argument \"extra\""),
+            (&["-c", "/a", "approve", "list", "-c", "/b"], "--config given twice"),
+            (&["--close-on-refusal", "approve", "list"], "--close-on-refusal only applies to sp mcp"),
+        ] {
+            assert_eq!(p(args).map(|a| format!("{a:?}")), Err(want.to_owned()), "{args:?}");
+        }
+    }
+
     fn pa(args: &[&str]) -> Result<AuditArgs, String> {
         parse_audit(args.iter().map(OsString::from)).map_err(|e| e.message)
     }
@@ -312,5 +437,142 @@ mod tests {
             let got = pa(bad).map(|a| format!("{a:?}")).unwrap_err();
             assert!(got.contains(want), "{bad:?}: {got}");
         }
+    }
+}
+
+/// `sp --help`, the man pages' OPTIONS and the parser describe one set of flags: the
+/// options listed in [`USAGE`] (and [`AUDIT_USAGE`]) are exactly the `.TP` entries of
+/// sp(1) OPTIONS (and sp-audit(1)'s flags), with the same short form and value name,
+/// and the parser takes each of them. A flag added in one place only fails here.
+#[cfg(test)]
+mod help_agrees_with_man {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// One flag as written: (short, long, value name).
+    type Flag = (Option<String>, String, Option<String>);
+
+    /// The flags of a usage text's "Options:" block: `  -c, --config FILE   text`.
+    fn usage_flags(usage: &str) -> BTreeSet<Flag> {
+        let block = usage.split("Options:\n").nth(1).expect("an Options block");
+        block
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .filter(|l| l.trim_start().starts_with('-'))
+            .map(|l| {
+                // The flag part ends at the first run of two spaces after it.
+                let spec = l.trim_start().split("  ").next().unwrap();
+                let mut words = spec.split([' ', ',']).filter(|w| !w.is_empty());
+                let mut short = None;
+                let mut long = String::new();
+                let mut value = None;
+                for w in words.by_ref() {
+                    if let Some(l) = w.strip_prefix("--") {
+                        long = l.to_owned();
+                    } else if let Some(s) = w.strip_prefix('-') {
+                        short = Some(s.to_owned());
+                    } else {
+                        value = Some(w.to_owned());
+                    }
+                }
+                (short, long, value)
+            })
+            .collect()
+    }
+
+    /// The flags of a man page section: the line after each `.TP` that starts with `\-`,
+    /// e.g. `.BR \-c ", " \-\-config " \fIFILE\fR"`, in the section `from` .. the next `.SH`.
+    fn man_flags(page: &str, section: &str) -> BTreeSet<Flag> {
+        let start = page.find(&format!(".SH {section}\n")).expect("the section");
+        let body = &page[start + 4..];
+        let body = &body[..body.find("\n.SH ").unwrap_or(body.len())];
+        let lines: Vec<&str> = body.lines().collect();
+        let mut flags = BTreeSet::new();
+        for pair in lines.windows(2) {
+            if pair[0] != ".TP" {
+                continue;
+            }
+            let text = pair[1]
+                .split_once(' ')
+                .map_or("", |(_, rest)| rest)
+                .replace("\\fI", "")
+                .replace("\\fR", "")
+                .replace("\\-", "-")
+                .replace(['"', ','], " ");
+            let words: Vec<&str> = text.split_whitespace().collect();
+            if !words.first().is_some_and(|w| w.starts_with('-')) {
+                continue;
+            }
+            let mut flag: Flag = (None, String::new(), None);
+            for w in words {
+                if let Some(l) = w.strip_prefix("--") {
+                    flag.1 = l.to_owned();
+                } else if let Some(s) = w.strip_prefix('-') {
+                    flag.0 = Some(s.to_owned());
+                } else {
+                    flag.2 = Some(w.to_owned());
+                }
+            }
+            flags.insert(flag);
+        }
+        flags
+    }
+
+    #[test]
+    fn sp_help_and_sp_1_list_the_same_options() {
+        let man = include_str!("../../man/sp.1");
+        let help = usage_flags(USAGE);
+        assert_eq!(help, man_flags(man, "OPTIONS"), "sp --help vs sp(1) OPTIONS");
+        assert!(help.len() >= 7, "{help:?}");
+    }
+
+    #[test]
+    fn sp_audit_help_and_sp_audit_1_list_the_same_options() {
+        let man = include_str!("../../man/sp-audit.1");
+        assert_eq!(usage_flags(AUDIT_USAGE), man_flags(man, "COMMANDS"), "sp audit --help vs sp-audit(1)");
+    }
+
+    #[test]
+    fn sp_approve_help_and_sp_1_list_the_same_options() {
+        let man = include_str!("../../man/sp.1");
+        assert_eq!(usage_flags(APPROVE_USAGE), man_flags(man, "APPROVAL GRANTS"), "sp approve --help vs sp(1) APPROVAL GRANTS");
+    }
+
+    /// Each listed flag is one the parser takes (with a value when it names one), in the
+    /// place the help puts it; a flag it does not know is refused.
+    #[test]
+    fn the_parser_takes_every_listed_flag() {
+        let value_for = |v: &str| match v {
+            "N" => "4096".to_owned(),
+            "HASH" => "ab".repeat(32),
+            _ => "/x".to_owned(),
+        };
+        for (short, long, value) in usage_flags(USAGE) {
+            for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+                let mut argv = vec!["mcp".to_owned(), name.clone()];
+                argv.extend(value.as_deref().map(value_for));
+                let got = parse(argv.iter().map(OsString::from));
+                assert!(got.is_ok(), "sp mcp {name}: {got:?}");
+            }
+        }
+        for (short, long, value) in usage_flags(AUDIT_USAGE) {
+            for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+                let sub = if long == "anchor" { "verify" } else { "tail" };
+                let mut argv = vec![sub.to_owned(), "/j".to_owned(), name.clone()];
+                argv.extend(value.as_deref().map(value_for));
+                let got = parse_audit(argv.iter().map(OsString::from));
+                assert!(got.is_ok(), "sp audit {sub} {name}: {got:?}");
+            }
+        }
+        for (short, long, value) in usage_flags(APPROVE_USAGE) {
+            for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+                let sub = if long == "all" { "revoke" } else { "list" };
+                let mut argv = vec![sub.to_owned(), name.clone()];
+                argv.extend(value.as_deref().map(value_for));
+                let got = parse_approve(argv.iter().map(OsString::from));
+                assert!(got.is_ok(), "sp approve {sub} {name}: {got:?}");
+            }
+        }
+        assert!(parse(["mcp", "--not-listed"].map(OsString::from)).is_err());
     }
 }

@@ -217,26 +217,18 @@ fn print_rows(out: &mut impl Write, name: &str, lines: impl Iterator<Item = std:
     Ok(())
 }
 
-/// Control characters (C0, DEL, C1) escaped: agent-chosen text must not drive the
+/// Control, bidi, zero-width and separator characters escaped (`escape.rs`, the same
+/// class as the log and the approver's input): agent-chosen text must not drive the
 /// operator's terminal.
 pub(crate) fn safe(s: &str) -> String {
-    // Controls (C0, C1), line separators and bidi overrides (issue 8 point 4).
-    crate::logging::escape(s).into_owned()
+    crate::escape::escape(s).into_owned()
 }
 
-/// A row for `--json`: the same JSON value, with DEL, C1 controls, line separators and
-/// bidi characters (legal raw inside JSON strings) written as `\uXXXX`, and the only
-/// controls JSON allows outside strings (tab, CR: whitespace between tokens) as spaces.
+/// A row for `--json`: the same JSON value, with the characters of `escape.rs` (legal
+/// raw inside JSON strings) written as `\uXXXX`, and the only controls JSON allows
+/// outside strings (tab, CR: whitespace between tokens) as spaces.
 pub(crate) fn json_safe(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        match c {
-            '\t' | '\r' => out.push(' '),
-            c if crate::logging::is_unsafe(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::escape::json_safe(line)
 }
 
 #[cfg(test)]
@@ -247,7 +239,7 @@ mod tests {
     fn safe_escapes_controls_bidi_and_line_separators() {
         let row = "GET /a\u{1b}[2J\u{85}\u{2028}\u{2029}\u{202a}\u{202e}\u{2066}\u{2069}exe.gnp";
         let out = safe(row);
-        assert!(!out.chars().any(crate::logging::is_unsafe), "{out:?}");
+        assert!(!out.chars().any(crate::escape::is_unsafe), "{out:?}");
         assert!(out.contains("\\u{202e}") && out.contains("\\u{2028}") && out.ends_with("exe.gnp"), "{out:?}");
     }
 
@@ -255,7 +247,7 @@ mod tests {
     fn json_safe_keeps_the_value_and_escapes_bidi_and_c1() {
         let line = "{\"target\":\"GET /\u{202e}\u{9b}\u{7f}\u{2028}x\",\r\t\"seq\":1}";
         let out = json_safe(line);
-        assert!(!out.chars().any(crate::logging::is_unsafe), "{out:?}");
+        assert!(!out.chars().any(crate::escape::is_unsafe), "{out:?}");
         let parse = |t: &str| crate::json::parse(t).unwrap();
         assert_eq!(parse(&out), parse(line));
     }

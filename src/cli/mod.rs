@@ -1,4 +1,4 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `--help`, `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `--help`, `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -7,10 +7,11 @@
 //!    `secret.rs`), and the step that reads the files the arguments and the environment
 //!    point at (the policy);
 //! 3. [`run`]: logging, the journal, the server, `sp check`'s summary, or `sp audit`
-//!    ([`audit`]).
+//!    ([`audit`]), or `sp approve` ([`approve`]).
 //!
 //! Usage errors exit 2 with one line on stderr. Exit codes are listed in `sp(1)`.
 
+pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
 
@@ -130,6 +131,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
         }
+        Command::Approve(ref approve) => {
+            init_logging(&args, &env);
+            match approve::run(stdout, approve, args.config.clone(), &env) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
     }
 }
 
@@ -192,6 +200,9 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     }
     for h in policy.ssh.hosts.values().filter(|h| h.commands.is_none()) {
         log::warn!("ssh host {} has no command list: the agent may run ANY command there as {}", h.name, h.user);
+    }
+    for w in warnings(&policy) {
+        log::warn!("{w}");
     }
     // Issue #20: a static secret too short to be redacted stops sp before it serves.
     let secrets = crate::secret::check_static(&policy, &crate::sys::env_var);
@@ -297,13 +308,72 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         secrets.refused.iter().for_each(|e| eprintln!("sp: {e}"));
         return ExitCode::from(EXIT_FATAL);
     }
-    for w in &secrets.warnings {
-        s += &format!("  warning: {w}\n");
-    }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
-    text(stdout, &s)
+    s += &crate::grants::check_summary(&policy.approval.grants, |k| env.get(k));
+    for w in warnings(policy).iter().chain(&secrets.warnings) {
+        eprintln!("sp: warning: {w}");
+    }
+    // Policy text (paths, variable names, host patterns, argv) is shown escaped, like
+    // everything else `sp` prints from outside (`escape.rs`).
+    let shown: String = s.lines().map(|l| format!("{}\n", crate::escape::escape(l))).collect();
+    text(stdout, &shown)
+}
+
+/// Host names of cloud metadata services, which resolve to a metadata or link-local
+/// address there (GCP: `metadata.google.internal`, `metadata.goog`, `metadata`; AWS:
+/// `instance-data`, `instance-data.ec2.internal`).
+const METADATA_NAMES: [&str; 5] = ["metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"];
+
+/// Addresses in the policy that `sp` always refuses at run time (`http/dest.rs`: link-local,
+/// cloud metadata, unspecified, multicast, broadcast, reserved) or that are metadata
+/// service names: `http.allow` hosts, credential hosts, OAuth2 token URLs and SSH
+/// addresses. `sp check` prints them, `sp mcp` logs them; neither refuses the policy,
+/// since the run-time check stays the one that decides. Escaped when shown.
+pub(crate) fn warnings(policy: &Policy) -> Vec<String> {
+    use crate::http::dest::{classify, Class};
+    let judge = |ip: Option<std::net::IpAddr>, name: Option<&str>| -> Option<String> {
+        if let Some(v) = ip.map(classify).filter(|v| matches!(v.class, Class::Blocked(_))) {
+            return Some(v.to_string());
+        }
+        name.filter(|n| METADATA_NAMES.contains(n)).map(|_| "a cloud metadata service name".to_owned())
+    };
+    let never = "sp never connects there (SP_BLOCKED at run time)";
+    let mut out = Vec::new();
+    let mut patterns = |field: String, hosts: &[crate::policy::HostPattern], what: &str| {
+        for (j, h) in hosts.iter().enumerate() {
+            if let Some(class) = judge(h.ip(), h.exact_host()) {
+                out.push(format!("{field}[{j}]: {} is {class}: {never}, so {what}", h.text));
+            }
+        }
+    };
+    for r in &policy.http.allow {
+        patterns(format!("http.allow[{}].hosts", r.index), &r.hosts, "this host of the rule is never reached");
+    }
+    for c in policy.credentials.values() {
+        patterns(format!("credentials.{}.hosts", c.name), &c.hosts, "the credential is never sent there");
+    }
+    for c in policy.credentials.values() {
+        if let crate::policy::Injection::OAuth2(o) = &c.inject {
+            let (ip, name) = match o.url().host() {
+                Some(url::Host::Ipv4(a)) => (Some(a.into()), None),
+                Some(url::Host::Ipv6(a)) => (Some(a.into()), None),
+                Some(url::Host::Domain(d)) => (None, Some(d)),
+                None => (None, None),
+            };
+            if let Some(class) = judge(ip, name) {
+                let host = o.url().host_str().unwrap_or_default();
+                out.push(format!("credentials.{}.inject.oauth2.token_url: {host} is {class}: {never}, so no token is ever fetched", c.name));
+            }
+        }
+    }
+    for h in policy.ssh.hosts.values() {
+        if let Some(class) = judge(h.address.parse().ok(), Some(&h.address)) {
+            out.push(format!("ssh.hosts.{}.address: {} is {class}: check that this is the host you mean (cloud metadata services answer there)", h.name, h.address));
+        }
+    }
+    out.into_iter().map(|w| crate::escape::escape(&w).into_owned()).collect()
 }
 
 /// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.

@@ -20,6 +20,9 @@ pub(crate) const MAX_QUERY_PARAMS: usize = 100;
 // Headers the agent may never set, and those of them that cannot carry a credential
 // either: the policy needs them to validate `inject.header.name` (`policy/http.rs`).
 pub(crate) use crate::policy::RESERVED_HEADERS;
+// Routing headers: refused on credentialed requests by `authorize.rs`; the policy
+// validates `allow_routing_headers` against them.
+pub(crate) use crate::policy::is_routing_header;
 
 /// Headers that ask the server, or a framework or proxy in front of it, to treat the
 /// request as another method or path (issue 8.6): a credential bound to `POST /ok/*`
@@ -45,20 +48,75 @@ pub const OVERRIDE_HEADERS: &[&str] = &[
 ];
 
 /// Query, form and JSON body parameter names with the same effect (Rails, Laravel,
-/// Symfony `_method`; Express `method-override` with a header name as query key).
-/// Compared after lowercasing and PHP's name mangling (leading spaces are dropped, then
-/// a space, `.` or `[` becomes `_`),
-/// and also with `_` read as `-`.
-pub const OVERRIDE_PARAMS: &[&str] = &["_method", "x-http-method-override", "x-http-method", "x-method-override"];
+/// Symfony, Spring, Express `_method`; Salesforce `_HttpMethod`; ASP.NET and Express
+/// `method-override` with a header name as query key). Compared as a server may read
+/// the name ([`is_override_param`]): percent-decoded again and again (a server that
+/// decodes twice), cut at a NUL or other control character (PHP reads names as C
+/// strings) and trailing whitespace, leading spaces dropped, the base name of array
+/// syntax (`_method[]`), PHP's mangling (` `, `.`, `[` read as `_`), any case, `-` and
+/// `_` the same, a run of leading `_`/`-` the same as one (`__method`, `-method`).
+pub const OVERRIDE_PARAMS: &[&str] = &["_method", "_httpmethod", "x-http-method-override", "x-http-method", "x-method-override"];
 
 fn is_override_header(lower: &str) -> bool {
     OVERRIDE_HEADERS.contains(&lower.replace('_', "-").as_str())
 }
 
+/// Whether a parameter name, read as any server may read it (see [`OVERRIDE_PARAMS`]),
+/// is an override parameter.
 fn is_override_param(name: &str) -> bool {
-    // PHP and Rack drop the spaces that start a name (Rack's separator is `[&;] *`).
-    let norm: String = name.trim_start_matches(' ').chars().map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c.to_ascii_lowercase() }).collect();
-    OVERRIDE_PARAMS.contains(&norm.as_str()) || OVERRIDE_PARAMS.contains(&norm.replace('_', "-").as_str())
+    let mut form = std::borrow::Cow::Borrowed(name);
+    for _ in 0..8 {
+        if override_name(&form) {
+            return true;
+        }
+        match lenient_decode(&form) {
+            Some(next) if next != *form => form = std::borrow::Cow::Owned(next),
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// One decoded spelling: cut at the first control character (a NUL ends a C string;
+/// what follows is junk to PHP), trimmed (PHP and Rack drop leading spaces), whole and
+/// as the base name before `[`, PHP-mangled.
+fn override_name(name: &str) -> bool {
+    let cut = name.split(char::is_control).next().unwrap_or_default().trim();
+    let base = cut.split('[').next().unwrap_or_default();
+    [cut, base].into_iter().any(|n| {
+        let mangled: String = n.chars().map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c.to_ascii_lowercase() }).collect();
+        let leading = mangled.starts_with(['_', '-']);
+        let core: String = mangled.chars().filter(|c| !matches!(c, '_' | '-')).collect();
+        // A plain `method` or `httpMethod` is an ordinary field (API Gateway's
+        // integration body has one); the leading `_` makes the framework's name.
+        match core.as_str() {
+            "method" | "httpmethod" => leading,
+            "xhttpmethodoverride" | "xhttpmethod" | "xmethodoverride" => true,
+            _ => false,
+        }
+    })
+}
+
+/// `%XX` escapes decoded, anything else kept as it is (`+` too: only the first decoding
+/// of a form reads it as a space); `None` when there is no escape.
+fn lenient_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h << 4 | l) as u8);
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    (out.len() != b.len()).then(|| String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The override parameter in a query string or form body, if any. Pairs are split at
@@ -80,13 +138,17 @@ fn body_override(body: &str) -> Option<String> {
         && let Some(k) = m.keys().find(|k| is_override_param(k)) {
             return Some(k.clone());
         }
-    // multipart/form-data: `Content-Disposition: form-data; name="_method"`
-    body.to_ascii_lowercase().match_indices("name=").find_map(|(i, _)| {
-        let rest = &body[i + 5..];
+    // multipart/form-data: `Content-Disposition: form-data; name="_method"`, also
+    // `name = "..."`, unquoted, and RFC 8187 `name*=utf-8''%5Fmethod`.
+    let lower = body.to_ascii_lowercase();
+    lower.match_indices("name").find_map(|(i, _)| {
+        let rest = body[i + 4..].strip_prefix('*').unwrap_or(&body[i + 4..]);
+        let rest = rest.trim_start_matches([' ', '\t']).strip_prefix('=')?.trim_start_matches([' ', '\t']);
         let name = match rest.strip_prefix('"') {
             Some(quoted) => quoted.split('"').next(),
             None => rest.split([';', '\r', '\n']).next(),
         }?;
+        let name = name.rsplit("''").next().unwrap_or(name);
         is_override_param(name).then(|| name.to_owned())
     })
 }
@@ -276,6 +338,9 @@ mod tests {
         assert_eq!((r.host.as_str(), r.match_path.as_str()), ("127.0.0.1", "/~user"));
         let r = http(json!({"method": "GET", "url": "http://h/v1/%2e%2e/admin"})).unwrap();
         assert_eq!(r.match_path, "/admin", "url crate resolves encoded dot segments");
+        // encoded twice, but nothing that climbs: sent
+        let r = http(json!({"method": "GET", "url": "http://h/v1/100%25/%2541/%252/%25zz/a%252eb"})).unwrap();
+        assert_eq!(r.match_path, "/v1/100%/%41/%2/%zz/a%2eb");
     }
 
     #[test]
@@ -301,6 +366,21 @@ mod tests {
             (json!({"method": "GET", "url": "http://a/v1/%5c"}), "encoded separator or dot segment"),
             (json!({"method": "GET", "url": "http://a/v1/%00"}), "encoded separator or dot segment"),
             (json!({"method": "GET", "url": "http://a/v1/%ff"}), "not valid percent-encoded UTF-8"),
+            // a server that decodes twice (or more) must not climb out either
+            (json!({"method": "GET", "url": "http://a/v1/%252e%252e/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%252E%252E/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/.%252e/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%252e"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/x%252f..%252fadmin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/x%252F"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/x%255cadmin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/x%2500"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%252e%252e;x/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%25252e%25252e/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%2525252f"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%25%32%65%25%32%65/admin"}), "encoded more than once"),
+            (json!({"method": "GET", "url": "http://a/v1/%25%32%46"}), "encoded more than once"),
+            (json!({"method": "GET", "url": format!("http://a/v1/%{}2e", "25".repeat(10))}), "encoded more than once"),
             (json!({"method": "GET", "url": "http://a/v1/%zz"}), "does not start a %XX escape"),
             (json!({"method": "GET", "url": format!("http://a/{}", "x".repeat(MAX_URL_BYTES))}), "is longer than 16384 bytes"),
             (json!({"method": "GET", "url": "http://a/", "extra": 1}), "unknown argument \"extra\""),
@@ -386,7 +466,8 @@ mod tests {
             "a", "B", ".", "..", "%2e", "%2E", "%2e%2e", ".%2E", "%2f", "%2F", "%5c", "%5C", "\\", ";", ";x", "%3b", "%3B",
             "%3f", "%3F", "?", "%23", "%25", "%2525", "%", "%+9", "%-1", "%+f", "%4", "%zz", "%%", "%c3%a9", "%C3%A9",
             "%e9", "%ff", "é", "/", "//", "~", "%7e", "%7E", "%00", "%09", "%20", "+", "@", ":", "[", "]", "!", "$", "&",
-            "'", "(", ")", "*", ",", "=", "%u002e", "%0a", "%ef%bc%8f",
+            "'", "(", ")", "*", ",", "=", "%u002e", "%0a", "%ef%bc%8f", "%252e", "%252E", "%252f", "%255c", "%2500", "%25%32%65",
+            "%25252e", "%2541",
         ];
         let mut accepted = 0;
         let mut check = |path: &str| {
@@ -398,6 +479,14 @@ mod tests {
                 let uri: ureq::http::Uri = sent.as_str().parse().unwrap_or_else(|e| panic!("{raw}: accepted but unsendable: {e}"));
                 let wire = uri.path();
                 assert_eq!(server_decode(wire).as_deref(), Some(r.match_path.as_str()), "{raw}: wire path {wire}");
+            }
+            // A server that decodes each segment again and again sees no other path.
+            for seg in r.match_path.split('/') {
+                let mut seg = seg.as_bytes().to_vec();
+                while let Some(next) = crate::http::url::tests::decode_again(&seg) {
+                    assert!(!next.contains(&b'/') && !next.contains(&b'\\') && !next.contains(&0) && next != b".." && next != b".", "{raw}: {next:?}");
+                    seg = next;
+                }
             }
             accepted += 1;
         };
@@ -429,6 +518,15 @@ mod tests {
     // `;` separator (Rack 2), with leading spaces, and via the `query` argument); `_method` as a form field, a JSON member and a multipart
     // part of the body. All refused. Lookalikes (`X-Method`, `method=`, `my_method=`)
     // are not refused.
+    // Attacks tried (second pass): Salesforce `_HttpMethod` (and `_http_method`,
+    // `__HttpMethod`), `__method`, `-method`, `_method%00` (PHP reads names as C strings),
+    // `_method%00junk`, other control bytes and trailing spaces, `_method[]` and
+    // `_method[x]` (array syntax: the framework still reads `_method`), `%255Fmethod`
+    // and `%25255Fmethod` (a server that decodes twice or three times), a JSON member
+    // `_HttpMethod`, multipart `name*=utf-8''%5Fmethod` (RFC 8187), `name = "_method"`,
+    // unquoted `name=_method`: all refused. `httpMethod`, `method`, `_methods`,
+    // `method_` (ordinary field names; API Gateway's integration body has
+    // `httpMethod`): sent.
     #[test]
     fn override_headers_and_params_are_refused_in_every_spelling() {
         fn spellings(name: &str) -> Vec<String> {
@@ -465,9 +563,34 @@ mod tests {
         for body in ["_method=PUT", "%5Fmethod=PUT", "x=1&.method=PUT", "a=1;_method=PUT", "a=1; _method=PUT"] {
             refused(json!({"method": "POST", "url": "https://a/x", "body": body}), "the body's parameter");
         }
+        // Salesforce `_HttpMethod`, folded underscores and dashes, what servers strip
+        // (a NUL and what follows it, other control bytes, trailing spaces), array
+        // syntax, and names encoded twice or three times (a server that decodes again)
+        for name in [
+            "_HttpMethod", "_httpmethod", "_HTTP_METHOD", "_http-method", "__method", "___method", "-method", "_-method", "_Method",
+            "_method%00", "_method%00junk", "_method%01", "_method%7f", "_method%09", "_method%20", "_method%5B%5D", "_method[]",
+            "_method[x]", "%255Fmethod", "%25255Fmethod", "%255fMETHOD%2500", "x_http_method_override", "X_HTTP_Method",
+            "%2520_method", "__HttpMethod",
+        ] {
+            let url = format!("https://a/ok/x?a=1&{name}=DELETE");
+            refused(json!({"method": "POST", "url": url, "body": "{}"}), "query parameter");
+            refused(json!({"method": "POST", "url": "https://a/ok/x", "body": format!("a=1&{name}=DELETE")}), "the body's parameter");
+            let multipart = format!("--b\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\nDELETE\r\n--b--\r\n");
+            refused(json!({"method": "POST", "url": "https://a/ok/x", "body": multipart}), "the body's parameter");
+        }
+        refused(json!({"method": "POST", "url": "https://a/ok/x", "body": json!({"_HttpMethod": "DELETE"}).to_string()}), "the body's parameter");
+        refused(json!({"method": "POST", "url": "https://a/ok/x", "body": json!({"__method\u{0}": "DELETE"}).to_string()}), "the body's parameter");
+        for part in ["name*=utf-8''%5Fmethod", "name = \"_method\"", "name=_method", "NAME*=UTF-8''_HttpMethod"] {
+            let multipart = format!("--b\r\nContent-Disposition: form-data; {part}\r\n\r\nDELETE\r\n--b--\r\n");
+            refused(json!({"method": "POST", "url": "https://a/ok/x", "body": multipart}), "the body's parameter");
+        }
         // lookalikes pass
         let ok = http(json!({"method": "POST", "url": "https://a/x?method=a&my_method=b", "headers": {"X-Method": "1", "X-Forwarded-For": "1"}, "body": "my_method=1&methods=2"}));
         assert!(ok.is_ok(), "{ok:?}");
+        for body in ["httpMethod=GET", "_methods=1&method_=2", "{\"httpMethod\": \"POST\", \"method\": \"GET\"}", "a=%25"] {
+            let ok = http(json!({"method": "POST", "url": "https://a/x?httpMethod=GET&_methods=1", "body": body}));
+            assert!(ok.is_ok(), "{body}: {ok:?}");
+        }
         let ok = http(json!({"method": "POST", "url": "https://a/x", "body": "{\"data\": {\"_method\": \"nested is fine\"}}"}));
         assert!(ok.is_ok(), "{ok:?}");
     }

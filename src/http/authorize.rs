@@ -5,9 +5,13 @@
 //! 2. if the agent named a credential it must exist and be bound to this host and path;
 //!    if it named none, the first credential by name bound to this host and path is used,
 //!    if any; a credential is never sent anywhere outside its binding;
-//! 3. a credential travels only over HTTPS, except to loopback literals (127.0.0.0/8,
-//!    [::1]), so tests and local sidecars work;
-//! 4. the agent may not set the header the credential is injected into;
+//! 3. a credential travels only over HTTPS, except to loopback (127.0.0.0/8, [::1], and
+//!    `localhost` and names under `.localhost`, which `dest.rs` resolves to loopback
+//!    only, never asking a resolver: RFC 6761 6.3), so tests and local sidecars work;
+//! 4. the agent may not set the header the credential is injected into (any case, `_`
+//!    for `-`), nor a routing header (`X-Forwarded-Host`, `Forwarded`, ...: a proxy in
+//!    front of the server would send the credential elsewhere) unless the credential's
+//!    `allow_routing_headers` names it;
 //! 5. a redirect hop ([`redirect`]) goes through the same rules, without a credential.
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
@@ -53,6 +57,9 @@ pub enum HttpDenial {
     CredentialNotBound { name: String, host: String, path: String },
     CredentialNeedsHttps { name: String },
     HeaderConflict { name: String, header: String },
+    /// A routing header on a credentialed request that `allow_routing_headers` of
+    /// credential `name` does not name.
+    RoutingHeader { name: String, header: String },
     QueryConflict { name: String, param: String },
     /// Issue #13: `Authorization` or an `X-Amz-*` header or query parameter on a request
     /// signed with the `aws_sigv4` credential `name` (`SP_BAD_ARGUMENTS`, see [`HttpDenial::code`]).
@@ -77,6 +84,10 @@ impl fmt::Display for HttpDenial {
             HttpDenial::HeaderConflict { name, header } => {
                 write!(f, "header {header:?} is reserved for credential {name:?}")
             }
+            HttpDenial::RoutingHeader { name, header } => write!(
+                f,
+                "header {header:?} could route credential {name:?} to another host or path behind a proxy; send it only if credentials.{name}.allow_routing_headers names it (see sp-policy(5), REQUEST OVERRIDES)"
+            ),
             HttpDenial::QueryConflict { name, param } => {
                 write!(f, "query parameter {param:?} is reserved for credential {name:?}")
             }
@@ -109,8 +120,20 @@ fn binds(c: &Credential, req: &HttpRequest) -> bool {
         && c.methods.as_ref().is_none_or(|m| m.contains(&req.method))
 }
 
-pub(crate) fn is_loopback_literal(host: &str) -> bool {
-    host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+/// A host that can only be loopback: an IPv4 loopback literal, `[::1]`, or a name that
+/// `dest.rs` answers with the loopback addresses itself (`localhost`, `*.localhost`).
+pub(crate) fn is_loopback_host(host: &str) -> bool {
+    host == "[::1]"
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+        || crate::http::dest::localhost_addrs(host).is_some_and(|ips| ips.iter().all(std::net::IpAddr::is_loopback))
+}
+
+/// Header names as CGI, WSGI and PHP read them: any case, `_` the same as `-`.
+fn same_header(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| {
+        let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
+        fold(x) == fold(y)
+    })
 }
 
 /// Why a redirect was not followed; the 3xx is returned to the agent as data.
@@ -200,8 +223,13 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
         None => None,
     };
     if let Some(c) = credential {
-        if req.url.scheme() != "https" && !is_loopback_literal(&req.host) {
+        if req.url.scheme() != "https" && !is_loopback_host(&req.host) {
             return Err(HttpDenial::CredentialNeedsHttps { name: c.name.clone() });
+        }
+        if let Some((header, _)) = req.headers.iter().find(|(n, _)| {
+            crate::http::args::is_routing_header(n) && !c.allow_routing_headers.iter().any(|a| same_header(a, n))
+        }) {
+            return Err(HttpDenial::RoutingHeader { name: c.name.clone(), header: header.clone() });
         }
         match &c.inject {
             Injection::Query { name } => {
@@ -216,7 +244,7 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
             }
             other => {
                 let header = other.header_name().unwrap_or_default();
-                if req.headers.iter().any(|(n, _)| *n == header) {
+                if req.headers.iter().any(|(n, _)| same_header(n, &header)) {
                     return Err(HttpDenial::HeaderConflict { name: c.name.clone(), header });
                 }
             }
@@ -247,4 +275,91 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
         timeout: policy.http.timeout,
         max_response_bytes: policy.http.max_response_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::args::parse;
+    use serde_json::{json, Value};
+
+    fn policy() -> Policy {
+        let v = json!({
+            "credentials": {
+                "api": {"source": {"env": "A"}, "inject": {"header": {"name": "X-Api-Key"}}, "hosts": ["api.example.com"]},
+                "proxied": {"source": {"env": "P"}, "inject": {"bearer": {}}, "hosts": ["behind.example.com"], "allow_routing_headers": ["X_Forwarded_Proto", "forwarded"]},
+                "local": {"source": {"env": "L"}, "inject": {"bearer": {}}, "hosts": ["localhost:8080", "svc.localhost:8080", "[::1]:8080", "127.0.0.2:8080", "localhost.example.com:8080"]}
+            },
+            "http": {"allow": [
+                {"hosts": ["api.example.com", "open.example.com", "behind.example.com"], "methods": ["*"]},
+                {"hosts": ["localhost:8080", "svc.localhost:8080", "[::1]:8080", "127.0.0.2:8080", "localhost.example.com:8080"], "methods": ["*"]}
+            ]}
+        });
+        Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap()
+    }
+
+    fn run(args: Value) -> Result<Option<String>, HttpDenial> {
+        let Value::Object(a) = args else { panic!() };
+        let req = parse(&a).unwrap_or_else(|e| panic!("{}", e.0));
+        authorize(&policy(), req, true).map(|a| a.credential.map(|c| c.name))
+    }
+
+    // Attacks tried: every ROUTING_HEADERS name and members of its prefix classes, in
+    // lower, upper and mixed case and with `_` for `-`, on a credentialed request:
+    // refused; the same on an uncredentialed request, X-Forwarded-For, and the ones a
+    // credential's `allow_routing_headers` names (in another spelling than the
+    // policy's): sent. The injected header spelled `X_API_KEY` by the agent: refused.
+    #[test]
+    fn routing_headers_need_the_credentials_permission_by_name() {
+        let names = [
+            "Forwarded", "Destination", "X-Host", "X-HTTP-Host-Override", "X-URL-Scheme", "Front-End-Https", "X-Forwarded-Host",
+            "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Original-Host",
+            "X-Rewrite-Uri", "X-Envoy-Original-Url", "X-Envoy-Original-Host",
+        ];
+        for name in names {
+            for h in [name.to_owned(), name.to_ascii_lowercase(), name.to_ascii_uppercase(), name.replace('-', "_")] {
+                let got = run(json!({"method": "GET", "url": "https://api.example.com/x", "headers": {h.clone(): "evil.example"}}));
+                assert_eq!(got, Err(HttpDenial::RoutingHeader { name: "api".into(), header: h.to_ascii_lowercase() }), "{h}");
+                let got = run(json!({"method": "GET", "url": "https://open.example.com/x", "headers": {h.clone(): "evil.example"}}));
+                assert_eq!(got, Ok(None), "{h} without a credential");
+            }
+        }
+        let got = run(json!({"method": "GET", "url": "https://api.example.com/x", "headers": {"X-Forwarded-For": "10.0.0.1"}}));
+        assert_eq!(got, Ok(Some("api".into())));
+        for h in ["x-forwarded-proto", "X-Forwarded-Proto", "X_FORWARDED_PROTO", "Forwarded"] {
+            let got = run(json!({"method": "GET", "url": "https://behind.example.com/x", "headers": {h: "https"}}));
+            assert_eq!(got, Ok(Some("proxied".into())), "{h} is allowed by name");
+        }
+        let got = run(json!({"method": "GET", "url": "https://behind.example.com/x", "headers": {"X-Forwarded-Host": "evil.example"}}));
+        assert_eq!(got, Err(HttpDenial::RoutingHeader { name: "proxied".into(), header: "x-forwarded-host".into() }));
+        let got = run(json!({"method": "GET", "url": "https://api.example.com/x", "headers": {"X_API_KEY": "mine"}}));
+        assert_eq!(got, Err(HttpDenial::HeaderConflict { name: "api".into(), header: "x-api-key".into() }));
+    }
+
+    #[test]
+    fn allow_routing_headers_must_name_routing_headers() {
+        for (bad, index) in [(json!(["x-forwarded-for"]), 0), (json!(["forwarded", "x-api-key"]), 1), (json!(["x-forwarded-"]), 0)] {
+            let v = json!({"credentials": {"c": {"source": {"env": "C"}, "inject": {"bearer": {}}, "hosts": ["a.example"], "allow_routing_headers": bad}}});
+            let e = Policy::from_text(&v.to_string(), std::path::Path::new("p.json")).unwrap_err().to_string();
+            assert!(e.contains(&format!("credentials.c.allow_routing_headers[{index}]")) && e.contains("must name a routing header"), "{e}");
+        }
+    }
+
+    /// RFC 6761 6.3: `localhost` and names under it are loopback only (`dest.rs` never
+    /// asks a resolver for them), so a credential may go there over http, as to
+    /// 127.0.0.1; a name that only starts with `localhost` may not.
+    #[test]
+    fn localhost_counts_as_loopback_for_the_https_rule() {
+        for url in ["http://localhost:8080/x", "http://LOCALHOST.:8080/x", "http://svc.localhost:8080/x", "http://[::1]:8080/x", "http://127.0.0.2:8080/x"] {
+            assert_eq!(run(json!({"method": "GET", "url": url})), Ok(Some("local".into())), "{url}");
+        }
+        let got = run(json!({"method": "GET", "url": "http://localhost.example.com:8080/x"}));
+        assert_eq!(got, Err(HttpDenial::CredentialNeedsHttps { name: "local".into() }));
+        for host in ["localhost", "a.localhost", "127.0.0.1", "[::1]"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["localhost.example.com", "notlocalhost", ".localhost", "a..localhost", "[::ffff:7f00:1]", "10.0.0.1"] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 }

@@ -15,8 +15,10 @@
 //!   included;
 //! - the body is read up to `max_response_bytes` and then the connection is dropped: a
 //!   huge response is truncated while streaming, never buffered whole;
-//! - no compression is requested (ureq is built without gzip), so what is scrubbed is
-//!   what the server sent;
+//! - no compression is requested (ureq is built without gzip); a body the server
+//!   compressed anyway under a declared gzip or deflate coding (any letter case) is
+//!   decoded here, within `max_response_bytes` of output, before anything is scrubbed
+//!   (`coding.rs`); other codings are left for `result.rs` to withhold;
 //! - connections are pooled per host and port only while that host resolves to the same
 //!   checked addresses: when the answer changes, the pool is dropped, so a connection
 //!   opened under an earlier answer is never reused for a later one.
@@ -38,6 +40,7 @@ use ureq::http::Request;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::unversioned::transport::DefaultConnector;
 
+use super::coding;
 use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
 use crate::exec::{Cancel, ExecError, Executor, HttpOutcome};
 use url::Url;
@@ -457,8 +460,10 @@ impl HttpExecutor {
             .take(cap + 1)
             .read_to_end(&mut body)
             .map_err(|e| classify_io(&e, &target))?;
-        let truncated = body.len() as u64 > cap;
+        let mut truncated = body.len() as u64 > cap;
         body.truncate(cap as usize);
+        let mut headers = headers;
+        coding::decode_declared(&mut headers, &mut body, &mut truncated, usize::try_from(cap).unwrap_or(usize::MAX));
         Ok(HttpOutcome { status, headers, body, truncated })
     }
 }

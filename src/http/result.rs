@@ -4,6 +4,8 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use crate::http::coding;
+
 /// What came back. A status is a result, never an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpOutcome {
@@ -16,6 +18,14 @@ pub struct HttpOutcome {
 }
 
 
+/// What [`HttpResult::from_outcome`] searches compressed content with: the secrets
+/// finder (`Vault::echoed_in`) and how many decompressed bytes it may search
+/// (`max_response_bytes`).
+pub(crate) struct Secrets<'a> {
+    pub find: coding::Finder<'a>,
+    pub limit: usize,
+}
+
 /// The response body as the agent gets it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Body {
@@ -25,7 +35,8 @@ pub(crate) enum Body {
     Text(String),
     /// Bytes that are not UTF-8.
     Base64(String),
-    /// Not passed on, and why (a compressed body; an echo under `on_echo: "withhold"`).
+    /// Not passed on, and why (compressed content that holds a secret or cannot be
+    /// searched; an echo under `on_echo: "withhold"`).
     Withheld(String),
 }
 
@@ -62,15 +73,29 @@ pub(crate) struct HttpResult {
 impl HttpResult {
     /// The outcome's status, headers and body (moved, not copied: issue #12), the body
     /// checked as UTF-8 once. `final_url` and `redirects` are the caller's to set.
-    pub(crate) fn from_outcome(o: HttpOutcome) -> HttpResult {
+    ///
+    /// `secrets`: how to find the secrets read so far, `None` when there are none (then
+    /// no body can hold one and every body passes as it came). Otherwise compressed
+    /// content is searched first (`coding.rs`): a body still marked with a coding (one
+    /// the executor could not decode) cannot be searched and is withheld, and so is one
+    /// whose compressed content holds a secret or cannot be searched.
+    pub(crate) fn from_outcome(o: HttpOutcome, secrets: Option<&Secrets<'_>>) -> HttpResult {
         let HttpOutcome { status, headers, body, truncated } = o;
-        // No compression is requested, but a server may send it anyway: compressed bytes
-        // cannot be searched for secrets, so they are not passed on (issue #3).
-        let coding = headers.iter().find(|(n, v)| n == "content-encoding" && !v.eq_ignore_ascii_case("identity"));
-        let body = match coding {
-            Some((_, coding)) => Body::Withheld(format!(
-                "the response body is compressed ({coding}); compressed bodies cannot be scrubbed of secrets, so it is withheld"
-            )),
+        let withheld = match secrets {
+            Some(s) if !body.is_empty() => match coding::declared(&headers).as_slice() {
+                [] => coding::inspect(&body, truncated, s.find, s.limit).err().map(|w| w.to_string()),
+                codings => {
+                    let names: Vec<String> = codings.iter().map(ToString::to_string).collect();
+                    Some(format!(
+                        "the response body is compressed ({}) in a way sp cannot decode, so it cannot be searched for secrets and is withheld",
+                        names.join(", ")
+                    ))
+                }
+            },
+            _ => None,
+        };
+        let body = match withheld {
+            Some(why) => Body::Withheld(why),
             None => body_of(body, truncated),
         };
         HttpResult {
@@ -183,12 +208,10 @@ mod tests {
     use serde_json::json;
 
     fn outcome(body: &[u8], truncated: bool) -> Value {
-        HttpResult::from_outcome(HttpOutcome {
-            status: 200,
-            headers: vec![("a".into(), "1".into()), ("a".into(), "2".into())],
-            body: body.to_vec(),
-            truncated,
-        })
+        HttpResult::from_outcome(
+            HttpOutcome { status: 200, headers: vec![("a".into(), "1".into()), ("a".into(), "2".into())], body: body.to_vec(), truncated },
+            None,
+        )
         .into_fields()
     }
 
@@ -203,20 +226,44 @@ mod tests {
         // cut inside "é" (0xc3 0xa9): still text
         assert_eq!(outcome(b"caf\xc3", true)["body"], "caf");
         assert!(outcome(b"caf\xc3", false).get("body_base64").is_some());
-        let gz = HttpResult::from_outcome(HttpOutcome {
-            status: 200,
-            headers: vec![("content-encoding".into(), "gzip".into())],
-            body: b"\x1f\x8b".to_vec(),
-            truncated: false,
-        })
-        .into_fields();
-        assert!(gz["body_withheld"].as_str().unwrap().contains("gzip"));
-        assert!(gz.get("body").is_none() && gz.get("body_base64").is_none());
+    }
+
+    /// A declared coding the executor left undecoded is withheld once a secret has been
+    /// read (it cannot be searched), and passed on as bytes before (nothing to find);
+    /// compressed content under no declared coding is searched (`coding.rs`).
+    #[test]
+    fn compressed_bodies_are_searched_or_withheld_once_there_are_secrets() {
+        let token = b"tok_5f2c9a7e1b3d4c6a8e0f";
+        let find = |b: &[u8], _cut: bool| -> Vec<String> {
+            if b.windows(token.len()).any(|w| w == token) { vec!["api".into()] } else { Vec::new() }
+        };
+        let secrets = Secrets { find: &find, limit: 1 << 20 };
+        let run = |headers: &[(&str, &str)], body: Vec<u8>, secrets: Option<&Secrets<'_>>| {
+            let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+            HttpResult::from_outcome(HttpOutcome { status: 200, headers, body, truncated: false }, secrets).body
+        };
+        let gz = crate::http::coding::tests::gzip(token);
+        let b64 = |b: &[u8]| Body::Base64(base64::engine::general_purpose::STANDARD.encode(b));
+        assert_eq!(
+            run(&[("Content-Encoding", "BR")], b"\xff\x02".to_vec(), Some(&secrets)),
+            Body::Withheld("the response body is compressed (br) in a way sp cannot decode, so it cannot be searched for secrets and is withheld".into())
+        );
+        assert_eq!(run(&[("Content-Encoding", "br")], b"\xff\x02".to_vec(), None), b64(b"\xff\x02"));
+        assert_eq!(run(&[("content-encoding", "gzip")], Vec::new(), Some(&secrets)), Body::Text(String::new()), "HEAD");
+        for headers in [&[("content-type", "application/gzip")][..], &[("Content-Encoding", "IDENTITY")], &[]] {
+            assert_eq!(
+                run(headers, gz.clone(), Some(&secrets)),
+                Body::Withheld("the response body is gzip data that holds the secret of credential \"api\" once decompressed, so it is withheld".into())
+            );
+        }
+        assert_eq!(run(&[], gz.clone(), None), b64(&gz));
+        let clean = crate::http::coding::tests::gzip(b"clean");
+        assert_eq!(run(&[], clean.clone(), Some(&secrets)), b64(&clean));
     }
 
     #[test]
     fn withheld_parts_and_refused_redirects_are_said() {
-        let mut r = HttpResult::from_outcome(HttpOutcome { status: 302, headers: vec![("location".into(), "/x".into())], body: b"{}".to_vec(), truncated: false });
+        let mut r = HttpResult::from_outcome(HttpOutcome { status: 302, headers: vec![("location".into(), "/x".into())], body: b"{}".to_vec(), truncated: false }, None);
         r.withhold_echo(Some("api"), Some("api"));
         r.redirect = Redirect::Refused { reason: "why".into(), location: None };
         let v = r.into_fields();

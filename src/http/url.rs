@@ -63,10 +63,17 @@ pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
     Ok(url)
 }
 
+/// Decodings of a segment checked beyond the first (`%25252e` is three deep).
+const MAX_DECODINGS: usize = 8;
+
 /// The path policy patterns match: percent-decoded segment by segment. A segment that
 /// would decode into a separator, a dot segment (also with `;params`, which some servers
 /// strip: `/v1/..;/admin`), a NUL or non-UTF-8 is refused, so a server cannot be made to
-/// see a different path than the policy did.
+/// see a different path than the policy did. So is one that would after a second
+/// decoding, or a third (`%252e%252e`, `%252f`, `%255c`, `%2500`, `%25252e`): a server
+/// or framework that decodes again must not climb out of a path binding either. The
+/// segment is decoded until nothing changes (at most [`MAX_DECODINGS`] times; one that
+/// still holds an escape then is refused) and every form is checked.
 pub(crate) fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
     let mut out = String::new();
     for seg in url.path().split('/').skip(1) {
@@ -76,9 +83,18 @@ pub(crate) fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
         } else {
             Cow::Borrowed(seg)
         };
-        let before_params = decoded.split(';').next().unwrap_or_default();
-        if decoded.contains(['/', '\\', '\0']) || before_params == "." || before_params == ".." {
+        if climbs(decoded.as_bytes()) {
             return bad("\"url\" path has an encoded separator or dot segment; write the plain path");
+        }
+        // Later decodings, as a server that decodes again would read the segment (bytes:
+        // what it decodes to need not be UTF-8).
+        let mut again = Cow::Borrowed(decoded.as_bytes());
+        for round in 0.. {
+            let Some(next) = decode_once(&again) else { break };
+            if climbs(&next) || round == MAX_DECODINGS {
+                return bad("\"url\" path has a separator or dot segment encoded more than once (or escapes nested more than 8 deep); write the plain path");
+            }
+            again = Cow::Owned(next);
         }
         out.push('/');
         out.push_str(&decoded);
@@ -87,6 +103,34 @@ pub(crate) fn decoded_path(url: &url::Url) -> Result<String, ArgError> {
         out.push('/');
     }
     Ok(out)
+}
+
+/// Would a server see another path in this decoded segment: a separator, a backslash,
+/// a NUL, or a dot segment (also with `;params`)?
+fn climbs(seg: &[u8]) -> bool {
+    let before_params = seg.split(|&b| b == b';').next().unwrap_or_default();
+    seg.iter().any(|b| matches!(b, b'/' | b'\\' | b'\0')) || before_params == b"." || before_params == b".."
+}
+
+/// One more `%XX` decoding of bytes, as a server that decodes again does it (an
+/// escape that is not one is kept as it is); `None` when there is nothing to decode.
+fn decode_once(b: &[u8]) -> Option<Vec<u8>> {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h << 4 | l);
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    (out.len() != b.len()).then_some(out)
 }
 
 /// Does `b` start with `%` and exactly two hex digits?
@@ -114,4 +158,12 @@ fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// [`super::decode_once`], for the property test in `args.rs`.
+    pub(crate) fn decode_again(b: &[u8]) -> Option<Vec<u8>> {
+        super::decode_once(b)
+    }
 }

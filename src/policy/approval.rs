@@ -6,8 +6,13 @@
 //!
 //! ```json
 //! "mode": "enforce",
-//! "approval": {"command": ["/usr/local/bin/sp-approve", "--notify"], "timeout_s": 120}
+//! "approval": {"command": ["/usr/local/bin/sp-approve", "--notify"], "timeout_s": 120,
+//!              "grants": {"exact_max_s": 3600, "session_max_s": 900}}
 //! ```
+//!
+//! `grants` (issue #23): how long a yes may last when the approver asks for it (the
+//! state file and the rules are `grants.rs`). A scope without its `*_max_s` is never
+//! granted; no `grants` at all means every approval covers one call, as before.
 
 use std::time::Duration;
 
@@ -17,6 +22,8 @@ use super::fields::{err, int, object, Check};
 
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 120;
 pub(crate) const MAX_TIMEOUT_S: u64 = 3600;
+/// The longest `approval.grants.exact_max_s` or `session_max_s`: one day.
+pub(crate) const MAX_GRANT_S: u64 = 86_400;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -42,11 +49,23 @@ pub struct ApprovalPolicy {
     /// `approval.command`: argv, `argv[0]` absolute.
     pub command: Option<Vec<String>>,
     pub timeout: Duration,
+    /// `approval.grants`: none by default (every approval covers one call).
+    pub grants: GrantsPolicy,
+}
+
+/// `approval.grants`: the longest grant of each scope the operator allows (`None`: that
+/// scope is never granted), and where the grants are kept (`None`: the default state
+/// file, `grants.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GrantsPolicy {
+    pub exact_max_s: Option<u64>,
+    pub session_max_s: Option<u64>,
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Default for ApprovalPolicy {
     fn default() -> ApprovalPolicy {
-        ApprovalPolicy { mode: Mode::Enforce, command: None, timeout: Duration::from_secs(DEFAULT_TIMEOUT_S) }
+        ApprovalPolicy { mode: Mode::Enforce, command: None, timeout: Duration::from_secs(DEFAULT_TIMEOUT_S), grants: GrantsPolicy::default() }
     }
 }
 
@@ -61,7 +80,7 @@ pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<App
         };
     }
     let Some(a) = approval else { return Ok(p) };
-    let map = object(a, "approval", &["command", "timeout_s"])?;
+    let map = object(a, "approval", &["command", "timeout_s", "grants"])?;
     let argv = match map.get("command") {
         Some(Value::Array(items)) if !items.is_empty() => items
             .iter()
@@ -79,5 +98,22 @@ pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<App
     if let Some(t) = map.get("timeout_s") {
         p.timeout = Duration::from_secs(int(t, "approval.timeout_s", 1, MAX_TIMEOUT_S)?);
     }
+    if let Some(g) = map.get("grants") {
+        p.grants = grants(g)?;
+    }
     Ok(p)
+}
+
+/// `approval.grants`: `{"exact_max_s": N, "session_max_s": N, "path": ABSOLUTE_FILE}`,
+/// every key optional.
+fn grants(v: &Value) -> Check<GrantsPolicy> {
+    let map = object(v, "approval.grants", &["exact_max_s", "session_max_s", "path"])?;
+    let max = |key: &str| map.get(key).map(|n| int(n, &format!("approval.grants.{key}"), 1, MAX_GRANT_S)).transpose();
+    let path = match map.get("path") {
+        None => None,
+        Some(Value::String(s)) if s.starts_with('/') && !s.contains('\0') && !s.ends_with('/') => Some(std::path::PathBuf::from(s)),
+        Some(Value::String(_)) => return err("approval.grants.path", "must be an absolute path to a file"),
+        Some(_) => return err("approval.grants.path", "must be a string"),
+    };
+    Ok(GrantsPolicy { exact_max_s: max("exact_max_s")?, session_max_s: max("session_max_s")?, path })
 }

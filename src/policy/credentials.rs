@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fields::{err, flag, int, list, object, string, Check};
-use super::http::{hosts, is_hop_header, is_token, methods, paths, HostPattern, Method, PathPattern};
+use super::http::{hosts, is_hop_header, is_routing_header, is_token, methods, paths, HostPattern, Method, PathPattern};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {
@@ -82,6 +82,8 @@ pub struct Credential {
     pub on_echo: OnEcho,
     /// `"approve": true`: every call using it waits for the operator's approver.
     pub approve: bool,
+    /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
+    pub allow_routing_headers: Vec<String>,
     /// The shortest secret accepted from the source (and, for `oauth2`, from the token
     /// endpoint): [`crate::secret::MIN_SECRET_BYTES`] unless the operator lowers it with
     /// `"min_secret_bytes"` (sp-policy(5), CREDENTIALS; warned about at startup and by
@@ -104,7 +106,7 @@ pub enum OnEcho {
 
 
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "min_secret_bytes"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
     let approve = flag(map, "approve", field, false)?;
     let min_secret_bytes = match map.get("min_secret_bytes") {
         None => crate::secret::MIN_SECRET_BYTES,
@@ -126,7 +128,27 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
             _ => return err(&format!("{field}.on_echo"), "must be \"redact\" or \"withhold\""),
         },
     };
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, min_secret_bytes })
+    let allow_routing_headers = match map.get("allow_routing_headers") {
+        None => Vec::new(),
+        Some(v) => routing_headers(v, &format!("{field}.allow_routing_headers"))?,
+    };
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, allow_routing_headers, min_secret_bytes })
+}
+
+/// `allow_routing_headers`: names of routing headers (sp-policy(5), REQUEST OVERRIDES),
+/// any case, `_` read as `-`; anything else is an error, so a typo cannot pass for
+/// permission.
+fn routing_headers(v: &Value, field: &str) -> Check<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, h) in list(v, field)?.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let name = string(h, &f)?.to_ascii_lowercase().replace('_', "-");
+        if !is_token(&name) || !is_routing_header(&name) {
+            return err(&f, "must name a routing header (Forwarded, X-Forwarded-Host, X-Original-Host, ...: sp-policy(5), REQUEST OVERRIDES)");
+        }
+        out.push(name);
+    }
+    Ok(out)
 }
 
 const SOURCES: &str = "exactly one of {\"file\": PATH}, {\"env\": VAR}, {\"systemd\": NAME} or {\"command\": [ARGV...]}";

@@ -114,6 +114,20 @@ impl HostPattern {
     pub(crate) fn is_exact(&self) -> bool {
         !self.wildcard
     }
+
+    /// The IP address an exact pattern names (`10.0.0.1`, `[fe80::1]`), as normalised.
+    pub(crate) fn ip(&self) -> Option<std::net::IpAddr> {
+        if self.wildcard {
+            return None;
+        }
+        let bare = self.host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(&self.host);
+        bare.parse().ok()
+    }
+
+    /// The host name an exact pattern names, normalised (lowercase, punycode).
+    pub(crate) fn exact_host(&self) -> Option<&str> {
+        (!self.wildcard).then_some(self.host.as_str())
+    }
 }
 
 fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
@@ -271,6 +285,37 @@ pub(crate) const RESERVED_HEADERS: &[&str] = &[
 /// Framing and routing headers, which cannot carry a credential either.
 pub(crate) fn is_hop_header(lower: &str) -> bool {
     RESERVED_HEADERS.contains(&lower) && !matches!(lower, "authorization" | "proxy-authorization" | "cookie")
+}
+
+/// Headers that tell a proxy or framework in front of the server which host, scheme,
+/// port or path the client asked for (RFC 7239 `Forwarded`, the `X-Forwarded-*` family,
+/// `X-Original-*`, `X-Rewrite-*`, `X-Envoy-Original-*`, WebDAV `Destination`): behind
+/// such a proxy a credential bound to one host or path could be used for another.
+/// Refused on a request that carries a credential unless its `allow_routing_headers`
+/// names the header (`authorize.rs`); any case, `_` for `-`. `X-Forwarded-For` (the
+/// client's address, not where the request goes) is not one of them. Listed in
+/// `sp-policy(5)`, "REQUEST OVERRIDES".
+pub(crate) const ROUTING_HEADERS: &[&str] = &[
+    "forwarded",
+    "destination",
+    "x-host",
+    "x-http-host-override",
+    "x-url-scheme",
+    "front-end-https",
+    "x-forwarded-*",
+    "x-original-*",
+    "x-rewrite-*",
+    "x-envoy-original-*",
+];
+
+/// Whether a (lowercase) header name is one of [`ROUTING_HEADERS`].
+pub(crate) fn is_routing_header(lower: &str) -> bool {
+    let name = lower.trim().replace('_', "-");
+    name != "x-forwarded-for"
+        && ROUTING_HEADERS.iter().any(|r| match r.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix) && name.len() > prefix.len(),
+            None => name == *r,
+        })
 }
 
 /// An HTTP header field name: an RFC 9110 token.

@@ -9,12 +9,13 @@
 //! One submodule per section, each with its types and its parser: [`credentials`],
 //! [`http`] (and the host, path and method patterns), [`ssh`] (and the command
 //! patterns of [`commands`]), [`audit`], [`approval`] (`mode`, `approval`; the
-//! `approve` flag is an ordinary field of a credential or an SSH host). [`fields`] holds
+//! `approve` flag is an ordinary field of a credential or an SSH host), [`upstreams`]
+//! (other MCP servers and their tool filters). [`fields`] holds
 //! the checks they share.
 //!
 //! This module is a leaf: it imports nothing of the crate above it (only `sys` for the
-//! file checks and `json` for the strict parser), so every stage can depend on it and it
-//! on none of them.
+//! file checks, `json` for the strict parser and `escape` for its error messages), so
+//! every stage can depend on it and it on none of them.
 
 pub(crate) mod approval;
 pub(crate) mod audit;
@@ -23,6 +24,7 @@ pub(crate) mod credentials;
 pub(crate) mod fields;
 pub(crate) mod http;
 pub(crate) mod ssh;
+pub(crate) mod upstreams;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +53,18 @@ pub struct Policy {
     pub audit: audit::AuditPolicy,
     /// `mode` and `approval` (issue #5, `policy/approval.rs`).
     pub approval: approval::ApprovalPolicy,
+    /// Other MCP servers behind the gate, by name (`policy/upstreams.rs`).
+    pub upstreams: BTreeMap<String, upstreams::Upstream>,
+    /// [`hash`] of the text it was parsed from; `None` for the built-in deny-everything
+    /// policy. Approval grants are bound to it: any edit of the file ends them all.
+    pub hash: Option<String>,
+}
+
+/// The policy's hash: lower-case hex SHA-256 of the file's bytes, exactly as read (a
+/// changed byte, even in white space, is another policy).
+pub(crate) fn hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Policy {
@@ -81,6 +95,8 @@ impl Policy {
             ssh: ssh::SshPolicy::default(),
             audit: audit::AuditPolicy::default(),
             approval: approval::ApprovalPolicy::default(),
+            hash: None,
+            upstreams: BTreeMap::new(),
         }
     }
 
@@ -97,6 +113,7 @@ impl Policy {
         let value = json::parse(text).map_err(|e| error(String::new(), e.to_string()))?;
         let mut policy = parse(&value).map_err(|(field, message)| error(field, message))?;
         policy.origin = Some(origin.to_owned());
+        policy.hash = Some(hash(text.as_bytes()));
         Ok(policy)
     }
 }
@@ -154,12 +171,17 @@ pub struct PolicyError {
     pub message: String,
 }
 
+/// Shown escaped (`escape.rs`): a field is built from the policy's own keys and a
+/// message may quote its values, so a key holding ESC or U+202E must not drive the
+/// terminal `sp check` prints to (`credentials.a\u{1b}[2J\u{202e}b: ...`).
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::escape::escape;
+        let file = self.file.display().to_string();
         if self.field.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.message)
+            write!(f, "{}: {}", escape(&file), escape(&self.message))
         } else {
-            write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+            write!(f, "{}: {}: {}", escape(&file), escape(&self.field), escape(&self.message))
         }
     }
 }
@@ -168,7 +190,7 @@ impl std::error::Error for PolicyError {}
 
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode"])?;
+    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams"])?;
     let approval = approval::parse(top.get("mode"), top.get("approval"))?;
     let audit = audit::parse(top.get("audit"))?;
     let mut credentials = BTreeMap::new();
@@ -192,10 +214,15 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => ssh::parse(v)?,
         None => ssh::SshPolicy::default(),
     };
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval };
+    let upstreams = match top.get("upstreams") {
+        Some(v) => upstreams::parse(v, &credentials)?,
+        None => BTreeMap::new(),
+    };
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, hash: None };
     // An `approve` flag in enforce mode needs someone to ask.
     let flagged = policy.credentials.values().filter(|c| c.approve).map(|c| format!("credentials.{}.approve", c.name));
-    let mut flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let mut flagged = flagged.chain(policy.upstreams.values().filter(|u| !u.tools.approve.is_empty()).map(|u| format!("upstreams.{}.tools.approve", u.name)));
     if let (Some(field), None, approval::Mode::Enforce) = (flagged.next(), &policy.approval.command, policy.approval.mode) {
         return err(&field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
     }
@@ -357,6 +384,10 @@ mod tests {
         assert!(p.credential_needs_approval("a") && !p.credential_needs_approval("b") && !p.credential_needs_approval("zz"));
         assert!(p.ssh_host_needs_approval("web") && !p.ssh_host_needs_approval("zz"));
         assert_eq!(p.approval.timeout, Duration::from_secs(30));
+        assert_eq!(p.approval.grants, approval::GrantsPolicy::default(), "no grants unless the operator allows them");
+        let p = parse(&json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 3600, "session_max_s": 900, "path": "/s/g.json"}}})).unwrap();
+        let want = approval::GrantsPolicy { exact_max_s: Some(3600), session_max_s: Some(900), path: Some(PathBuf::from("/s/g.json")) };
+        assert_eq!(p.approval.grants, want);
         let p = parse(&json!({"mode": "observe", "credentials": {"a": cred(json!(true))}})).unwrap();
         assert!(p.credential_needs_approval("a"));
         assert_eq!((p.approval.mode, p.approval.command), (approval::Mode::Observe, None));
@@ -372,16 +403,36 @@ mod tests {
             (json!({"approval": {"command": ["sp-approve"]}}), "approval.command[0]", "must be an absolute path to the approver"),
             (json!({"approval": {"command": ["/a", 1]}}), "approval.command[1]", "must be a string"),
             (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s", "must be an integer from 1 to 3600"),
-            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s)"),
+            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s, grants)"),
+            (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 0}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"session_max_s": 86401}}}), "approval.grants.session_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": "900"}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
+            (json!({"approval": {"command": ["/a"], "grants": {"path": "grants.json"}}}), "approval.grants.path", "must be an absolute path to a file"),
+            (json!({"approval": {"command": ["/a"], "grants": {"path": "/state/"}}}), "approval.grants.path", "must be an absolute path to a file"),
+            (json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}), "approval.grants.once_max_s", "unknown field (expected one of: exact_max_s, session_max_s, path)"),
+            (json!({"approval": {"command": ["/a"], "grants": []}}), "approval.grants", "must be an object"),
             (json!({"approval": {}}), "approval.command", "is required"),
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true or false"),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
+            (json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}), "upstreams.u.tools.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
         ] {
             let shown = v.to_string();
             let (f, w) = parse_err(v);
             assert_eq!((f.as_str(), w.as_str()), (field, why), "{shown}");
         }
+    }
+
+    /// Grants are bound to the hash of the bytes read: any edit, even of white space, is
+    /// another policy; the built-in deny-everything policy has none.
+    #[test]
+    fn the_hash_is_of_the_bytes_as_read() {
+        let a = Policy::from_text("{}", Path::new("/p")).unwrap();
+        let b = Policy::from_text("{ }", Path::new("/p")).unwrap();
+        // sha256("{}"), as `printf '{}' | sha256sum` gives it.
+        assert_eq!(a.hash.as_deref(), Some("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"));
+        assert_ne!(a.hash, b.hash);
+        assert_eq!(Policy::deny_all().hash, None);
     }
 
     #[test]

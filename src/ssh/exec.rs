@@ -10,11 +10,14 @@
 //!   │  authenticate (key file / password file / agent) ────── failure ──────> SP_AUTH
 //!   │  accept-new and unknown: record the key now (locked append) ─ conflict ─> SP_HOST_KEY
 //!   │  open a channel ────────────────────────────────────────────────────────────┤
-//!   └─ pty (unless the host says "pty": false) ─> exec ─> feed stdin, EOF
-//!        ─> drain stdout+stderr (one budget) ─> remote close ─> exit status
-//!                         └─ timeout_s reached: abort_remote (close the channel; with the
-//!                            pty the command's session is hung up) + close the connection
-//!                            ─> SP_TIMEOUT + output
+//!   └─ pty (unless the host says "pty": false) ─> exec "printf MARKER; COMMAND"
+//!        ─> feed stdin, EOF ─> drain stdout+stderr (one budget, MARKER stripped)
+//!        ─> remote close ─> exit status
+//!              └─ timeout_s reached or cancelled: abort_remote
+//!                   ├─ MARKER seen: second channel runs KILL_COMMAND ─> Killed{n} | HungUp
+//!                   └─ not seen: nothing sent ────────────────────────> HungUp
+//!                 close the channel (with the pty the terminal hangs up) + the connection
+//!                 ─> SP_TIMEOUT + output (or, cancelled, no answer; the journal says which)
 //! ```
 //!
 //! Decisions (issue #4 leaves them open; `sp(1)` repeats them):
@@ -31,20 +34,29 @@
 //!   (TCP, handshake, authentication, channel) is bounded by `ssh.connect_timeout_s` per
 //!   step. Name resolution uses the system resolver and has only the resolver's own
 //!   timeout (resolv.conf), not ours.
-//! - On timeout the command is stopped ([`abort_remote`]) and the whole connection is
-//!   closed: nothing of the command stays attached to `sp`, and the server frees the
-//!   session slot (OpenSSH counts a still-running command against `MaxSessions`).
-//!   Stopping needs a terminal. The RFC 4254 "signal" request would do without one, but
-//!   it needs `libssh2_channel_signal_ex`, which the `ssh2` crate does not bind (and its
-//!   generic request call refuses a second request on a channel). So by default every
-//!   command runs on a pty: when its channel or the connection closes, sshd closes the
-//!   pty's master side and the kernel hangs up the terminal: the command's shell (the
-//!   session leader) gets SIGHUP, and when it ends, so does the foreground process
-//!   group, where the command's children are. `sleep 25; touch F` does not touch `F`.
-//!   A process that ignores SIGHUP or moved to its own session (`nohup`, `setsid`)
-//!   survives, as it would a closed `ssh -t` session. The same happens when `sp`
-//!   exits or is killed while a command runs: the TCP connection drops, sshd cleans up
-//!   the session's pty.
+//! - On timeout (and on a cancel) the command is killed ([`abort_remote`]) and the whole
+//!   connection is closed: nothing of the command stays attached to `sp`, and the server
+//!   frees the session slot (OpenSSH counts a still-running command against
+//!   `MaxSessions`). A hang-up alone is not enough (`trap "" HUP`, `nohup`, `set -m`
+//!   jobs, `setsid` children survive it), and the RFC 4254 "signal" request is no way
+//!   out: the `ssh2` crate does not bind `libssh2_channel_signal_ex`, its generic
+//!   request call refuses a second request on a channel ("Channel can not be reused"),
+//!   and OpenSSH's sshd (session.c `session_signal_req`) only `killpg`s the shell's
+//!   process group, which misses jobs in other groups and sessions, and refuses forced
+//!   commands. So `sp` sends `printf '\036sp:NONCE\036'; COMMAND` ([`Marker`]; the
+//!   agent's text is authorized and journaled as it came) and, once the marker has
+//!   arrived, runs [`KILL_COMMAND`] on a second channel of the same connection: it
+//!   finds the command's session as the sibling of its own shell under the server's
+//!   connection process and kills (SIGSTOP, then SIGKILL) that session, every
+//!   descendant, and every session a descendant leads. What it cannot see is a daemon
+//!   that detached itself before (its parent gone, its session left), so the result says
+//!   "sp killed its N process(es) ...; a process that detached itself from both ... may
+//!   still run", and never "stopped" ([`Stop`]). Without the marker (a forced command
+//!   would run again on a second channel) or when the kill fails, nothing more is sent:
+//!   closing the channel hangs up the pty, and the result says "hung up ...; the remote
+//!   side may still run" ("cut off" without a pty). When `sp` exits or is killed while a
+//!   command runs, the TCP connection drops and sshd hangs up the session's pty: the
+//!   command is only hung up.
 //! - What the pty changes for the agent: stdout and stderr arrive merged, in `stdout`
 //!   (`stderr` is empty, `stderr_bytes` 0); the command sees a terminal (`TERM=dumb`,
 //!   [`PTY_COLUMNS`] x [`PTY_ROWS`]), so some programs format for it or start a pager
@@ -55,9 +67,9 @@
 //!   the kernel's 4095-byte line limit), and its end is a `^D`: a command sees end of
 //!   input once (a second reader would wait).
 //! - A host with `"pty": false` runs commands without a terminal: separate stdout and
-//!   stderr, plain pipes, but a timed-out command is only cut off, not stopped: it
-//!   loses its stdin (EOF), stdout and stderr and ends with SIGPIPE at its next write;
-//!   one that neither reads nor writes runs on the server to its own end.
+//!   stderr, plain pipes. sshd starts such a command in a session of its own too, so
+//!   the kill works alike; when it cannot run, the command is only cut off: it loses its
+//!   stdin (EOF), stdout and stderr and ends with SIGPIPE at its next write.
 //!   The next call reconnects in both cases.
 //! - Without `stdin` the command's standard input is empty (EOF at once), so `cat`
 //!   and friends do not wait for input that never comes.
@@ -78,6 +90,8 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -89,7 +103,7 @@ use crate::secret::Vault;
 use crate::ssh::known_hosts::{self, KnownHosts, Recorded, Verdict};
 use crate::policy::ssh::{HostKeyPolicy, SshAuth};
 use crate::ssh::authorize::SshAction;
-use crate::ssh::result::{SshError, SshOutcome};
+use crate::ssh::result::{SshError, SshOutcome, Stop};
 
 const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
@@ -228,7 +242,7 @@ impl SshExecutor {
     ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
         if progress.cancelled() {
-            return Err(SshError::Cancelled);
+            return Err(SshError::Cancelled(Stop::NotStarted));
         }
         let started = Instant::now();
         let mut channel = None;
@@ -245,7 +259,7 @@ impl SshExecutor {
             Some(ch) => ch,
             None => {
                 let cancel = progress.cancel();
-                let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled } else { e })?;
+                let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled(Stop::NotStarted) } else { e })?;
                 let ch = open_channel(&conn, a)
                     .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
                 self.sessions.insert(a.host.clone(), conn);
@@ -254,9 +268,14 @@ impl SshExecutor {
         };
         let conn = &self.sessions[&a.host];
         let (result, keep) = execute(conn, channel, a, started, progress);
-        // A cancel may surface as a failed read on the shut-down socket first.
+        // A cancel may surface as a failed read on the shut-down socket first: the kill
+        // had no connection to go through.
         let (result, keep) = match result {
-            Err(_) if progress.cancelled() => (Err(SshError::Cancelled), false),
+            Err(SshError::Cancelled(stop)) => (Err(SshError::Cancelled(stop)), false),
+            Err(_) if progress.cancelled() => {
+                let why = "the connection failed before the kill could be sent".to_owned();
+                (Err(SshError::Cancelled(Stop::HungUp { pty: a.pty, why })), false)
+            }
             r => (r, keep),
         };
         if !keep {
@@ -302,12 +321,25 @@ fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::exec::Cancel) -> Re
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
     let socket = stream.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
     // Issue #10: a cancel during the handshake or login shuts the socket down, so
-    // libssh2's blocking calls return at once.
+    // libssh2's blocking calls return at once. Only then: once connected, a cancel is
+    // seen by `pump`, and the connection must stay up to carry the kill (`abort_remote`).
+    let connecting = Arc::new(AtomicBool::new(true));
     if let Ok(s) = socket.try_clone() {
+        let connecting = connecting.clone();
         cancel.on_cancel(move || {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            if connecting.load(Ordering::SeqCst) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
         });
     }
+    let conn = connect_on(a, vault, known, stream, socket)?;
+    connecting.store(false, Ordering::SeqCst);
+    Ok(conn)
+}
+
+/// [`connect`] on an open TCP stream (`socket`: a second descriptor for it).
+fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpStream, socket: TcpStream) -> Result<Conn, SshError> {
+    let target = a.target(false);
     let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
     session.set_tcp_stream(stream);
     session.set_blocking(true);
@@ -446,10 +478,50 @@ fn open_channel(conn: &Conn, a: &SshAction) -> Result<Channel, String> {
 struct Collector {
     budget: u64,
     out: SshOutcome,
+    gate: Gate,
+}
+
+/// Where stdout stands with the [`Marker`].
+enum Gate {
+    /// Not seen yet: stdout is held back (up to [`MARKER_WINDOW`]).
+    Awaiting { marker: Vec<u8>, held: Vec<u8> },
+    Seen,
+    /// Not within the window, or the output ended first.
+    Missing,
 }
 
 impl Collector {
     fn push(&mut self, stderr: bool, data: &[u8]) {
+        if stderr {
+            return self.take(true, data);
+        }
+        let Gate::Awaiting { marker, held } = &mut self.gate else { return self.take(false, data) };
+        held.extend_from_slice(data);
+        if let Some(at) = held.windows(marker.len()).position(|w| w == marker.as_slice()) {
+            let held = std::mem::take(held);
+            let after = at + marker.len();
+            self.gate = Gate::Seen;
+            self.take(false, &held[..at]);
+            self.take(false, &held[after..]);
+        } else if held.len() > MARKER_WINDOW {
+            self.release();
+        }
+    }
+
+    /// Gives up waiting for the marker: what was held back is output.
+    fn release(&mut self) {
+        if let Gate::Awaiting { held, .. } = &mut self.gate {
+            let held = std::mem::take(held);
+            self.gate = Gate::Missing;
+            self.take(false, &held);
+        }
+    }
+
+    fn marker_seen(&self) -> bool {
+        matches!(self.gate, Gate::Seen)
+    }
+
+    fn take(&mut self, stderr: bool, data: &[u8]) {
         let used = (self.out.stdout.len() + self.out.stderr.len()) as u64;
         let room = self.budget.saturating_sub(used) as usize;
         let take = room.min(data.len());
@@ -535,7 +607,8 @@ fn execute(
             };
             return (Err(SshError::Upstream(msg)), keep);
         }
-    if let Err(e) = channel.exec(&a.command) {
+    let marker = Marker::new();
+    if let Err(e) = channel.exec(&marker.wrap(&a.command)) {
         // A denied request started nothing; anything else may have reached the server.
         let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
         let msg = if keep {
@@ -549,12 +622,14 @@ fn execute(
     let mut collector = Collector {
         budget: a.max_output_bytes,
         out: SshOutcome { host: a.host.clone(), host_key_fingerprint: conn.fingerprint.clone(), ..SshOutcome::default() },
+        gate: Gate::Awaiting { marker: marker.bytes(), held: Vec::new() },
     };
     let raw_stdin = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
     let input = if a.pty { pty_input(raw_stdin) } else { raw_stdin.to_vec() };
     s.set_blocking(false);
     let step = pump(conn, &mut channel, a, &input, deadline, &mut collector, progress);
     let finish = |mut c: Collector| {
+        c.release();
         c.out.duration_ms = started.elapsed().as_millis() as u64;
         c.out
     };
@@ -570,25 +645,15 @@ fn execute(
             (Ok(out), true)
         }
         Ok(Step::TimedOut) => {
-            abort_remote(s, &mut channel);
-            let message = if a.pty {
-                format!(
-                    "{target}: the command ran longer than {}s and was stopped (its terminal was hung up: SIGHUP); \
-                     the connection was closed",
-                    a.timeout.as_secs()
-                )
-            } else {
-                format!(
-                    "{target}: the command ran longer than {}s; its channel and the connection were closed \
-                     (without a pty the command is not stopped: it loses its input and output)",
-                    a.timeout.as_secs()
-                )
-            };
+            let stop = abort_remote(s, &mut channel, a, collector.marker_seen());
+            let message = format!("{target}: the command ran longer than {}s; {stop}", a.timeout.as_secs());
+            log::warn!("{message}");
             (Err(SshError::Timeout { message, partial: Box::new(finish(collector)) }), false)
         }
         Ok(Step::Cancelled) => {
-            abort_remote(s, &mut channel);
-            (Err(SshError::Cancelled), false)
+            let stop = abort_remote(s, &mut channel, a, collector.marker_seen());
+            log::warn!("{target}: cancelled: {stop}");
+            (Err(SshError::Cancelled(stop)), false)
         }
         Err(why) => {
             s.set_blocking(true);
@@ -600,15 +665,144 @@ fn execute(
     }
 }
 
-/// Stops the remote command of `channel` (module docs): closes the channel, which
-/// with a pty makes sshd close the terminal and the kernel hang up the command's
-/// session. The caller then drops the connection (`keep` false), which does the same
-/// if the close did not get through. Without a pty the command is only cut off.
-fn abort_remote(session: &Session, channel: &mut Channel) {
+/// Ends the remote command of `channel` early (timeout or cancel; module docs): kills
+/// its processes through a second channel when its marker showed that the command runs
+/// under a shell that sp's prefix reached ([`KILL_COMMAND`]), then closes the channel
+/// (with a pty, sshd then closes the terminal and the kernel hangs up the command's
+/// session). The caller drops the connection (`keep` false), which does the same if the
+/// close did not get through. Says what was done, for the result and the journal.
+fn abort_remote(session: &Session, channel: &mut Channel, a: &SshAction, marker_seen: bool) -> Stop {
     session.set_blocking(true);
-    session.set_timeout(1000);
+    session.set_timeout(ms(KILL_STEP));
+    let stop = if marker_seen {
+        match kill_remote(session) {
+            Ok(processes) => Stop::Killed { processes },
+            Err(why) => Stop::HungUp { pty: a.pty, why },
+        }
+    } else {
+        Stop::HungUp { pty: a.pty, why: "the command's start marker had not arrived, so nothing was killed".into() }
+    };
     if let Err(e) = channel.close() {
-        log::debug!("closing the channel of a stopped command: {}", e.message());
+        log::debug!("closing the channel of a command ended early: {}", e.message());
+    }
+    stop
+}
+
+/// What `sp` prints before the agent's command (module docs): `\x1esp:` + 16 random hex
+/// digits + `\x1e`, stripped from the output. Its arrival proves that the exec string
+/// reached a shell that ran sp's prefix, so the command's processes are the session of
+/// a child of the server's connection process ([`KILL_COMMAND`]); a forced command
+/// (`authorized_keys` `command=`, `ForceCommand`) that ignores the string never prints
+/// it, and is never sent a second one. Random, so no output can forge it.
+struct Marker(String);
+
+impl Marker {
+    fn new() -> Marker {
+        let mut bytes = [0u8; 8];
+        // Without the kernel's generator (before 3.17) the clock and the pid: the marker
+        // needs to be unforeseeable to the remote output, not secret.
+        if !matches!(rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::NONBLOCK), Ok(8)) {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            bytes = (t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+        }
+        Marker(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The exec string: the marker (`printf`, whose `\036` is RS in every shell's and
+    /// coreutils' printf), then the agent's command unchanged after `;`, on the same
+    /// line (so `$LINENO` and a syntax error's line number stay as they were).
+    fn wrap(&self, command: &str) -> String {
+        format!("printf '\\036sp:{}\\036'; {command}", self.0)
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        format!("\x1esp:{}\x1e", self.0).into_bytes()
+    }
+}
+
+/// Output before the marker that `sp` holds back while waiting for it (a login shell's
+/// rc files may print first); past this the marker is given up and nothing is killed.
+const MARKER_WINDOW: usize = 16 * 1024;
+
+/// Each blocking step of the kill (channel, exec, each read) and the whole of it.
+const KILL_STEP: Duration = Duration::from_secs(2);
+const KILL_TOTAL: Duration = Duration::from_secs(6);
+
+/// The kill, run on a second channel of the same connection through the user's login
+/// shell (`exec /bin/sh -c '...'`: one line, no `'` or `!`, so sh, bash, dash, ksh, zsh,
+/// csh and fish all pass it on). In order:
+/// 1. its parent must be the server's connection process (`sshd`, `sshd-session`,
+///    `dropbear`), whose other children are the sessions of its channels: with one
+///    command at a time per connection, the command's shell (sshd starts every session
+///    with `setsid`, pty or not, so the shell's pid is its session id);
+/// 2. every process of those sessions, and every descendant of one (found by parent,
+///    in any session, so `setsid CMD` and `set -m` jobs are found too), and every
+///    session such a descendant leads, is stopped (SIGSTOP, so none can fork meanwhile),
+///    scanning `/proc` again until a pass finds nothing new;
+/// 3. all of them get SIGKILL, and the script waits (up to 1 s) until none is left
+///    (gone or a zombie) and prints `sp-stop: killed N left M`.
+///
+/// What it cannot find: a process whose parent had already exited and that left the
+/// session before the scan (`setsid` after a double fork, `setsid -f`, a daemon).
+/// Linux `/proc` only; elsewhere it prints why and `sp` says "hung up".
+pub(crate) const KILL_COMMAND: &str = "exec /bin/sh -c '\
+me=$$; p=$PPID; \
+[ -r /proc/$me/stat ] || { echo sp-stop: no /proc; exit 3; }; \
+c=; read -r c < /proc/$p/comm; \
+case \"$c\" in sshd|sshd-session|dropbear) ;; *) echo \"sp-stop: the parent is $c, not sshd\"; exit 3;; esac; \
+st() { l=; read -r l < /proc/$1/stat 2>/dev/null || return 1; set -- ${l##*) }; s=$1; pp=$2; sid=$4; }; \
+sids=\" \"; all=\" \"; n=0; \
+for d in /proc/[0-9]*; do q=${d#/proc/}; [ \"$q\" = \"$me\" ] && continue; st $q || continue; \
+[ \"$pp\" = \"$p\" ] && [ \"$sid\" = \"$q\" ] && sids=\"$sids$q \"; done; \
+while :; do new=0; \
+for d in /proc/[0-9]*; do q=${d#/proc/}; \
+case \"$all\" in *\" $q \"*) continue;; esac; [ \"$q\" = \"$me\" ] && continue; st $q || continue; \
+case \"$sids\" in *\" $sid \"*) ;; *) case \"$all\" in *\" $pp \"*) ;; *) continue;; esac;; esac; \
+kill -STOP $q 2>/dev/null; all=\"$all$q \"; new=1; [ \"$s\" = Z ] || n=$((n+1)); \
+[ \"$sid\" = \"$q\" ] && sids=\"$sids$q \"; done; \
+[ $new = 0 ] && break; done; \
+for q in $all; do kill -KILL $q 2>/dev/null; done; \
+i=0; while :; do left=0; for q in $all; do st $q || continue; case $s in Z) ;; *) left=$((left+1));; esac; done; \
+[ $left = 0 ] && break; i=$((i+1)); [ $i -ge 50 ] && break; sleep 0.02 2>/dev/null || sleep 1; done; \
+echo \"sp-stop: killed $n left $left\"'";
+
+/// Runs [`KILL_COMMAND`] on a new channel; `Ok(n)`: `n` processes killed, none left.
+fn kill_remote(session: &Session) -> Result<u32, String> {
+    let started = Instant::now();
+    let mut ch = session.channel_session().map_err(|e| format!("no channel for the kill: {}", e.message()))?;
+    ch.exec(KILL_COMMAND).map_err(|e| format!("the kill did not start: {}", e.message()))?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match ch.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if out.len() < 4096 => out.extend_from_slice(&buf[..n]),
+            Ok(_) => {}
+            Err(e) => return Err(format!("the kill did not answer: {e}")),
+        }
+        if started.elapsed() > KILL_TOTAL {
+            return Err("the kill did not answer in time".into());
+        }
+    }
+    let _ = ch.close();
+    let text = String::from_utf8_lossy(&out);
+    let last = text.lines().rev().find(|l| l.starts_with("sp-stop: ")).unwrap_or("");
+    log::debug!("kill on the server: {last:?}");
+    parse_kill_report(last)
+}
+
+/// `sp-stop: killed N left 0` -> `Ok(N)`; anything else is why nothing is known killed.
+fn parse_kill_report(line: &str) -> Result<u32, String> {
+    let words: Vec<&str> = line.split(' ').collect();
+    match words.as_slice() {
+        ["sp-stop:", "killed", n, "left", "0"] => n.parse().map_err(|_| "the kill's report was garbled".into()),
+        ["sp-stop:", "killed", _, "left", m] => Err(format!("{m} process(es) were still there after SIGKILL")),
+        // The remote's words (a process name): printable ASCII only, short.
+        ["sp-stop:", ..] => {
+            let said: String = line["sp-stop: ".len()..].chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(80).collect();
+            Err(format!("the kill did not run ({said})"))
+        }
+        _ => Err("the kill did not report (is the remote system Linux with /proc?)".into()),
     }
 }
 
@@ -689,12 +883,57 @@ mod tests {
 
     #[test]
     fn one_budget_for_both_streams() {
-        let mut c = Collector { budget: 10, out: SshOutcome::default() };
+        let mut c = Collector { budget: 10, out: SshOutcome::default(), gate: Gate::Missing };
         c.push(false, b"123456");
         c.push(true, b"abcdef");
         c.push(false, b"zz");
         assert_eq!((c.out.stdout.as_slice(), c.out.stderr.as_slice()), (&b"123456"[..], &b"abcd"[..]));
         assert_eq!((c.out.stdout_bytes, c.out.stderr_bytes, c.out.truncated), (8, 6, true));
+    }
+
+    #[test]
+    fn the_marker_is_stripped_wherever_the_reads_split_it() {
+        let m = Marker("0123456789abcdef".into());
+        assert_eq!(m.wrap("uptime; w"), "printf '\\036sp:0123456789abcdef\\036'; uptime; w");
+        let marker = m.bytes();
+        let stream = [b"rc says hi\n".as_slice(), &marker, b"out\n"].concat();
+        for split in 0..=stream.len() {
+            let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() } };
+            c.push(false, &stream[..split]);
+            c.push(true, b"e");
+            c.push(false, &stream[split..]);
+            c.release();
+            assert_eq!((c.out.stdout.as_slice(), c.out.stdout_bytes, c.out.stderr.as_slice()), (&b"rc says hi\nout\n"[..], 15, &b"e"[..]), "{split}");
+            assert!(c.marker_seen(), "{split}");
+        }
+        // Never seen: everything is output, once, and nothing is killed.
+        let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() } };
+        c.push(false, b"forced\n");
+        c.release();
+        c.push(false, &marker);
+        assert_eq!((c.out.stdout_bytes, c.marker_seen()), (7 + marker.len() as u64, false));
+        // A window's worth of output without it: given up, the output passes.
+        let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker, held: Vec::new() } };
+        c.push(false, &vec![b'x'; MARKER_WINDOW + 1]);
+        assert_eq!((c.out.stdout_bytes, c.out.truncated, c.marker_seen()), (MARKER_WINDOW as u64 + 1, true, false));
+    }
+
+    #[test]
+    fn the_kill_passes_through_any_login_shell_and_reports_exactly() {
+        // One line, one single-quoted argument, no history character (csh).
+        let inner = KILL_COMMAND.strip_prefix("exec /bin/sh -c '").and_then(|s| s.strip_suffix('\'')).unwrap();
+        assert!(!inner.contains(['\'', '\n', '!']), "{inner}");
+        let cases = [
+            ("sp-stop: killed 12 left 0", Ok(12)),
+            ("sp-stop: killed 3 left 1", Err("1 process(es) were still there after SIGKILL".to_owned())),
+            ("sp-stop: no /proc", Err("the kill did not run (no /proc)".to_owned())),
+            ("sp-stop: the parent is \u{1b}[2Jbash, not sshd", Err("the kill did not run (the parent is [2Jbash, not sshd)".to_owned())),
+            ("sp-stop: killed x left 0", Err("the kill's report was garbled".to_owned())),
+            ("", Err("the kill did not report (is the remote system Linux with /proc?)".to_owned())),
+        ];
+        for (line, want) in cases {
+            assert_eq!(parse_kill_report(line), want, "{line:?}");
+        }
     }
 
     #[test]

@@ -65,9 +65,48 @@ pub enum SshError {
     /// The command outlived its timeout: what it printed until then.
     Timeout { message: String, partial: Box<SshOutcome> },
     Upstream(String),
-    /// The client cancelled the call (issue #10): the command was signalled, its channel
-    /// and the connection closed.
-    Cancelled,
+    /// The client cancelled the call (issue #10): what became of the command (its channel
+    /// and the connection are closed either way).
+    Cancelled(Stop),
+}
+
+/// What sp did to a command it ended early (timeout or cancel), as the result and the
+/// journal say it (`exec.rs` module docs). No variant says "stopped": sp cannot know of
+/// a process that detached itself from everything it can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// Cancelled before the command was sent: nothing runs.
+    NotStarted,
+    /// A second channel killed (SIGKILL) `processes` processes: the command's session,
+    /// every descendant of those, and the sessions those descendants led; none was left
+    /// a moment later.
+    Killed { processes: u32 },
+    /// The kill did not run or did not confirm (`why`); the channel and the connection
+    /// were closed, so with a pty the command's terminal was hung up.
+    HungUp { pty: bool, why: String },
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::NotStarted => f.write_str("the command was not started"),
+            Stop::Killed { processes: 0 } => f.write_str(
+                "its processes had ended when sp looked for them, and sp closed the connection; a process that \
+                 detached itself (setsid and a double fork) may still run",
+            ),
+            Stop::Killed { processes } => write!(
+                f,
+                "sp killed its {processes} process(es) (its session and every process started from it) and closed \
+                 the connection; a process that detached itself from both (setsid and a double fork) may still run"
+            ),
+            Stop::HungUp { pty: true, why } => {
+                write!(f, "hung up (SIGHUP to its terminal; the channel and the connection were closed; {why}); the remote side may still run")
+            }
+            Stop::HungUp { pty: false, why } => {
+                write!(f, "cut off (no terminal: the channel and the connection were closed; {why}); the remote side may still run")
+            }
+        }
+    }
 }
 
 impl SshError {
@@ -79,7 +118,7 @@ impl SshError {
             SshError::Secret(_) | SshError::Unavailable(_) => ToolCode::Unavailable.as_str(),
             SshError::Timeout { .. } => ToolCode::Timeout.as_str(),
             SshError::Upstream(_) => ToolCode::Upstream.as_str(),
-            SshError::Cancelled => ToolCode::Cancelled.as_str(),
+            SshError::Cancelled(_) => ToolCode::Cancelled.as_str(),
         }
     }
 
@@ -104,7 +143,8 @@ impl std::fmt::Display for SshError {
             SshError::Secret(e) => e.fmt(f),
             SshError::Timeout { message, .. } => f.write_str(message),
             SshError::HostKey(m) | SshError::Auth(m) | SshError::Unavailable(m) | SshError::Upstream(m) => f.write_str(m),
-            SshError::Cancelled => f.write_str("cancelled by the client"),
+            SshError::Cancelled(Stop::NotStarted) => f.write_str("cancelled by the client before the command started"),
+            SshError::Cancelled(stop) => write!(f, "cancelled by the client: {stop}"),
         }
     }
 }
@@ -112,6 +152,37 @@ impl std::fmt::Display for SshError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_stop_says_stopped_and_each_says_what_may_survive() {
+        let cases = [
+            (Stop::NotStarted, "the command was not started"),
+            (
+                Stop::Killed { processes: 0 },
+                "its processes had ended when sp looked for them, and sp closed the connection; a process that detached \
+                 itself (setsid and a double fork) may still run",
+            ),
+            (
+                Stop::Killed { processes: 3 },
+                "sp killed its 3 process(es) (its session and every process started from it) and closed the connection; \
+                 a process that detached itself from both (setsid and a double fork) may still run",
+            ),
+            (
+                Stop::HungUp { pty: true, why: "no /proc".into() },
+                "hung up (SIGHUP to its terminal; the channel and the connection were closed; no /proc); the remote side may still run",
+            ),
+            (
+                Stop::HungUp { pty: false, why: "no /proc".into() },
+                "cut off (no terminal: the channel and the connection were closed; no /proc); the remote side may still run",
+            ),
+        ];
+        for (stop, want) in cases {
+            assert_eq!(stop.to_string(), want);
+            assert!(!want.contains("stopped"));
+        }
+        assert_eq!(SshError::Cancelled(Stop::NotStarted).to_string(), "cancelled by the client before the command started");
+        assert_eq!(SshError::Cancelled(Stop::Killed { processes: 2 }).to_string(), format!("cancelled by the client: {}", Stop::Killed { processes: 2 }));
+    }
 
     #[test]
     fn result_shape() {

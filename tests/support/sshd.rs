@@ -127,6 +127,12 @@ impl Sshd {
         let host_public = keygen(&dir.path, "host_ed25519", "ed25519", "");
         let client_public = keygen(&dir.path, "client", "ed25519", "");
         std::fs::write(dir.path.join("authorized_keys"), format!("{client_public}\n")).unwrap();
+        // The sessions' HOME is an empty directory of the fixture's: bash reads
+        // `~/.bashrc` for a command sshd starts, and the machine's own one (pyenv's
+        // `rehash` takes a lock file; a test that kills a session mid-rehash leaves it
+        // behind, and every later shell waits a minute for it) must not be part of
+        // what a test measures.
+        std::fs::create_dir_all(dir.path.join("home")).unwrap();
         let port = free_port();
         let config = dir.path.join("sshd_config");
         let d = dir.path.display();
@@ -137,7 +143,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nUsePAM no\nStrictModes no\nPermitRootLogin yes\n\
                  PubkeyAuthentication yes\nPasswordAuthentication yes\nKbdInteractiveAuthentication no\n\
                  LogLevel DEBUG1\nMaxStartups 100\nMaxSessions 100\nMaxAuthTries 20\nX11Forwarding no\n\
-                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\n{extra}"
+                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\nSetEnv HOME={d}/home\n{extra}"
             ),
         )
         .unwrap();

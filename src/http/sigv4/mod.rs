@@ -584,10 +584,14 @@ pub(crate) fn agent_may_not_send_query(param_name: &str) -> bool {
     reserved_name(param_name)
 }
 
+/// Compared as servers may read the name: any case, `_` the same as `-` (CGI, WSGI and
+/// PHP map both to `HTTP_X_AMZ_...`), and without surrounding whitespace or control
+/// characters (a NUL that ends a C string, a trailing tab).
 fn reserved_name(name: &str) -> bool {
-    let n = name.trim().as_bytes();
-    n.eq_ignore_ascii_case(b"authorization")
-        || (n.len() >= 6 && n[..6].eq_ignore_ascii_case(b"x-amz-"))
+    let n = name.trim_matches(|c: char| c.is_whitespace() || c.is_control()).as_bytes();
+    let fold = |b: &u8| if *b == b'_' { b'-' } else { b.to_ascii_lowercase() };
+    let starts = |prefix: &[u8]| n.len() >= prefix.len() && n.iter().zip(prefix).all(|(a, b)| fold(a) == *b);
+    (n.len() == 13 && starts(b"authorization")) || starts(b"x-amz-")
 }
 
 #[cfg(test)]

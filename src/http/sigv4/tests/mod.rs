@@ -705,6 +705,14 @@ fn agent_may_not_send_authorization_or_any_x_amz_name() {
         " x-amz-date",
         "X-Amz-Signature",
         "X-Amz-Credential",
+        // `_` for `-` (CGI/WSGI/PHP read both as HTTP_X_AMZ_DATE), mixed case, padding
+        "X_Amz_Date",
+        "x_amz_security_token",
+        "X-Amz_Date",
+        "x_AMZ-content-sha256",
+        "X_AMZ_",
+        "x-amz-date\0",
+        "\tX-Amz-Date\t",
     ] {
         assert!(agent_may_not_send(n), "{n}");
         assert!(agent_may_not_send_query(n), "{n}");
@@ -713,6 +721,8 @@ fn agent_may_not_send_authorization_or_any_x_amz_name() {
         "Accept",
         "Content-Type",
         "x-amzn-trace-id",
+        "x_amzn_trace_id",
+        "x-amz",
         "x-am",
         "authorization-x",
         "prefix",

@@ -1,0 +1,388 @@
+//! The MCP client `sp` runs toward one upstream: a small blocking state machine over a
+//! [`Transport`]. It owns the request ids, so a response is accepted only for the one
+//! request it is waiting on (or dropped, for a request it gave up on); anything else
+//! ends the upstream.
+//!
+//! ```text
+//!  spawned ──initialize──> Initializing ──result, a version sp speaks──> Ready
+//!                              │ error, timeout, other version,            │ (after sending
+//!                              │ bad line ──> Dead (transport closed)      │ notifications/initialized)
+//!                                                                          v
+//!  Ready ──request(id)──> Waiting(id) ──response(id)────────────────────> Ready
+//!                            │ response(abandoned id)       ─> dropped, still Waiting
+//!                            │ request from the upstream    ─> answered (ping: {}, else
+//!                            │                                 -32601), logged, still Waiting
+//!                            │ notifications/progress (our token, increasing, at most
+//!                            │   one per PROGRESS_INTERVAL)  ─> callback, still Waiting
+//!                            │ notifications/tools/list_changed   ─> flag, still Waiting
+//!                            │ other notification           ─> counted, dropped, still Waiting
+//!                            │ cancel ──> notifications/cancelled(id), id abandoned ──> Ready
+//!                            │ timeout ─> notifications/cancelled(id), id abandoned,
+//!                            │            ping within PING_GRACE ── answered ──> Ready
+//!                            │                                   └─ not ──────> Dead (killed)
+//!                            └ bad line, unknown id, EOF, oversize ───────────> Dead (killed)
+//! ```
+//!
+//! Lifecycle, cancellation and progress follow MCP 2025-11-25 (basic/lifecycle,
+//! basic/utilities/cancellation, basic/utilities/progress): `sp` offers the newest
+//! revision it speaks and accepts any revision in [`wire::VERSIONS`]; after a
+//! cancellation "the receiver MAY still send a response", so late answers to abandoned
+//! ids are dropped, never fatal.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::transport::{Recv, Transport, TransportError};
+use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
+use crate::exec::Cancel;
+use crate::jsonrpc::Id;
+
+/// How long a timed-out upstream has to answer a `ping` before it is taken as hung.
+pub(crate) const PING_GRACE: Duration = Duration::from_secs(2);
+/// Writing a notification or an answer to the upstream: it must read within this.
+const SEND_GRACE: Duration = Duration::from_secs(2);
+/// Progress notes passed on at most this often; the ones between are dropped (progress
+/// is advisory), so an upstream cannot flood the agent's client through sp.
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// Refusals of the upstream's requests logged one by one; later ones are counted only.
+const LOGGED_REFUSALS: u64 = 10;
+/// Abandoned ids remembered (their late answers dropped); older ones are forgotten, and
+/// a late answer to them then ends the upstream like any unknown id.
+const MAX_ABANDONED: usize = 64;
+
+/// Why a request got no result.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ClientError {
+    /// The transport broke (the upstream is closed).
+    Transport(TransportError),
+    /// The upstream broke the protocol (it is closed).
+    Wire(WireError),
+    /// `initialize` was refused or not understood (it is closed).
+    Init(InitError),
+    /// The upstream answered the request with a JSON-RPC error.
+    Rpc(RpcError),
+    /// No answer before the deadline (`notifications/cancelled` sent). `hung`: it did
+    /// not answer a ping either, and is closed.
+    TimedOut { hung: bool },
+    /// The call's cancel fired (`notifications/cancelled` sent).
+    Cancelled,
+    /// Closed before.
+    Closed,
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Transport(e) => e.fmt(f),
+            ClientError::Wire(e) => write!(f, "it broke the protocol: {e}"),
+            ClientError::Init(InitError::Shape(e)) => write!(f, "its initialize answer is malformed: {e}"),
+            ClientError::Init(InitError::Version { offered }) => write!(f, "it speaks protocol revision {offered:?}, which sp does not"),
+            ClientError::Rpc(e) => write!(f, "it answered error {}: {}", e.code, e.message),
+            ClientError::TimedOut { hung: false } => f.write_str("it did not answer in time"),
+            ClientError::TimedOut { hung: true } => f.write_str("it did not answer in time, nor a ping after: it was ended"),
+            ClientError::Cancelled => f.write_str("cancelled"),
+            ClientError::Closed => f.write_str("it is not running"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl ClientError {
+    /// Whether the upstream is closed after this error.
+    pub(crate) fn closed(&self) -> bool {
+        matches!(self, ClientError::Transport(_) | ClientError::Wire(_) | ClientError::Init(_) | ClientError::TimedOut { hung: true } | ClientError::Closed)
+    }
+}
+
+/// What the client counted (for logs, `sp check --probe` and tests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// Notifications other than progress for a running call and list_changed.
+    pub dropped_notifications: u64,
+    /// Requests from the upstream answered with an error.
+    pub refused_requests: u64,
+    /// Pings from the upstream answered.
+    pub pings: u64,
+    /// Late answers to abandoned requests.
+    pub late_answers: u64,
+}
+
+/// One progress report of a running call, in the upstream's numbers (MCP requires them
+/// to increase; reports that do not are dropped here).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProgressNote {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+pub(crate) struct Client<T: Transport> {
+    name: String,
+    transport: T,
+    next_id: i64,
+    closed: bool,
+    abandoned: VecDeque<i64>,
+    list_changed: bool,
+    info: Initialized,
+    counters: Counters,
+}
+
+impl<T: Transport> Client<T> {
+    /// Runs the handshake: `initialize` (answered within `timeout`), then
+    /// `notifications/initialized`. On failure the transport is closed.
+    pub(crate) fn initialize(name: &str, transport: T, timeout: Duration, cancel: &Cancel) -> Result<Client<T>, ClientError> {
+        let mut client = Client {
+            name: name.to_owned(),
+            transport,
+            next_id: 1,
+            closed: false,
+            abandoned: VecDeque::new(),
+            list_changed: false,
+            info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false },
+            counters: Counters::default(),
+        };
+        let params = json!({
+            "protocolVersion": wire::VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": {"name": "sallyport", "version": env!("CARGO_PKG_VERSION")}
+        });
+        let answer = client.request("initialize", params, timeout, cancel, &mut |_| {});
+        let result = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                client.close();
+                return Err(match e {
+                    // A refused or timed-out handshake leaves nothing to talk to.
+                    ClientError::TimedOut { .. } => ClientError::TimedOut { hung: true },
+                    e => e,
+                });
+            }
+        };
+        match wire::initialize(&result) {
+            Ok(info) => {
+                client.transport.negotiated(info.version);
+                client.info = info;
+            }
+            Err(e) => {
+                client.close();
+                return Err(ClientError::Init(e));
+            }
+        }
+        client.notify("notifications/initialized", None)?;
+        log::info!("upstream {}: ready (protocol {})", client.name, client.info.version);
+        Ok(client)
+    }
+
+    pub(crate) fn info(&self) -> &Initialized {
+        &self.info
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub(crate) fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// Whether a `notifications/tools/list_changed` came since the last listing.
+    pub(crate) fn list_changed(&self) -> bool {
+        self.list_changed
+    }
+
+    /// Whether the upstream announced `notifications/tools/list_changed` since the last
+    /// call of this (the flag is cleared).
+    pub(crate) fn take_list_changed(&mut self) -> bool {
+        std::mem::take(&mut self.list_changed)
+    }
+
+    pub(crate) fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.transport.close();
+        }
+    }
+
+    fn fail(&mut self, e: ClientError) -> ClientError {
+        if e.closed() {
+            self.close();
+        }
+        e
+    }
+
+    fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), ClientError> {
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        self.send(&msg)
+    }
+
+    fn send(&mut self, msg: &Value) -> Result<(), ClientError> {
+        if self.closed {
+            return Err(ClientError::Closed);
+        }
+        let r = self.transport.send(msg, Instant::now() + SEND_GRACE, &Cancel::new());
+        r.map_err(|e| self.fail(ClientError::Transport(e)))
+    }
+
+    /// Sends `method` and waits for its answer (a result, or the upstream's error) until
+    /// `timeout` or `cancel`; messages that arrive meanwhile are handled as the module
+    /// doc's diagram says. `tools/call` reports progress through `on_progress`.
+    pub(crate) fn request(
+        &mut self,
+        method: &str,
+        mut params: Value,
+        timeout: Duration,
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(ProgressNote),
+    ) -> Result<Value, ClientError> {
+        if self.closed {
+            return Err(ClientError::Closed);
+        }
+        if cancel.is_cancelled() {
+            return Err(ClientError::Cancelled);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let token = (method == "tools/call").then(|| Value::from(id));
+        if let (Some(t), Some(p)) = (&token, params.as_object_mut()) {
+            p.insert("_meta".into(), json!({"progressToken": t}));
+        }
+        let deadline = Instant::now() + timeout;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(e) = self.transport.send(&msg, deadline, cancel) {
+            return Err(self.fail(ClientError::Transport(e)));
+        }
+        let mut last_progress: Option<f64> = None;
+        let mut last_note: Option<Instant> = None;
+        loop {
+            let got = match self.transport.recv(deadline, cancel) {
+                Ok(g) => g,
+                Err(e) => return Err(self.fail(ClientError::Transport(e))),
+            };
+            let value = match got {
+                Recv::Message(v) => v,
+                Recv::Cancelled => {
+                    self.abandon(id, "cancelled by the client");
+                    return Err(ClientError::Cancelled);
+                }
+                Recv::TimedOut => {
+                    self.abandon(id, "timed out");
+                    let hung = !matches!(method, "initialize" | "ping") && !self.answers_ping();
+                    return Err(self.fail(ClientError::TimedOut { hung }));
+                }
+            };
+            match wire::classify(value) {
+                Err(e) => return Err(self.fail(ClientError::Wire(e))),
+                Ok(Inbound::Response { id: rid, outcome }) if rid == id => {
+                    return outcome.map_err(ClientError::Rpc);
+                }
+                Ok(Inbound::Response { id: rid, .. }) => self.late(rid)?,
+                Ok(Inbound::Request { id: rid, method: m, .. }) => self.answer(rid, &m)?,
+                Ok(Inbound::Notification { method: m, params: p }) => {
+                    if m == "notifications/progress" {
+                        if let Some(ProgressParams { token: t, progress, total, message }) = wire::progress(p.as_ref())
+                            && token.as_ref() == Some(&t)
+                            && last_progress.is_none_or(|l| progress > l)
+                            && last_note.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL)
+                        {
+                            last_progress = Some(progress);
+                            last_note = Some(Instant::now());
+                            on_progress(ProgressNote { progress, total, message });
+                            continue;
+                        }
+                        self.counters.dropped_notifications += 1;
+                    } else {
+                        self.notification(&m);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A response for an id other than the one awaited: dropped if abandoned, else fatal.
+    fn late(&mut self, id: i64) -> Result<(), ClientError> {
+        if let Some(pos) = self.abandoned.iter().position(|a| *a == id) {
+            self.abandoned.remove(pos);
+            self.counters.late_answers += 1;
+            return Ok(());
+        }
+        Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string() })))
+    }
+
+    fn notification(&mut self, method: &str) {
+        if method == "notifications/tools/list_changed" {
+            self.list_changed = true;
+            return;
+        }
+        self.counters.dropped_notifications += 1;
+        if self.counters.dropped_notifications == 1 {
+            log::debug!("upstream {}: notification {} dropped (later ones are counted only)", self.name, crate::sys::short(method, 64, crate::sys::Ellipsis::Marked));
+        }
+    }
+
+    /// Answers a request from the upstream: `ping` with `{}`, anything else (sampling,
+    /// elicitation, roots, ...) with -32601, since `sp` offers none to upstreams.
+    fn answer(&mut self, id: Id, method: &str) -> Result<(), ClientError> {
+        let reply = if method == "ping" {
+            self.counters.pings += 1;
+            json!({"jsonrpc": "2.0", "id": id.to_value(), "result": {}})
+        } else {
+            self.counters.refused_requests += 1;
+            let shown = crate::sys::short(method, 64, crate::sys::Ellipsis::Marked);
+            if self.counters.refused_requests <= LOGGED_REFUSALS {
+                log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
+            }
+            json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": -32601, "message": format!("sp does not offer {shown} to upstreams")}})
+        };
+        self.send(&reply)
+    }
+
+    /// Gives up on `id`: the upstream is told (`notifications/cancelled`), a late answer
+    /// will be dropped.
+    fn abandon(&mut self, id: i64, reason: &str) {
+        if self.abandoned.len() == MAX_ABANDONED {
+            self.abandoned.pop_front();
+        }
+        self.abandoned.push_back(id);
+        let _ = self.notify("notifications/cancelled", Some(json!({"requestId": id, "reason": reason})));
+    }
+
+    /// Whether the upstream answers a `ping` within [`PING_GRACE`].
+    fn answers_ping(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        match self.request("ping", json!({}), PING_GRACE, &Cancel::new(), &mut |_| {}) {
+            Ok(_) | Err(ClientError::Rpc(_)) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// `tools/call` of the upstream's own tool `name`.
+    pub(crate) fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(ProgressNote),
+    ) -> Result<Value, ClientError> {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}), timeout, cancel, on_progress)
+    }
+}
+
+impl<T: Transport> Drop for Client<T> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

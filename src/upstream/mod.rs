@@ -1,0 +1,599 @@
+//! Upstreams: other MCP servers behind the same gate (`sp-policy(5)`, "UPSTREAMS").
+//!
+//! The operator names each upstream in the policy (`policy/upstreams.rs`); `sp` starts it
+//! lazily on the first listing or call that needs it, lists its tools (following
+//! `nextCursor`), keeps those that `tools.allow` matches and `tools.deny` does not, and
+//! exposes each as `<upstream>_<tool>` (`names.rs`). A call is authorized by a pure
+//! function ([`authorize`]: the name table, the filter, the argument pins) into a
+//! [`Route`], which is all [`Upstreams::call`] takes.
+//!
+//! ```text
+//!  policy ──> Upstreams::new ── (nothing runs yet)
+//!  list(u) ──> start u if needed ──> tools/list pages ──> wire::tool each ──> filter
+//!              (stdio.rs, client.rs)     (bounded)         (strict shape)   (allow/deny)
+//!          ──> names (exposed <-> own, collisions refused) ──> scrubbed definitions, cached
+//!                                                              until list_changed
+//!  authorize(policy, tables, exposed, args) ──> Route | UpstreamDenial   (pure)
+//!  call(route, args) ──> start u if dead (once; a crash loop is refused) ──> tools/call
+//!          ──> wire::call_result (strict shape) ──> UpstreamCall (NOT yet scrubbed)
+//! ```
+//!
+//! The pieces: `wire.rs` (what an upstream writes, checked), `client.rs` (the state
+//! machine, its diagram), `transport.rs` (the seam), `stdio.rs` (the child process),
+//! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `names.rs`
+//! (exposed names). The tests (`tests.rs`) drive real published servers and
+//! misbehaving ones of our own (`tests/support/upstreams/`).
+
+mod client;
+mod http;
+mod names;
+mod stdio;
+mod transport;
+mod wire;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+pub(crate) use client::ProgressNote;
+use client::{Client, ClientError};
+pub(crate) use names::NameTable;
+#[cfg(test)]
+use names::MAX_EXPOSED_LEN;
+use stdio::{Launch, StdioTransport};
+use transport::Transport;
+pub(crate) use wire::CallResult;
+
+use crate::exec::Cancel;
+use crate::policy::upstreams::{EnvValue, Upstream, UpstreamTransport};
+use crate::policy::{Credential, Policy};
+use crate::secret::Vault;
+
+/// Pages of `tools/list` followed, and tools accepted, per upstream.
+pub(crate) const MAX_PAGES: usize = 100;
+pub(crate) const MAX_TOOLS: usize = 1000;
+/// The exposed definitions of one upstream, as JSON: they go into every `tools/list`.
+pub(crate) const MAX_LISTING_BYTES: usize = 4 * 1024 * 1024;
+/// Deaths within [`CRASH_WINDOW`] that make a crash loop: no more starts until the
+/// oldest leaves the window.
+pub(crate) const CRASH_DEATHS: usize = 3;
+pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
+
+/// Why an upstream listing or call failed. Messages name the upstream and the reason;
+/// text from the upstream (its error messages) is cut short and scrubbed of every
+/// secret the session has read.
+/// Codes (later, in the tool table): `Timeout` is SP_TIMEOUT, `Cancelled` the
+/// cancelled code, the rest SP_UPSTREAM.
+#[derive(Debug, PartialEq)]
+pub(crate) enum UpstreamError {
+    /// No upstream of that name in the policy.
+    Unknown { upstream: String },
+    /// What the upstream needs is not available yet.
+    Unsupported { upstream: String, what: &'static str },
+    /// Its `env` credential could not be read.
+    Credential { upstream: String, why: String },
+    /// The process could not be started.
+    Start { upstream: String, why: String },
+    /// It died, broke the protocol, or failed its handshake; it is ended.
+    Broken { upstream: String, why: String },
+    /// It answered the request with a JSON-RPC error.
+    Refused { upstream: String, why: String },
+    /// Its answer is not of the shape MCP defines (it stays running).
+    BadAnswer { upstream: String, why: String },
+    /// Its tool names cannot be exposed (`names.rs`).
+    Names { upstream: String, why: String },
+    /// Its listing is over [`MAX_PAGES`], [`MAX_TOOLS`] or [`MAX_LISTING_BYTES`], or
+    /// repeats a cursor.
+    Listing { upstream: String, why: String },
+    Timeout { upstream: String, after: Duration, hung: bool },
+    Cancelled { upstream: String },
+    /// It died [`CRASH_DEATHS`] times within [`CRASH_WINDOW`]: not started again yet.
+    CrashLoop { upstream: String },
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamError::Unknown { upstream } => write!(f, "no upstream {upstream:?} in the policy"),
+            UpstreamError::Unsupported { upstream, what } => write!(f, "upstream {upstream}: {what} not supported yet"),
+            UpstreamError::Credential { upstream, why } => write!(f, "upstream {upstream}: {why}"),
+            UpstreamError::Start { upstream, why } => write!(f, "upstream {upstream}: {why}"),
+            UpstreamError::Broken { upstream, why } => write!(f, "upstream {upstream} failed: {why}"),
+            UpstreamError::Refused { upstream, why } => write!(f, "upstream {upstream} refused: {why}"),
+            UpstreamError::BadAnswer { upstream, why } => write!(f, "upstream {upstream} gave a malformed answer: {why}"),
+            UpstreamError::Names { upstream, why } => write!(f, "upstream {upstream}: its tools cannot be exposed: {why}"),
+            UpstreamError::Listing { upstream, why } => write!(f, "upstream {upstream}: its tool listing is refused: {why}"),
+            UpstreamError::Timeout { upstream, after, hung } => {
+                write!(f, "upstream {upstream} did not answer within {} s", after.as_secs())?;
+                if *hung {
+                    f.write_str(", nor a ping after: it was ended")?;
+                }
+                Ok(())
+            }
+            UpstreamError::Cancelled { upstream } => write!(f, "upstream {upstream}: the call was cancelled"),
+            UpstreamError::CrashLoop { upstream } => {
+                write!(f, "upstream {upstream} died {CRASH_DEATHS} times within {} s: not restarted for now", CRASH_WINDOW.as_secs())
+            }
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {}
+
+impl UpstreamError {
+    /// The same error with every secret this session has read scrubbed from the text
+    /// the upstream supplied (its error messages, member and tool names it chose).
+    fn scrubbed(mut self, vault: &Vault) -> UpstreamError {
+        match &mut self {
+            UpstreamError::Credential { why, .. }
+            | UpstreamError::Start { why, .. }
+            | UpstreamError::Broken { why, .. }
+            | UpstreamError::Refused { why, .. }
+            | UpstreamError::BadAnswer { why, .. }
+            | UpstreamError::Names { why, .. }
+            | UpstreamError::Listing { why, .. } => {
+                let mut v = Value::String(std::mem::take(why));
+                vault.scrub(&mut v);
+                if let Value::String(s) = v {
+                    *why = s;
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+}
+
+/// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UpstreamDenial {
+    /// No listed upstream exposes this name.
+    UnknownTool { exposed: String },
+    /// The filter does not expose it (checked again: the table is one proof, the policy
+    /// the other).
+    NotAllowed { exposed: String },
+    /// A pinned argument is absent: the upstream's default could be anything.
+    ArgumentMissing { exposed: String, argument: String },
+    /// A pinned argument is not a string.
+    ArgumentNotString { exposed: String, argument: String },
+    /// A pinned argument's value matches none of its globs.
+    ArgumentMismatch { exposed: String, argument: String },
+}
+
+impl fmt::Display for UpstreamDenial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = |s: &str| crate::sys::short(s, 64, crate::sys::Ellipsis::Marked);
+        match self {
+            UpstreamDenial::UnknownTool { exposed } => write!(f, "no upstream tool {:?}", short(exposed)),
+            UpstreamDenial::NotAllowed { exposed } => write!(f, "the policy does not expose {exposed}"),
+            UpstreamDenial::ArgumentMissing { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be given", short(argument))
+            }
+            UpstreamDenial::ArgumentNotString { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be a string", short(argument))
+            }
+            UpstreamDenial::ArgumentMismatch { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is not a value the policy allows", short(argument))
+            }
+        }
+    }
+}
+
+impl std::error::Error for UpstreamDenial {}
+
+/// An authorized call: only [`authorize`] builds one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    upstream: String,
+    tool: String,
+    exposed: String,
+    approve: bool,
+}
+
+impl Route {
+    pub(crate) fn upstream(&self) -> &str {
+        &self.upstream
+    }
+    /// The upstream's own tool name.
+    pub(crate) fn tool(&self) -> &str {
+        &self.tool
+    }
+    pub(crate) fn exposed(&self) -> &str {
+        &self.exposed
+    }
+    /// `tools.approve` matches: the call waits for the approver.
+    pub(crate) fn needs_approval(&self) -> bool {
+        self.approve
+    }
+}
+
+/// The name tables of the upstreams listed so far, by upstream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tables(BTreeMap<String, NameTable>);
+
+impl Tables {
+    /// `(upstream, its own tool name)` of an exposed name.
+    pub(crate) fn resolve<'a>(&'a self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+        let upstream = names::upstream_of(exposed)?;
+        let tool = self.0.get(upstream)?.tool(exposed)?;
+        Some((upstream, tool))
+    }
+}
+
+/// Decides a call to `exposed` with `args`, touching nothing: the name must be in a
+/// table (a listing made it), the filter must expose the tool, and every pinned
+/// argument must be present, a string, and match one of its globs.
+pub(crate) fn authorize(policy: &BTreeMap<String, Upstream>, tables: &Tables, exposed: &str, args: &Map<String, Value>) -> Result<Route, UpstreamDenial> {
+    let (upstream, tool) = tables.resolve(exposed).ok_or_else(|| UpstreamDenial::UnknownTool { exposed: exposed.to_owned() })?;
+    let Some(u) = policy.get(upstream) else {
+        return Err(UpstreamDenial::UnknownTool { exposed: exposed.to_owned() });
+    };
+    if !u.tools.exposes(tool) {
+        return Err(UpstreamDenial::NotAllowed { exposed: exposed.to_owned() });
+    }
+    for (argument, globs) in u.arguments.get(tool).into_iter().flatten() {
+        let denial = |make: fn(String, String) -> UpstreamDenial| make(exposed.to_owned(), argument.clone());
+        match args.get(argument) {
+            None => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMissing { exposed, argument })),
+            Some(Value::String(s)) if crate::policy::upstreams::any_match(globs, s) => {}
+            Some(Value::String(_)) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMismatch { exposed, argument })),
+            Some(_) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentNotString { exposed, argument })),
+        }
+    }
+    Ok(Route { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: exposed.to_owned(), approve: u.tools.needs_approval(tool) })
+}
+
+/// One exposed tool: its names and the definition the agent sees (`name` is the exposed
+/// name; the upstream's description, schemas, title and annotations, scrubbed of every
+/// secret this session has read).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExposedTool {
+    pub exposed: String,
+    pub upstream: String,
+    pub tool: String,
+    pub definition: Value,
+    pub approve: bool,
+}
+
+/// A finished call: the checked result as the upstream sent it, NOT yet scrubbed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UpstreamCall {
+    pub result: CallResult,
+    /// The upstream was (re)started for this call.
+    pub started: bool,
+    pub duration: Duration,
+}
+
+/// What happened to an upstream's process, for the journal (oldest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UpstreamEvent {
+    Started { upstream: String, pid: i32, restart: bool },
+    Ended { upstream: String, why: String },
+}
+
+struct Slot {
+    policy: Upstream,
+    client: Option<Client<Box<dyn Transport>>>,
+    listing: Option<Vec<ExposedTool>>,
+    deaths: VecDeque<Instant>,
+    starts: u32,
+}
+
+/// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
+pub(crate) struct Upstreams {
+    slots: BTreeMap<String, Slot>,
+    credentials: BTreeMap<String, Credential>,
+    /// `http.ca_file`'s certificates, trusted for https upstreams too.
+    roots: Option<Vec<Vec<u8>>>,
+    tables: Tables,
+    events: Vec<UpstreamEvent>,
+}
+
+impl Upstreams {
+    pub(crate) fn new(policy: &Policy) -> Upstreams {
+        let slots = policy
+            .upstreams
+            .iter()
+            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0 }))
+            .collect();
+        let credentials = policy.credentials.clone();
+        let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
+        Upstreams { slots, credentials, roots, tables: Tables::default(), events: Vec::new() }
+    }
+
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.slots.keys().map(String::as_str)
+    }
+
+    /// The configured upstream an exposed name would belong to (the part before its
+    /// first `_`), so a call that comes before any listing can list that upstream
+    /// first; the name table still decides whether the tool exists.
+    pub(crate) fn owner(&self, exposed: &str) -> Option<&str> {
+        let upstream = names::upstream_of(exposed)?;
+        self.slots.get_key_value(upstream).map(|(k, _)| k.as_str())
+    }
+
+    /// The running upstreams that announced `notifications/tools/list_changed` since
+    /// their last listing: the server tells its client, and the next [`Upstreams::list`]
+    /// of each lists again.
+    pub(crate) fn list_changed(&self) -> Vec<&str> {
+        self.slots.iter().filter(|(_, s)| s.client.as_ref().is_some_and(|c| c.list_changed())).map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The name tables of the upstreams listed so far: [`authorize`]'s input.
+    pub(crate) fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Process events since the last call, for the journal.
+    pub(crate) fn take_events(&mut self) -> Vec<UpstreamEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The exposed tools of `upstream`: started if needed, listed once and cached until
+    /// it announces `notifications/tools/list_changed`.
+    pub(crate) fn list(&mut self, upstream: &str, vault: &mut Vault) -> Result<&[ExposedTool], UpstreamError> {
+        self.refresh(upstream, vault).map_err(|e| e.scrubbed(vault))?;
+        Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
+    }
+
+    fn refresh(&mut self, upstream: &str, vault: &mut Vault) -> Result<(), UpstreamError> {
+        let cancel = Cancel::new();
+        self.ensure_started(upstream, vault, &cancel)?;
+        let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
+        let client = slot.client.as_mut().expect("started above");
+        if client.take_list_changed() {
+            slot.listing = None;
+        }
+        if slot.listing.is_none() {
+            let (tools, table) = match list_tools(slot, vault, &cancel) {
+                Ok(listed) => listed,
+                Err(e) => {
+                    self.note_death(upstream, &e);
+                    return Err(e);
+                }
+            };
+            self.tables.0.insert(upstream.to_owned(), table);
+            self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
+        }
+        Ok(())
+    }
+
+    /// Runs an authorized call. The upstream is started if it is not running (once: a
+    /// call never restarts it twice, and a crash loop is refused); a call that fails
+    /// because the upstream died is not retried (its effect may have happened).
+    pub(crate) fn call(
+        &mut self,
+        route: &Route,
+        arguments: Map<String, Value>,
+        timeout: Option<Duration>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(ProgressNote),
+        vault: &mut Vault,
+    ) -> Result<UpstreamCall, UpstreamError> {
+        self.call_inner(route, arguments, timeout, cancel, progress, vault).map_err(|e| e.scrubbed(vault))
+    }
+
+    fn call_inner(
+        &mut self,
+        route: &Route,
+        arguments: Map<String, Value>,
+        timeout: Option<Duration>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(ProgressNote),
+        vault: &mut Vault,
+    ) -> Result<UpstreamCall, UpstreamError> {
+        let started = Instant::now();
+        let name = route.upstream.as_str();
+        let fresh = self.ensure_started(name, vault, cancel)?;
+        let slot = self.slots.get_mut(name).ok_or_else(|| UpstreamError::Unknown { upstream: name.to_owned() })?;
+        let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
+        let client = slot.client.as_mut().expect("started above");
+        let answer = client.call_tool(&route.tool, arguments, timeout, cancel, progress);
+        let result = answer.map_err(|e| client_error(name, e, timeout)).and_then(|r| {
+            wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })
+        });
+        match result {
+            Ok(result) => Ok(UpstreamCall { result, started: fresh, duration: started.elapsed() }),
+            Err(e) => {
+                self.note_death(name, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends every upstream (TERM, then KILL after the grace period).
+    pub(crate) fn shutdown(&mut self) {
+        for (name, slot) in &mut self.slots {
+            if let Some(mut c) = slot.client.take() {
+                c.close();
+                self.events.push(UpstreamEvent::Ended { upstream: name.clone(), why: "sp is exiting".into() });
+            }
+        }
+    }
+
+    /// The process group of a running stdio upstream (tests wait on its end).
+    #[cfg(test)]
+    pub(crate) fn process_group(&self, upstream: &str) -> Option<i32> {
+        self.slots.get(upstream)?.client.as_ref().filter(|c| !c.is_closed())?.transport().process_group()
+    }
+
+    #[cfg(test)]
+    fn counters(&self, upstream: &str) -> Option<client::Counters> {
+        Some(self.slots.get(upstream)?.client.as_ref()?.counters().clone())
+    }
+
+    /// After a failure: if the upstream is closed, it is forgotten (the next use starts
+    /// it again) and its death counted.
+    fn note_death(&mut self, upstream: &str, e: &UpstreamError) {
+        let Some(slot) = self.slots.get_mut(upstream) else { return };
+        if slot.client.as_ref().is_some_and(|c| c.is_closed()) {
+            slot.client = None;
+            slot.listing = None;
+            slot.deaths.push_back(Instant::now());
+            log::warn!("{e}");
+            self.events.push(UpstreamEvent::Ended { upstream: upstream.to_owned(), why: e.to_string() });
+        }
+    }
+
+    /// Starts `upstream` if it is not running; true if it was started now.
+    fn ensure_started(&mut self, upstream: &str, vault: &mut Vault, cancel: &Cancel) -> Result<bool, UpstreamError> {
+        let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
+        if slot.client.as_ref().is_some_and(|c| !c.is_closed()) {
+            return Ok(false);
+        }
+        slot.client = None;
+        let now = Instant::now();
+        while slot.deaths.front().is_some_and(|d| now.duration_since(*d) > CRASH_WINDOW) {
+            slot.deaths.pop_front();
+        }
+        if slot.deaths.len() >= CRASH_DEATHS {
+            return Err(UpstreamError::CrashLoop { upstream: upstream.to_owned() });
+        }
+        let restart = slot.starts > 0;
+        slot.starts += 1;
+        match start(&slot.policy, &self.credentials, self.roots.as_ref(), vault, cancel) {
+            Ok(client) => {
+                let pid = client.transport().process_group().unwrap_or(0);
+                slot.client = Some(client);
+                self.events.push(UpstreamEvent::Started { upstream: upstream.to_owned(), pid, restart });
+                Ok(true)
+            }
+            Err(e) => {
+                if !matches!(e, UpstreamError::Cancelled { .. } | UpstreamError::Credential { .. } | UpstreamError::Unsupported { .. }) {
+                    slot.deaths.push_back(Instant::now());
+                }
+                log::warn!("{e}");
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Upstreams {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn client_error(upstream: &str, e: ClientError, after: Duration) -> UpstreamError {
+    let upstream = upstream.to_owned();
+    match e {
+        ClientError::TimedOut { hung } => UpstreamError::Timeout { upstream, after, hung },
+        ClientError::Cancelled => UpstreamError::Cancelled { upstream },
+        ClientError::Rpc(r) => UpstreamError::Refused { upstream, why: format!("error {}: {}", r.code, r.message) },
+        e => UpstreamError::Broken { upstream, why: e.to_string() },
+    }
+}
+
+/// Starts the process (or checks the URL) and runs the handshake.
+fn start(
+    u: &Upstream,
+    credentials: &BTreeMap<String, Credential>,
+    roots: Option<&Vec<Vec<u8>>>,
+    vault: &mut Vault,
+    cancel: &Cancel,
+) -> Result<Client<Box<dyn Transport>>, UpstreamError> {
+    let name = u.name.as_str();
+    let max_line_bytes = usize::try_from(u.max_output_bytes).unwrap_or(usize::MAX);
+    let credential_error = |why: String| UpstreamError::Credential { upstream: name.to_owned(), why };
+    let mut read = |c: &str| -> Result<(crate::secret::Secret, &Credential), UpstreamError> {
+        let cred = credentials.get(c).ok_or_else(|| credential_error(format!("no credential {c:?}")))?;
+        let secret = vault.read(c, &cred.source).map_err(|e| credential_error(e.to_string()))?;
+        Ok((secret, cred))
+    };
+    let boxed: Box<dyn Transport> = match &u.transport {
+        UpstreamTransport::Stdio { command, env, cwd } => {
+            let mut vars = Vec::new();
+            for (k, v) in env {
+                let value = match v {
+                    EnvValue::Literal(s) => stdio::EnvText::Literal(s.clone()),
+                    EnvValue::Credential(c) => stdio::EnvText::Secret(read(c)?.0),
+                };
+                vars.push((k.clone(), value));
+            }
+            let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes };
+            let transport = StdioTransport::spawn(launch).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
+            Box::new(transport)
+        }
+        UpstreamTransport::Http { url, credential } => {
+            let (mut header, mut query) = (None, None);
+            if let Some(c) = credential {
+                let (secret, cred) = read(c)?;
+                match crate::http::inject::place(&cred.inject, &secret) {
+                    crate::http::inject::Placement::Header { name, value } => header = Some((name, value)),
+                    crate::http::inject::Placement::Query { name, value } => query = Some((name, value)),
+                    crate::http::inject::Placement::Executor => {
+                        return Err(UpstreamError::Unsupported { upstream: name.to_owned(), what: "oauth2 and aws_sigv4 credentials for upstreams are" });
+                    }
+                }
+            }
+            let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned() };
+            let transport = http::HttpTransport::connect(reach, u.startup_timeout).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            Box::new(transport)
+        }
+    };
+    Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
+}
+
+/// `tools/list`, every page: checked, filtered, named (with the table back), scrubbed.
+fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<ExposedTool>, NameTable), UpstreamError> {
+    let u = &slot.policy;
+    let name = u.name.as_str();
+    let client = slot.client.as_mut().expect("started");
+    let listing_error = |why: String| UpstreamError::Listing { upstream: name.to_owned(), why };
+    let mut cursor: Option<String> = None;
+    let mut seen_cursors = std::collections::BTreeSet::new();
+    let mut defs = Vec::new();
+    let mut count = 0usize;
+    let mut size = 0usize;
+    for page in 0.. {
+        if page == MAX_PAGES {
+            return Err(listing_error(format!("more than {MAX_PAGES} pages")));
+        }
+        let params = match &cursor {
+            Some(c) => serde_json::json!({"cursor": c}),
+            None => serde_json::json!({}),
+        };
+        let result = client.request("tools/list", params, u.startup_timeout, cancel, &mut |_| {}).map_err(|e| client_error(name, e, u.startup_timeout))?;
+        let (tools, next) = wire::tools_page(result).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
+        for t in tools {
+            let def = wire::tool(t, &format!("tools[{count}]")).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
+            count += 1;
+            if count > MAX_TOOLS {
+                return Err(listing_error(format!("more than {MAX_TOOLS} tools")));
+            }
+            if u.tools.exposes(&def.name) {
+                size += serde_json::to_vec(&def.definition).map_or(usize::MAX, |v| v.len());
+                if size > MAX_LISTING_BYTES {
+                    return Err(listing_error(format!("its exposed definitions take more than {MAX_LISTING_BYTES} bytes")));
+                }
+                defs.push(def);
+            }
+        }
+        match next {
+            None => break,
+            Some(c) if !seen_cursors.insert(c.clone()) => return Err(listing_error("a cursor came back twice".into())),
+            Some(c) => cursor = Some(c),
+        }
+    }
+    let table = NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
+    let tools = defs
+        .into_iter()
+        .map(|d| {
+            let exposed = names::exposed_name(name, &d.name);
+            let mut definition = Map::new();
+            definition.insert("name".into(), Value::String(exposed.clone()));
+            definition.extend(d.definition);
+            let mut definition = Value::Object(definition);
+            vault.scrub(&mut definition);
+            ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
+        })
+        .collect();
+    Ok((tools, table))
+}
