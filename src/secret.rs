@@ -1050,6 +1050,25 @@ mod tests {
         }
     }
 
+    /// An upstream's result (`upstream/`, not yet served): MCP's members, block keys and
+    /// `type` stay; what the upstream wrote is scrubbed, keys of its structured content
+    /// included.
+    #[test]
+    fn an_upstream_result_keeps_mcps_own_members() {
+        let mut vault = Vault::new();
+        vault.remember("x", "text");
+        let mut r = json!({"content": [{"type": "text", "text": "the text"}], "structuredContent": {"text": "text!", "isError": 1}, "isError": false});
+        assert!(!scrub_result(&vault, &mut r));
+        assert_eq!(
+            r,
+            json!({"content": [{"type": "text", "text": "the [REDACTED:x]"}], "structuredContent": {"[REDACTED:x]": "[REDACTED:x]!", "isError": 1}, "isError": false})
+        );
+        vault.remember("q", r#"a\"b-31415"#);
+        let mut r = json!({"content": [{"type": "text", "text": "a\"b-31415"}], "isError": false});
+        assert!(scrub_result(&vault, &mut r));
+        assert_eq!(r["structuredContent"]["error"]["code"], "SP_UPSTREAM");
+    }
+
     /// Issue #12: a secret that only the JSON text spells (an escape inside one value)
     /// withholds the result; far into a large result too (the windowed search).
     #[test]
