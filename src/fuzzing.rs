@@ -10,7 +10,7 @@ pub use crate::json::parse as parse_json;
 pub use crate::exec::{Cancel, ExecError, Executor, Progress};
 pub use crate::out::ProtocolWriter;
 pub use crate::policy::{Policy, PolicyError};
-pub use crate::redact::{Redactor, MIN_CORE_CHARS, MIN_PART_BYTES};
+pub use crate::redact::{min_run, Redactor, MIN_CORE_CHARS, MIN_PART_BYTES, MIN_RUN_BYTES};
 pub use crate::secret::Vault;
 pub use crate::server::{Exit, Options, Server};
 pub use crate::policy::commands::{check as check_command, CommandPattern, Mismatch};

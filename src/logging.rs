@@ -3,9 +3,15 @@
 //!
 //! Log lines carry server- and agent-supplied text (URL paths, redirect targets, error
 //! messages). So every record, the whole formatted message and not only its arguments:
-//! 1. is scrubbed against every secret read in this process so far
-//!    ([`crate::secret::process_vault`]: each `Vault` registers what it reads there), with
-//!    the same redactor as answers;
+//! 1. is scrubbed against every secret of at least [`crate::secret::MIN_SECRET_BYTES`]
+//!    read in this process so far ([`crate::secret::scrub_log_line`]: each `Vault`
+//!    registers what it reads there), with the same redactor as answers. Only those:
+//!    the whole line is searched, sp's own words included, and a secret shorter than
+//!    that (one an operator let in with `min_secret_bytes`) would rewrite them, so the
+//!    line could no longer be read. Outside text that reaches a log line (an error
+//!    quoting a peer, a refused redirect's target) is scrubbed against every secret,
+//!    short ones included, where it is logged (`server.rs` logs the message it made
+//!    with `Vault::scrub_text`, the one the answer carries);
 //! 2. has its control characters (C0, DEL, C1), line and paragraph separators, bidi and
 //!    zero-width characters escaped (the one class of [`crate::escape`]), so a path
 //!    holding `%0a%1b[2K` cannot forge a line or repaint the terminal.
@@ -25,7 +31,7 @@ use crate::escape::is_unsafe;
 /// The text of one log line (without the trailing newline): scrubbed, then escaped.
 pub(crate) fn line(level: Level, message: &str) -> String {
     let mut bytes = message.as_bytes().to_vec();
-    crate::secret::process_vault().scrub_bytes(&mut bytes);
+    crate::secret::scrub_log_line(&mut bytes);
     let text = String::from_utf8_lossy(&bytes);
     format!("{level} {}", escape(&text))
 }

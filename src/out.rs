@@ -144,15 +144,15 @@ impl<W: Write> ProtocolWriter<W> {
     /// `sp mcp` acts on the signal between messages).
     ///
     /// The line is serialised straight into the stream through a 64 KiB buffer (issue
-    /// #12): an 8 MiB answer is not built a second time in memory as bytes, and a tool
-    /// result's text block is rendered from its `structuredContent` as it is written
-    /// ([`RENDER_STRUCTURED`]). A message that fails partway leaves nothing buffered
-    /// behind for the next one.
+    /// #12): an 8 MiB answer is not built a second time in memory as bytes. A message
+    /// that fails partway leaves nothing buffered behind for the next one.
     pub fn send(&mut self, message: &Value) -> io::Result<()> {
-        self.write_message(&Wire(message))
+        self.write_message(message)
     }
 
-    /// Sends a message that serialises itself (a refused `tools/call`, `wire::Refusal`).
+    /// Sends a message that serialises itself (a refused `tools/call`, `wire::Refusal`;
+    /// a tool's answer, `wire::CallAnswer`, whose text block is rendered from its
+    /// `structuredContent` as it is written).
     pub(crate) fn send_typed<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {
         self.write_message(message)
     }
@@ -229,107 +229,6 @@ impl<W: Write> Write for Chunked<'_, W> {
     }
 }
 
-/// The member of a tool result's `content[i]` text block that says "my `text` is this
-/// prefix followed by the JSON of the result's `structuredContent`" (issue #12). The text
-/// block repeats the structured result for clients that read only `content`; building it
-/// as a string cost one more copy of the answer (two to seven times the body, escaped).
-/// [`ProtocolWriter::send`] renders it while writing; the member itself never reaches
-/// the wire (a NUL cannot start a key of any message `sp` receives or builds otherwise).
-pub(crate) const RENDER_STRUCTURED: &str = "\u{0}sp:text=prefix+structuredContent";
-
-/// A message as written: like the `Value`, except that `result.content[i]` blocks
-/// carrying [`RENDER_STRUCTURED`] get their `text`.
-struct Wire<'a>(&'a Value);
-
-impl serde::Serialize for Wire<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let Value::Object(m) = self.0 else { return self.0.serialize(s) };
-        let mut map = s.serialize_map(Some(m.len()))?;
-        for (k, v) in m {
-            if k == "result" {
-                map.serialize_entry(k, &ResultWire(v))?;
-            } else {
-                map.serialize_entry(k, v)?;
-            }
-        }
-        map.end()
-    }
-}
-
-struct ResultWire<'a>(&'a Value);
-
-impl serde::Serialize for ResultWire<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        let (Value::Object(m), Some(Value::Array(content))) = (self.0, self.0.get("content")) else {
-            return self.0.serialize(s);
-        };
-        let structured = m.get("structuredContent").unwrap_or(&Value::Null);
-        struct Content<'a>(&'a [Value], &'a Value);
-        impl serde::Serialize for Content<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut seq = s.serialize_seq(Some(self.0.len()))?;
-                for item in self.0 {
-                    match item.get(RENDER_STRUCTURED) {
-                        Some(Value::String(prefix)) => seq.serialize_element(&Block(item, prefix, self.1))?,
-                        _ => seq.serialize_element(item)?,
-                    }
-                }
-                seq.end()
-            }
-        }
-        struct Block<'a>(&'a Value, &'a str, &'a Value);
-        impl serde::Serialize for Block<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let Value::Object(m) = self.0 else { return self.0.serialize(s) };
-                let mut map = s.serialize_map(None)?;
-                // "text" sorts before "type": the keys stay in serde_json's order.
-                map.serialize_entry("text", &Rendered(self.1, self.2))?;
-                for (k, v) in m.iter().filter(|(k, _)| *k != RENDER_STRUCTURED && *k != "text") {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-        }
-        let mut map = s.serialize_map(Some(m.len()))?;
-        for (k, v) in m {
-            if k == "content" {
-                map.serialize_entry(k, &Content(content, structured))?;
-            } else {
-                map.serialize_entry(k, v)?;
-            }
-        }
-        map.end()
-    }
-}
-
-/// `prefix` + the compact JSON of a value, written as one JSON string without being
-/// built first: serde_json escapes `collect_str` output piece by piece, and `Value`'s
-/// `Display` writes its JSON piece by piece.
-struct Rendered<'a>(&'a str, &'a Value);
-
-impl std::fmt::Display for Rendered<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)?;
-        std::fmt::Display::fmt(self.1, f)
-    }
-}
-
-impl serde::Serialize for Rendered<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// What the text block of a result carrying [`RENDER_STRUCTURED`] says, as a string (for
-/// tests and the few places that need it small).
-#[cfg(test)]
-pub(crate) fn rendered_text(result: &Value) -> Option<String> {
-    let prefix = result.get("content")?.get(0)?.get(RENDER_STRUCTURED)?.as_str()?;
-    Some(Rendered(prefix, result.get("structuredContent").unwrap_or(&Value::Null)).to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,32 +248,6 @@ mod tests {
             let v: Value = serde_json::from_slice(line).unwrap();
             assert_eq!(v["jsonrpc"], "2.0");
         }
-    }
-
-    #[test]
-    fn a_render_block_gets_the_structured_json_as_text_and_loses_its_marker() {
-        let sc = json!({"body": "a\"b\u{1}\n", "n": [1, 2], "é": "\u{202e}"});
-        let mut w = ProtocolWriter::new(Vec::new());
-        let message = json!({"jsonrpc": "2.0", "id": 7, "result": {
-            "content": [{"type": "text", RENDER_STRUCTURED: "SP_X: partial\n"}, {"type": "text", "text": "kept"}],
-            "structuredContent": sc.clone(),
-            "isError": true
-        }});
-        w.send(&message).unwrap();
-        let line = w.into_inner();
-        assert!(!line.windows(3).any(|b| b == b"sp:"), "the marker reached the wire");
-        let v: Value = serde_json::from_slice(&line).unwrap();
-        let text = v["result"]["content"][0]["text"].as_str().unwrap();
-        assert_eq!(text, format!("SP_X: partial\n{sc}"));
-        assert_eq!(v["result"]["content"][0]["type"], "text");
-        assert_eq!(v["result"]["content"][0].as_object().unwrap().len(), 2);
-        assert_eq!(v["result"]["content"][1], json!({"type": "text", "text": "kept"}));
-        assert_eq!((v["result"]["structuredContent"].clone(), v["id"].clone()), (sc.clone(), json!(7)));
-        assert_eq!(rendered_text(&message["result"]).unwrap(), text);
-        // byte for byte what serde_json makes of the materialised message
-        let mut plain = message.clone();
-        plain["result"]["content"][0] = json!({"type": "text", "text": text});
-        assert_eq!(line, [serde_json::to_vec(&plain).unwrap(), b"\n".to_vec()].concat());
     }
 
     /// A stream that takes `budget` bytes, then fails once (`EPIPE`), then works again.

@@ -29,6 +29,24 @@
 //!   characters that depend on the secret alone at each of the three byte offsets of the
 //!   stream (see [`base64_cores`]).
 //!
+//! - **UTF-16**: the secret's UTF-16LE and UTF-16BE bytes (a body in UTF-16, as
+//!   Windows servers and some SOAP stacks send, or a NUL-interleaved dump), searched as
+//!   literal patterns in the raw bytes (letter case ignored in the low byte of each
+//!   ASCII unit). Searched on the raw bytes only: a UTF-16 body is not valid UTF-8, so
+//!   it is scrubbed as bytes before it is base64-encoded for the result.
+//! - **Long substrings** (an error that quotes the first 20 characters of a token, a
+//!   log that cuts a key): any run of at least [`min_run`] consecutive bytes of a secret
+//!   (`max(12, ceil(n / 2))` for a secret of `n` bytes) is redacted, in any ASCII letter
+//!   case, in the text and in each decoded view (so a percent- or `\u`-escaped run is
+//!   found too), not in the fixed encodings (hex, base64, UTF-16: a run of those does
+//!   not start at a known offset of the secret's encoding). Half the secret keeps at
+//!   least half of its entropy hidden from anyone who sees the rest, and 12 bytes keeps
+//!   chance matches with ordinary text out (a secret of 12 bytes or fewer is only
+//!   redacted whole). Found through windows of `floor(run / 2)` bytes at that stride,
+//!   which every such run contains whole; each window hit is extended along the secret
+//!   and kept only when the run reaches the minimum, so the automaton holds about the
+//!   secret's own length in window bytes.
+//!
 //! Every pattern is searched with overlapping matches, so one echo cannot hide another
 //! that overlaps it; overlapping and adjacent ranges are merged into one marker.
 //!
@@ -66,18 +84,33 @@ pub const MIN_CORE_CHARS: usize = 8;
 /// Shortest part of a `user:password` secret that is searched on its own.
 pub const MIN_PART_BYTES: usize = 4;
 
+/// Shortest run of a secret's bytes that is redacted on its own (the substring rule's
+/// floor; see the module docs and [`min_run`]).
+pub const MIN_RUN_BYTES: usize = 12;
+
+/// The shortest run of consecutive bytes of an `n`-byte secret that is redacted:
+/// `max(12, ceil(n / 2))`. A secret of at most that many bytes is only redacted whole.
+pub fn min_run(n: usize) -> usize {
+    MIN_RUN_BYTES.max(n.div_ceil(2))
+}
+
 /// The patterns of every remembered secret and one automaton over all of them.
 #[derive(Default)]
 pub struct Redactor {
-    /// (credential name, pattern), the order of the automaton's pattern ids.
-    patterns: Vec<(String, Zeroizing<String>)>,
+    /// (credential name, pattern), the first pattern ids of the automaton.
+    patterns: Vec<(String, Zeroizing<Vec<u8>>)>,
+    /// The secrets the substring rule covers, each with its minimum run.
+    runs: Vec<Run>,
+    /// Windows of those secrets (see the module docs), the automaton's pattern ids after
+    /// `patterns`.
+    windows: Vec<Window>,
     ac: Option<AhoCorasick>,
     /// Whether some pattern holds a line break (an SSH key file, whole): only then is
     /// text that has line breaks searched as is besides its joined view.
     breaks_in_patterns: bool,
 }
 
-/// One found echo: original byte range and the pattern's index.
+/// One found echo: original byte range and the pattern's index (an automaton id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Hit {
     start: usize,
@@ -85,26 +118,80 @@ struct Hit {
     pattern: usize,
 }
 
+/// A secret under the substring rule.
+struct Run {
+    credential: String,
+    raw: Zeroizing<Vec<u8>>,
+    /// [`min_run`] of its length.
+    min: usize,
+}
+
+/// `len` bytes of `runs[run]` from `offset`.
+#[derive(Clone, Copy)]
+struct Window {
+    run: usize,
+    offset: usize,
+    len: usize,
+}
+
 impl Redactor {
     /// Adds the spellings of `raw` under `credential` and rebuilds the automaton.
     pub fn add(&mut self, credential: &str, raw: &str) {
+        self.add_parts(credential, raw, MIN_PART_BYTES);
+    }
+
+    /// Like [`Redactor::add`] for a redactor that must never match anything shorter than
+    /// `min` bytes of a secret (the logger's, `logging.rs`): `raw` is skipped when it is
+    /// shorter, and the password of a `user:password` secret is searched alone only from
+    /// `min` bytes.
+    pub fn add_min(&mut self, credential: &str, raw: &str, min: usize) {
+        if raw.len() >= min {
+            self.add_parts(credential, raw, min.max(MIN_PART_BYTES));
+        }
+    }
+
+    fn add_parts(&mut self, credential: &str, raw: &str, min_part: usize) {
         // A spelling shared by two credentials is kept for each, so each is told apart
         // (`on_echo` is per credential).
-        for p in spellings(raw) {
+        for p in spellings_from(raw, min_part) {
             if !self.patterns.iter().any(|(n, q)| n == credential && q.eq_ignore_ascii_case(&p)) {
-                self.breaks_in_patterns |= p.bytes().any(is_break);
+                self.breaks_in_patterns |= p.iter().copied().any(is_break);
                 self.patterns.push((credential.to_owned(), p));
             }
         }
+        for base in bases(raw, min_part) {
+            let (n, min) = (base.len(), min_run(base.len()));
+            if n <= min || self.runs.iter().any(|r| r.credential == credential && r.raw.eq_ignore_ascii_case(base.as_bytes())) {
+                continue;
+            }
+            let run = self.runs.len();
+            self.runs.push(Run { credential: credential.to_owned(), raw: Zeroizing::new(base.as_bytes().to_vec()), min });
+            // Every run of `min` bytes holds one of these windows whole (module docs).
+            let len = min / 2;
+            self.windows.extend((0..=n - len).step_by(len).map(|offset| Window { run, offset, len }));
+        }
+        let windows = self.windows.iter().map(|w| &self.runs[w.run].raw[w.offset..w.offset + w.len]);
         // Fails only past u32 automaton states (gigabytes of patterns; secrets are at
         // most 64 KiB each): fail closed rather than pass results unscrubbed.
         self.ac = Some(
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
-                .build(self.patterns.iter().map(|(_, p)| p.as_bytes()))
+                .build(self.patterns.iter().map(|(_, p)| p.as_slice()).chain(windows))
                 .expect("the redaction automaton could not be built"),
         );
+    }
+
+    /// The credential of automaton pattern `id`, and the length of what it stands for
+    /// (a spelling, or the secret a window is part of).
+    fn pattern_info(&self, id: usize) -> (&str, usize) {
+        match self.patterns.get(id) {
+            Some((name, p)) => (name, p.len()),
+            None => {
+                let run = &self.runs[self.windows[id - self.patterns.len()].run];
+                (&run.credential, run.raw.len())
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -115,14 +202,14 @@ impl Redactor {
         self.patterns.len()
     }
 
-    /// Every pattern with its credential (for the cut-tail check).
-    pub fn patterns(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.patterns.iter().map(|(n, p)| (n.as_str(), p.as_str()))
+    /// Every spelling with its credential (for the cut-tail check).
+    pub fn patterns(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.patterns.iter().map(|(n, p)| (n.as_str(), p.as_slice()))
     }
 
     /// The credentials whose secret appears in `text` in any spelling.
     pub fn echoed(&self, text: &[u8]) -> Vec<&str> {
-        let mut names: Vec<&str> = self.hits(text).iter().map(|h| self.patterns[h.pattern].0.as_str()).collect();
+        let mut names: Vec<&str> = self.hits(text).iter().map(|h| self.pattern_info(h.pattern).0).collect();
         names.sort_unstable();
         names.dedup();
         names
@@ -152,43 +239,78 @@ impl Redactor {
         if self.is_empty() {
             return;
         }
+        let refs: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let local = self.segment_ranges(&refs);
+        for (seg, ranges) in segments.iter_mut().zip(local) {
+            self.apply_str(seg, ranges);
+        }
+    }
+
+    /// Per segment, the ranges (local to it) of the echoes found when `segments` are read
+    /// as one text.
+    fn segment_ranges(&self, segments: &[&str]) -> Vec<Vec<(usize, usize, usize)>> {
         let joined: String = segments.concat();
         let ranges = self.ranges(joined.as_bytes(), true);
+        let mut base = 0;
+        segments
+            .iter()
+            .map(|seg| {
+                let (lo, hi) = (base, base + seg.len());
+                base = hi;
+                ranges.iter().filter(|(s, e, _)| *s < hi && *e > lo).map(|(s, e, p)| ((*s).max(lo) - lo, (*e).min(hi) - lo, *p)).collect()
+            })
+            .collect()
+    }
+
+    /// Replaces these ranges (any order, overlapping allowed) of `s`.
+    fn apply_str(&self, s: &mut String, mut ranges: Vec<(usize, usize, usize)>) {
         if ranges.is_empty() {
             return;
         }
-        let mut base = 0;
-        for seg in segments.iter_mut() {
-            let (lo, hi) = (base, base + seg.len());
-            base = hi;
-            let local: Vec<(usize, usize, usize)> = ranges
-                .iter()
-                .filter(|(s, e, _)| *s < hi && *e > lo)
-                .map(|(s, e, p)| ((*s).max(lo) - lo, (*e).min(hi) - lo, *p))
-                .collect();
-            if !local.is_empty()
-                && let Ok(s) = String::from_utf8(self.apply(seg.as_bytes(), &local)) {
-                    *seg = s;
+        ranges.sort_unstable_by_key(|(s, e, _)| (*s, std::cmp::Reverse(*e)));
+        let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+        for (start, end, p) in ranges {
+            match merged.last_mut() {
+                Some((_, e, q)) if start <= *e => {
+                    *e = (*e).max(end);
+                    if self.pattern_info(p).1 > self.pattern_info(*q).1 {
+                        *q = p;
+                    }
                 }
+                _ => merged.push((start, end, p)),
+            }
+        }
+        if let Ok(out) = String::from_utf8(self.apply(s.as_bytes(), &merged)) {
+            *s = out;
         }
     }
 
     /// Header lines as a server sent them: read as one text with names and values in
     /// order (an echo in a name, or split between a value and the next name), then the
     /// values alone and the names alone, each in order (an echo split across two
-    /// consecutive header lines).
+    /// consecutive header lines). Every reading is of the headers as they came, and all
+    /// that any of them finds is replaced at once: a reading that replaced part of an
+    /// echo first could leave the rest too short to be found by the next.
     pub fn redact_headers(&self, headers: &mut [(String, String)]) {
         if self.is_empty() {
             return;
         }
-        let mut all: Vec<String> = headers.iter().flat_map(|(n, v)| [n.clone(), v.clone()]).collect();
-        self.redact_segments(&mut all);
-        let mut values: Vec<String> = all.iter().skip(1).step_by(2).cloned().collect();
-        self.redact_segments(&mut values);
-        let mut names: Vec<String> = all.iter().step_by(2).cloned().collect();
-        self.redact_segments(&mut names);
-        for ((h, n), v) in headers.iter_mut().zip(names).zip(values) {
-            *h = (n, v);
+        let all: Vec<&str> = headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
+        let values: Vec<&str> = headers.iter().map(|(_, v)| v.as_str()).collect();
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        let (mut in_names, mut in_values): (Vec<Vec<_>>, Vec<Vec<_>>) = (Vec::new(), Vec::new());
+        for (i, r) in self.segment_ranges(&all).into_iter().enumerate() {
+            if i % 2 == 0 { in_names.push(r) } else { in_values.push(r) }
+        }
+        for (mine, more) in in_values.iter_mut().zip(self.segment_ranges(&values)) {
+            mine.extend(more);
+        }
+        for (mine, more) in in_names.iter_mut().zip(self.segment_ranges(&names)) {
+            mine.extend(more);
+        }
+        for ((n, v), (rn, rv)) in headers.iter_mut().zip(in_names.into_iter().zip(in_values)) {
+            self.apply_str(n, rn);
+            self.apply_str(v, rv);
         }
     }
 
@@ -198,7 +320,7 @@ impl Redactor {
         for &(s, e, p) in ranges {
             out.extend_from_slice(&text[at..s]);
             out.extend_from_slice(b"[REDACTED:");
-            out.extend_from_slice(self.patterns[p].0.as_bytes());
+            out.extend_from_slice(self.pattern_info(p).0.as_bytes());
             out.push(b']');
             at = e;
         }
@@ -230,7 +352,7 @@ impl Redactor {
                     if h.end > *e {
                         *e = h.end;
                     }
-                    if self.patterns[h.pattern].1.len() > self.patterns[*p].1.len() {
+                    if self.pattern_info(h.pattern).1 > self.pattern_info(*p).1 {
                         *p = h.pattern;
                     }
                 }
@@ -243,13 +365,36 @@ impl Redactor {
     fn hits(&self, text: &[u8]) -> Vec<Hit> {
         let Some(ac) = &self.ac else { return Vec::new() };
         let mut hits = Vec::new();
+        let spellings = self.patterns.len();
         for_each_view(text, self.breaks_in_patterns, |view, map| {
             for m in ac.find_overlapping_iter(view) {
-                let (start, end) = map.range(text, m.start(), m.end());
-                hits.push(Hit { start, end, pattern: m.pattern().as_usize() });
+                let id = m.pattern().as_usize();
+                let (start, end) = match id.checked_sub(spellings) {
+                    None => (m.start(), m.end()),
+                    Some(w) => match self.extend_window(self.windows[w], view, m.start()) {
+                        Some(run) => run,
+                        None => continue,
+                    },
+                };
+                let (start, end) = map.range(text, start, end);
+                hits.push(Hit { start, end, pattern: id });
             }
         });
         hits
+    }
+
+    /// A window of a secret found at `at` in `view`: the run of the secret's bytes
+    /// around it (same alignment, ASCII case ignored), if it is at least the secret's
+    /// minimum run long.
+    fn extend_window(&self, w: Window, view: &[u8], at: usize) -> Option<(usize, usize)> {
+        let run = &self.runs[w.run];
+        let raw = &run.raw[..];
+        let back = (1..=w.offset.min(at)).take_while(|i| view[at - i].eq_ignore_ascii_case(&raw[w.offset - i])).count();
+        let (end_view, end_raw) = (at + w.len, w.offset + w.len);
+        let ahead = (0..(view.len() - end_view).min(raw.len() - end_raw))
+            .take_while(|i| view[end_view + i].eq_ignore_ascii_case(&raw[end_raw + i]))
+            .count();
+        (back + w.len + ahead >= run.min).then_some((at - back, end_view + ahead))
     }
 
     /// For text cut at a limit: where a tail that begins some spelling starts (the
@@ -272,7 +417,7 @@ impl Redactor {
         for end in ends {
             for_each_view(&window[..end], self.breaks_in_patterns, |view, map| {
                 for (idx, (_, pattern)) in self.patterns.iter().enumerate() {
-                    let needle = pattern.as_bytes();
+                    let needle = pattern.as_slice();
                     let shortest = MIN_TAIL_MATCH.min(needle.len().saturating_sub(1)).max(1);
                     let most = needle.len().saturating_sub(1).min(view.len());
                     let found = (shortest..=most).rev().find(|k| {
@@ -605,26 +750,34 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
     }
 }
 
-/// The literal patterns for one secret: the secret, its form, hex, JSON and base64
-/// spellings, and the base64 cores; for `user:password`, the password's too. Every
-/// intermediate buffer that holds a spelling is zeroed when dropped.
-pub(crate) fn spellings(raw: &str) -> Vec<Zeroizing<String>> {
-    let mut out = one_secret(raw);
-    if let Some((user, password)) = raw.split_once(':') {
-        if password.len() >= MIN_PART_BYTES {
-            out.extend(one_secret(password));
-        } else if password.is_empty() && !user.is_empty() {
-            // `key:` (an API key as the user name, no password, as some APIs do).
-            out.extend(one_secret(user));
-        }
-    }
+/// The literal patterns for one secret: the secret, its form, hex, JSON, base64 and
+/// UTF-16 spellings, and the base64 cores; for `user:password`, the password's too,
+/// when it is at least `min_part` bytes. Every intermediate buffer that holds a
+/// spelling is zeroed when dropped.
+fn spellings_from(raw: &str, min_part: usize) -> Vec<Zeroizing<Vec<u8>>> {
+    let mut out: Vec<Zeroizing<Vec<u8>>> = bases(raw, min_part).into_iter().flat_map(one_secret).collect();
     out.retain(|v| !v.is_empty());
-    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    out.dedup_by(|a, b| a.as_str() == b.as_str());
+    out.sort_by(|a, b| a.as_slice().cmp(b.as_slice()));
+    out.dedup_by(|a, b| a.as_slice() == b.as_slice());
     out
 }
 
-fn one_secret(raw: &str) -> Vec<Zeroizing<String>> {
+/// The values searched for on their own: the secret, and for `user:password` the
+/// password (from `min_part` bytes), or for `key:` the key.
+fn bases(raw: &str, min_part: usize) -> Vec<&str> {
+    let mut out = vec![raw];
+    if let Some((user, password)) = raw.split_once(':') {
+        if password.len() >= min_part {
+            out.push(password);
+        } else if password.is_empty() && !user.is_empty() {
+            // `key:` (an API key as the user name, no password, as some APIs do).
+            out.push(user);
+        }
+    }
+    out
+}
+
+fn one_secret(raw: &str) -> Vec<Zeroizing<Vec<u8>>> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     use std::fmt::Write as _;
     let pct = |all: bool| -> Zeroizing<String> {
@@ -659,6 +812,14 @@ fn one_secret(raw: &str) -> Vec<Zeroizing<String>> {
         out.push(Zeroizing::new(core.replace('+', "-").replace('/', "_")));
         out.push(core);
     }
+    let mut out: Vec<Zeroizing<Vec<u8>>> = out.into_iter().map(|s| Zeroizing::new(s.as_bytes().to_vec())).collect();
+    let (mut le, mut be) = (Zeroizing::new(Vec::with_capacity(2 * raw.len())), Zeroizing::new(Vec::with_capacity(2 * raw.len())));
+    for unit in raw.encode_utf16() {
+        le.extend_from_slice(&unit.to_le_bytes());
+        be.extend_from_slice(&unit.to_be_bytes());
+    }
+    out.push(le);
+    out.push(be);
     out
 }
 
@@ -948,5 +1109,147 @@ mod tests {
         // %C3 decodes to the first byte of é: the range widens to whole characters
         let out = r.redact_str("é%C3%A9 s%C3%A9cret-value é").unwrap();
         assert_eq!(out, "é%C3%A9 [REDACTED:c] é");
+    }
+
+    /// Issue #20: UTF-16LE and UTF-16BE spellings, in the raw bytes, any ASCII case, with
+    /// or without a BOM, at odd and even offsets.
+    #[test]
+    fn family_utf16_either_byte_order() {
+        let r = redactor();
+        for (order, units) in [("le", SECRET.encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()), ("be", SECRET.encode_utf16().flat_map(u16::to_be_bytes).collect())] {
+            let upper: Vec<u8> = units.iter().map(u8::to_ascii_uppercase).collect();
+            for echo in [&units, &upper] {
+                // (A NUL right before or after the echo may be taken with it: both byte
+                // orders read the same bytes shifted by one. Not tested here.)
+                for lead in [&b""[..], b"\xff\xfe", b"\xfe\xff", b"x", b"\x00a"] {
+                    let text = [lead, &echo[..], b"tail"].concat();
+                    let out = r.redact(&text).unwrap_or_else(|| panic!("{order}: not found after {lead:?}"));
+                    assert_eq!(out, [lead, &b"[REDACTED:c]"[..], b"tail"].concat(), "{order}");
+                }
+            }
+        }
+        // ordinary UTF-16 text is left alone
+        let plain: Vec<u8> = "nothing to see here".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(r.redact(&plain), None);
+    }
+
+    /// Issue #20: any run of at least max(12, ceil(n / 2)) bytes of a secret is redacted,
+    /// wherever it starts in the secret, in any ASCII case and in a decoded view; shorter
+    /// runs, and text that only shares scattered bytes with it, are not.
+    #[test]
+    fn long_substrings_of_a_secret_are_redacted() {
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"; // 40 bytes: runs of 20
+        let mut r = Redactor::default();
+        r.add("t", token);
+        assert_eq!(min_run(token.len()), 20);
+        for start in 0..=token.len() - 20 {
+            for len in [20, 21, 27, token.len() - start] {
+                let Some(run) = token.get(start..start + len) else { continue };
+                for echo in [run.to_owned(), run.to_ascii_uppercase(), run.bytes().map(|b| format!("%{b:02X}")).collect()] {
+                    let text = format!("error: bad token '{echo}' (truncated)");
+                    let out = String::from_utf8(r.redact(text.as_bytes()).unwrap_or_else(|| panic!("{start}+{len}: {text}"))).unwrap();
+                    assert_eq!(out, "error: bad token '[REDACTED:t]' (truncated)", "{start}+{len}");
+                }
+            }
+            // 19 bytes are below the rule: left as they are
+            let short = format!("x {} y", &token[start..start + 19]);
+            assert_eq!(r.redact(short.as_bytes()), None, "{short}");
+        }
+        // A run that extends past a window on both sides is taken whole, as one marker.
+        let out = r.redact(format!("<{}|{}>", &token[..25], &token[15..]).as_bytes()).unwrap();
+        assert_eq!(out, b"<[REDACTED:t]|[REDACTED:t]>");
+        // Short secrets: only whole (12 bytes and below have no shorter run).
+        let mut r = Redactor::default();
+        r.add("s", "Zq81-xk2-Pw0");
+        assert_eq!(r.redact(b"Zq81-xk2-Pw"), None);
+        assert_eq!(r.redact(b"<Zq81-xk2-Pw0>").unwrap(), b"<[REDACTED:s]>");
+        // A long secret's run of exactly half.
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789-_.~+/=!#$%^*()[]{}<>?;:"; // 60 bytes: runs of 30
+        let mut r = Redactor::default();
+        r.add("l", long);
+        assert_eq!(r.redact(&long.as_bytes()[10..40]).unwrap(), b"[REDACTED:l]");
+        assert_eq!(r.redact(&long.as_bytes()[10..39]), None);
+    }
+
+    /// The logger's redactor (`add_min`) never holds a spelling of anything shorter than
+    /// its minimum.
+    #[test]
+    fn add_min_skips_what_is_shorter() {
+        let mut r = Redactor::default();
+        r.add_min("a", "abc", 8);
+        r.add_min("b", "alice:pw12", 8);
+        assert!(r.patterns().all(|(n, _)| n == "b"));
+        assert_eq!(r.redact(b"pw12 and abc"), None);
+        assert_eq!(r.redact(b"[alice:pw12]").unwrap(), b"[[REDACTED:b]]");
+    }
+
+    /// The new checks of `fuzz/fuzz_targets/redactor.rs` (UTF-16 both orders, a run of
+    /// `min_run` bytes as is and upper-cased), run here over pseudo-random secrets and
+    /// bodies dense in escapes, line breaks and NULs, so they hold without a fuzzer too.
+    #[test]
+    fn the_fuzz_targets_new_spellings_hold_on_random_inputs() {
+        const SECRET_BYTES: &[u8] = b"abcXYZ019-_.~%&\\\"'/+=:;#xu \xc3\xa9";
+        const BODY_BYTES: &[u8] = b"ab \n\r\0%&\\#;xu0123456789AF\"";
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let strip = |out: &[u8]| {
+            let marker = b"[REDACTED:c]";
+            let (mut v, mut i) = (Vec::new(), 0);
+            while i < out.len() {
+                if out[i..].starts_with(marker) {
+                    v.push(1);
+                    i += marker.len();
+                } else {
+                    v.push(out[i]);
+                    i += 1;
+                }
+            }
+            v
+        };
+        let contains_ci = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle));
+        for _ in 0..3000 {
+            let len = 1 + next(48);
+            let raw: Vec<u8> = (0..len).map(|_| SECRET_BYTES[next(SECRET_BYTES.len())]).collect();
+            let Ok(secret) = String::from_utf8(raw) else { continue };
+            let mut r = Redactor::default();
+            r.add("c", &secret);
+            let body: Vec<u8> = (0..next(40)).map(|_| BODY_BYTES[next(BODY_BYTES.len())]).collect();
+            let at = next(body.len() + 1);
+            let plant = |spelling: &[u8]| {
+                let mut text = body[..at].to_vec();
+                let before = body[..at].iter().rev().filter(|b| !matches!(b, b'\n' | b'\r'));
+                if spelling.starts_with(b"\\") && before.take_while(|b| **b == b'\\').count() % 2 == 1 {
+                    text.push(b' ');
+                }
+                text.extend_from_slice(spelling);
+                text.extend_from_slice(&body[at..]);
+                text
+            };
+            let le: Vec<u8> = secret.encode_utf16().flat_map(u16::to_le_bytes).collect();
+            let be: Vec<u8> = secret.encode_utf16().flat_map(u16::to_be_bytes).collect();
+            let mut cases = vec![("le", le.clone(), le), ("be", be.clone(), be)];
+            let (n, run) = (secret.len(), min_run(secret.len()));
+            if n > run {
+                let from = next(n - run + 1);
+                let part = secret.as_bytes()[from..from + run].to_vec();
+                cases.push(("run", part.clone(), part.clone()));
+                cases.push(("run-upper", part.to_ascii_uppercase(), part));
+            }
+            for (what, planted, needle) in cases {
+                let text = plant(&planted);
+                let out = r.redact(&text).unwrap_or_else(|| text.clone());
+                assert!(
+                    !contains_ci(&strip(&out), &needle),
+                    "{what} of {secret:?} survived: {:?} -> {:?}",
+                    String::from_utf8_lossy(&text),
+                    String::from_utf8_lossy(&out)
+                );
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::json::{self, JsonError};
 use crate::jsonrpc::{self, Id, Message, ShapeError};
 use crate::out::ProtocolWriter;
 use crate::policy::{OnEcho, Policy};
-use crate::secret::{scrub_result, Vault, WITHHELD};
+use crate::secret::{withholds, Scrubbed, Vault, WITHHELD};
 use crate::session::{Era, Refusal, Session, Step};
 use crate::tools::{self, CallError, ToolCall};
 
@@ -214,7 +214,7 @@ impl<'p, E: Executor> Server<'p, E> {
             policy,
             executor,
             options,
-            vault: Vault::new(),
+            vault: Vault::for_policy(policy),
             session: Session::AwaitingInit,
             stats: Stats::default(),
             journal: crate::audit::Journal::off(),
@@ -331,7 +331,9 @@ impl<'p, E: Executor> Server<'p, E> {
             return;
         };
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
-        self.audit.tool = params.as_ref().and_then(|p| p["name"].as_str()).map(str::to_owned);
+        // The journal's `tool` holds only sp's tool names, never an agent's string.
+        let name = params.as_ref().and_then(|p| p["name"].as_str());
+        self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
         self.reject("cancelled");
         self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
     }
@@ -414,6 +416,7 @@ impl<'p, E: Executor> Server<'p, E> {
             Outgoing::List(l) => out.send_typed(&l),
             Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
             Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
+            Outgoing::Tool(r) => out.send_typed(&crate::wire::CallAnswer { id: &id.to_value(), result: &r, stateless: era == Era::Stateless }),
             Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
             Outgoing::Value(v) => out.send(&v),
         });
@@ -489,22 +492,25 @@ impl<'p, E: Executor> Server<'p, E> {
             // An executor that saw the cancel says what became of the effect (ssh_exec:
             // what was killed, what may still run); its words go to the journal.
             Ok((tool, result)) if requested && result.outcome() != crate::exec::SP_CANCELLED => {
-                (tool, ToolResult::error(crate::exec::SP_CANCELLED, "cancelled by the client"))
+                (tool, ToolResult::error(crate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client")))
             }
             Ok(done) => done,
         };
         let outcome = result.outcome();
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
-        let message = result.message().map(str::to_owned);
-        let mut result = result.into_value();
-        // The single redaction point: nothing in a result leaves without passing here.
-        let withheld = scrub_result(&self.vault, &mut result);
-        self.journal_result(outcome, if withheld { Some(WITHHELD.to_owned()) } else { message });
+        // Its outside pieces were scrubbed as they were made (`Scrubbed`); what their JSON
+        // text alone spells withholds the whole result (`secret::withholds`).
+        let result = if withholds(&self.vault, &result) {
+            ToolResult::error(ToolCode::Upstream.as_str(), Scrubbed::own(WITHHELD))
+        } else {
+            result
+        };
+        self.journal_result(outcome, result.message().map(str::to_owned));
         if outcome == crate::exec::SP_CANCELLED {
             log::info!("{tool} cancelled by the client: no answer is sent");
             return None;
         }
-        Some((Outgoing::Value(result_response(id, result)), false))
+        Some((Outgoing::Tool(result.into_call()), false))
     }
 
     /// Approval, intent row, execution: the part of a call that may block.
@@ -519,15 +525,17 @@ impl<'p, E: Executor> Server<'p, E> {
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
         self.audit_gate(&action, cancel)?;
         Ok(match action {
-            Action::Inventory(inv) => (tools::INVENTORY, ToolResult::ok(inv.action().0.clone())),
+            Action::Inventory(inv) => (tools::INVENTORY, ToolResult::ok(Scrubbed::from_policy(inv.action().0.clone()))),
             Action::Http(http) => match self.run_http(http, cancel) {
-                Ok(result) => (tools::HTTP_REQUEST, ToolResult::ok(result.into_fields())),
+                Ok(result) => (tools::HTTP_REQUEST, ToolResult::ok(self.vault.scrub_fields(result.into_fields()))),
                 // SP_BLOCKED too: the destination check runs after the intent row, in
                 // the executor (it resolves names), so it is an execution whose outcome
                 // is the block, journaled as intent + result like any other.
                 Err((e, hops)) => {
-                    log::warn!("http_request failed after {hops} redirect hop(s): {e}");
-                    (tools::HTTP_REQUEST, ToolResult::error(e.code(), e.to_string()))
+                    // The message can quote the peer: scrubbed before it is logged or sent.
+                    let message = self.vault.scrub_text(e.to_string());
+                    log::warn!("http_request failed after {hops} redirect hop(s): {message}");
+                    (tools::HTTP_REQUEST, ToolResult::error(e.code(), message))
                 }
             },
             Action::Ssh(ssh) => {
@@ -587,11 +595,13 @@ impl<E: Executor> Server<'_, E> {
                 .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
                 .flatten();
             // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
-            // no string scrub could find the secret.
-            self.vault.scrub_bytes(&mut outcome.body);
+            // no string scrub could find the secret. A cut tail first: once a long run of
+            // the secret before the cut is replaced, what is left after it (a cut escape,
+            // `&#5`) begins no spelling, and would stay.
             if outcome.truncated {
                 self.vault.scrub_truncated_tail(&mut outcome.body);
             }
+            self.vault.scrub_bytes(&mut outcome.body);
             // Names and values, and an echo split across two header lines.
             self.vault.scrub_headers(&mut outcome.headers);
             let status = outcome.status;
@@ -615,7 +625,7 @@ impl<E: Executor> Server<'_, E> {
                     hops += 1;
                 }
                 Err(stop) => {
-                    log::info!("redirect not followed: {stop}");
+                    log::info!("redirect not followed: {}", self.vault.scrub_text(stop.to_string()));
                     result.redirect = Redirect::Refused { reason: stop.to_string(), location: header_echo.is_none().then_some(location) };
                     return Ok(result);
                 }
@@ -633,13 +643,14 @@ impl<E: Executor> Server<'_, E> {
         log::debug!("ssh_exec command on {}: {:?}", a.host, a.command);
         // `cut`: the output may end inside a secret (truncated, or a timeout's partial
         // output), so a tail that begins a secret is scrubbed too.
+        // The cut tail first, as for HTTP bodies (`run_http`).
         let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome, cut: bool| {
-            vault.scrub_bytes(&mut o.stdout);
-            vault.scrub_bytes(&mut o.stderr);
             if cut {
                 vault.scrub_truncated_tail(&mut o.stdout);
                 vault.scrub_truncated_tail(&mut o.stderr);
             }
+            vault.scrub_bytes(&mut o.stdout);
+            vault.scrub_bytes(&mut o.stderr);
         };
         let facts = |o: &crate::exec::SshOutcome| crate::audit::SshFacts {
             exit_status: o.exit_status,
@@ -653,19 +664,19 @@ impl<E: Executor> Server<'_, E> {
                 log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
                 let cut = o.truncated;
                 scrub(&self.vault, &mut o, cut);
-                (crate::ssh::SSH_EXEC, ToolResult::ok(o.to_json()))
+                (crate::ssh::SSH_EXEC, ToolResult::ok(self.vault.scrub_fields(o.to_json())))
             }
             Err(mut e) => {
-                log::warn!("ssh_exec on {} failed: {e}", a.host);
-                let mut result = ToolResult::error(e.code(), e.to_string());
+                // The message can quote the remote side: scrubbed before it is logged or sent.
+                let message = self.vault.scrub_text(e.to_string());
+                log::warn!("ssh_exec on {} failed: {message}", a.host);
+                let mut result = ToolResult::error(e.code(), message);
                 if let Some(o) = e.partial_mut() {
                     self.audit.ssh = Some(facts(o));
                     scrub(&self.vault, o, true);
                     // The output until the timeout, next to the error (the text block: the
                     // error line, then the JSON of the whole result, `ToolResult`).
-                    if let Value::Object(fields) = o.to_json() {
-                        result = result.with_fields(fields);
-                    }
+                    result = result.with_fields(self.vault.scrub_fields(o.to_json()));
                 }
                 (crate::ssh::SSH_EXEC, result)
             }
@@ -690,10 +701,9 @@ impl<E: Executor> Server<'_, E> {
         if !self.journal.is_on() {
             return;
         }
-        let mut text = Value::String(message.to_owned());
-        self.vault.scrub(&mut text);
+        // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
         let code = (!code.is_empty()).then(|| code.to_owned());
-        let row = self.audit.row("reject").set("decision", reason).set("code", code).set("reason", text);
+        let row = self.audit.row("reject").set("decision", reason).set("code", code).set("reason", message);
         self.journal.record(row);
     }
 
@@ -746,11 +756,8 @@ impl<E: Executor> Server<'_, E> {
     /// The `result` row of an execution (after scrubbing: it reads the error message).
     fn journal_result(&mut self, outcome: &str, message: Option<String>) {
         let ok = outcome == "ok";
-        let reason = message.map(|m| {
-            let mut text = Value::String(m);
-            self.vault.scrub(&mut text);
-            text
-        });
+        // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
+        let reason = message;
         let decision = match outcome {
             "ok" => "ok",
             crate::exec::SP_CANCELLED => "cancelled",
@@ -791,6 +798,8 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 /// (`wire::Refusal`).
 enum Outgoing {
     Value(Value),
+    /// A tool's answer, typed (`wire::CallResult`).
+    Tool(crate::wire::CallResult),
     Refusal(crate::wire::Refusal),
     List(tools::ListAnswer),
 }

@@ -9,6 +9,8 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::secret::Scrubbed;
+
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
 #[derive(Debug, PartialEq, Eq)]
@@ -34,34 +36,35 @@ pub(crate) fn short(s: &str) -> String {
 }
 
 /// A `tools/call` result, typed (issue #9): each tool's slice builds one, the server
-/// turns it into the wire's JSON once ([`ToolResult::into_value`]) and the journal reads
+/// turns it into the wire's form once ([`ToolResult::into_call`]) and the journal reads
 /// its code and message from here, never back out of the rendered JSON.
+///
+/// Its outside pieces (the error message, the fields' values) are [`Scrubbed`]: redacted
+/// before they were put here, so the envelope around them (`content`, `type`, `text`,
+/// `structuredContent`, `isError`, `error`, `code`, the code itself and the field names)
+/// is written as sp spells it, never through the redactor (`secret.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolResult {
     /// The error's code (a [`ToolCode`] string) and message; `None` for success.
-    error: Option<(&'static str, String)>,
+    error: Option<(&'static str, Scrubbed<String>)>,
     /// `structuredContent`: the tool's fields. An error's partial output (the output of
     /// a timed-out command) sits next to its `error` member.
-    fields: Map<String, Value>,
+    fields: Scrubbed<Map<String, Value>>,
 }
 
 impl ToolResult {
-    /// Success with these fields (an object; anything else is wrapped as `{"value": ..}`).
-    pub(crate) fn ok(fields: Value) -> ToolResult {
-        let fields = match fields {
-            Value::Object(m) => m,
-            other => Map::from_iter([("value".to_owned(), other)]),
-        };
+    /// Success with these fields ([`crate::secret::Vault::scrub_fields`]).
+    pub(crate) fn ok(fields: Scrubbed<Map<String, Value>>) -> ToolResult {
         ToolResult { error: None, fields }
     }
 
     /// An error result: `code` is a [`ToolCode`] string.
-    pub(crate) fn error(code: &'static str, message: impl Into<String>) -> ToolResult {
-        ToolResult { error: Some((code, message.into())), fields: Map::new() }
+    pub(crate) fn error(code: &'static str, message: Scrubbed<String>) -> ToolResult {
+        ToolResult { error: Some((code, message)), fields: Scrubbed::default() }
     }
 
     /// The same error, carrying partial output fields.
-    pub(crate) fn with_fields(mut self, fields: Map<String, Value>) -> ToolResult {
+    pub(crate) fn with_fields(mut self, fields: Scrubbed<Map<String, Value>>) -> ToolResult {
         self.fields.extend(fields);
         self
     }
@@ -75,22 +78,184 @@ impl ToolResult {
         self.error.as_ref().map(|(_, m)| m.as_str())
     }
 
+    /// The pieces that came from outside: the message and the fields (whose top-level
+    /// keys are the tool's own names), for the withholding check (`secret::withholds`).
+    pub(crate) fn outside(&self) -> (Option<&str>, &Map<String, Value>) {
+        (self.message(), self.fields.get())
+    }
+
     /// The MCP `CallToolResult`. Its text block is the JSON of `structuredContent`
     /// (after an error's `code: message` line when there are fields), rendered when the
-    /// answer is written ([`crate::out::RENDER_STRUCTURED`]), not held twice.
-    pub(crate) fn into_value(self) -> Value {
-        let ToolResult { error, mut fields } = self;
+    /// answer is written ([`CallResult`]), not held twice.
+    pub(crate) fn into_call(self) -> CallResult {
+        let ToolResult { error, fields } = self;
+        let mut fields = fields.into_inner();
         let Some((code, message)) = error else {
-            let text = json!({"type": "text", (crate::out::RENDER_STRUCTURED): ""});
-            return object([("content", Value::Array(vec![text])), ("structuredContent", Value::Object(fields)), ("isError", false.into())]);
+            return CallResult { text: Text::Structured(String::new()), structured: fields, is_error: false };
         };
-        let text = if fields.is_empty() {
-            json!({"type": "text", "text": format!("{code}: {message}")})
-        } else {
-            json!({"type": "text", (crate::out::RENDER_STRUCTURED): format!("{code}: {message}\n")})
-        };
-        fields.insert("error".into(), json!({"code": code, "message": message}));
-        object([("content", Value::Array(vec![text])), ("structuredContent", Value::Object(fields)), ("isError", true.into())])
+        let message = message.into_inner();
+        let text = if fields.is_empty() { Text::Plain(format!("{code}: {message}")) } else { Text::Structured(format!("{code}: {message}\n")) };
+        fields.insert("error".into(), error_member(code, message));
+        CallResult { text, structured: fields, is_error: true }
+    }
+}
+
+fn error_member(code: &'static str, message: String) -> Value {
+    object([("code", code.into()), ("message", Value::String(message))])
+}
+
+/// A `CallToolResult` as it is written: typed, so nothing in it is a marker to be found
+/// and replaced on the way out. The text block repeats the structured result for
+/// clients that read only `content`; it is rendered while the answer is serialised
+/// (issue #12: building it as a string cost one more copy of the answer, two to seven
+/// times the body, escaped), from [`Text`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CallResult {
+    text: Text,
+    structured: Map<String, Value>,
+    is_error: bool,
+}
+
+/// What a result's one text block says.
+#[derive(Debug, Clone, PartialEq)]
+enum Text {
+    /// This text.
+    Plain(String),
+    /// This prefix, then the compact JSON of `structuredContent`.
+    Structured(String),
+}
+
+impl CallResult {
+    /// The text block's text, built (tests, and small answers that need it as a string).
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> String {
+        match &self.text {
+            Text::Plain(t) => t.clone(),
+            Text::Structured(prefix) => Rendered(prefix, &self.structured).to_string(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn structured(&self) -> &Map<String, Value> {
+        &self.structured
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_error(&self) -> bool {
+        self.is_error
+    }
+
+    /// The same as a `Value`, text built (tests compare the two byte for byte).
+    #[cfg(test)]
+    pub(crate) fn to_value(&self) -> Value {
+        let text = object([("text", Value::String(self.text())), ("type", "text".into())]);
+        object([
+            ("content", Value::Array(vec![text])),
+            ("isError", self.is_error.into()),
+            ("structuredContent", Value::Object(self.structured.clone())),
+        ])
+    }
+}
+
+/// A `tools/call` answer: the JSON-RPC response carrying a [`CallResult`], stamped for
+/// 2026-07-28 ([`stamp_stateless`]'s members) when `stateless`. Serialises exactly as the
+/// same message built as a `Value` would (serde_json's sorted keys; a test holds it).
+pub(crate) struct CallAnswer<'a> {
+    pub id: &'a Value,
+    pub result: &'a CallResult,
+    pub stateless: bool,
+}
+
+impl serde::Serialize for CallAnswer<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", self.id)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        m.serialize_entry("result", &ResultWire(self))?;
+        m.end()
+    }
+}
+
+struct ResultWire<'a>(&'a CallAnswer<'a>);
+
+impl serde::Serialize for ResultWire<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (r, stateless) = (self.0.result, self.0.stateless);
+        let mut m = s.serialize_map(Some(if stateless { 5 } else { 3 }))?;
+        // Keys in the order a `Value`'s map writes them (sorted).
+        if stateless {
+            m.serialize_entry("_meta", &Meta)?;
+        }
+        m.serialize_entry("content", &[Block(r)])?;
+        m.serialize_entry("isError", &r.is_error)?;
+        if stateless {
+            m.serialize_entry("resultType", "complete")?;
+        }
+        m.serialize_entry("structuredContent", &r.structured)?;
+        m.end()
+    }
+}
+
+/// `_meta` of a 2026-07-28 answer: the server info.
+struct Meta;
+
+impl serde::Serialize for Meta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry(crate::session::META_SERVER_INFO, &crate::session::server_info())?;
+        m.end()
+    }
+}
+
+struct Block<'a>(&'a CallResult);
+
+impl serde::Serialize for Block<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        match &self.0.text {
+            Text::Plain(t) => m.serialize_entry("text", t)?,
+            Text::Structured(prefix) => m.serialize_entry("text", &Rendered(prefix, &self.0.structured))?,
+        }
+        m.serialize_entry("type", "text")?;
+        m.end()
+    }
+}
+
+/// `prefix` + the compact JSON of an object, written as one JSON string without being
+/// built first: serde_json escapes `collect_str` output piece by piece, and a `Value`'s
+/// `Display` writes its JSON piece by piece.
+struct Rendered<'a>(&'a str, &'a Map<String, Value>);
+
+impl fmt::Display for Rendered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        let mut w = FmtWriter(f);
+        serde_json::to_writer(&mut w, self.1).map_err(|_| fmt::Error)
+    }
+}
+
+/// `io::Write` over a `Formatter` (serde_json writes UTF-8 in whole pieces).
+struct FmtWriter<'a, 'b>(&'a mut fmt::Formatter<'b>);
+
+impl std::io::Write for FmtWriter<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let s = std::str::from_utf8(buf).map_err(std::io::Error::other)?;
+        self.0.write_str(s).map_err(std::io::Error::other)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl serde::Serialize for Rendered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -141,9 +306,14 @@ impl Refusal {
         &self.text[self.code.len() + 2..]
     }
 
+    /// The same answer as a `Value` (for 2026-07-28, which [`stamp_stateless`] stamps):
+    /// a refusal's message is sp's words about the agent's own request, not outside text.
     pub(crate) fn into_value(self) -> Value {
         let message = self.message().to_owned();
-        result_response(self.id, ToolResult::error(self.code, message).into_value())
+        let text = object([("text", Value::String(self.text)), ("type", "text".into())]);
+        let structured = object([("error", error_member(self.code, message))]);
+        let result = object([("content", Value::Array(vec![text])), ("isError", true.into()), ("structuredContent", structured)]);
+        result_response(self.id, result)
     }
 }
 
@@ -276,6 +446,26 @@ impl fmt::Display for ToolCode {
 mod tests {
     use super::*;
 
+    /// Outside text as a tool result takes it (an empty Vault changes nothing).
+    fn clean(text: &str) -> Scrubbed<String> {
+        crate::secret::Vault::new().scrub_text(text)
+    }
+
+    fn fields(v: Value) -> Scrubbed<Map<String, Value>> {
+        crate::secret::Vault::new().scrub_fields(v)
+    }
+
+    /// A typed answer, written, and the same message built as a `Value` (the text block
+    /// materialised, stamped for 2026-07-28 when `stateless`), written.
+    fn both(id: &Value, r: &CallResult, stateless: bool) -> (String, String) {
+        let typed = serde_json::to_string(&CallAnswer { id, result: r, stateless }).unwrap();
+        let mut built = result_response(id.clone(), r.to_value());
+        if stateless {
+            stamp_stateless(&mut built);
+        }
+        (typed, serde_json::to_string(&built).unwrap())
+    }
+
     #[test]
     fn a_refusal_writes_exactly_what_the_built_value_would() {
         let messages = ["not allowed", "", "a \"quoted\" \\ path\n\u{1}\u{7f} é \u{202e} 💥", &"x".repeat(5000)];
@@ -285,7 +475,8 @@ mod tests {
                     let typed = Refusal::new(id.clone(), code, message);
                     assert_eq!(typed.message(), message);
                     let written = serde_json::to_string(&typed).unwrap();
-                    let built = result_response(id.clone(), ToolResult::error(code, message).into_value());
+                    let call = ToolResult::error(code, clean(message)).into_call();
+                    let built = result_response(id.clone(), call.to_value());
                     assert_eq!(written, serde_json::to_string(&built).unwrap());
                     assert_eq!(typed.into_value(), built);
                 }
@@ -296,23 +487,51 @@ mod tests {
     /// The three shapes a tool result takes on the wire, and what the journal reads.
     #[test]
     fn tool_results_serialise_once_in_their_three_shapes() {
-        let ok = ToolResult::ok(json!({"status": 200}));
+        let ok = ToolResult::ok(fields(json!({"status": 200})));
         assert_eq!((ok.outcome(), ok.message()), ("ok", None));
-        let v = ok.into_value();
-        assert_eq!((v["isError"].clone(), v["structuredContent"].clone()), (json!(false), json!({"status": 200})));
-        assert_eq!(v["content"][0][crate::out::RENDER_STRUCTURED], "");
+        let v = ok.into_call();
+        assert_eq!((v.is_error(), Value::Object(v.structured().clone())), (false, json!({"status": 200})));
+        assert_eq!(v.text(), r#"{"status":200}"#);
 
-        let err = ToolResult::error(ToolCode::Denied.as_str(), "no rule");
+        let err = ToolResult::error(ToolCode::Denied.as_str(), clean("no rule"));
         assert_eq!((err.outcome(), err.message()), ("SP_DENIED", Some("no rule")));
-        let v = err.into_value();
+        let v = err.into_call().to_value();
         assert_eq!(v["content"][0]["text"], "SP_DENIED: no rule");
         assert_eq!(v["structuredContent"], json!({"error": {"code": "SP_DENIED", "message": "no rule"}}));
 
-        let partial = ToolResult::error(ToolCode::Timeout.as_str(), "too slow").with_fields(Map::from_iter([("stdout".to_owned(), json!("so far"))]));
-        let v = partial.into_value();
-        assert_eq!(v["structuredContent"], json!({"stdout": "so far", "error": {"code": "SP_TIMEOUT", "message": "too slow"}}));
-        assert_eq!(v["content"][0][crate::out::RENDER_STRUCTURED], "SP_TIMEOUT: too slow\n");
-        assert_eq!(v["isError"], true);
+        let partial = ToolResult::error(ToolCode::Timeout.as_str(), clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
+        let v = partial.into_call();
+        let sc = json!({"stdout": "so far", "error": {"code": "SP_TIMEOUT", "message": "too slow"}});
+        assert_eq!(Value::Object(v.structured().clone()), sc);
+        assert_eq!(v.text(), format!("SP_TIMEOUT: too slow\n{sc}"));
+        assert!(v.is_error());
+    }
+
+    /// The typed answer is byte for byte what serde_json makes of the materialised
+    /// message, in both eras, for every shape, with text that needs escaping; and no
+    /// marker of any kind is on the wire.
+    #[test]
+    fn a_typed_answer_writes_exactly_what_the_built_value_would() {
+        let odd = json!({"body": "a\"b\u{1}\n\u{0}", "n": [1, 2.5, -3], "é": "\u{202e}", "nested": {"z": null, "a": true}});
+        let results = [
+            ToolResult::ok(fields(odd.clone())),
+            ToolResult::ok(fields(json!({}))),
+            ToolResult::error("SP_UPSTREAM", clean("peer said \"no\"\n")),
+            ToolResult::error("SP_TIMEOUT", clean("too slow")).with_fields(fields(odd)),
+        ];
+        for r in results {
+            let call = r.into_call();
+            for id in [json!(7), json!("x\"y")] {
+                for stateless in [false, true] {
+                    let (typed, built) = both(&id, &call, stateless);
+                    assert_eq!(typed, built, "stateless {stateless}");
+                    assert!(!typed.contains("\\u0000sp") && !typed.contains("sp:text"), "{typed}");
+                    let v: Value = serde_json::from_str(&typed).unwrap();
+                    let block = v["result"]["content"][0].as_object().unwrap();
+                    assert_eq!(block.keys().collect::<Vec<_>>(), ["text", "type"]);
+                }
+            }
+        }
     }
 
     /// The codes sp(1) documents under "Tool results" are exactly this table.

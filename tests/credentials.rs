@@ -784,7 +784,8 @@ fn oauth2_token_url_at_a_metadata_address_is_blocked_and_nothing_is_sent() {
 #[test]
 fn check_validates_and_prints_both_schemes_and_names_the_bad_field() {
     let dir = TempDir::new("cred-check");
-    let source = dir.file("s", b"x", 0o600).display().to_string();
+    // Read by `sp check` (and held to the 8-byte minimum, issue #20), not parsed.
+    let source = dir.file("s", b"x-placeholder", 0o600).display().to_string();
     let write = |name: &str, inject: Value| {
         let policy = json!({
             "credentials": {"c": {"source": {"file": source}, "inject": inject, "hosts": ["api.example.com"]}},

@@ -129,7 +129,7 @@ fn fifo_credential_file_or_systemd_credential_fails_the_call_at_once_and_ping_is
 fn fifo_or_world_writable_approver_refuses_the_call_at_once_and_nothing_runs() {
     let server = TestServer::start();
     let dir = TempDir::new("files-approver");
-    let token = dir.file("token", b"tok\n", 0o600);
+    let token = dir.file("token", b"tok-files-approver\n", 0o600);
     let fifo = mkfifo(&dir.path, "approver-fifo");
     let open = dir.file("approver-open", b"#!/bin/sh\nexit 0\n", 0o777);
     let host = format!("127.0.0.1:{}", server.port);

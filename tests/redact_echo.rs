@@ -143,9 +143,14 @@ fn no_spelling_of_an_echoed_secret_reaches_stdout() {
         let text = r.to_string();
         assert!(text.contains(&format!("[REDACTED:{cred}]")), "{family}: no marker in {text}");
         if *path == "/v1/h" {
-            let h = &r["structuredContent"]["headers"];
-            assert_eq!(h["x-part-a"], "[REDACTED:api]", "{h}");
-            assert_eq!(h["x-part-b"], "[REDACTED:api]", "{h}");
+            // Each half is replaced in its own header. (A half is also a run of the
+            // secret long enough to be redacted on its own, sp(1) REDACTION; when the
+            // name before it happens to end with the secret's byte before that half, the
+            // run takes that byte too: `x-part-[REDACTED:api]`. So names are matched by
+            // their prefix.)
+            let h = r["structuredContent"]["headers"].as_object().unwrap();
+            let parts: Vec<&Value> = h.iter().filter(|(k, _)| k.starts_with("x-part-")).map(|(_, v)| v).collect();
+            assert_eq!(parts, [&json!("[REDACTED:api]"), &json!("[REDACTED:api]")], "{h:?}");
         }
     }
     let run = s.finish();

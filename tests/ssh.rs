@@ -536,7 +536,7 @@ fn encrypted_key_needs_its_passphrase() {
     w.sshd.add_authorized(&public);
     let key = w.dir.path.join("enc");
     let good = w.dir.file("pass", format!("{passphrase}\n").as_bytes(), 0o600);
-    let bad = w.dir.file("bad-pass", b"not-it\n", 0o600);
+    let bad = w.dir.file("bad-pass", b"not-the-passphrase\n", 0o600);
     let cases = [
         (json!({"key_file": key, "passphrase_file": good}), None),
         (json!({"key_file": key}), Some("could not be decoded")),

@@ -7,15 +7,17 @@
 //! base64 and base64url with and without padding, the secret-only characters of base64
 //! at byte offsets 1 and 2 of a longer stream (from 8 characters), and the password of
 //! `user:password` (from 4 bytes) or the key of `key:`; and each of those wrapped
-//! across a line break at a position the bytes choose. After `redact`, with each
-//! marker taken out, the planted spelling is nowhere in the text, in any letter case.
+//! across a line break at a position the bytes choose. Also (issue #20) the secret's
+//! UTF-16LE and UTF-16BE bytes, and a run of `min_run(n)` bytes of it (as is and
+//! upper-cased) at an offset the bytes choose. After `redact`, with each marker taken
+//! out, the planted spelling is nowhere in the text, in any letter case.
 
 #![no_main]
 
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use sallyport::fuzzing::{Redactor, MIN_CORE_CHARS, MIN_PART_BYTES};
+use sallyport::fuzzing::{min_run, Redactor, MIN_CORE_CHARS, MIN_PART_BYTES};
 
 const MARKER: &[u8] = b"[REDACTED:c]";
 
@@ -120,7 +122,7 @@ fuzz_target!(|data: &[u8]| {
         text.extend_from_slice(&body[at..]);
         text
     };
-    let check = |what: &str, text: &[u8], needle: &str| {
+    let check = |what: &str, text: &[u8], needle: &[u8]| {
         let out = r.redact(text).unwrap_or_else(|| text.to_vec());
         let mut stripped = Vec::with_capacity(out.len());
         let mut i = 0;
@@ -134,8 +136,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         assert!(
-            !contains_ci(&stripped, needle.as_bytes()),
-            "{what} spelling {needle:?} of secret {secret:?} survived:\n in:  {:?}\n out: {:?}",
+            !contains_ci(&stripped, needle),
+            "{what} spelling {:?} of secret {secret:?} survived:\n in:  {:?}\n out: {:?}",
+            String::from_utf8_lossy(needle),
             String::from_utf8_lossy(text),
             String::from_utf8_lossy(&out)
         );
@@ -146,7 +149,7 @@ fuzz_target!(|data: &[u8]| {
     let pick = body.get(at).copied().unwrap_or(0) as usize;
     let brk = if pick & 1 == 0 { "\n" } else { "\r\n" };
     for (what, s) in spellings(secret) {
-        check(what.as_str(), &plant(s.as_bytes()), &s);
+        check(what.as_str(), &plant(s.as_bytes()), s.as_bytes());
         if what == "wrapped" || s.len() < 2 {
             continue;
         }
@@ -156,7 +159,7 @@ fuzz_target!(|data: &[u8]| {
         }
         if i < s.len() {
             let wrapped = format!("{}{brk}{}", &s[..i], &s[i..]);
-            check(&format!("{what}, wrapped"), &plant(wrapped.as_bytes()), &wrapped);
+            check(&format!("{what}, wrapped"), &plant(wrapped.as_bytes()), wrapped.as_bytes());
         }
     }
     // Inside a longer base64 stream, at byte offsets 1 and 2 (and 0).
@@ -169,7 +172,21 @@ fuzz_target!(|data: &[u8]| {
         for (what, enc) in [("b64-stream", STANDARD.encode(&stream)), ("b64url-stream", URL_SAFE.encode(&stream))] {
             let want = if what == "b64url-stream" { core.replace('+', "-").replace('/', "_") } else { core.clone() };
             assert!(enc.contains(&want), "harness: core {want:?} not in {enc:?}");
-            check(what, &plant(enc.as_bytes()), &want);
+            check(what, &plant(enc.as_bytes()), want.as_bytes());
         }
+    }
+    // UTF-16, both byte orders, in the raw bytes.
+    let le: Vec<u8> = secret.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let be: Vec<u8> = secret.encode_utf16().flat_map(u16::to_be_bytes).collect();
+    check("utf16le", &plant(&le), &le);
+    check("utf16be", &plant(&be), &be);
+    // A run of the secret's bytes as long as the substring rule asks, where the bytes say.
+    let n = secret.len();
+    let run = min_run(n);
+    if n > run {
+        let from = pick % (n - run + 1);
+        let part = &secret.as_bytes()[from..from + run];
+        check("run", &plant(part), part);
+        check("run-upper", &plant(&part.to_ascii_uppercase()), part);
     }
 });

@@ -40,7 +40,11 @@
 //! command), `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name),
 //! `status` (HTTP), `exit_status` (SSH), `bytes_in` (malformed frames), `bytes_out`,
 //! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `prev`, `hash`.
-//! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes.
+//! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes. Those two fields can
+//! quote outside text (the agent's URL or command, a peer's error), so they alone are
+//! scrubbed of every secret read in this process ([`OUTSIDE_TEXT`], `Row`'s own slot);
+//! every other field is sp's own (kind, decision, tool, code, rule and credential names,
+//! counters, hashes) and is written as sp spelled it, whatever the secrets.
 //!
 //! `hash` = hex SHA-256 of `prev` (64 hex digits) immediately followed by the row as
 //! written without its `hash` member. `prev` is the previous row's `hash`, or 64 zeros
@@ -87,7 +91,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub(crate) use file::AuditError;
 use file::{create_private_dirs, FileJournal};
@@ -256,8 +260,9 @@ impl Journal {
     /// Appends one row (durably when `fsync` is on) and copies it to syslog. `Ok` with
     /// no journal configured. Returns the row as written.
     pub fn write(&mut self, row: Row) -> Result<Option<String>, AuditError> {
-        let mut m = row.0;
-        scrub_row(&mut m);
+        // Issue 8 point 3: the outside text of every row goes through the answers'
+        // redactor, against every secret read in this process; sp's own fields never do.
+        let mut m = row.finish(|text| crate::secret::scrub_journal_text(text).into_inner());
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
         let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
@@ -292,26 +297,6 @@ impl Journal {
         }
     }
 }
-
-/// Fields `sp` itself computes (hashes, counters, its own words): never scrubbed, so a
-/// short secret cannot rewrite a fingerprint.
-const OWN_FIELDS: [&str; 5] = ["kind", "decision", "request_fp", "host_key_fp", "session"];
-
-/// Issue 8 point 3: every other text field of every row (target, reason, code, rule,
-/// credential, ... and any field added later) goes through the answers' redactor, against
-/// every secret read in this process, here in the one place rows are written.
-fn scrub_row(m: &mut Map<String, Value>) {
-    let vault = crate::secret::process_vault();
-    for (k, v) in m.iter_mut() {
-        if !OWN_FIELDS.contains(&k.as_str()) {
-            vault.scrub(v);
-        }
-        if let Value::String(s) = v {
-            cap(s);
-        }
-    }
-}
-
 
 #[cfg(test)]
 mod tests {

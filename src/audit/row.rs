@@ -315,36 +315,70 @@ fn insert_member(out: &mut Vec<u8>, at: usize, key: &str, value: &Value) {
 // ---------------------------------------------------------------------------------------
 // Rows
 
+/// The fields that can quote outside text: an HTTP target is the agent's URL, an SSH
+/// target its command, a reason can quote a peer's error. Only these are scrubbed
+/// ([`Row::outside`]); every other field holds sp's own values (kind, decision, code,
+/// tool, rule and credential names from the policy, counters, hashes), which no secret,
+/// however short, may rewrite.
+pub(crate) const OUTSIDE_TEXT: [&str; 2] = ["target", "reason"];
+
 /// A row being built; [`Journal::write`] adds `seq`, `ts`, `session`, `prev`, `hash`.
+/// Its outside text is held apart from sp's own fields, so the journal scrubs exactly
+/// that and nothing else.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row(pub(super) Map<String, Value>);
+pub struct Row {
+    own: Map<String, Value>,
+    outside: Map<String, Value>,
+}
 
 impl Row {
     pub fn new(kind: &str) -> Row {
-        let mut m = Map::new();
-        m.insert("kind".into(), Value::String(kind.to_owned()));
-        Row(m)
+        let mut own = Map::new();
+        own.insert("kind".into(), Value::String(kind.to_owned()));
+        Row { own, outside: Map::new() }
     }
 
-    /// Sets a field (`None` leaves it out). Text is capped at [`MAX_TEXT`] when written,
-    /// after scrubbing (a cap first could cut a secret past recognition).
+    /// Sets a field (`None` leaves it out); a field of [`OUTSIDE_TEXT`] goes with the
+    /// outside text. Text is capped at [`MAX_TEXT`] when written, after scrubbing (a cap
+    /// first could cut a secret past recognition).
     pub fn set(mut self, key: &'static str, value: impl Into<Value>) -> Row {
         debug_assert!(FIELDS.contains(&key), "{key} is not a journal field");
         let v = value.into();
+        let (into, other) = if OUTSIDE_TEXT.contains(&key) { (&mut self.outside, &mut self.own) } else { (&mut self.own, &mut self.outside) };
+        other.remove(key);
         if v.is_null() {
-            self.0.remove(key);
+            into.remove(key);
         } else {
-            self.0.insert(key.to_owned(), v);
+            into.insert(key.to_owned(), v);
         }
         self
     }
 
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.get(key)
+        self.own.get(key).or_else(|| self.outside.get(key))
     }
 
     pub fn kind(&self) -> &str {
-        self.0.get("kind").and_then(Value::as_str).unwrap_or_default()
+        self.own.get("kind").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    /// The row as written: its outside text passed through `scrub` (each string of
+    /// [`OUTSIDE_TEXT`]), then every string capped at [`MAX_TEXT`].
+    pub(crate) fn finish(self, scrub: impl Fn(String) -> String) -> Map<String, Value> {
+        let Row { mut own, outside } = self;
+        for (k, v) in outside {
+            let v = match v {
+                Value::String(s) => Value::String(scrub(s)),
+                other => other,
+            };
+            own.insert(k, v);
+        }
+        for v in own.values_mut() {
+            if let Value::String(s) = v {
+                cap(s);
+            }
+        }
+        own
     }
 }
 

@@ -204,6 +204,13 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     for w in warnings(&policy) {
         log::warn!("{w}");
     }
+    // Issue #20: a static secret too short to be redacted stops sp before it serves.
+    let secrets = crate::secret::check_static(&policy, &crate::sys::env_var);
+    secrets.warnings.iter().for_each(|w| log::warn!("{w}"));
+    if let Some(e) = secrets.refused.first() {
+        eprintln!("sp: {e}; refusing to serve");
+        return ExitCode::from(EXIT_FATAL);
+    }
     let options = Options {
         max_line_bytes: args.max_line_bytes,
         close_on_refusal: args.close_on_refusal,
@@ -295,11 +302,17 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
             _ => {}
         }
     }
+    // Issue #20: static secrets are read (not kept) and held to their minimum length.
+    let secrets = crate::secret::check_static(policy, &crate::sys::env_var);
+    if !secrets.refused.is_empty() {
+        secrets.refused.iter().for_each(|e| eprintln!("sp: {e}"));
+        return ExitCode::from(EXIT_FATAL);
+    }
     s += &crate::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
     s += &crate::grants::check_summary(&policy.approval.grants, |k| env.get(k));
-    for w in warnings(policy) {
+    for w in warnings(policy).iter().chain(&secrets.warnings) {
         eprintln!("sp: warning: {w}");
     }
     // Policy text (paths, variable names, host patterns, argv) is shown escaped, like

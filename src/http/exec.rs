@@ -387,7 +387,9 @@ impl HttpExecutor {
         let parsed = if outcome.truncated {
             Err(oauth2::TokenError::TooLarge)
         } else {
-            oauth2::parse_token_response(outcome.status, &outcome.body)
+            // A token shorter than the credential's minimum is refused here: not used,
+            // not remembered, not cached (`secret.rs`, "Short secrets").
+            oauth2::parse_token_response(outcome.status, &outcome.body).and_then(|t| t.at_least(vault.min_secret_bytes(name)))
         };
         zeroize::Zeroize::zeroize(&mut outcome.body);
         let token = parsed.map_err(|e| ExecError::Upstream(format!("credential {name:?}: {e}")))?;

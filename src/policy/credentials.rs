@@ -84,7 +84,15 @@ pub struct Credential {
     pub approve: bool,
     /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
     pub allow_routing_headers: Vec<String>,
+    /// The shortest secret accepted from the source (and, for `oauth2`, from the token
+    /// endpoint): [`crate::secret::MIN_SECRET_BYTES`] unless the operator lowers it with
+    /// `"min_secret_bytes"` (sp-policy(5), CREDENTIALS; warned about at startup and by
+    /// `sp check`).
+    pub min_secret_bytes: usize,
 }
+
+/// The largest `min_secret_bytes` accepted (a secret source holds at most 64 KiB).
+pub(crate) const MAX_MIN_SECRET_BYTES: u64 = 4096;
 
 /// `on_echo` of a credential (issue 8): replace the echo, or withhold what carried it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,8 +106,12 @@ pub enum OnEcho {
 
 
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
-    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers"])?;
+    let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
     let approve = flag(map, "approve", field, false)?;
+    let min_secret_bytes = match map.get("min_secret_bytes") {
+        None => crate::secret::MIN_SECRET_BYTES,
+        Some(n) => int(n, &format!("{field}.min_secret_bytes"), 1, MAX_MIN_SECRET_BYTES)? as usize,
+    };
     let source_field = format!("{field}.source");
     let source = source(map.get("source").ok_or_else(|| (source_field.clone(), "is required".to_owned()))?, &source_field)?;
     let inject_field = format!("{field}.inject");
@@ -120,7 +132,7 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
         None => Vec::new(),
         Some(v) => routing_headers(v, &format!("{field}.allow_routing_headers"))?,
     };
-    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, allow_routing_headers })
+    Ok(Credential { name: name.to_owned(), source, inject, hosts, paths, methods, on_echo, approve, allow_routing_headers, min_secret_bytes })
 }
 
 /// `allow_routing_headers`: names of routing headers (sp-policy(5), REQUEST OVERRIDES),

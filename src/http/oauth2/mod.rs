@@ -469,6 +469,17 @@ impl Token {
     pub(crate) fn expires_in(&self) -> Option<u64> {
         self.expires_in
     }
+
+    /// The token if it is at least `min` bytes long (the credential's
+    /// `min_secret_bytes`): a shorter one cannot be told from ordinary text, so it could
+    /// not be redacted from answers without rewriting them; it is refused before it is
+    /// used, remembered or cached (`secret.rs`, "Short secrets").
+    pub(crate) fn at_least(self, min: usize) -> Result<Token, TokenError> {
+        if self.access_token.len() < min {
+            return Err(TokenError::AccessTokenTooShort { min });
+        }
+        Ok(self)
+    }
 }
 
 /// Why a token response was not accepted. Display names what was wrong and never
@@ -487,6 +498,8 @@ pub(crate) enum TokenError {
     },
     TooLarge,
     NotJson,
+    /// A member named twice: which one counts depends on the parser, so neither does.
+    DuplicateKey,
     NotAnObject,
     MissingAccessToken,
     AccessTokenNotString,
@@ -494,6 +507,8 @@ pub(crate) enum TokenError {
     /// Control characters, spaces or non-ASCII: it could not go into a header as is.
     AccessTokenCharacters,
     AccessTokenTooLong,
+    /// Shorter than the credential's `min_secret_bytes`.
+    AccessTokenTooShort { min: usize },
     MissingTokenType,
     TokenTypeNotBearer,
     /// Negative, fractional, or neither a number nor a string of digits.
@@ -518,6 +533,7 @@ impl fmt::Display for TokenError {
                 "token response is larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"
             ),
             TokenError::NotJson => f.write_str("token response is not JSON"),
+            TokenError::DuplicateKey => f.write_str("token response names a member twice"),
             TokenError::NotAnObject => f.write_str("token response is not a JSON object"),
             TokenError::MissingAccessToken => f.write_str("token response has no access_token"),
             TokenError::AccessTokenNotString => {
@@ -530,6 +546,11 @@ impl fmt::Display for TokenError {
             TokenError::AccessTokenTooLong => write!(
                 f,
                 "token response access_token is longer than {MAX_TOKEN_BYTES} bytes"
+            ),
+            TokenError::AccessTokenTooShort { min } => write!(
+                f,
+                "token response access_token is shorter than {min} bytes, too short to be told from ordinary text \
+                 (min_secret_bytes); it is not used"
             ),
             TokenError::MissingTokenType => f.write_str("token response has no token_type"),
             TokenError::TokenTypeNotBearer => {
@@ -549,7 +570,8 @@ impl std::error::Error for TokenError {}
 /// `access_token` of visible ASCII (no spaces; at most [`MAX_TOKEN_BYTES`]),
 /// `token_type` "Bearer" in any case, and an optional `expires_in` that is a
 /// non-negative integer or a string of digits (some providers send one); `null` counts
-/// as absent. Anything else is a [`TokenError`].
+/// as absent. The JSON is parsed strictly (`json.rs`): a member named twice is refused,
+/// since two parsers could each take a different one. Anything else is a [`TokenError`].
 pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, TokenError> {
     if body.len() > MAX_TOKEN_RESPONSE_BYTES {
         return Err(if status == 200 {
@@ -561,14 +583,20 @@ pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, To
             }
         });
     }
-    let parsed = serde_json::from_slice(body)
-        .ok()
+    let parsed = std::str::from_utf8(body)
+        .map_err(|_| TokenError::NotJson)
+        .and_then(|text| {
+            crate::json::parse(text).map_err(|e| match e {
+                crate::json::JsonError::DuplicateKey { .. } => TokenError::DuplicateKey,
+                _ => TokenError::NotJson,
+            })
+        })
         .map(|v| Zeroizing::new(ValueBox(v)));
     if status != 200 {
-        let error = parsed.as_ref().and_then(|v| error_code(&v.0));
+        let error = parsed.as_ref().ok().and_then(|v| error_code(&v.0));
         return Err(TokenError::Status { status, error });
     }
-    let value = parsed.ok_or(TokenError::NotJson)?;
+    let value = parsed?;
     let obj = value.0.as_object().ok_or(TokenError::NotAnObject)?;
     let token = match obj.get("access_token") {
         None | Some(serde_json::Value::Null) => {
