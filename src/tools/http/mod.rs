@@ -9,10 +9,10 @@
 pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod coding;
-pub mod dest;
+pub use crate::net::dest;
 pub(crate) mod exec;
-pub(crate) mod inject;
-pub(crate) mod oauth2;
+pub(crate) use crate::cred::inject;
+pub(crate) use crate::cred::oauth2;
 pub(crate) mod result;
-pub(crate) mod sigv4;
+pub(crate) use crate::cred::sigv4;
 pub(crate) mod url;

@@ -49,6 +49,8 @@
 //! `"approval": {"command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120}`, and
 //! `"approve": true`, an ordinary field of a credential or an SSH host.
 
+pub(crate) mod grants;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

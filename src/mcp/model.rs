@@ -537,7 +537,7 @@ mod tests {
     /// The codes sp(1) documents under "Tool results" are exactly this table.
     #[test]
     fn the_table_is_the_documented_list() {
-        let page = include_str!("../man/sp.1");
+        let page = include_str!("../../man/sp.1");
         let start = page.find(".SS Tool results").expect("sp(1) has Tool results");
         let rest = &page[start + 1..];
         let section = &rest[..rest.find("\n.SS ").or_else(|| rest.find("\n.SH ")).unwrap_or(rest.len())];

@@ -10,6 +10,11 @@
 //! unknown argument is refused, and nothing here touches the network: a URL is parsed
 //! and normalised, never resolved.
 
+pub(crate) mod http;
+pub(crate) mod ssh;
+#[allow(dead_code, reason = "wired into the tool table in the next step of upstream support")]
+pub(crate) mod upstream;
+
 use std::fmt;
 
 use serde_json::{json, Map, Value};
