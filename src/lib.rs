@@ -26,13 +26,6 @@ mod gate;
 mod mcp;
 mod net;
 mod tools;
-// The modules' former paths, while their users move to the new ones.
-use gate::vault as secret;
-use gate::{authorize, exec, redact};
-use mcp::model as wire;
-use mcp::{control, frame, jsonrpc, out, session};
-use approve::grants;
-use tools::{http, ssh};
 mod audit;
 mod cli;
 mod escape;
@@ -49,18 +42,18 @@ mod sys;
 // The public surface: what `main.rs`, the integration tests, the examples and the fuzz
 // targets (through `fuzzing`) use. Everything else is `pub(crate)`, and the
 // `unreachable_pub` lint keeps it so (issue #9).
-pub use authorize::Authorized;
+pub use gate::authorize::Authorized;
 pub use cli::{run, EXIT_FATAL};
-pub use exec::{Cancel, ExecError, Executor, Progress};
-pub use http::authorize::HttpAction;
-pub use http::result::HttpOutcome;
-pub use ssh::result::{SshError, SshOutcome, Stop};
-pub use http::args::{OVERRIDE_HEADERS, OVERRIDE_PARAMS};
-pub use http::dest;
-pub use http::exec::HttpExecutor;
-pub use out::{take_stdout, ProtocolWriter};
+pub use gate::exec::{Cancel, ExecError, Executor, Progress};
+pub use tools::http::authorize::HttpAction;
+pub use tools::http::result::HttpOutcome;
+pub use tools::ssh::result::{SshError, SshOutcome, Stop};
+pub use tools::http::args::{OVERRIDE_HEADERS, OVERRIDE_PARAMS};
+pub use net::dest;
+pub use tools::http::exec::HttpExecutor;
+pub use mcp::out::{take_stdout, ProtocolWriter};
 pub use policy::{Policy, SecretSource};
-pub use secret::Vault;
+pub use gate::vault::Vault;
 pub use server::{Exit, Options, Server};
-pub use ssh::authorize::SshAction;
+pub use tools::ssh::authorize::SshAction;
 pub use tools::{call_request, ToolCall};

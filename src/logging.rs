@@ -3,8 +3,8 @@
 //!
 //! Log lines carry server- and agent-supplied text (URL paths, redirect targets, error
 //! messages). So every record, the whole formatted message and not only its arguments:
-//! 1. is scrubbed against every secret of at least [`crate::secret::MIN_SECRET_BYTES`]
-//!    read in this process so far ([`crate::secret::scrub_log_line`]: each `Vault`
+//! 1. is scrubbed against every secret of at least [`crate::gate::vault::MIN_SECRET_BYTES`]
+//!    read in this process so far ([`crate::gate::vault::scrub_log_line`]: each `Vault`
 //!    registers what it reads there), with the same redactor as answers. Only those:
 //!    the whole line is searched, sp's own words included, and a secret shorter than
 //!    that (one an operator let in with `min_secret_bytes`) would rewrite them, so the
@@ -31,7 +31,7 @@ use crate::escape::is_unsafe;
 /// The text of one log line (without the trailing newline): scrubbed, then escaped.
 pub(crate) fn line(level: Level, message: &str) -> String {
     let mut bytes = message.as_bytes().to_vec();
-    crate::secret::scrub_log_line(&mut bytes);
+    crate::gate::vault::scrub_log_line(&mut bytes);
     let text = String::from_utf8_lossy(&bytes);
     format!("{level} {}", escape(&text))
 }

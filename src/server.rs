@@ -18,24 +18,24 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
-use crate::wire::{stamp_stateless, ToolCode, ToolResult};
+use crate::mcp::model::{stamp_stateless, ToolCode, ToolResult};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
-use crate::control::{raw_of, Event, Input, Link};
-use crate::exec::{Cancel, ExecError, Executor, Progress};
-use crate::http::result::{HttpResult, Redirect, Secrets};
-use crate::frame::FrameError;
+use crate::gate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
+use crate::mcp::control::{raw_of, Event, Input, Link};
+use crate::gate::exec::{Cancel, ExecError, Executor, Progress};
+use crate::tools::http::result::{HttpResult, Redirect, Secrets};
+use crate::mcp::frame::FrameError;
 use crate::json::{self, JsonError};
-use crate::jsonrpc::{self, Id, Message, ShapeError};
-use crate::out::ProtocolWriter;
+use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
+use crate::mcp::out::ProtocolWriter;
 use crate::policy::{OnEcho, Policy};
-use crate::secret::{withholds, Scrubbed, Vault, WITHHELD};
-use crate::session::{Era, Refusal, Session, Step};
+use crate::gate::vault::{withholds, Scrubbed, Vault, WITHHELD};
+use crate::mcp::session::{Era, Refusal, Session, Step};
 use crate::tools::{self, CallError, ToolCall};
 
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Options {
         Options {
-            max_line_bytes: crate::frame::DEFAULT_MAX_LINE_BYTES,
+            max_line_bytes: crate::mcp::frame::DEFAULT_MAX_LINE_BYTES,
             close_on_refusal: false,
             panic_on_first_frame: false,
             stop: Default::default(),
@@ -326,23 +326,23 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// A `tools/call` cancelled while it waited behind another (issue #10): it never
     /// runs and is never answered; a rejection with reason `cancelled`.
-    fn cancelled_queued(&mut self, frame: &crate::frame::Frame) {
+    fn cancelled_queued(&mut self, frame: &crate::mcp::frame::Frame) {
         let Some(Message::Request { method, params, .. }) = json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok()) else {
             return;
         };
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
         // The journal's `tool` holds only sp's tool names, never an agent's string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
-        self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
+        self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::tools::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
         self.reject("cancelled");
-        self.journal_reject("cancelled", crate::exec::SP_CANCELLED, "cancelled by the client before it ran");
+        self.journal_reject("cancelled", crate::gate::exec::SP_CANCELLED, "cancelled by the client before it ran");
     }
 
     /// A request that reused an id in flight (`control.rs`): refused with `id: null`, so
     /// the request that holds the id gets the only answer that carries it; the refused
     /// id is in the error's `data.requestId`. Well-formed: the session stays open
     /// (unless refusals close it).
-    fn refuse_in_flight<W: Write + Send>(&mut self, io: &Input<'_, '_, '_, W>, frame: &crate::frame::Frame, id: Id) -> Option<Exit> {
+    fn refuse_in_flight<W: Write + Send>(&mut self, io: &Input<'_, '_, '_, W>, frame: &crate::mcp::frame::Frame, id: Id) -> Option<Exit> {
         if self.audited()
             && let Some(Message::Request { method, params, .. }) = json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok())
         {
@@ -416,7 +416,7 @@ impl<'p, E: Executor> Server<'p, E> {
             Outgoing::List(l) => out.send_typed(&l),
             Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
             Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
-            Outgoing::Tool(r) => out.send_typed(&crate::wire::CallAnswer { id: &id.to_value(), result: &r, stateless: era == Era::Stateless }),
+            Outgoing::Tool(r) => out.send_typed(&crate::mcp::model::CallAnswer { id: &id.to_value(), result: &r, stateless: era == Era::Stateless }),
             Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
             Outgoing::Value(v) => out.send(&v),
         });
@@ -434,7 +434,7 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: impl std::fmt::Display) -> (Outgoing, bool) {
-        let refusal = crate::wire::Refusal::new(id.to_value(), code, message);
+        let refusal = crate::mcp::model::Refusal::new(id.to_value(), code, message);
         log::info!("refused ({code}): {}", refusal.message());
         self.reject(reason);
         self.journal_reject(reason, code, refusal.message());
@@ -482,7 +482,7 @@ impl<'p, E: Executor> Server<'p, E> {
         // interrupted is still answered, best effort.
         let requested = io.cancel_requested;
         let (tool, result) = match ran {
-            Err((reason, code, message)) if requested || code == crate::exec::SP_CANCELLED => {
+            Err((reason, code, message)) if requested || code == crate::gate::exec::SP_CANCELLED => {
                 log::info!("call cancelled before it ran ({code}): {message}");
                 self.reject(reason);
                 self.journal_reject(reason, code, &message);
@@ -491,8 +491,8 @@ impl<'p, E: Executor> Server<'p, E> {
             Err((reason, code, message)) => return Some(self.refuse_tool(id, reason, code, message)),
             // An executor that saw the cancel says what became of the effect (ssh_exec:
             // what was killed, what may still run); its words go to the journal.
-            Ok((tool, result)) if requested && result.outcome() != crate::exec::SP_CANCELLED => {
-                (tool, ToolResult::error(crate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client")))
+            Ok((tool, result)) if requested && result.outcome() != crate::gate::exec::SP_CANCELLED => {
+                (tool, ToolResult::error(crate::gate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client")))
             }
             Ok(done) => done,
         };
@@ -506,7 +506,7 @@ impl<'p, E: Executor> Server<'p, E> {
             result
         };
         self.journal_result(outcome, result.message().map(str::to_owned));
-        if outcome == crate::exec::SP_CANCELLED {
+        if outcome == crate::gate::exec::SP_CANCELLED {
             log::info!("{tool} cancelled by the client: no answer is sent");
             return None;
         }
@@ -519,7 +519,7 @@ impl<'p, E: Executor> Server<'p, E> {
         action: Action,
         progress_token: Option<Value>,
         cancel: &Cancel,
-        notes: &crate::control::Notes<'_>,
+        notes: &crate::mcp::control::Notes<'_>,
     ) -> Result<(&'static str, ToolResult), (&'static str, &'static str, String)> {
         // Issue #5: the approver for approve-flagged credentials and hosts, then the
         // intent row, durable before anything runs; if it cannot be written, nothing runs.
@@ -637,14 +637,14 @@ impl<E: Executor> Server<'_, E> {
 impl<E: Executor> Server<'_, E> {
     /// `ssh_exec` (issue #4): run, scrub the raw output bytes, shape the result. A
     /// timeout is an error result that still carries the output collected until then.
-    fn run_ssh(&mut self, ssh: &Authorized<crate::ssh::SshAction>, progress: &mut Progress<'_>) -> (&'static str, ToolResult) {
+    fn run_ssh(&mut self, ssh: &Authorized<crate::tools::ssh::SshAction>, progress: &mut Progress<'_>) -> (&'static str, ToolResult) {
         let a = ssh.action();
         log::info!("executing ssh_exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
         log::debug!("ssh_exec command on {}: {:?}", a.host, a.command);
         // `cut`: the output may end inside a secret (truncated, or a timeout's partial
         // output), so a tail that begins a secret is scrubbed too.
         // The cut tail first, as for HTTP bodies (`run_http`).
-        let scrub = |vault: &Vault, o: &mut crate::exec::SshOutcome, cut: bool| {
+        let scrub = |vault: &Vault, o: &mut crate::gate::exec::SshOutcome, cut: bool| {
             if cut {
                 vault.scrub_truncated_tail(&mut o.stdout);
                 vault.scrub_truncated_tail(&mut o.stderr);
@@ -652,7 +652,7 @@ impl<E: Executor> Server<'_, E> {
             vault.scrub_bytes(&mut o.stdout);
             vault.scrub_bytes(&mut o.stderr);
         };
-        let facts = |o: &crate::exec::SshOutcome| crate::audit::SshFacts {
+        let facts = |o: &crate::gate::exec::SshOutcome| crate::audit::SshFacts {
             exit_status: o.exit_status,
             bytes_out: o.stdout_bytes + o.stderr_bytes,
             truncated: o.truncated,
@@ -664,7 +664,7 @@ impl<E: Executor> Server<'_, E> {
                 log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
                 let cut = o.truncated;
                 scrub(&self.vault, &mut o, cut);
-                (crate::ssh::SSH_EXEC, ToolResult::ok(self.vault.scrub_fields(o.to_json())))
+                (crate::tools::ssh::SSH_EXEC, ToolResult::ok(self.vault.scrub_fields(o.to_json())))
             }
             Err(mut e) => {
                 // The message can quote the remote side: scrubbed before it is logged or sent.
@@ -678,7 +678,7 @@ impl<E: Executor> Server<'_, E> {
                     // error line, then the JSON of the whole result, `ToolResult`).
                     result = result.with_fields(self.vault.scrub_fields(o.to_json()));
                 }
-                (crate::ssh::SSH_EXEC, result)
+                (crate::tools::ssh::SSH_EXEC, result)
             }
         }
     }
@@ -760,7 +760,7 @@ impl<E: Executor> Server<'_, E> {
         let reason = message;
         let decision = match outcome {
             "ok" => "ok",
-            crate::exec::SP_CANCELLED => "cancelled",
+            crate::gate::exec::SP_CANCELLED => "cancelled",
             _ => "error",
         };
         let mut row = self
@@ -799,8 +799,8 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 enum Outgoing {
     Value(Value),
     /// A tool's answer, typed (`wire::CallResult`).
-    Tool(crate::wire::CallResult),
-    Refusal(crate::wire::Refusal),
+    Tool(crate::mcp::model::CallResult),
+    Refusal(crate::mcp::model::Refusal),
     List(tools::ListAnswer),
 }
 
@@ -811,14 +811,14 @@ fn send_stamped<W: Write>(out: &mut ProtocolWriter<W>, mut response: Value) -> s
 }
 
 fn result_response(id: &Id, result: Value) -> Value {
-    crate::wire::result_response(id.to_value(), result)
+    crate::mcp::model::result_response(id.to_value(), result)
 }
 
 fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
     let mut error = json!({"code": err.code(), "message": err.to_string()});
     if let RpcError::Lifecycle(Refusal::UnsupportedVersion { requested }) = err {
         // 2026-07-28 `UnsupportedProtocolVersionError`.
-        error["data"] = json!({"supported": crate::session::ALL_VERSIONS, "requested": requested});
+        error["data"] = json!({"supported": crate::mcp::session::ALL_VERSIONS, "requested": requested});
     }
     if let RpcError::Lifecycle(Refusal::IdInFlight { id }) = err {
         error["data"] = json!({"requestId": id.to_value()});

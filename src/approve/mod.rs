@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::audit::{Context, Journal};
-use crate::authorize::Action;
+use crate::gate::authorize::Action;
 use crate::escape;
 use crate::policy::{Policy, SecretSource};
 
@@ -117,7 +117,7 @@ pub(crate) enum Gate {
 /// cannot take the approval row refuses the action (`SP_UNAVAILABLE`).
 /// A cancel (issue #10) kills the approver's process group; the call is then refused
 /// with `SP_CANCELLED` and never answered.
-pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::exec::Cancel) -> Gate {
+pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::gate::exec::Cancel) -> Gate {
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
     let subject = match action {
@@ -156,12 +156,12 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
         .set("duration_ms", answer.duration_ms);
     if let Err(e) = journal.write(row) {
         log::error!("{e}");
-        return Gate::Refuse { reason: "audit_unavailable", code: crate::wire::ToolCode::Unavailable.as_str(), message: format!("the action was not run: {e}") };
+        return Gate::Refuse { reason: "audit_unavailable", code: crate::mcp::model::ToolCode::Unavailable.as_str(), message: format!("the action was not run: {e}") };
     }
     match answer.decision {
         "approved" | "observed" => Gate::Run { intent },
-        "cancelled" => Gate::Refuse { reason: "cancelled", code: crate::exec::SP_CANCELLED, message: "cancelled by the client while the approver was asked".into() },
-        _ => Gate::Refuse { reason: "not_approved", code: crate::wire::ToolCode::NotApproved.as_str(), message: format!("the operator's approver did not approve this call: {}", answer.why) },
+        "cancelled" => Gate::Refuse { reason: "cancelled", code: crate::gate::exec::SP_CANCELLED, message: "cancelled by the client while the approver was asked".into() },
+        _ => Gate::Refuse { reason: "not_approved", code: crate::mcp::model::ToolCode::NotApproved.as_str(), message: format!("the operator's approver did not approve this call: {}", answer.why) },
     }
 }
 
@@ -271,12 +271,12 @@ pub(crate) struct Answer {
 /// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
 #[cfg(test)]
 fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
-    ask_cancellable(argv, timeout, &description.to_string(), env, hidden_env, &crate::exec::Cancel::new())
+    ask_cancellable(argv, timeout, &description.to_string(), env, hidden_env, &crate::gate::exec::Cancel::new())
 }
 
 /// [`ask`], and when `cancel` fires the approver's process group is killed at once
 /// (decision `cancelled`).
-pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &str, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::exec::Cancel) -> Answer {
+pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &str, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::gate::exec::Cancel) -> Answer {
     use crate::sys::Waited;
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();

@@ -22,8 +22,8 @@ use serde_json::json;
 use super::args::{ApproveArgs, ApproveSub, APPROVE_USAGE};
 use super::audit::{json_safe, safe, Failed};
 use super::Env;
-use crate::grants::{self, Grant, Grants};
-use crate::out::StdoutHandle;
+use crate::approve::grants::{self, Grant, Grants};
+use crate::mcp::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 
 /// `sp approve ...` with the policy named by `-c` (before or after `approve`), if any.
@@ -129,7 +129,7 @@ fn render_list(list: &[Grant], now: u64, current: Option<&str>, as_json: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grants::{Channel, Scope};
+    use crate::approve::grants::{Channel, Scope};
 
     fn grant(scope: Scope, target: &str) -> Grant {
         Grant {

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::frame::DEFAULT_MAX_LINE_BYTES;
+use crate::mcp::frame::DEFAULT_MAX_LINE_BYTES;
 
 pub(crate) const USAGE: &str = "\
 sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the credentials

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::args::{AuditArgs, Sub, AUDIT_USAGE};
 use crate::audit;
-use crate::out::StdoutHandle;
+use crate::mcp::out::StdoutHandle;
 
 /// The command failed (exit status 1, `cli::EXIT_FATAL`); the reason is already on stderr
 /// or stdout.

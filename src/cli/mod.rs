@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::out::StdoutHandle;
+use crate::mcp::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 use crate::server::{Options, Server};
 
@@ -205,7 +205,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         log::warn!("{w}");
     }
     // Issue #20: a static secret too short to be redacted stops sp before it serves.
-    let secrets = crate::secret::check_static(&policy, &crate::sys::env_var);
+    let secrets = crate::gate::vault::check_static(&policy, &crate::sys::env_var);
     secrets.warnings.iter().for_each(|w| log::warn!("{w}"));
     if let Some(e) = secrets.refused.first() {
         eprintln!("sp: {e}; refusing to serve");
@@ -220,7 +220,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         nudge: Some(nudge),
     };
     let mut executors = Executors::new();
-    executors.http = crate::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
+    executors.http = crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
         let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
@@ -303,15 +303,15 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         }
     }
     // Issue #20: static secrets are read (not kept) and held to their minimum length.
-    let secrets = crate::secret::check_static(policy, &crate::sys::env_var);
+    let secrets = crate::gate::vault::check_static(policy, &crate::sys::env_var);
     if !secrets.refused.is_empty() {
         secrets.refused.iter().for_each(|e| eprintln!("sp: {e}"));
         return ExitCode::from(EXIT_FATAL);
     }
-    s += &crate::ssh::check_summary(&policy.ssh);
+    s += &crate::tools::ssh::check_summary(&policy.ssh);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
-    s += &crate::grants::check_summary(&policy.approval.grants, |k| env.get(k));
+    s += &crate::approve::grants::check_summary(&policy.approval.grants, |k| env.get(k));
     for w in warnings(policy).iter().chain(&secrets.warnings) {
         eprintln!("sp: warning: {w}");
     }
@@ -332,7 +332,7 @@ const METADATA_NAMES: [&str; 5] = ["metadata.google.internal", "metadata.goog", 
 /// addresses. `sp check` prints them, `sp mcp` logs them; neither refuses the policy,
 /// since the run-time check stays the one that decides. Escaped when shown.
 pub(crate) fn warnings(policy: &Policy) -> Vec<String> {
-    use crate::http::dest::{classify, Class};
+    use crate::net::dest::{classify, Class};
     let judge = |ip: Option<std::net::IpAddr>, name: Option<&str>| -> Option<String> {
         if let Some(v) = ip.map(classify).filter(|v| matches!(v.class, Class::Blocked(_))) {
             return Some(v.to_string());
@@ -379,8 +379,8 @@ pub(crate) fn warnings(policy: &Policy) -> Vec<String> {
 /// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
 #[derive(Default)]
 pub(crate) struct Executors {
-    pub http: crate::http::exec::HttpExecutor,
-    pub ssh: crate::ssh::exec::SshExecutor,
+    pub http: crate::tools::http::exec::HttpExecutor,
+    pub ssh: crate::tools::ssh::exec::SshExecutor,
 }
 
 impl Executors {
@@ -389,21 +389,21 @@ impl Executors {
     }
 }
 
-impl crate::exec::Executor for Executors {
-    fn http(&mut self, action: &crate::authorize::Authorized<crate::authorize::HttpAction>, vault: &mut crate::secret::Vault, cancel: &crate::exec::Cancel) -> Result<crate::exec::HttpOutcome, crate::exec::ExecError> {
+impl crate::gate::exec::Executor for Executors {
+    fn http(&mut self, action: &crate::gate::authorize::Authorized<crate::gate::authorize::HttpAction>, vault: &mut crate::gate::vault::Vault, cancel: &crate::gate::exec::Cancel) -> Result<crate::gate::exec::HttpOutcome, crate::gate::exec::ExecError> {
         self.http.http(action, vault, cancel)
     }
 
-    fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+    fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
         self.http.take_token_fetches()
     }
 
     fn ssh(
         &mut self,
-        action: &crate::authorize::Authorized<crate::ssh::SshAction>,
-        vault: &mut crate::secret::Vault,
-        progress: &mut crate::exec::Progress<'_>,
-    ) -> Result<crate::exec::SshOutcome, crate::exec::SshError> {
+        action: &crate::gate::authorize::Authorized<crate::tools::ssh::SshAction>,
+        vault: &mut crate::gate::vault::Vault,
+        progress: &mut crate::gate::exec::Progress<'_>,
+    ) -> Result<crate::gate::exec::SshOutcome, crate::gate::exec::SshError> {
         self.ssh.run(action, vault, progress)
     }
 }

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use zeroize::Zeroizing;
 
 use crate::policy::Injection;
-use crate::secret::Secret;
+use crate::gate::vault::Secret;
 
 /// Where an injected secret goes. Values are zeroed on drop.
 pub(crate) enum Placement {

@@ -10,14 +10,14 @@
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
-use crate::wire::ToolCode;
+use crate::mcp::model::ToolCode;
 use std::fmt;
 
 use serde_json::{json, Value};
 
 use crate::policy::{Injection, Policy};
 use crate::tools::ToolCall;
-pub(crate) use crate::http::authorize::{HttpAction, HttpDenial, RedirectStop};
+pub(crate) use crate::tools::http::authorize::{HttpAction, HttpDenial, RedirectStop};
 
 /// Proof that the policy allowed the wrapped action. Only this module can build one.
 #[derive(Debug)]
@@ -35,7 +35,7 @@ pub enum Action {
     Http(Authorized<HttpAction>),
     Inventory(Authorized<Inventory>),
     /// `ssh_exec` (issue #4): built only in [`authorize`], checked by `ssh::authorize`.
-    Ssh(Authorized<crate::ssh::SshAction>),
+    Ssh(Authorized<crate::tools::ssh::SshAction>),
 }
 
 /// What `sp_inventory` shows: names, hosts, paths, methods. Never a secret or its source.
@@ -47,7 +47,7 @@ pub struct Inventory(pub Value);
 pub enum Denial {
     Http(HttpDenial),
     /// An `ssh_exec` refusal (unknown host, command not on the list, timeout too long).
-    Ssh(crate::ssh::SshDenial),
+    Ssh(crate::tools::ssh::SshDenial),
 }
 
 impl fmt::Display for Denial {
@@ -74,9 +74,9 @@ impl Denial {
 
 pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
     match call {
-        ToolCall::Http(req) => crate::http::authorize::authorize(policy, req, true).map(|a| Action::Http(Authorized(a))).map_err(Denial::Http),
+        ToolCall::Http(req) => crate::tools::http::authorize::authorize(policy, req, true).map(|a| Action::Http(Authorized(a))).map_err(Denial::Http),
         ToolCall::Inventory => Ok(Action::Inventory(Authorized(inventory(policy)))),
-        ToolCall::Ssh(call) => crate::ssh::authorize(&policy.ssh, call).map(|a| Action::Ssh(Authorized(a))).map_err(Denial::Ssh),
+        ToolCall::Ssh(call) => crate::tools::ssh::authorize(&policy.ssh, call).map(|a| Action::Ssh(Authorized(a))).map_err(Denial::Ssh),
     }
 }
 
@@ -88,7 +88,7 @@ pub(crate) fn authorize_redirect(
     status: u16,
     location: &str,
 ) -> Result<Authorized<HttpAction>, RedirectStop> {
-    crate::http::authorize::redirect(policy, &previous.0, hops_so_far, status, location).map(Authorized)
+    crate::tools::http::authorize::redirect(policy, &previous.0, hops_so_far, status, location).map(Authorized)
 }
 
 fn inventory(policy: &Policy) -> Inventory {
@@ -135,7 +135,7 @@ fn inventory(policy: &Policy) -> Inventory {
         .collect();
     let mut inv = json!({
         "http": {"allow": allow, "credentials": credentials},
-        "ssh": {"hosts": crate::ssh::inventory(&policy.ssh)},
+        "ssh": {"hosts": crate::tools::ssh::inventory(&policy.ssh)},
     });
     // Issue #5: the agent learns which calls wait for a human's approval.
     for (list, http) in [("/http/credentials", true), ("/ssh/hosts", false)] {

@@ -4,11 +4,11 @@
 //! [`Authorized`] action, which only `authorize.rs` can build, so nothing half-validated
 //! can get here. Tests put a recording executor behind this trait to prove that rejected
 //! input never arrives (`calls == []`); the real ones are
-//! [`crate::http::exec::HttpExecutor`] and [`crate::ssh::exec::SshExecutor`], put together
+//! [`crate::tools::http::exec::HttpExecutor`] and [`crate::tools::ssh::exec::SshExecutor`], put together
 //! in `cli::Executors`. This file is the seam only: it names the outcome types (leaves in
 //! `http/result.rs` and `ssh/result.rs`) and nothing that runs.
 
-use crate::wire::ToolCode;
+use crate::mcp::model::ToolCode;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::authorize::{Authorized, HttpAction};
-use crate::secret::{SecretError, Vault};
-pub(crate) use crate::http::result::HttpOutcome;
-pub(crate) use crate::ssh::result::{SshError, SshOutcome};
+use crate::gate::authorize::{Authorized, HttpAction};
+use crate::gate::vault::{SecretError, Vault};
+pub(crate) use crate::tools::http::result::HttpOutcome;
+pub(crate) use crate::tools::ssh::result::{SshError, SshOutcome};
 
 /// The code of a cancelled call (journal rows; the client gets no answer for it).
-pub(crate) const SP_CANCELLED: &str = crate::wire::ToolCode::Cancelled.as_str();
+pub(crate) const SP_CANCELLED: &str = crate::mcp::model::ToolCode::Cancelled.as_str();
 
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which
@@ -43,7 +43,7 @@ pub trait Executor {
     /// `progress` reports on a long command when the client asked for it.
     fn ssh(
         &mut self,
-        action: &Authorized<crate::ssh::SshAction>,
+        action: &Authorized<crate::tools::ssh::SshAction>,
         vault: &mut Vault,
         progress: &mut Progress<'_>,
     ) -> Result<SshOutcome, SshError> {

@@ -145,7 +145,7 @@ pub struct Vault {
     /// Every secret read, raw, with its credential, to tell whether it is known already.
     raw: Vec<(String, Zeroizing<String>)>,
     /// Every spelling of every secret read, and the automaton that finds them.
-    redactor: crate::redact::Redactor,
+    redactor: crate::gate::redact::Redactor,
     /// Per credential: its minimum length and whether it is `user:password`
     /// ([`Vault::for_policy`]); a credential not listed has [`MIN_SECRET_BYTES`].
     rules: std::collections::HashMap<String, Admission>,
@@ -336,7 +336,7 @@ impl Vault {
     }
 
     /// Redacts response headers: names and values, and an echo split across two
-    /// consecutive header lines ([`crate::redact::Redactor::redact_headers`]).
+    /// consecutive header lines ([`crate::gate::redact::Redactor::redact_headers`]).
     pub(crate) fn scrub_headers(&self, headers: &mut [(String, String)]) {
         self.redactor.redact_headers(headers);
     }
@@ -360,7 +360,7 @@ impl Vault {
     }
 
     /// For output cut at a size limit (or by a timeout): a tail of at least
-    /// [`crate::redact::MIN_TAIL_MATCH`] bytes that is the beginning of a secret (in any known encoding)
+    /// [`crate::gate::redact::MIN_TAIL_MATCH`] bytes that is the beginning of a secret (in any known encoding)
     /// is replaced too, so a cut cannot leak a secret's prefix. Shorter tails are left:
     /// with dozens of encodings remembered, a one- or two-byte match would redact the end
     /// of nearly every truncated output; what can leak is at most the first three bytes.
@@ -578,7 +578,7 @@ pub(crate) fn check_static(policy: &crate::policy::Policy, env: &dyn Fn(&str) ->
 #[derive(Default)]
 struct Process {
     all: Vault,
-    logs: crate::redact::Redactor,
+    logs: crate::gate::redact::Redactor,
 }
 
 static PROCESS: std::sync::LazyLock<std::sync::RwLock<Process>> = std::sync::LazyLock::new(Default::default);
@@ -700,7 +700,7 @@ pub(crate) const WITHHELD: &str = "the answer is withheld: its JSON text spells 
 /// form, without its quotes and without building it ([`EchoScan`]); sp's own keys and
 /// codes, and the JSON punctuation around the strings, are not searched, so no short
 /// secret can make sp withhold every answer.
-pub(crate) fn withholds(vault: &Vault, result: &crate::wire::ToolResult) -> bool {
+pub(crate) fn withholds(vault: &Vault, result: &crate::mcp::model::ToolResult) -> bool {
     if vault.is_empty() {
         return false;
     }
@@ -756,13 +756,13 @@ pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
     }
     if found {
         log::warn!("an upstream result's JSON text spelled a secret that no single value showed: the result is withheld");
-        let code = crate::wire::ToolCode::Upstream.as_str();
-        let text = crate::wire::object([("text", Value::String(format!("{code}: {WITHHELD}"))), ("type", "text".into())]);
-        let error = crate::wire::object([("code", code.into()), ("message", WITHHELD.into())]);
-        *result = crate::wire::object([
+        let code = crate::mcp::model::ToolCode::Upstream.as_str();
+        let text = crate::mcp::model::object([("text", Value::String(format!("{code}: {WITHHELD}"))), ("type", "text".into())]);
+        let error = crate::mcp::model::object([("code", code.into()), ("message", WITHHELD.into())]);
+        *result = crate::mcp::model::object([
             ("content", Value::Array(vec![text])),
             ("isError", true.into()),
-            ("structuredContent", crate::wire::object([("error", error)])),
+            ("structuredContent", crate::mcp::model::object([("error", error)])),
         ]);
     }
     found
@@ -990,11 +990,11 @@ mod tests {
     /// A tool result as the server makes it: fields scrubbed by the Vault, withheld when
     /// their JSON text alone spells a secret, then the typed answer as written.
     fn answer(vault: &Vault, fields: Value) -> (bool, Value, String) {
-        let r = crate::wire::ToolResult::ok(vault.scrub_fields(fields));
+        let r = crate::mcp::model::ToolResult::ok(vault.scrub_fields(fields));
         let withheld = withholds(vault, &r);
-        let r = if withheld { crate::wire::ToolResult::error("SP_UPSTREAM", Scrubbed::own(WITHHELD)) } else { r };
+        let r = if withheld { crate::mcp::model::ToolResult::error("SP_UPSTREAM", Scrubbed::own(WITHHELD)) } else { r };
         let call = r.into_call();
-        let line = serde_json::to_string(&crate::wire::CallAnswer { id: &json!(1), result: &call, stateless: false }).unwrap();
+        let line = serde_json::to_string(&crate::mcp::model::CallAnswer { id: &json!(1), result: &call, stateless: false }).unwrap();
         (withheld, serde_json::from_str(&line).unwrap(), line)
     }
 
@@ -1090,7 +1090,7 @@ mod tests {
         let (withheld, v, _) = answer(&vault, json!({"body": "x\"".repeat(3 * 1024 * 1024)}));
         assert!(!withheld && v["result"]["isError"] == false);
         // An error message that quotes a peer is searched too.
-        let r = crate::wire::ToolResult::error("SP_UPSTREAM", vault.scrub_text("peer: k\"ey-31415"));
+        let r = crate::mcp::model::ToolResult::error("SP_UPSTREAM", vault.scrub_text("peer: k\"ey-31415"));
         assert!(withholds(&vault, &r));
     }
 

@@ -64,11 +64,11 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 use serde_json::Value;
 
-use crate::exec::Cancel;
-use crate::frame::{Frame, FrameError, FrameReader, Read};
-use crate::jsonrpc::{self, Id, Message};
-use crate::out::ProtocolWriter;
-use crate::session::{Session, Step};
+use crate::gate::exec::Cancel;
+use crate::mcp::frame::{Frame, FrameError, FrameReader, Read};
+use crate::mcp::jsonrpc::{self, Id, Message};
+use crate::mcp::out::ProtocolWriter;
+use crate::mcp::session::{Session, Step};
 use crate::signals::Nudge;
 
 /// Bytes of frames a running call's control thread queues for later before it stops
@@ -474,7 +474,7 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
             let (next, step) = session.clone().handle(&message);
             let control = match step {
-                Step::Reply(result, era) => Control::Answer(crate::wire::era_response(id.to_value(), result, era)),
+                Step::Reply(result, era) => Control::Answer(crate::mcp::model::era_response(id.to_value(), result, era)),
                 Step::ListTools(era) => Control::List(crate::tools::ListAnswer { id: id.to_value(), era }),
                 _ => return Control::Queue { id: Some(id.clone()) },
             };

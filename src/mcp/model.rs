@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::secret::Scrubbed;
+use crate::gate::vault::Scrubbed;
 
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
@@ -53,7 +53,7 @@ pub(crate) struct ToolResult {
 }
 
 impl ToolResult {
-    /// Success with these fields ([`crate::secret::Vault::scrub_fields`]).
+    /// Success with these fields ([`crate::gate::vault::Vault::scrub_fields`]).
     pub(crate) fn ok(fields: Scrubbed<Map<String, Value>>) -> ToolResult {
         ToolResult { error: None, fields }
     }
@@ -205,7 +205,7 @@ impl serde::Serialize for Meta {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry(crate::session::META_SERVER_INFO, &crate::session::server_info())?;
+        m.serialize_entry(crate::mcp::session::META_SERVER_INFO, &crate::mcp::session::server_info())?;
         m.end()
     }
 }
@@ -271,9 +271,9 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
 }
 
 /// [`result_response`] as sent in `era`: stamped ([`stamp_stateless`]) for 2026-07-28.
-pub(crate) fn era_response(id: Value, result: Value, era: crate::session::Era) -> Value {
+pub(crate) fn era_response(id: Value, result: Value, era: crate::mcp::session::Era) -> Value {
     let mut response = result_response(id, result);
-    if era == crate::session::Era::Stateless {
+    if era == crate::mcp::session::Era::Stateless {
         stamp_stateless(&mut response);
     }
     response
@@ -373,7 +373,7 @@ pub(crate) fn stamp_stateless(response: &mut Value) {
         result.insert("resultType".into(), json!("complete"));
         let meta = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(crate::session::META_SERVER_INFO.into(), crate::session::server_info());
+            meta.insert(crate::mcp::session::META_SERVER_INFO.into(), crate::mcp::session::server_info());
         }
     }
 }
@@ -448,11 +448,11 @@ mod tests {
 
     /// Outside text as a tool result takes it (an empty Vault changes nothing).
     fn clean(text: &str) -> Scrubbed<String> {
-        crate::secret::Vault::new().scrub_text(text)
+        crate::gate::vault::Vault::new().scrub_text(text)
     }
 
     fn fields(v: Value) -> Scrubbed<Map<String, Value>> {
-        crate::secret::Vault::new().scrub_fields(v)
+        crate::gate::vault::Vault::new().scrub_fields(v)
     }
 
     /// A typed answer, written, and the same message built as a `Value` (the text block

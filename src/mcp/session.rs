@@ -27,7 +27,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::jsonrpc::{kind_of, Message};
+use crate::mcp::jsonrpc::{kind_of, Message};
 
 /// The handshake revisions (negotiated by `initialize`), newest first.
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -89,7 +89,7 @@ pub enum Refusal {
     UnsupportedVersion { requested: String },
     /// A request reusing the id of one still in flight (running, or waiting behind the
     /// running call): -32600 with `id: null` (`sp(1)` SESSION POLICY).
-    IdInFlight { id: crate::jsonrpc::Id },
+    IdInFlight { id: crate::mcp::jsonrpc::Id },
 }
 
 impl fmt::Display for Refusal {
@@ -297,7 +297,7 @@ const INSTRUCTIONS: &str = "Sallyport runs HTTP requests and SSH commands for yo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::Id;
+    use crate::mcp::jsonrpc::Id;
 
     fn req(method: &str, params: Value) -> Message {
         Message::Request { id: Id::Int(1), method: method.into(), params: if params.is_null() { None } else { Some(params) } }

@@ -53,9 +53,9 @@ pub enum Injection {
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
     /// AWS Signature Version 4 (issue #13, `http/sigv4/`).
-    AwsSigV4(crate::http::sigv4::SigV4Config),
+    AwsSigV4(crate::cred::sigv4::SigV4Config),
     /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `http/oauth2/`).
-    OAuth2(crate::http::oauth2::TokenRequest),
+    OAuth2(crate::cred::oauth2::TokenRequest),
 }
 
 impl Injection {
@@ -85,7 +85,7 @@ pub struct Credential {
     /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
     pub allow_routing_headers: Vec<String>,
     /// The shortest secret accepted from the source (and, for `oauth2`, from the token
-    /// endpoint): [`crate::secret::MIN_SECRET_BYTES`] unless the operator lowers it with
+    /// endpoint): [`crate::gate::vault::MIN_SECRET_BYTES`] unless the operator lowers it with
     /// `"min_secret_bytes"` (sp-policy(5), CREDENTIALS; warned about at startup and by
     /// `sp check`).
     pub min_secret_bytes: usize,
@@ -109,7 +109,7 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
     let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
     let approve = flag(map, "approve", field, false)?;
     let min_secret_bytes = match map.get("min_secret_bytes") {
-        None => crate::secret::MIN_SECRET_BYTES,
+        None => crate::gate::vault::MIN_SECRET_BYTES,
         Some(n) => int(n, &format!("{field}.min_secret_bytes"), 1, MAX_MIN_SECRET_BYTES)? as usize,
     };
     let source_field = format!("{field}.source");
@@ -219,8 +219,8 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
             object(value, &sub, &[])?;
             Injection::Bearer
         }
-        "aws_sigv4" => Injection::AwsSigV4(crate::http::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
-        "oauth2" => Injection::OAuth2(crate::http::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
+        "aws_sigv4" => Injection::AwsSigV4(crate::cred::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
+        "oauth2" => Injection::OAuth2(crate::cred::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
         "basic" => {
             object(value, &sub, &[])?;
             Injection::Basic

@@ -19,15 +19,15 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::jsonrpc::kind_of;
+use crate::mcp::jsonrpc::kind_of;
 
-pub(crate) use crate::http::args::HTTP_REQUEST;
+pub(crate) use crate::tools::http::args::HTTP_REQUEST;
 pub(crate) const INVENTORY: &str = "sp_inventory";
 
 /// The tools offered by `tools/list`.
 pub(crate) fn definitions() -> Value {
     json!([
-        crate::http::args::definition(),
+        crate::tools::http::args::definition(),
         {
             "name": INVENTORY,
             "title": "What this gateway allows",
@@ -35,7 +35,7 @@ pub(crate) fn definitions() -> Value {
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         },
-        crate::ssh::args::definition()
+        crate::tools::ssh::args::definition()
     ])
 }
 
@@ -109,7 +109,7 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         },
         Some(_) => return Err(CallError::BadMeta),
     };
-    if name != HTTP_REQUEST && name != INVENTORY && name != crate::ssh::SSH_EXEC {
+    if name != HTTP_REQUEST && name != INVENTORY && name != crate::tools::ssh::SSH_EXEC {
         return Err(CallError::UnknownTool { name });
     }
     Ok(CallRequest { name, arguments, progress_token })
@@ -119,20 +119,20 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
 pub enum ToolCall {
-    Http(crate::http::args::HttpRequest),
+    Http(crate::tools::http::args::HttpRequest),
     Inventory,
     /// `ssh_exec` (issue #4, `ssh/args.rs`).
-    Ssh(crate::ssh::SshExec),
+    Ssh(crate::tools::ssh::SshExec),
 }
 
-pub(crate) use crate::wire::ArgError;
+pub(crate) use crate::mcp::model::ArgError;
 
 /// The `tools/list` result (the loop and the control thread both answer it).
-pub(crate) fn tool_list(era: crate::session::Era) -> Value {
+pub(crate) fn tool_list(era: crate::mcp::session::Era) -> Value {
     let mut list = json!({"tools": definitions()});
-    if era == crate::session::Era::Stateless {
+    if era == crate::mcp::session::Era::Stateless {
         // 2026-07-28 "Caching": tools/list carries its caching hints.
-        list["ttlMs"] = json!(crate::session::CACHE_TTL_MS);
+        list["ttlMs"] = json!(crate::mcp::session::CACHE_TTL_MS);
         list["cacheScope"] = json!("public");
     }
     list
@@ -145,22 +145,22 @@ pub(crate) fn tool_list(era: crate::session::Era) -> Value {
 /// stamped for 2026-07-28 (`wire::stamp_stateless`); a test holds the two equal.
 pub(crate) struct ListAnswer {
     pub id: Value,
-    pub era: crate::session::Era,
+    pub era: crate::mcp::session::Era,
 }
 
 impl ListAnswer {
     /// The result as JSON text, made at the first request of each era.
-    fn result(era: crate::session::Era) -> Option<&'static serde_json::value::RawValue> {
+    fn result(era: crate::mcp::session::Era) -> Option<&'static serde_json::value::RawValue> {
         use std::sync::OnceLock;
         static HANDSHAKE: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
         static STATELESS: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
-        let cell = if era == crate::session::Era::Stateless { &STATELESS } else { &HANDSHAKE };
+        let cell = if era == crate::mcp::session::Era::Stateless { &STATELESS } else { &HANDSHAKE };
         cell.get_or_init(|| serde_json::value::to_raw_value(&Self::built(era)).ok()).as_deref()
     }
 
     /// The result built as a `Value`: the list, stamped for 2026-07-28.
-    fn built(era: crate::session::Era) -> Value {
-        crate::wire::era_response(Value::Null, tool_list(era), era)["result"].take()
+    fn built(era: crate::mcp::session::Era) -> Value {
+        crate::mcp::model::era_response(Value::Null, tool_list(era), era)["result"].take()
     }
 }
 
@@ -183,14 +183,14 @@ impl serde::Serialize for ListAnswer {
 impl ToolCall {
     pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
         match call.name.as_str() {
-            HTTP_REQUEST => crate::http::args::parse(&call.arguments).map(ToolCall::Http),
-            crate::ssh::SSH_EXEC => crate::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
+            HTTP_REQUEST => crate::tools::http::args::parse(&call.arguments).map(ToolCall::Http),
+            crate::tools::ssh::SSH_EXEC => crate::tools::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
             INVENTORY => match call.arguments.keys().next() {
                 None => Ok(ToolCall::Inventory),
-                Some(k) => crate::wire::bad(format!("unknown argument {:?}: sp_inventory takes none", short(k))),
+                Some(k) => crate::mcp::model::bad(format!("unknown argument {:?}: sp_inventory takes none", short(k))),
             },
             // call_request admits only known names.
-            other => crate::wire::bad(format!("unknown tool {:?}", short(other))),
+            other => crate::mcp::model::bad(format!("unknown tool {:?}", short(other))),
         }
     }
 }
@@ -205,14 +205,14 @@ mod tests {
 
     #[test]
     fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
-        use crate::out::ProtocolWriter;
-        use crate::session::Era;
+        use crate::mcp::out::ProtocolWriter;
+        use crate::mcp::session::Era;
         let ids = [json!(0), json!(-7), json!(i64::MAX), json!("list"), json!("q\"uo\\te\u{1}\u{202e}\u{1F600}"), json!("")];
         for era in [Era::Handshake, Era::Stateless] {
             for id in &ids {
                 // Twice: the first answer makes the cache, the second reads it.
                 for _ in 0..2 {
-                    let built = crate::wire::era_response(id.clone(), tool_list(era), era);
+                    let built = crate::mcp::model::era_response(id.clone(), tool_list(era), era);
                     let mut a = ProtocolWriter::new(Vec::new());
                     a.send(&built).unwrap();
                     let mut b = ProtocolWriter::new(Vec::new());

@@ -48,7 +48,7 @@ use base64::Engine as _;
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::http::sigv4::{section_err, SectionError, ValueBox};
+use crate::cred::sigv4::{section_err, SectionError, ValueBox};
 
 /// Largest token response read; the HTTP reader should stop there too.
 pub(crate) const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;

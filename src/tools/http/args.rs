@@ -5,10 +5,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::http::url::{check_url, decoded_path, MAX_URL_BYTES};
-use crate::jsonrpc::kind_of;
+use crate::tools::http::url::{check_url, decoded_path, MAX_URL_BYTES};
+use crate::mcp::jsonrpc::kind_of;
 use crate::policy::{is_name, is_token, Method};
-use crate::wire::{bad, short, ArgError};
+use crate::mcp::model::{bad, short, ArgError};
 
 pub(crate) const HTTP_REQUEST: &str = "http_request";
 
@@ -222,7 +222,7 @@ fn string_map<'a>(args: &'a Map<String, Value>, key: &str, max: usize) -> Result
     map.iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k.as_str(), s.as_str())),
-            other => crate::wire::bad(format!("{key:?}.{:?} must be a string, found {}", short(k), kind_of(other))),
+            other => crate::mcp::model::bad(format!("{key:?}.{:?} must be a string, found {}", short(k), kind_of(other))),
         })
         .collect()
 }
@@ -483,7 +483,7 @@ mod tests {
             // A server that decodes each segment again and again sees no other path.
             for seg in r.match_path.split('/') {
                 let mut seg = seg.as_bytes().to_vec();
-                while let Some(next) = crate::http::url::tests::decode_again(&seg) {
+                while let Some(next) = crate::tools::http::url::tests::decode_again(&seg) {
                     assert!(!next.contains(&b'/') && !next.contains(&b'\\') && !next.contains(&0) && next != b".." && next != b".", "{raw}: {next:?}");
                     seg = next;
                 }

@@ -19,10 +19,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::http::args::HttpRequest;
-use crate::http::url::redirect_target;
+use crate::tools::http::args::HttpRequest;
+use crate::tools::http::url::redirect_target;
 use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
-use crate::wire::ToolCode;
+use crate::mcp::model::ToolCode;
 
 /// The credential an authorized HTTP call carries: where to read it and how to inject
 /// it. The value itself is read by the executor, after authorization.
@@ -125,7 +125,7 @@ fn binds(c: &Credential, req: &HttpRequest) -> bool {
 pub(crate) fn is_loopback_host(host: &str) -> bool {
     host == "[::1]"
         || host.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
-        || crate::http::dest::localhost_addrs(host).is_some_and(|ips| ips.iter().all(std::net::IpAddr::is_loopback))
+        || crate::net::dest::localhost_addrs(host).is_some_and(|ips| ips.iter().all(std::net::IpAddr::is_loopback))
 }
 
 /// Header names as CGI, WSGI and PHP read them: any case, `_` the same as `-`.
@@ -227,7 +227,7 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
             return Err(HttpDenial::CredentialNeedsHttps { name: c.name.clone() });
         }
         if let Some((header, _)) = req.headers.iter().find(|(n, _)| {
-            crate::http::args::is_routing_header(n) && !c.allow_routing_headers.iter().any(|a| same_header(a, n))
+            crate::tools::http::args::is_routing_header(n) && !c.allow_routing_headers.iter().any(|a| same_header(a, n))
         }) {
             return Err(HttpDenial::RoutingHeader { name: c.name.clone(), header: header.clone() });
         }
@@ -238,7 +238,7 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
                 }
             }
             Injection::AwsSigV4(_) => {
-                if let Some(field) = crate::http::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
+                if let Some(field) = crate::cred::sigv4::refused_agent_name(req.headers.iter().map(|(n, _)| n.as_str()), &req.url) {
                     return Err(HttpDenial::SignerOwns { name: c.name.clone(), field });
                 }
             }
@@ -280,7 +280,7 @@ pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::args::parse;
+    use crate::tools::http::args::parse;
     use serde_json::{json, Value};
 
     fn policy() -> Policy {

@@ -41,17 +41,17 @@ use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::unversioned::transport::DefaultConnector;
 
 use super::coding;
-use super::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
-use crate::exec::{Cancel, ExecError, Executor, HttpOutcome};
+use crate::net::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
+use crate::gate::exec::{Cancel, ExecError, Executor, HttpOutcome};
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::authorize::{Authorized, HttpAction};
-use crate::http::oauth2;
+use crate::gate::authorize::{Authorized, HttpAction};
+use crate::cred::oauth2;
 use crate::policy::Injection;
-use crate::http::inject::{place, Placement};
-use crate::secret::Vault;
-use crate::http::sigv4;
+use crate::cred::inject::{place, Placement};
+use crate::gate::vault::Vault;
+use crate::cred::sigv4;
 
 pub(crate) const USER_AGENT: &str = concat!("sallyport/", env!("CARGO_PKG_VERSION"));
 
@@ -75,11 +75,11 @@ pub struct HttpExecutor {
     /// `sp mcp`).
     tokens: oauth2::TokenCache,
     /// Token fetches not yet journaled (`take_token_fetches`).
-    token_fetches: Vec<crate::exec::TokenFetch>,
+    token_fetches: Vec<crate::gate::exec::TokenFetch>,
     /// Issue #13: the last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
     /// a redactor over them, applied to every response (see [`HttpExecutor::http`]).
     signatures: std::collections::VecDeque<(String, Zeroizing<String>)>,
-    signature_redactor: crate::redact::Redactor,
+    signature_redactor: crate::gate::redact::Redactor,
 }
 
 /// SigV4 signatures kept for redaction. Not the Vault: every remembered value rebuilds
@@ -146,7 +146,7 @@ impl HttpExecutor {
             tokens: oauth2::TokenCache::new(),
             token_fetches: Vec::new(),
             signatures: std::collections::VecDeque::new(),
-            signature_redactor: crate::redact::Redactor::default(),
+            signature_redactor: crate::gate::redact::Redactor::default(),
         }
     }
 
@@ -209,7 +209,7 @@ impl Executor for HttpExecutor {
         result
     }
 
-    fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+    fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
         HttpExecutor::take_token_fetches(self)
     }
 }
@@ -262,7 +262,7 @@ impl HttpExecutor {
             self.signatures.pop_front();
         }
         self.signatures.push_back((credential.to_owned(), Zeroizing::new(signature.to_owned())));
-        let mut r = crate::redact::Redactor::default();
+        let mut r = crate::gate::redact::Redactor::default();
         for (c, s) in &self.signatures {
             r.add(c, s);
         }
@@ -290,7 +290,7 @@ impl HttpExecutor {
     }
 
     /// Issue #13: the OAuth2 token fetches since the last call.
-    pub fn take_token_fetches(&mut self) -> Vec<crate::exec::TokenFetch> {
+    pub fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
         std::mem::take(&mut self.token_fetches)
     }
 
@@ -356,7 +356,7 @@ impl HttpExecutor {
             Ok(token) => Ok(token.expires_in()),
             Err(e) => Err((e.code(), e.to_string())),
         };
-        self.token_fetches.push(crate::exec::TokenFetch { credential: name.to_owned(), target, outcome });
+        self.token_fetches.push(crate::gate::exec::TokenFetch { credential: name.to_owned(), target, outcome });
         result
     }
 

@@ -9,10 +9,6 @@
 pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod coding;
-pub use crate::net::dest;
 pub(crate) mod exec;
-pub(crate) use crate::cred::inject;
-pub(crate) use crate::cred::oauth2;
 pub(crate) mod result;
-pub(crate) use crate::cred::sigv4;
 pub(crate) mod url;

@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use crate::http::coding;
+use crate::tools::http::coding;
 
 /// What came back. A status is a result, never an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,7 +242,7 @@ mod tests {
             let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
             HttpResult::from_outcome(HttpOutcome { status: 200, headers, body, truncated: false }, secrets).body
         };
-        let gz = crate::http::coding::tests::gzip(token);
+        let gz = crate::tools::http::coding::tests::gzip(token);
         let b64 = |b: &[u8]| Body::Base64(base64::engine::general_purpose::STANDARD.encode(b));
         assert_eq!(
             run(&[("Content-Encoding", "BR")], b"\xff\x02".to_vec(), Some(&secrets)),
@@ -257,7 +257,7 @@ mod tests {
             );
         }
         assert_eq!(run(&[], gz.clone(), None), b64(&gz));
-        let clean = crate::http::coding::tests::gzip(b"clean");
+        let clean = crate::tools::http::coding::tests::gzip(b"clean");
         assert_eq!(run(&[], clean.clone(), Some(&secrets)), b64(&clean));
     }
 

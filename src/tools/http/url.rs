@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::wire::{bad, ArgError};
+use crate::mcp::model::{bad, ArgError};
 
 /// The longest URL accepted, with its query (as the agent wrote it or after `query`).
 pub(crate) const MAX_URL_BYTES: usize = 16 * 1024;

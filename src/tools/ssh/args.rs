@@ -6,8 +6,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::jsonrpc::kind_of;
-use crate::wire::{bad, ArgError};
+use crate::mcp::jsonrpc::kind_of;
+use crate::mcp::model::{bad, ArgError};
 
 pub(crate) const SSH_EXEC: &str = "ssh_exec";
 /// Longer command lines are refused (OpenSSH itself accepts up to 256 KiB).

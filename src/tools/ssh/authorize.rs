@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshPolicy};
 use crate::policy::commands;
-use crate::ssh::args::SshExec;
+use crate::tools::ssh::args::SshExec;
 
 /// Everything the executor needs for one call, copied out of the policy at
 /// authorization. Paths only; secrets are read at use.

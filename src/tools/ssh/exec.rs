@@ -97,13 +97,13 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use ssh2::{Channel, ErrorCode, HashType, MethodType, Session};
 
-use crate::authorize::Authorized;
+use crate::gate::authorize::Authorized;
 use crate::policy::SecretSource;
-use crate::secret::Vault;
-use crate::ssh::known_hosts::{self, KnownHosts, Recorded, Verdict};
+use crate::gate::vault::Vault;
+use crate::tools::ssh::known_hosts::{self, KnownHosts, Recorded, Verdict};
 use crate::policy::ssh::{HostKeyPolicy, SshAuth};
-use crate::ssh::authorize::SshAction;
-use crate::ssh::result::{SshError, SshOutcome, Stop};
+use crate::tools::ssh::authorize::SshAction;
+use crate::tools::ssh::result::{SshError, SshOutcome, Stop};
 
 const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
@@ -238,7 +238,7 @@ impl SshExecutor {
         &mut self,
         authorized: &Authorized<SshAction>,
         vault: &mut Vault,
-        progress: &mut crate::exec::Progress<'_>,
+        progress: &mut crate::gate::exec::Progress<'_>,
     ) -> Result<SshOutcome, SshError> {
         let a = authorized.action();
         if progress.cancelled() {
@@ -289,7 +289,7 @@ impl SshExecutor {
 fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     let target = a.target(false);
     // `localhost` and `*.localhost` never reach the resolver (RFC 6761, dest.rs).
-    let addrs = crate::http::dest::lookup_host(&crate::http::dest::SystemLookup, &a.address, a.port)
+    let addrs = crate::net::dest::lookup_host(&crate::net::dest::SystemLookup, &a.address, a.port)
         .map_err(|_| SshError::Unavailable(format!("{target}: the address does not resolve")))?;
     let mut last = String::from("no address");
     for addr in &addrs {
@@ -313,7 +313,7 @@ fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     Err(SshError::Unavailable(format!("{target}: cannot connect ({last})")))
 }
 
-fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::exec::Cancel) -> Result<Conn, SshError> {
+fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::exec::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
     let stream = resolve_and_connect(a)?;
@@ -587,7 +587,7 @@ fn execute(
     mut channel: Channel,
     a: &SshAction,
     started: Instant,
-    progress: &mut crate::exec::Progress<'_>,
+    progress: &mut crate::gate::exec::Progress<'_>,
 ) -> (Result<SshOutcome, SshError>, bool) {
     let target = a.target(false);
     let s = &conn.session;
@@ -815,7 +815,7 @@ fn pump(
     input: &[u8],
     deadline: Instant,
     c: &mut Collector,
-    report: &mut crate::exec::Progress<'_>,
+    report: &mut crate::gate::exec::Progress<'_>,
 ) -> Result<Step, String> {
     let s = &conn.session;
     let mut stdin: &[u8] = input;

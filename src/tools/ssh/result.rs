@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use crate::secret::SecretError;
-use crate::wire::ToolCode;
+use crate::gate::vault::SecretError;
+use crate::mcp::model::ToolCode;
 
 /// A command that ran to its end (whatever its exit status).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,7 +27,7 @@ impl SshOutcome {
     /// The tool result (`structuredContent`). Scrub `stdout`/`stderr` bytes first.
     pub fn to_json(&self) -> Value {
         // Moved in, not serialised again as `json!` would (the output is the bulk).
-        let mut v = crate::wire::object([
+        let mut v = crate::mcp::model::object([
             ("host", self.host.clone().into()),
             ("exit_status", self.exit_status.into()),
             ("stdout", text(&self.stdout, self.truncated).into()),

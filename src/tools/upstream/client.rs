@@ -37,8 +37,8 @@ use serde_json::{json, Map, Value};
 
 use super::transport::{Recv, Transport, TransportError};
 use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
-use crate::exec::Cancel;
-use crate::jsonrpc::Id;
+use crate::gate::exec::Cancel;
+use crate::mcp::jsonrpc::Id;
 
 /// How long a timed-out upstream has to answer a `ping` before it is taken as hung.
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(2);

@@ -39,9 +39,9 @@ use url::Url;
 use zeroize::Zeroizing;
 
 use super::transport::{Recv, Transport, TransportError};
-use crate::exec::Cancel;
-use crate::frame::FrameError;
-use crate::http::dest::{self, PinnedResolver};
+use crate::gate::exec::Cancel;
+use crate::mcp::frame::FrameError;
+use crate::net::dest::{self, PinnedResolver};
 
 const SLICE: Duration = Duration::from_millis(20);
 const DELETE_GRACE: Duration = Duration::from_secs(2);

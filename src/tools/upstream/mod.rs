@@ -48,10 +48,10 @@ use stdio::{Launch, StdioTransport};
 use transport::Transport;
 pub(crate) use wire::CallResult;
 
-use crate::exec::Cancel;
+use crate::gate::exec::Cancel;
 use crate::policy::upstreams::{EnvValue, Upstream, UpstreamTransport};
 use crate::policy::{Credential, Policy};
-use crate::secret::Vault;
+use crate::gate::vault::Vault;
 
 /// Pages of `tools/list` followed, and tools accepted, per upstream.
 pub(crate) const MAX_PAGES: usize = 100;
@@ -501,7 +501,7 @@ fn start(
     let name = u.name.as_str();
     let max_line_bytes = usize::try_from(u.max_output_bytes).unwrap_or(usize::MAX);
     let credential_error = |why: String| UpstreamError::Credential { upstream: name.to_owned(), why };
-    let mut read = |c: &str| -> Result<(crate::secret::Secret, &Credential), UpstreamError> {
+    let mut read = |c: &str| -> Result<(crate::gate::vault::Secret, &Credential), UpstreamError> {
         let cred = credentials.get(c).ok_or_else(|| credential_error(format!("no credential {c:?}")))?;
         let secret = vault.read(c, &cred.source).map_err(|e| credential_error(e.to_string()))?;
         Ok((secret, cred))
@@ -525,10 +525,10 @@ fn start(
             let (mut header, mut query) = (None, None);
             if let Some(c) = credential {
                 let (secret, cred) = read(c)?;
-                match crate::http::inject::place(&cred.inject, &secret) {
-                    crate::http::inject::Placement::Header { name, value } => header = Some((name, value)),
-                    crate::http::inject::Placement::Query { name, value } => query = Some((name, value)),
-                    crate::http::inject::Placement::Executor => {
+                match crate::cred::inject::place(&cred.inject, &secret) {
+                    crate::cred::inject::Placement::Header { name, value } => header = Some((name, value)),
+                    crate::cred::inject::Placement::Query { name, value } => query = Some((name, value)),
+                    crate::cred::inject::Placement::Executor => {
                         return Err(UpstreamError::Unsupported { upstream: name.to_owned(), what: "oauth2 and aws_sigv4 credentials for upstreams are" });
                     }
                 }

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::transport::{Recv, Transport, TransportError};
-use crate::exec::Cancel;
-use crate::frame::{FrameReader, Read};
+use crate::gate::exec::Cancel;
+use crate::mcp::frame::{FrameReader, Read};
 use crate::sys;
 
 /// What the child inherits of `sp`'s environment (when set): enough to find programs,
@@ -58,7 +58,7 @@ pub(crate) struct Launch<'a> {
 pub(crate) enum EnvText {
     Literal(String),
     /// Read through the `Vault` (remembered for redaction).
-    Secret(crate::secret::Secret),
+    Secret(crate::gate::vault::Secret),
 }
 
 pub(crate) struct StdioTransport {

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::exec::Cancel;
-use crate::frame::FrameError;
+use crate::gate::exec::Cancel;
+use crate::mcp::frame::FrameError;
 use crate::json::JsonError;
 
 /// What [`Transport::recv`] got.

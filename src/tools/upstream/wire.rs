@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{kind_of, Id};
+use crate::mcp::jsonrpc::{kind_of, Id};
 
 /// The protocol revisions `sp` accepts from an upstream (newest first): the ones `sp`
 /// itself speaks (DESIGN.md "Wire decisions"). `sp` offers the first.
