@@ -18,7 +18,8 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
-use crate::mcp::model::{stamp_stateless, ToolCode, ToolResult};
+use crate::gate::outcome::ToolCode;
+use crate::mcp::model::{stamp_stateless, ToolResult};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};

@@ -156,12 +156,12 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
         .set("duration_ms", answer.duration_ms);
     if let Err(e) = journal.write(row) {
         log::error!("{e}");
-        return Gate::Refuse { reason: "audit_unavailable", code: crate::mcp::model::ToolCode::Unavailable.as_str(), message: format!("the action was not run: {e}") };
+        return Gate::Refuse { reason: "audit_unavailable", code: crate::gate::outcome::ToolCode::Unavailable.as_str(), message: format!("the action was not run: {e}") };
     }
     match answer.decision {
         "approved" | "observed" => Gate::Run { intent },
         "cancelled" => Gate::Refuse { reason: "cancelled", code: crate::gate::exec::SP_CANCELLED, message: "cancelled by the client while the approver was asked".into() },
-        _ => Gate::Refuse { reason: "not_approved", code: crate::mcp::model::ToolCode::NotApproved.as_str(), message: format!("the operator's approver did not approve this call: {}", answer.why) },
+        _ => Gate::Refuse { reason: "not_approved", code: crate::gate::outcome::ToolCode::NotApproved.as_str(), message: format!("the operator's approver did not approve this call: {}", answer.why) },
     }
 }
 

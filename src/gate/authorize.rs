@@ -10,7 +10,7 @@
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
-use crate::mcp::model::ToolCode;
+use crate::gate::outcome::ToolCode;
 use std::fmt;
 
 use serde_json::{json, Value};

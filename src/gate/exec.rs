@@ -8,7 +8,7 @@
 //! in `cli::Executors`. This file is the seam only: it names the outcome types (leaves in
 //! `http/result.rs` and `ssh/result.rs`) and nothing that runs.
 
-use crate::mcp::model::ToolCode;
+use crate::gate::outcome::ToolCode;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,7 @@ pub(crate) use crate::tools::http::result::HttpOutcome;
 pub(crate) use crate::tools::ssh::result::{SshError, SshOutcome};
 
 /// The code of a cancelled call (journal rows; the client gets no answer for it).
-pub(crate) const SP_CANCELLED: &str = crate::mcp::model::ToolCode::Cancelled.as_str();
+pub(crate) const SP_CANCELLED: &str = crate::gate::outcome::ToolCode::Cancelled.as_str();
 
 pub trait Executor {
     /// Runs one authorized HTTP request. Reads the credential (through `vault`, which

@@ -5,5 +5,6 @@
 
 pub(crate) mod authorize;
 pub(crate) mod exec;
+pub(crate) mod outcome;
 pub(crate) mod redact;
 pub(crate) mod vault;

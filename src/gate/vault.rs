@@ -756,7 +756,7 @@ pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
     }
     if found {
         log::warn!("an upstream result's JSON text spelled a secret that no single value showed: the result is withheld");
-        let code = crate::mcp::model::ToolCode::Upstream.as_str();
+        let code = crate::gate::outcome::ToolCode::Upstream.as_str();
         let text = crate::mcp::model::object([("text", Value::String(format!("{code}: {WITHHELD}"))), ("type", "text".into())]);
         let error = crate::mcp::model::object([("code", code.into()), ("message", WITHHELD.into())]);
         *result = crate::mcp::model::object([

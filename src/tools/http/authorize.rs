@@ -22,7 +22,7 @@ use std::time::Duration;
 use crate::tools::http::args::HttpRequest;
 use crate::tools::http::url::redirect_target;
 use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
-use crate::mcp::model::ToolCode;
+use crate::gate::outcome::ToolCode;
 
 /// The credential an authorized HTTP call carries: where to read it and how to inject
 /// it. The value itself is read by the executor, after authorization.

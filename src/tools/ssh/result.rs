@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::gate::vault::SecretError;
-use crate::mcp::model::ToolCode;
+use crate::gate::outcome::ToolCode;
 
 /// A command that ran to its end (whatever its exit status).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,0 +1,95 @@
+//! The table of tool result codes, the one place they are spelled.
+//!
+//! Every `isError` tool result carries one of these codes in `structuredContent.error.code`
+//! and as the first word of its text; the journal's `code` field and the exit summary
+//! (`http_request:SP_TIMEOUT=1`) use the same strings. sp(1), "Tool results", documents
+//! each; a test below keeps this table and that list equal.
+
+use std::fmt;
+
+/// A tool result's error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ToolCode {
+    /// The arguments failed the tool's checks; nothing was authorized.
+    BadArguments,
+    /// The policy does not allow the call.
+    Denied,
+    /// The operator's approver did not approve the call.
+    NotApproved,
+    /// The destination is an address the policy may not reach.
+    Blocked,
+    /// The journal, a secret, the network or the host could not be used.
+    Unavailable,
+    /// The call ran out of time.
+    Timeout,
+    /// The other side failed (closed early, not HTTP, an SSH channel error).
+    Upstream,
+    /// The SSH host key did not match.
+    HostKey,
+    /// SSH authentication failed.
+    Auth,
+    /// The client cancelled the call (never sent: a cancelled call gets no answer).
+    Cancelled,
+}
+
+impl ToolCode {
+    /// Every code, in the order sp(1) lists them.
+    #[cfg(test)]
+    pub(crate) const ALL: [ToolCode; 10] = [
+        ToolCode::BadArguments,
+        ToolCode::Denied,
+        ToolCode::NotApproved,
+        ToolCode::Blocked,
+        ToolCode::Unavailable,
+        ToolCode::Timeout,
+        ToolCode::Upstream,
+        ToolCode::HostKey,
+        ToolCode::Auth,
+        ToolCode::Cancelled,
+    ];
+
+    /// The code as it appears on the wire, in the journal and in summaries.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            ToolCode::BadArguments => "SP_BAD_ARGUMENTS",
+            ToolCode::Denied => "SP_DENIED",
+            ToolCode::NotApproved => "SP_NOT_APPROVED",
+            ToolCode::Blocked => "SP_BLOCKED",
+            ToolCode::Unavailable => "SP_UNAVAILABLE",
+            ToolCode::Timeout => "SP_TIMEOUT",
+            ToolCode::Upstream => "SP_UPSTREAM",
+            ToolCode::HostKey => "SP_HOST_KEY",
+            ToolCode::Auth => "SP_AUTH",
+            ToolCode::Cancelled => "SP_CANCELLED",
+        }
+    }
+}
+
+impl fmt::Display for ToolCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes sp(1) documents under "Tool results" are exactly this table.
+    #[test]
+    fn the_table_is_the_documented_list() {
+        let page = include_str!("../../man/sp.1");
+        let start = page.find(".SS Tool results").expect("sp(1) has Tool results");
+        let rest = &page[start + 1..];
+        let section = &rest[..rest.find("\n.SS ").or_else(|| rest.find("\n.SH ")).unwrap_or(rest.len())];
+        let mut documented: Vec<&str> =
+            section.split(".TP\n.B ").skip(1).filter_map(|s| s.lines().next()).filter(|w| w.starts_with("SP_")).collect();
+        documented.sort_unstable();
+        let mut ours: Vec<&str> = ToolCode::ALL.iter().map(|c| c.as_str()).collect();
+        ours.sort_unstable();
+        assert_eq!(documented, ours);
+        for c in ToolCode::ALL {
+            assert_eq!(c.to_string(), c.as_str());
+        }
+    }
+}
