@@ -87,8 +87,9 @@ tests/upstreams/node_modules/.stamp: tests/upstreams/package.json tests/upstream
 upstreams: $(UPSTREAMS_VENV)/.stamp tests/upstreams/node_modules/.stamp
 
 # --profile fast: release code without LTO (Cargo.toml), so every test binary does not
-# pay for a whole-program link; the process-level tests spawn target/fast/sp.
-unit:
+# pay for a whole-program link; the process-level tests spawn target/fast/sp. The real
+# MCP servers the upstream tests drive are installed first (`make upstreams`).
+unit: upstreams
 	$(CARGO) test --profile fast --locked
 
 test: lint interop unit

@@ -68,11 +68,13 @@ fn python() -> String {
     "python3".into()
 }
 
-/// A fixture installed by `make upstreams`, or a loud skip.
+/// A fixture installed by `make upstreams`, or a loud skip; under CI (`CI` set, as
+/// `.ci/run` sets it) a missing fixture fails the test: `make test` installs them.
 fn installed(path: &Path) -> bool {
     if path.exists() {
         return true;
     }
+    assert!(crate::sys::env_var("CI").is_none(), "{} is not installed under CI: `make test` runs `make upstreams` first", path.display());
     eprintln!("SKIPPED: {} is not installed; run `make upstreams` (tests/upstreams/)", path.display());
     false
 }
