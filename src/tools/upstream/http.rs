@@ -4,7 +4,7 @@
 //! requests and notifications before the answer. Notifications and responses `sp` sends
 //! are answered 202.
 //!
-//! - The URL passes the same destination check as `http_request` (`http/dest.rs`):
+//! - The URL passes the same destination check as `http_request` (`net/dest.rs`):
 //!   resolved once when the upstream starts, every address classified, ureq pinned to
 //!   those addresses (no second lookup, no DNS rebinding). The operator named this URL
 //!   exactly, so private addresses are reachable, as for an `http.allow` rule that names

@@ -18,7 +18,7 @@
 //! - [`Transport::close`] (and drop): stdin closed, SIGTERM to the process group, up to
 //!   [`GRACE`] for it to go, then SIGKILL to the group and the child reaped. A helper that
 //!   leaves the group (`setsid`) is out of reach here; reaping such strays is the
-//!   child-subreaper's work in `sys.rs`.
+//!   child-subreaper's work in `sys/child.rs`.
 
 use std::io::{BufReader, Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};

@@ -40,7 +40,7 @@
 //!   that never ends after its answer (`sse-endless`): left at the answer.
 //!
 //! Not tried here: a helper that leaves the group (`setsid`); reaping those is the
-//! child-subreaper's work in `sys.rs`.
+//! child-subreaper's work in `sys/child.rs`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
