@@ -25,7 +25,7 @@ pub enum AuditError {
     /// The journal cannot be opened (startup).
     Open { path: PathBuf, why: String },
     /// No `audit.path` and no usable default location (startup).
-    NoLocation { why: String },
+    NoLocation { why: super::NoLocation },
     /// Another process kept the lock past [`LOCK_WAIT`].
     Locked { path: PathBuf },
     /// The file was replaced, removed, truncated or edited under us: stopped for good.
