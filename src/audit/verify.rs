@@ -25,7 +25,7 @@ pub(crate) struct ParsedRow {
 
 /// Why a line is not a well-formed row (completes "row N ...").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum BadRow {
+pub enum BadRow {
     NotUtf8,
     /// Not one JSON value (the parser's reason, which names a position).
     NotJson { why: String },
