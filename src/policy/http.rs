@@ -377,7 +377,7 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
     let https_only = flag(map, "https_only", "http", false)?;
     let ca_certs = match map.get("ca_file") {
         None => None,
-        Some(f) => Some(ca_bundle(string(f, "http.ca_file")?).map_err(|m| ("http.ca_file".to_owned(), m))?),
+        Some(f) => Some(ca_bundle(string(f, "http.ca_file")?)?),
     };
     Ok(HttpPolicy {
         allow,
@@ -391,26 +391,30 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
 }
 
 /// Reads a PEM bundle at startup, so a bad `ca_file` stops `sp` before it serves.
-fn ca_bundle(path: &str) -> Result<CaBundle, String> {
+fn ca_bundle(path: &str) -> Check<CaBundle> {
+    const FIELD: &str = "http.ca_file";
     if !path.starts_with('/') {
-        return Err("must be an absolute path".into());
+        return err(FIELD, "must be an absolute path");
     }
     // Issue 8 point 7: a FIFO or device is refused at once, never waited on. Public
     // certificates: any owner, any mode, and a symbolic link is followed (distributions
     // link their bundles), then the target is opened as `sys` says.
     let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();
     // At start-up, on this thread (see `policy::trusted_bytes`).
-    let pem = crate::sys::read(Path::new(path), rules).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let pem = match crate::sys::read(Path::new(path), rules) {
+        Ok(pem) => pem,
+        Err(e) => return err(FIELD, format!("cannot read {path}: {e}")),
+    };
     let mut der = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => der.push(c.der().to_vec()),
             Ok(_) => {}
-            Err(_) => return Err(format!("{path} is not a valid PEM file")),
+            Err(_) => return err(FIELD, format!("{path} is not a valid PEM file")),
         }
     }
     if der.is_empty() {
-        return Err(format!("{path} holds no certificate"));
+        return err(FIELD, format!("{path} holds no certificate"));
     }
     Ok(CaBundle { path: PathBuf::from(path), der })
 }
