@@ -17,8 +17,15 @@ the gate (Authorized, the run context, the Vault and Scrubbed, the result codes)
 credentials and destinations (cred, net), the policy as a leaf of plain types, signals,
 and the floor: escape, json (the strict parser the wire, the policy and the journal
 share) and sys.
+
+`--sizes` adds a second check: no file under src/ longer than MAX_LINES lines (as
+`wc -l` counts them, inline unit tests included); each longer file is printed with its
+length. A file that grows past it is split by concern (a folder with a file per helper
+family, unit tests in a `tests.rs` beside it), its parent re-exporting what callers name.
 """
 import os, re, sys, itertools
+
+MAX_LINES = 600
 
 LAYERS = [
     ['main', 'lib', 'fuzzing'],
@@ -111,12 +118,26 @@ for m in edges:
 for c in sorted(cycles):
     problems.append(f'import cycle: {c}')
 
+# --sizes: no source file over MAX_LINES lines
+long_files = []
+if '--sizes' in sys.argv:
+    for f in sorted(files.values()):
+        with open(f, 'rb') as fh:
+            n = fh.read().count(b'\n')
+        if n > MAX_LINES:
+            long_files.append(f'{f}: {n} lines, more than {MAX_LINES} (split it by concern)')
+
 if '-v' in sys.argv:
     for i, g in enumerate(LAYERS):
         print(f'layer {i}: {" ".join(g)}')
-for p in problems:
+for p in problems + long_files:
     print(p)
 if problems:
     print(f'{len(problems)} import(s) against the layers (.ci/module-direction.py)', file=sys.stderr)
+if long_files:
+    print(f'{len(long_files)} file(s) under src/ longer than {MAX_LINES} lines (.ci/module-direction.py --sizes)', file=sys.stderr)
+if problems or long_files:
     sys.exit(1)
 print('imports follow the layers: ' + ' > '.join('/'.join(g) for g in LAYERS))
+if '--sizes' in sys.argv:
+    print(f'no file under src/ is longer than {MAX_LINES} lines')

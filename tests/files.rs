@@ -16,7 +16,7 @@
 //! - FIFO with no writer at each operator-named path above: refused, never opened for
 //!   long; `ping` answered right after.
 //! - A FIFO swapped in for a regular file between `lstat` and `open` is refused by
-//!   `fstat` on the descriptor (unit test in `src/sys.rs`; a race cannot be timed here).
+//!   `fstat` on the descriptor (unit test in `src/sys/fs.rs`; a race cannot be timed here).
 //! - Policy modes 0620, 0602, 0666: refused; 0644 (readable, not writable) is accepted.
 //! - Policy chowned to another uid (as root): refused.
 //! - Policy directory 0770, 0777 and 1777 (sticky does not help for the holding dir).

@@ -1,7 +1,7 @@
 //! Nothing a helper starts outlives it: a credential `command` source or the approver
 //! that daemonises (`setsid cmd &` then exit, a double fork) still has everything it
-//! started killed when it ends, by exit or by timeout (`src/sys.rs`: `sp mcp` is a child
-//! subreaper, and `reap_strays` ends the orphans that come to it).
+//! started killed when it ends, by exit or by timeout (`src/sys/child.rs`: `sp mcp` is
+//! a child subreaper, and `reap_strays` ends the orphans that come to it).
 //!
 //! The built `sp mcp`, a real loopback HTTP server, and helper scripts whose daemon
 //! writes its own pid to a file; "gone" is read from `/proc`, with a deadline.

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
-
 use std::fmt;
 use std::time::Duration;
 
+use serde_json::{Map, Value};
+
 use super::row::{line_text, raw_fp, rfc3339, seal_row, Row, GENESIS};
-use super::verify::{parse_row, read_line, MAX_ROW_BYTES};
+use super::verify::{parse_row, read_line, BadRow, MAX_ROW_BYTES};
 use crate::sys::os_reason as io_why;
 
 /// How long an append waits for another `sp` to finish its own.
@@ -25,11 +25,11 @@ pub enum AuditError {
     /// The journal cannot be opened (startup).
     Open { path: PathBuf, why: String },
     /// No `audit.path` and no usable default location (startup).
-    NoLocation { why: String },
+    NoLocation { why: super::NoLocation },
     /// Another process kept the lock past [`LOCK_WAIT`].
     Locked { path: PathBuf },
     /// The file was replaced, removed, truncated or edited under us: stopped for good.
-    Tampered { path: PathBuf, why: String },
+    Tampered { path: PathBuf, why: Tamper },
     /// Writing failed (disk full, I/O error).
     Write { path: PathBuf, why: String },
 }
@@ -56,8 +56,55 @@ impl fmt::Display for AuditError {
     }
 }
 
-impl std::error::Error for AuditError {}
+impl std::error::Error for AuditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AuditError::Tampered { why, .. } => Some(why),
+            _ => None,
+        }
+    }
+}
 
+/// What changed under `sp` that no writer of `sp` does: journaling stops for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tamper {
+    /// The path names no file now (`lstat` failed: the reason).
+    Gone { why: String },
+    /// Another file has the name.
+    Replaced,
+    Truncated { size: u64, expected: u64 },
+    /// Rows appended by another writer end inside a row.
+    PartialRow,
+    /// A row appended by another writer does not verify.
+    BadRow(BadRow),
+    /// A row appended by another writer (`seq`) does not follow the last one known.
+    Unchained { seq: u64, last: u64 },
+    /// Reading what another writer appended failed.
+    Io { why: String },
+}
+
+impl fmt::Display for Tamper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tamper::Gone { why } => write!(f, "the path no longer names the file (it was removed or moved: {why})"),
+            Tamper::Replaced => f.write_str("the file was replaced under sp (another file now has its name)"),
+            Tamper::Truncated { size, expected } => write!(f, "the file was truncated under sp ({size} bytes, {expected} expected)"),
+            Tamper::PartialRow => f.write_str("another writer left a partial row"),
+            Tamper::BadRow(why) => write!(f, "a row appended by another writer {why}"),
+            Tamper::Unchained { seq, last } => write!(f, "a row appended by another writer (seq {seq}) does not chain on from seq {last}"),
+            Tamper::Io { why } => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for Tamper {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Tamper::BadRow(why) => Some(why),
+            _ => None,
+        }
+    }
+}
 
 pub(super) struct FileJournal {
     /// Shared with the lock guard of an append (issue #12: not a `dup` and a `close`
@@ -72,9 +119,8 @@ pub(super) struct FileJournal {
     prev: String,
     fsync: bool,
     /// Set once the file was found replaced or edited: never written again.
-    stopped: Option<String>,
+    stopped: Option<Tamper>,
 }
-
 
 pub(super) fn create_private_dirs(path: &Path) -> Result<(), AuditError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -151,7 +197,7 @@ impl FileJournal {
         {
             let locked = Arc::clone(&j.file);
             let _lock = lock(&locked, path).map_err(|e| fail(e.to_string()))?;
-            j.load_tail(session).map_err(fail)?;
+            j.load_tail(session)?;
         }
         if created && fsync {
             // The new directory entry must survive a crash as well as the rows.
@@ -165,17 +211,19 @@ impl FileJournal {
     /// Under the lock, at open: learn `seq`, `prev` and `size` from the last row. A torn
     /// last row (a crash mid-write, power loss) is cut off and recorded by a `recover`
     /// row; a last row that does not verify stops `sp` (run `sp audit verify`).
-    fn load_tail(&mut self, session: &str) -> Result<(), String> {
-        let size = self.file.metadata().map_err(|e| io_why(&e))?.len();
+    fn load_tail(&mut self, session: &str) -> Result<(), AuditError> {
+        let path = self.path.clone();
+        let fail = |why: String| AuditError::Open { path: path.clone(), why };
+        let size = self.file.metadata().map_err(|e| fail(io_why(&e)))?.len();
         if size == 0 {
             return Ok(());
         }
-        let (start, mut tail) = tail_window(&self.file, size).map_err(|e| io_why(&e))?;
+        let (start, mut tail) = tail_window(&self.file, size).map_err(|e| fail(io_why(&e)))?;
         let mut torn = None;
         if tail.last() != Some(&b'\n') {
             let keep = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
             if keep == 0 && start > 0 {
-                return Err("the last row is longer than 1 MiB and has no end: not a journal sp wrote".into());
+                return Err(fail("the last row is longer than 1 MiB and has no end: not a journal sp wrote".into()));
             }
             torn = Some((tail.len() - keep, raw_fp(&tail[keep..])));
             tail.truncate(keep);
@@ -185,23 +233,23 @@ impl FileJournal {
             let last = match body.iter().rposition(|b| *b == b'\n') {
                 Some(i) => &body[i + 1..],
                 None if start == 0 => body,
-                None => return Err("the last row is longer than 1 MiB: not a journal sp wrote".into()),
+                None => return Err(fail("the last row is longer than 1 MiB: not a journal sp wrote".into())),
             };
-            let row = parse_row(last).map_err(|why| format!("its last row {why}; run `sp audit verify` and move the file away"))?;
+            let row = parse_row(last).map_err(|why| fail(format!("its last row {why}; run `sp audit verify` and move the file away")))?;
             self.seq = row.seq;
             self.prev = row.hash;
         }
         self.size = whole;
         if let Some((len, fp)) = torn {
             log::warn!("audit journal {}: cutting off a torn last row ({len} bytes) left by a crash", self.path.display());
-            self.file.set_len(whole).map_err(|e| io_why(&e))?;
+            self.file.set_len(whole).map_err(|e| fail(io_why(&e)))?;
             let mut m = Row::new("recover")
                 .set("reason", format!("a torn last row ({len} bytes, no newline) left by an interrupted writer was cut off"))
                 .set("bytes_in", len as u64)
                 .set("request_fp", fp)
                 .finish(|text| crate::gate::vault::scrub_journal_text(text).into_inner());
             m.insert("session".into(), Value::String(session.to_owned()));
-            self.append_locked(m, true).map_err(|e| e.to_string())?;
+            self.append_locked(m, true).map_err(|e| fail(e.to_string()))?;
         }
         Ok(())
     }
@@ -222,14 +270,14 @@ impl FileJournal {
     }
 
     /// Same file as opened, not shrunk; rows other writers appended meanwhile chain on.
-    fn check_file(&mut self) -> Result<(), String> {
-        let now = rustix::fs::lstat(&self.path).map_err(|e| format!("the path no longer names the file (it was removed or moved: {e})"))?;
+    fn check_file(&mut self) -> Result<(), Tamper> {
+        let now = rustix::fs::lstat(&self.path).map_err(|e| Tamper::Gone { why: e.to_string() })?;
         if (now.st_dev, now.st_ino) != (self.dev, self.ino) {
-            return Err("the file was replaced under sp (another file now has its name)".into());
+            return Err(Tamper::Replaced);
         }
-        let size = self.file.metadata().map_err(|e| io_why(&e))?.len();
+        let size = self.file.metadata().map_err(|e| Tamper::Io { why: io_why(&e) })?.len();
         if size < self.size {
-            return Err(format!("the file was truncated under sp ({} bytes, {} expected)", size, self.size));
+            return Err(Tamper::Truncated { size, expected: self.size });
         }
         if size > self.size {
             self.catch_up(size)?;
@@ -239,17 +287,18 @@ impl FileJournal {
 
     /// Reads the rows another `sp` appended since our last write; each must verify and
     /// chain on from the last row we know.
-    fn catch_up(&mut self, size: u64) -> Result<(), String> {
+    fn catch_up(&mut self, size: u64) -> Result<(), Tamper> {
+        let io = |e: std::io::Error| Tamper::Io { why: io_why(&e) };
         let mut f = &*self.file;
-        f.seek(SeekFrom::Start(self.size)).map_err(|e| io_why(&e))?;
+        f.seek(SeekFrom::Start(self.size)).map_err(io)?;
         let mut r = std::io::BufReader::new(f.take(size - self.size));
-        while let Some((line, terminated)) = read_line(&mut r).map_err(|e| io_why(&e))? {
+        while let Some((line, terminated)) = read_line(&mut r).map_err(io)? {
             if !terminated {
-                return Err("another writer left a partial row".into());
+                return Err(Tamper::PartialRow);
             }
-            let row = parse_row(&line).map_err(|why| format!("a row appended by another writer {why}"))?;
+            let row = parse_row(&line).map_err(Tamper::BadRow)?;
             if row.prev != self.prev || row.seq != self.seq + 1 {
-                return Err(format!("a row appended by another writer (seq {}) does not chain on from seq {}", row.seq, self.seq));
+                return Err(Tamper::Unchained { seq: row.seq, last: self.seq });
             }
             self.seq = row.seq;
             self.prev = row.hash;
@@ -363,5 +412,45 @@ mod tests {
                 assert!(tail.len() as u64 <= TAIL_STEP, "{what}: read {} bytes for a short last row", tail.len());
             }
         }
+    }
+
+    /// Each way the file changes under `sp` stops the journal with its reason, as a
+    /// value; the next write is refused for the same reason.
+    #[test]
+    fn a_file_changed_under_sp_stops_the_journal_for_a_named_reason() {
+        use super::super::Journal;
+        let dir = tempfile::tempdir().unwrap();
+        let row = || Row::new("reject").set("decision", "denied");
+        let fresh = |name: &str| {
+            let path = dir.path().join(name);
+            let mut j = Journal::open(&path, false).unwrap();
+            j.write(row()).unwrap();
+            (j, path.clone(), std::fs::metadata(&path).unwrap().len())
+        };
+        let tampered = |path: &Path, why| Err(AuditError::Tampered { path: path.to_owned(), why });
+
+        let (mut j, path, size) = fresh("truncated");
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(10).unwrap();
+        let why = Tamper::Truncated { size: 10, expected: size };
+        assert_eq!(j.write(row()), tampered(&path, why.clone()));
+        assert_eq!(j.write(row()), tampered(&path, why), "stopped for good");
+
+        let (mut j, path, _) = fresh("replaced");
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert_eq!(j.write(row()), tampered(&path, Tamper::Replaced));
+
+        let (mut j, path, _) = fresh("partial");
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"seq\":2").unwrap();
+        assert_eq!(j.write(row()), tampered(&path, Tamper::PartialRow));
+
+        let (mut j, path, _) = fresh("forged");
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"[1]\n").unwrap();
+        assert_eq!(j.write(row()), tampered(&path, Tamper::BadRow(BadRow::NotObject)));
+        assert_eq!(
+            Tamper::Unchained { seq: 9, last: 2 }.to_string(),
+            "a row appended by another writer (seq 9) does not chain on from seq 2"
+        );
     }
 }

@@ -99,13 +99,6 @@ pub(crate) use row::*;
 use syslog::Syslog;
 pub(crate) use verify::*;
 
-
-
-
-
-
-
-
 // ---------------------------------------------------------------------------------------
 // Policy section
 
@@ -115,24 +108,6 @@ pub(crate) use crate::policy::audit::{AuditPolicy, JournalPath};
 /// else `$HOME/.local/state/sallyport/` (only absolute values count); or why there is
 /// none (for the refusal and `sp check`).
 pub(crate) fn default_location(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, NoLocation> {
-    default_location_text(env).map_err(|why| NoLocation { why })
-}
-
-/// Why there is no default journal location.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NoLocation {
-    pub why: String,
-}
-
-impl fmt::Display for NoLocation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.why)
-    }
-}
-
-impl std::error::Error for NoLocation {}
-
-fn default_location_text(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
     let xdg = env("XDG_STATE_HOME").filter(|s| !s.is_empty());
     if let Some(x) = xdg.as_ref().filter(|s| s.starts_with('/')) {
         return Ok(PathBuf::from(x).join("sallyport/audit.jsonl"));
@@ -141,13 +116,34 @@ fn default_location_text(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf
         return Ok(PathBuf::from(h).join(".local/state/sallyport/audit.jsonl"));
     }
     Err(match xdg {
-        Some(x) => format!(
-            "the policy has no audit.path, XDG_STATE_HOME ({x:?}) is ignored because it is not an absolute path \
-             (XDG Base Directory spec), and HOME is not set to an absolute path"
-        ),
-        None => "the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set".into(),
+        Some(xdg) => NoLocation::RelativeXdg { xdg },
+        None => NoLocation::Unset,
     })
 }
+
+/// Why there is no default journal location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoLocation {
+    /// `XDG_STATE_HOME` is unset or empty, and `HOME` is not an absolute path.
+    Unset,
+    /// `XDG_STATE_HOME` is not an absolute path (ignored), nor is `HOME`.
+    RelativeXdg { xdg: String },
+}
+
+impl fmt::Display for NoLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoLocation::Unset => f.write_str("the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set"),
+            NoLocation::RelativeXdg { xdg } => write!(
+                f,
+                "the policy has no audit.path, XDG_STATE_HOME ({xdg:?}) is ignored because it is not an absolute path \
+                 (XDG Base Directory spec), and HOME is not set to an absolute path"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NoLocation {}
 
 /// The warning for a relative `XDG_STATE_HOME` that was skipped for `$HOME`, if any.
 fn relative_xdg_note(env: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -230,7 +226,7 @@ impl Journal {
                     create_private_dirs(&path)?;
                     Some(path)
                 }
-                Err(NoLocation { why }) => return Err(AuditError::NoLocation { why }),
+                Err(why) => return Err(AuditError::NoLocation { why }),
             },
         };
         if let Some(path) = path {
@@ -311,6 +307,14 @@ mod tests {
         assert_eq!(path(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")]), Some("/s/sallyport/audit.jsonl".into()));
         assert_eq!(path(&[("HOME", "/h")]), Some("/h/.local/state/sallyport/audit.jsonl".into()));
         assert_eq!(path(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")]), Some("/h/.local/state/sallyport/audit.jsonl".into()));
-        assert_eq!(default_location(env(&[])).unwrap_err().why, "the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set");
+        assert_eq!(default_location(env(&[])), Err(NoLocation::Unset));
+        assert_eq!(NoLocation::Unset.to_string(), "the policy has no audit.path and neither XDG_STATE_HOME nor HOME is set");
+        let relative = default_location(env(&[("XDG_STATE_HOME", "rel"), ("HOME", "h")]));
+        assert_eq!(relative, Err(NoLocation::RelativeXdg { xdg: "rel".into() }));
+        assert_eq!(
+            relative.unwrap_err().to_string(),
+            "the policy has no audit.path, XDG_STATE_HOME (\"rel\") is ignored because it is not an absolute path \
+             (XDG Base Directory spec), and HOME is not set to an absolute path"
+        );
     }
 }

@@ -23,44 +23,55 @@ pub(crate) struct ParsedRow {
     pub fields: Map<String, Value>,
 }
 
-/// Parses one line (without its newline) and checks it against itself: one JSON object
-/// in the exact form `sp` writes, with `seq`, `prev`, `hash`, and a hash that matches.
-/// The error completes "row N ...".
 /// Why a line is not a well-formed row (completes "row N ...").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BadRow {
-    pub why: String,
+pub enum BadRow {
+    NotUtf8,
+    /// Not one JSON value (the parser's reason, which names a position).
+    NotJson { why: String },
+    NotObject,
+    /// `seq`, `prev` or `hash` is missing or malformed.
+    NoChain,
+    /// Its bytes are not the one form `sp` writes.
+    NotCanonical,
+    /// Its hash does not match its content.
+    WrongHash,
 }
 
 impl std::fmt::Display for BadRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.why)
+        match self {
+            BadRow::NotUtf8 => f.write_str("is not UTF-8 (edited or corrupted)"),
+            BadRow::NotJson { why } => write!(f, "is not a journal row ({why}): edited or corrupted"),
+            BadRow::NotObject => f.write_str("is not a JSON object: edited or corrupted"),
+            BadRow::NoChain => f.write_str("lacks a valid seq, prev or hash: edited or corrupted"),
+            BadRow::NotCanonical => f.write_str("is edited: its bytes differ from the one form sp writes"),
+            BadRow::WrongHash => f.write_str("is edited: its hash does not match its content"),
+        }
     }
 }
 
 impl std::error::Error for BadRow {}
 
+/// Parses one line (without its newline) and checks it against itself: one JSON object
+/// in the exact form `sp` writes, with `seq`, `prev`, `hash`, and a hash that matches.
 pub(crate) fn parse_row(line: &[u8]) -> Result<ParsedRow, BadRow> {
-    parse_row_text(line).map_err(|why| BadRow { why })
-}
-
-fn parse_row_text(line: &[u8]) -> Result<ParsedRow, String> {
-    let text = std::str::from_utf8(line).map_err(|_| "is not UTF-8 (edited or corrupted)".to_owned())?;
-    let value = crate::json::parse(text).map_err(|e| format!("is not a journal row ({e}): edited or corrupted"))?;
+    let text = std::str::from_utf8(line).map_err(|_| BadRow::NotUtf8)?;
+    let value = crate::json::parse(text).map_err(|e| BadRow::NotJson { why: e.to_string() })?;
     let Value::Object(fields) = value else {
-        return Err("is not a JSON object: edited or corrupted".into());
+        return Err(BadRow::NotObject);
     };
     let seq = fields.get("seq").and_then(Value::as_u64).filter(|s| *s > 0);
     let prev = fields.get("prev").and_then(Value::as_str).filter(|s| is_hash(s));
     let hash = fields.get("hash").and_then(Value::as_str).filter(|s| is_hash(s));
     let (Some(seq), Some(prev), Some(hash)) = (seq, prev, hash) else {
-        return Err("lacks a valid seq, prev or hash: edited or corrupted".into());
+        return Err(BadRow::NoChain);
     };
     if serialize_row(&fields, true).as_bytes() != line {
-        return Err("is edited: its bytes differ from the one form sp writes".into());
+        return Err(BadRow::NotCanonical);
     }
     if row_hash(prev, &fields) != hash {
-        return Err("is edited: its hash does not match its content".into());
+        return Err(BadRow::WrongHash);
     }
     Ok(ParsedRow { seq, prev: prev.to_owned(), hash: hash.to_owned(), fields })
 }
@@ -149,7 +160,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
             };
             return Err(Broken { row: n, why });
         }
-        let row = parse_row(&line).map_err(|e| Broken { row: n, why: e.why })?;
+        let row = parse_row(&line).map_err(|e| Broken { row: n, why: e.to_string() })?;
         match &prev_hash {
             None => {
                 let starts = row.prev == GENESIS || Some(row.prev.as_str()) == anchor;
@@ -286,5 +297,28 @@ mod tests {
         assert!(e.why.contains("torn"), "{}", e.why);
         let anchor = "ab".repeat(32);
         assert!(verify(&bytes, Some(&anchor)).unwrap_err().why.contains("anchor"));
+    }
+
+    /// Each way a line fails to be a row, named as a value.
+    #[test]
+    fn a_bad_row_names_what_is_wrong() {
+        let (_, lines) = journal_text(1);
+        let good = &lines[0];
+        assert!(parse_row(good.as_bytes()).is_ok());
+        let spaced = good.replacen(",", ", ", 1);
+        let rehashed = good.replacen("\"row 0\"", "\"row 9\"", 1);
+        let no_seq = good.replacen("\"seq\":", "\"seq_\":", 1);
+        let cases: Vec<(&[u8], BadRow)> = vec![
+            (b"\xff", BadRow::NotUtf8),
+            (b"[1]", BadRow::NotObject),
+            (no_seq.as_bytes(), BadRow::NoChain),
+            (spaced.as_bytes(), BadRow::NotCanonical),
+            (rehashed.as_bytes(), BadRow::WrongHash),
+        ];
+        for (line, want) in cases {
+            assert_eq!(parse_row(line), Err(want), "{}", String::from_utf8_lossy(line));
+        }
+        assert!(matches!(parse_row(b"{"), Err(BadRow::NotJson { .. })));
+        assert_eq!(BadRow::WrongHash.to_string(), "is edited: its hash does not match its content");
     }
 }

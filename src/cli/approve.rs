@@ -57,7 +57,7 @@ pub(crate) fn run(stdout: StdoutHandle, args: &ApproveArgs, config: Option<std::
         ApproveSub::RevokeAll => {
             let r = store.revoke_all(now).map_err(|e| fail(e.to_string()))?;
             match r.replaced_corrupt {
-                Some(why) => format!("replaced the corrupt grants file {} ({}): no grants\n", path.display(), safe(&why)),
+                Some(why) => format!("replaced the corrupt grants file {} ({}): no grants\n", path.display(), safe(&why.to_string())),
                 None => format!("revoked {} grant(s)\n", r.count),
             }
         }

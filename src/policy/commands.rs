@@ -93,32 +93,26 @@ impl std::error::Error for Mismatch {}
 
 impl CommandPattern {
     pub fn parse(text: &str) -> Result<CommandPattern, PatternError> {
-        Self::parse_text(text).map_err(PatternError::from)
-    }
-
-    fn parse_text(text: &str) -> Result<CommandPattern, String> {
         if text.is_empty() {
-            return Err("must not be empty".into());
+            return Err(PatternError::Empty);
         }
         if let Some((_, what)) = FORBIDDEN.iter().find(|(s, _)| text.contains(s)) {
-            return Err(format!("contains {what}: such a command is always refused, so this pattern could never match"));
+            return Err(PatternError::Forbidden { what });
         }
         if text.chars().any(|c| c.is_control()) {
-            return Err("contains a control character".into());
+            return Err(PatternError::Control);
         }
         let mut words = Vec::new();
         for word in text.split(' ') {
             if word.is_empty() {
-                return Err("words must be separated by single spaces, without leading or trailing space".into());
+                return Err(PatternError::Spacing);
             }
             words.push(if word.contains('*') {
                 if word.contains("**") {
-                    return Err(format!("{word:?}: two '*' in a row are ambiguous; one '*' already matches a whole argument"));
+                    return Err(PatternError::DoubleStar { word: word.to_owned() });
                 }
                 if has_dotdot_segment(&word.replace('*', "x")) {
-                    return Err(format!(
-                        "{word:?}: a word with '*' never matches text containing a '..' path segment, so this pattern could never match"
-                    ));
+                    return Err(PatternError::DotDotGlob { word: word.to_owned() });
                 }
                 Word::Glob(word.split('*').map(str::to_owned).collect())
             } else {
@@ -391,7 +385,8 @@ mod tests {
     fn pattern_with_its_own_dotdot_segment_in_a_starred_word_is_refused_at_load() {
         for p in ["cat /srv/*/../x", "cat ../*", "cat */..", "cat /srv/../*.log", "cat a/../*"] {
             let e = CommandPattern::parse(p).expect_err(p);
-            assert!(e.message.contains("'..' path segment"), "{p}: {e}");
+            assert!(matches!(e, PatternError::DotDotGlob { .. }), "{p}: {e}");
+            assert!(e.to_string().contains("'..' path segment"), "{p}: {e}");
         }
         // A literal word without a star is the operator's business, and so are dots
         // that form no segment.
@@ -504,7 +499,7 @@ mod tests {
             ("a **", "\"**\": two '*' in a row are ambiguous; one '*' already matches a whole argument".to_owned()),
             ("a\tb", "contains a control character".to_owned()),
         ] {
-            assert_eq!(CommandPattern::parse(p).unwrap_err().message, why, "{p:?}");
+            assert_eq!(CommandPattern::parse(p).unwrap_err().to_string(), why, "{p:?}");
         }
     }
 }

@@ -84,22 +84,62 @@ pub(crate) fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bo
     }
 }
 
-/// Why a host, path or command pattern is refused; the message quotes the pattern.
+/// Why a host, path or command pattern is refused. A host or path pattern is quoted
+/// in the message (`text`); a command pattern's field names it, and a word of it is
+/// quoted where the word is the fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatternError {
-    pub message: String,
+pub enum PatternError {
+    /// Host: the port is not a number from 1 to 65535.
+    BadPort { text: String },
+    /// Host: an IPv6 literal without its `]`.
+    UnclosedBracket { text: String },
+    /// Host: a `*` other than a leading `*.`.
+    WildcardNotLeading { text: String },
+    NotAHost { text: String },
+    /// Host: `*.` before an IP address.
+    WildcardIp { text: String },
+    /// Path: not starting with `/`.
+    NotAbsolute { text: String },
+    /// Path: a `*` other than a final `/*`.
+    StarNotFinal { text: String },
+    /// Path: `.`, `..`, `%`, `?` or `#`.
+    NotPlain { text: String },
+    /// Command: empty.
+    Empty,
+    /// Command: a metacharacter the matcher always refuses (`what` names it).
+    Forbidden { what: &'static str },
+    /// Command: a control character.
+    Control,
+    /// Command: words not separated by single spaces.
+    Spacing,
+    /// Command: `**` in a word.
+    DoubleStar { word: String },
+    /// Command: a starred word with its own `..` segment, which never matches.
+    DotDotGlob { word: String },
 }
 
 impl fmt::Display for PatternError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match self {
+            PatternError::BadPort { text } => write!(f, "{text:?}: the port must be a number from 1 to 65535"),
+            PatternError::UnclosedBracket { text } => write!(f, "{text:?}: unclosed '['"),
+            PatternError::WildcardNotLeading { text } => write!(f, "{text:?}: a wildcard is only allowed as a leading \"*.\""),
+            PatternError::NotAHost { text } => write!(f, "{text:?} is not a valid host"),
+            PatternError::WildcardIp { text } => write!(f, "{text:?}: a wildcard cannot apply to an IP address"),
+            PatternError::NotAbsolute { text } => write!(f, "{text:?} must start with '/'"),
+            PatternError::StarNotFinal { text } => write!(f, "{text:?}: '*' is only allowed as a final \"/*\""),
+            PatternError::NotPlain { text } => write!(f, "{text:?}: write the plain decoded path, without '.', '..', '%', '?' or '#'"),
+            PatternError::Empty => f.write_str("must not be empty"),
+            PatternError::Forbidden { what } => write!(f, "contains {what}: such a command is always refused, so this pattern could never match"),
+            PatternError::Control => f.write_str("contains a control character"),
+            PatternError::Spacing => f.write_str("words must be separated by single spaces, without leading or trailing space"),
+            PatternError::DoubleStar { word } => write!(f, "{word:?}: two '*' in a row are ambiguous; one '*' already matches a whole argument"),
+            PatternError::DotDotGlob { word } => write!(
+                f,
+                "{word:?}: a word with '*' never matches text containing a '..' path segment, so this pattern could never match"
+            ),
+        }
     }
 }
 
 impl std::error::Error for PatternError {}
-
-impl From<String> for PatternError {
-    fn from(message: String) -> PatternError {
-        PatternError { message }
-    }
-}

@@ -76,21 +76,17 @@ pub struct HostPattern {
 
 impl HostPattern {
     pub fn parse(text: &str) -> Result<HostPattern, PatternError> {
-        Self::parse_text(text).map_err(PatternError::from)
-    }
-
-    fn parse_text(text: &str) -> Result<HostPattern, String> {
         let (host_part, port) = split_port(text)?;
         let (wildcard, bare) = match host_part.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, host_part),
         };
         if bare.contains('*') {
-            return Err(format!("{text:?}: a wildcard is only allowed as a leading \"*.\""));
+            return Err(PatternError::WildcardNotLeading { text: text.to_owned() });
         }
-        let host = normalize_host(bare).ok_or_else(|| format!("{text:?} is not a valid host"))?;
+        let host = normalize_host(bare).ok_or_else(|| PatternError::NotAHost { text: text.to_owned() })?;
         if wildcard && (host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok()) {
-            return Err(format!("{text:?}: a wildcard cannot apply to an IP address"));
+            return Err(PatternError::WildcardIp { text: text.to_owned() });
         }
         let host = if wildcard { format!(".{host}") } else { host };
         Ok(HostPattern { host, wildcard, port, text: text.to_owned() })
@@ -130,10 +126,10 @@ impl HostPattern {
     }
 }
 
-fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
-    let bad_port = || format!("{text:?}: the port must be a number from 1 to 65535");
+fn split_port(text: &str) -> Result<(&str, Option<u16>), PatternError> {
+    let bad_port = || PatternError::BadPort { text: text.to_owned() };
     if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']').ok_or_else(|| format!("{text:?}: unclosed '['"))?;
+        let (inside, after) = rest.split_once(']').ok_or_else(|| PatternError::UnclosedBracket { text: text.to_owned() })?;
         let host = &text[..inside.len() + 2];
         return match after {
             "" => Ok((host, None)),
@@ -171,20 +167,16 @@ pub enum PathPattern {
 
 impl PathPattern {
     pub fn parse(text: &str) -> Result<PathPattern, PatternError> {
-        Self::parse_text(text).map_err(PatternError::from)
-    }
-
-    fn parse_text(text: &str) -> Result<PathPattern, String> {
         if !text.starts_with('/') {
-            return Err(format!("{text:?} must start with '/'"));
+            return Err(PatternError::NotAbsolute { text: text.to_owned() });
         }
         let body = text.strip_suffix("/*");
         let check = body.unwrap_or(text);
         if check.contains('*') {
-            return Err(format!("{text:?}: '*' is only allowed as a final \"/*\""));
+            return Err(PatternError::StarNotFinal { text: text.to_owned() });
         }
         if check.split('/').any(|seg| seg == "." || seg == "..") || check.contains('%') || check.contains('?') || check.contains('#') {
-            return Err(format!("{text:?}: write the plain decoded path, without '.', '..', '%', '?' or '#'"));
+            return Err(PatternError::NotPlain { text: text.to_owned() });
         }
         Ok(match body {
             Some(prefix) => PathPattern::Prefix(prefix.to_owned()),
@@ -244,7 +236,7 @@ pub(super) fn hosts(v: &Value, field: &str) -> Check<Vec<HostPattern>> {
         .enumerate()
         .map(|(i, h)| {
             let f = format!("{field}[{i}]");
-            HostPattern::parse(string(h, &f)?).map_err(|e| (f, e.message))
+            HostPattern::parse(string(h, &f)?).map_err(|e| (f, e.to_string()))
         })
         .collect()
 }
@@ -258,7 +250,7 @@ pub(super) fn paths(v: Option<&Value>, field: &str) -> Check<Vec<PathPattern>> {
         .enumerate()
         .map(|(i, p)| {
             let f = format!("{field}[{i}]");
-            PathPattern::parse(string(p, &f)?).map_err(|e| (f, e.message))
+            PathPattern::parse(string(p, &f)?).map_err(|e| (f, e.to_string()))
         })
         .collect()
 }
@@ -385,7 +377,7 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
     let https_only = flag(map, "https_only", "http", false)?;
     let ca_certs = match map.get("ca_file") {
         None => None,
-        Some(f) => Some(ca_bundle(string(f, "http.ca_file")?).map_err(|m| ("http.ca_file".to_owned(), m))?),
+        Some(f) => Some(ca_bundle(string(f, "http.ca_file")?)?),
     };
     Ok(HttpPolicy {
         allow,
@@ -399,26 +391,30 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
 }
 
 /// Reads a PEM bundle at startup, so a bad `ca_file` stops `sp` before it serves.
-fn ca_bundle(path: &str) -> Result<CaBundle, String> {
+fn ca_bundle(path: &str) -> Check<CaBundle> {
+    const FIELD: &str = "http.ca_file";
     if !path.starts_with('/') {
-        return Err("must be an absolute path".into());
+        return err(FIELD, "must be an absolute path");
     }
     // Issue 8 point 7: a FIFO or device is refused at once, never waited on. Public
     // certificates: any owner, any mode, and a symbolic link is followed (distributions
     // link their bundles), then the target is opened as `sys` says.
     let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();
     // At start-up, on this thread (see `policy::trusted_bytes`).
-    let pem = crate::sys::read(Path::new(path), rules).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let pem = match crate::sys::read(Path::new(path), rules) {
+        Ok(pem) => pem,
+        Err(e) => return err(FIELD, format!("cannot read {path}: {e}")),
+    };
     let mut der = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => der.push(c.der().to_vec()),
             Ok(_) => {}
-            Err(_) => return Err(format!("{path} is not a valid PEM file")),
+            Err(_) => return err(FIELD, format!("{path} is not a valid PEM file")),
         }
     }
     if der.is_empty() {
-        return Err(format!("{path} holds no certificate"));
+        return err(FIELD, format!("{path} holds no certificate"));
     }
     Ok(CaBundle { path: PathBuf::from(path), der })
 }
@@ -446,7 +442,11 @@ mod tests {
         // numeric spellings normalise like URLs do
         let num = HostPattern::parse("2130706433").unwrap();
         assert!(num.matches("127.0.0.1", 80, 80));
-        let why = |p: &str| HostPattern::parse(p).unwrap_err().message;
+        let why = |p: &str| HostPattern::parse(p).unwrap_err().to_string();
+        assert_eq!(HostPattern::parse("*.10.0.0.1"), Err(PatternError::WildcardIp { text: "*.10.0.0.1".into() }));
+        assert_eq!(HostPattern::parse("a.*.b"), Err(PatternError::WildcardNotLeading { text: "a.*.b".into() }));
+        assert_eq!(HostPattern::parse("[::1"), Err(PatternError::UnclosedBracket { text: "[::1".into() }));
+        assert_eq!(HostPattern::parse("h:0"), Err(PatternError::BadPort { text: "h:0".into() }));
         assert_eq!(why(""), "\"\" is not a valid host");
         assert_eq!(why("a b"), "\"a b\" is not a valid host");
         assert_eq!(why("a/b"), "\"a/b\" is not a valid host");
@@ -467,7 +467,9 @@ mod tests {
         let exact = PathPattern::parse("/status").unwrap();
         assert!(exact.matches("/status"));
         assert!(!exact.matches("/status/"));
-        let why = |p: &str| PathPattern::parse(p).unwrap_err().message;
+        let why = |p: &str| PathPattern::parse(p).unwrap_err().to_string();
+        assert_eq!(PathPattern::parse("v1"), Err(PatternError::NotAbsolute { text: "v1".into() }));
+        assert_eq!(PathPattern::parse("/a/../b"), Err(PatternError::NotPlain { text: "/a/../b".into() }));
         assert_eq!(why("/a*"), "\"/a*\": '*' is only allowed as a final \"/*\"");
         assert_eq!(why("/a/%2e"), "\"/a/%2e\": write the plain decoded path, without '.', '..', '%', '?' or '#'");
     }

@@ -228,7 +228,7 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let f = format!("{cf}[{i}]");
-                out.push(CommandPattern::parse(string(item, &f)?).map_err(|e| (f, e.message))?);
+                out.push(CommandPattern::parse(string(item, &f)?).map_err(|e| (f, e.to_string()))?);
             }
             Some(out)
         }

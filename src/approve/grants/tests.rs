@@ -23,7 +23,11 @@
 //! - two writers adding at once (threads with their own descriptors: `flock` is per open
 //!   file): nothing lost; no temporary file left behind.
 
+use super::form::{parse_file, render_file, BadGrant};
 use super::*;
+use crate::policy::approval::MAX_GRANT_S;
+use serde_json::Value;
+use std::path::Path;
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -319,12 +323,12 @@ fn a_corrupt_file_fails_closed_and_only_revoke_all_replaces_it() {
         assert_eq!(std::fs::read_to_string(g.path()).unwrap(), text, "{what}: a corrupt file is never rewritten");
     }
     std::fs::write(g.path(), b"{\"version\":1,\"grants\":[\"\xff\"]}").unwrap();
-    assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::Corrupt { path: g.path().to_owned(), why: "not UTF-8".into() }));
+    assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::Corrupt { path: g.path().to_owned(), why: FormError::NotUtf8 }));
     // Larger than the cap: refused for reading, replaced by revoke_all all the same.
     std::fs::write(g.path(), vec![b' '; MAX_FILE_BYTES as usize + 1]).unwrap();
     assert_eq!(g.find(P1, &key(), ANY, T0), Err(GrantError::File { path: g.path().to_owned(), why: SysError::TooLarge { max: MAX_FILE_BYTES } }));
     let r = g.revoke_all(T0).unwrap();
-    assert_eq!(r, RevokedAll { count: 0, replaced_corrupt: Some(format!("larger than {MAX_FILE_BYTES} bytes")) });
+    assert_eq!(r, RevokedAll { count: 0, replaced_corrupt: Some(FormError::TooLarge { max: MAX_FILE_BYTES }) });
     assert_eq!(raw(&g), b"{\"version\":1,\"grants\":[\n]}\n");
     assert_eq!(g.list(T0).unwrap(), vec![]);
     std::fs::write(g.path(), b"garbage").unwrap();
@@ -458,7 +462,7 @@ fn the_file_round_trips_and_the_location_follows_the_journals_rule() {
 #[test]
 fn errors_are_lowercase_std_errors_without_values() {
     fn is_error<E: std::error::Error>(_: &E) {}
-    let e = GrantError::Corrupt { path: PathBuf::from("/s/grants.json"), why: "grants[0]: id is not 16 hex digits".into() };
+    let e = GrantError::Corrupt { path: PathBuf::from("/s/grants.json"), why: FormError::Grant { index: 0, why: BadGrant::Id } };
     is_error(&e);
     assert_eq!(
         e.to_string(),
@@ -466,4 +470,62 @@ fn errors_are_lowercase_std_errors_without_values() {
     );
     assert_eq!(GrantError::NotFound { id: "x\n".repeat(40) }.to_string().lines().count(), 1, "an id from the command line is escaped and cut");
     assert_eq!(GrantError::NotAllowed { scope: Scope::Session }.to_string(), "the policy allows no session grant (approval.grants.session_max_s is not set)");
+}
+
+/// Each reason a file is corrupt, as `sp approve` prints it (the texts are what the
+/// strings were before the reasons had types).
+#[test]
+fn form_errors_name_the_reason_in_lowercase() {
+    let cases: Vec<(FormError, &str)> = vec![
+        (FormError::NotUtf8, "not UTF-8"),
+        (FormError::NotObject, "not a JSON object"),
+        (FormError::UnknownKey { key: "more".into() }, "unknown key \"more\""),
+        (FormError::Version, "\"version\" is not 1"),
+        (FormError::GrantsNotArray, "\"grants\" is not an array"),
+        (FormError::TooMany, "more than 1000 grants"),
+        (FormError::TooLarge { max: 9 }, "larger than 9 bytes"),
+        (FormError::SameId { index: 1, id: "00ff".into() }, "grants[1]: a second grant with id 00ff"),
+        (FormError::Grant { index: 2, why: BadGrant::NotObject }, "grants[2]: not an object"),
+        (FormError::Grant { index: 0, why: BadGrant::TooLong { key: "target", max: 256 } }, "grants[0]: target is longer than 256 bytes"),
+        (FormError::Grant { index: 0, why: BadGrant::NotString { key: "tool" } }, "grants[0]: tool is not a string"),
+        (FormError::Grant { index: 0, why: BadGrant::NotNumber { key: "uid" } }, "grants[0]: uid is not a non-negative integer"),
+        (FormError::Grant { index: 0, why: BadGrant::Scope }, "grants[0]: scope is not \"exact\" or \"session\""),
+        (FormError::Grant { index: 0, why: BadGrant::Channel }, "grants[0]: channel is not \"command\" or \"elicitation\""),
+        (FormError::Grant { index: 0, why: BadGrant::ExactWithoutAction }, "grants[0]: an exact grant without action"),
+    ];
+    for (e, want) in cases {
+        assert_eq!(e.to_string(), want);
+    }
+    assert_eq!(BadGrant::Ttl.to_string(), format!("ttl_s is not from 1 to {MAX_GRANT_S}"));
+}
+
+/// The parser names the first thing wrong, as a value.
+#[test]
+fn a_corrupt_file_is_refused_for_a_named_reason() {
+    let d = dir();
+    let g = store(&d);
+    let good = g.add(Scope::Session, 600, P1, &key(), Channel::Command, T0).unwrap();
+    let line = good.to_json().to_string();
+    let mut bad_id = good.to_json();
+    bad_id["id"] = json!("XYZ");
+    let mut tool_number = good.to_json();
+    tool_number["tool"] = json!(7);
+    let mut long_key = good.to_json();
+    long_key["k".repeat(40)] = json!(1);
+    let cases: Vec<(String, FormError)> = vec![
+        ("[]".into(), FormError::NotObject),
+        (format!("{{\"version\":2,\"grants\":[{line}]}}"), FormError::Version),
+        (format!("{{\"version\":1,\"grants\":[{line}],\"more\":[]}}"), FormError::UnknownKey { key: "more".into() }),
+        ("{\"version\":1,\"grants\":{}}".into(), FormError::GrantsNotArray),
+        (format!("{{\"version\":1,\"grants\":[{bad_id}]}}"), FormError::Grant { index: 0, why: BadGrant::Id }),
+        (format!("{{\"version\":1,\"grants\":[{tool_number}]}}"), FormError::Grant { index: 0, why: BadGrant::NotString { key: "tool" } }),
+        (
+            format!("{{\"version\":1,\"grants\":[{line},{long_key}]}}"),
+            FormError::Grant { index: 1, why: BadGrant::UnknownKey { key: format!("{}…", "k".repeat(32)) } },
+        ),
+        (format!("{{\"version\":1,\"grants\":[{line},{line}]}}"), FormError::SameId { index: 1, id: good.id.clone() }),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse_file(text.as_bytes()), Err(want), "{text}");
+    }
 }

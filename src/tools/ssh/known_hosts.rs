@@ -33,13 +33,15 @@
 //!   (`name keytype base64`), readable by the operator who audits them.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
+
+use crate::sys::{LockError, SysError};
 
 pub(crate) const MAX_KNOWN_HOSTS_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -208,16 +210,12 @@ impl KnownHosts {
 
     /// Reads `path` with the checks in the module docs. A missing file is empty.
     pub(crate) fn load(path: &Path) -> Result<KnownHosts, KnownHostsError> {
-        KnownHosts::load_text(path).map_err(|message| KnownHostsError { message })
-    }
-
-    fn load_text(path: &Path) -> Result<KnownHosts, String> {
         let bytes = match crate::sys::read_within(path, RULES, crate::sys::READ_TIMEOUT) {
             Ok(b) => b,
             Err(crate::sys::SysError::Missing) => return Ok(KnownHosts::default()),
-            Err(e) => return Err(refusal(path, &e)),
+            Err(why) => return Err(KnownHostsError::Refused { path: path.to_owned(), why }),
         };
-        let text = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}: not UTF-8", path.display()))?;
+        let text = String::from_utf8(bytes.to_vec()).map_err(|_| KnownHostsError::NotUtf8 { path: path.to_owned() })?;
         let kh = KnownHosts::parse(&text);
         if !kh.malformed.is_empty() {
             log::warn!("{}: skipping malformed line(s) {:?}", path.display(), kh.malformed);
@@ -299,20 +297,12 @@ pub(crate) fn host_key_preference(known_types: &[String]) -> String {
 /// A symbolic link is followed (as OpenSSH does); the file reached is checked.
 const RULES: crate::sys::Rules = crate::sys::Rules::owned(0o022, MAX_KNOWN_HOSTS_BYTES).following();
 
-fn refusal(path: &Path, e: &crate::sys::SysError) -> String {
-    match e {
-        crate::sys::SysError::TooOpen { .. } => {
-            format!("{}: {e}: chmod go-w it (whoever can write it vouches for every server)", path.display())
-        }
-        e => format!("{}: {e}", path.display()),
-    }
-}
-
 /// Under the lock in [`record`]: the same checks on the open descriptor, then the text.
-fn read_checked(file: &std::fs::File, path: &Path) -> Result<String, String> {
-    crate::sys::check(file, RULES).map_err(|e| refusal(path, &e))?;
-    let bytes = crate::sys::read_capped(file, MAX_KNOWN_HOSTS_BYTES).map_err(|e| refusal(path, &e))?;
-    String::from_utf8(bytes.to_vec()).map_err(|_| format!("{}: not UTF-8", path.display()))
+fn read_checked(file: &std::fs::File, path: &Path) -> Result<String, KnownHostsError> {
+    let refused = |why| KnownHostsError::Refused { path: path.to_owned(), why };
+    crate::sys::check(file, RULES).map_err(refused)?;
+    let bytes = crate::sys::read_capped(file, MAX_KNOWN_HOSTS_BYTES).map_err(refused)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| KnownHostsError::NotUtf8 { path: path.to_owned() })
 }
 
 /// What [`record`] did.
@@ -326,45 +316,74 @@ pub(crate) enum Recorded {
 /// `accept-new`: appends the key for `host`/`port`, under an exclusive lock, after
 /// checking again that the file does not (now) say something else about this host.
 pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
-    record_text(path, host, port, blob).map_err(|message| KnownHostsError { message })
-}
-
-/// Why `known_hosts` could not be read or written; the message names the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct KnownHostsError {
-    pub message: String,
-}
-
-impl std::fmt::Display for KnownHostsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for KnownHostsError {}
-
-fn record_text(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, String> {
+    let at = || path.to_owned();
     // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
     let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
-        .map_err(|e| format!("{}: cannot be opened for writing: {e}", path.display()))?;
+        .map_err(|why| KnownHostsError::OpenForWrite { path: at(), why })?;
     // From here to the end of the function the lock is held.
-    let _lock = crate::sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| format!("{}: cannot be locked: {e}", path.display()))?;
+    let _lock = crate::sys::lock_exclusive(&file, LOCK_WAIT).map_err(|why| KnownHostsError::Lock { path: at(), why })?;
     let text = read_checked(&file, path)?;
     match KnownHosts::parse(&text).check(host, port, blob) {
         Verdict::Known { .. } => return Ok(Recorded::AlreadyKnown),
         Verdict::Unknown => {}
-        other => return Err(format!("{}: changed while connecting ({other:?}); nothing recorded", path.display())),
+        now => return Err(KnownHostsError::Changed { path: at(), now }),
     }
-    let key_type = blob_type(blob).ok_or("the server's host key blob is malformed")?;
+    let key_type = blob_type(blob).ok_or(KnownHostsError::MalformedBlob)?;
     let mut line = String::new();
     if !text.is_empty() && !text.ends_with('\n') {
         line.push('\n');
     }
     line.push_str(&format!("{} {key_type} {}\n", lookup_name(host, port), STANDARD.encode(blob)));
     let mut f = &file;
-    f.write_all(line.as_bytes()).map_err(|e| format!("{}: append failed: {}", path.display(), crate::policy::io_reason(&e)))?;
-    file.sync_all().map_err(|e| format!("{}: sync failed: {}", path.display(), crate::policy::io_reason(&e)))?;
+    f.write_all(line.as_bytes()).map_err(|e| KnownHostsError::Append { path: at(), why: crate::sys::io_reason(&e) })?;
+    file.sync_all().map_err(|e| KnownHostsError::Sync { path: at(), why: crate::sys::io_reason(&e) })?;
     Ok(Recorded::Added)
+}
+
+/// Why `known_hosts` could not be read or written; each message names the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KnownHostsError {
+    /// Refused by the checks of the module docs (or unreadable).
+    Refused { path: PathBuf, why: SysError },
+    NotUtf8 { path: PathBuf },
+    /// `accept-new` could not open it for appending.
+    OpenForWrite { path: PathBuf, why: SysError },
+    Lock { path: PathBuf, why: LockError },
+    /// Under the lock, the file says something else about the host than when the
+    /// connection began: nothing is recorded.
+    Changed { path: PathBuf, now: Verdict },
+    /// The server's host key blob has no readable type.
+    MalformedBlob,
+    Append { path: PathBuf, why: String },
+    Sync { path: PathBuf, why: String },
+}
+
+impl std::fmt::Display for KnownHostsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KnownHostsError::Refused { path, why: why @ SysError::TooOpen { .. } } => {
+                write!(f, "{}: {why}: chmod go-w it (whoever can write it vouches for every server)", path.display())
+            }
+            KnownHostsError::Refused { path, why } => write!(f, "{}: {why}", path.display()),
+            KnownHostsError::NotUtf8 { path } => write!(f, "{}: not UTF-8", path.display()),
+            KnownHostsError::OpenForWrite { path, why } => write!(f, "{}: cannot be opened for writing: {why}", path.display()),
+            KnownHostsError::Lock { path, why } => write!(f, "{}: cannot be locked: {why}", path.display()),
+            KnownHostsError::Changed { path, now } => write!(f, "{}: changed while connecting ({now:?}); nothing recorded", path.display()),
+            KnownHostsError::MalformedBlob => f.write_str("the server's host key blob is malformed"),
+            KnownHostsError::Append { path, why } => write!(f, "{}: append failed: {why}", path.display()),
+            KnownHostsError::Sync { path, why } => write!(f, "{}: sync failed: {why}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for KnownHostsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KnownHostsError::Refused { why, .. } | KnownHostsError::OpenForWrite { why, .. } => Some(why),
+            KnownHostsError::Lock { why, .. } => Some(why),
+            _ => None,
+        }
+    }
 }
 
 /// How long [`record`] waits for another `sp` recording a key.
@@ -471,11 +490,16 @@ mod tests {
         assert_eq!(text.lines().count(), 1);
         assert!(text.starts_with("[h]:2222 ssh-ed25519 "), "{text}");
         assert_eq!(KnownHosts::load(&path).unwrap().check("h", 2222, &ed), Verdict::Known { line: 1 });
-        let changed = record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).unwrap_err().message;
-        assert!(changed.contains("changed while connecting") && changed.contains("nothing recorded"), "{changed}");
+        let changed = record(&path, "h", 2222, &blob("ssh-ed25519", b"B")).unwrap_err();
+        assert_eq!(changed, KnownHostsError::Changed { path: path.clone(), now: Verdict::Changed { line: 1 } });
+        assert_eq!(changed.to_string(), format!("{}: changed while connecting (Changed {{ line: 1 }}); nothing recorded", path.display()));
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(KnownHosts::load(&path).unwrap_err().message.contains("group or others"));
-        let open = record(&path, "other", 22, &ed).unwrap_err().message;
-        assert!(open.contains("cannot be opened for writing") && open.contains("group or others"), "{open}");
+        let too_open = SysError::TooOpen { mode: 0o666, forbidden: 0o022 };
+        let refused = KnownHosts::load(&path).unwrap_err();
+        assert_eq!(refused, KnownHostsError::Refused { path: path.clone(), why: too_open.clone() });
+        assert_eq!(refused.to_string(), format!("{}: {too_open}: chmod go-w it (whoever can write it vouches for every server)", path.display()));
+        let open = record(&path, "other", 22, &ed).unwrap_err();
+        assert_eq!(open, KnownHostsError::OpenForWrite { path: path.clone(), why: too_open.clone() });
+        assert_eq!(open.to_string(), format!("{}: cannot be opened for writing: {too_open}", path.display()));
     }
 }

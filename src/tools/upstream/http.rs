@@ -4,7 +4,7 @@
 //! requests and notifications before the answer. Notifications and responses `sp` sends
 //! are answered 202.
 //!
-//! - The URL passes the same destination check as `http_request` (`http/dest.rs`):
+//! - The URL passes the same destination check as `http_request` (`net/dest.rs`):
 //!   resolved once when the upstream starts, every address classified, ureq pinned to
 //!   those addresses (no second lookup, no DNS rebinding). The operator named this URL
 //!   exactly, so private addresses are reachable, as for an `http.allow` rule that names
@@ -38,7 +38,7 @@ use ureq::http::Request;
 use url::Url;
 use zeroize::Zeroizing;
 
-use super::transport::{Recv, Transport, TransportError};
+use super::transport::{Recv, StartError, Transport, TransportError};
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::FrameError;
 use crate::net::dest::{self, PinnedResolver};
@@ -78,14 +78,12 @@ pub(crate) struct HttpTransport {
 impl HttpTransport {
     /// Checks the destination (resolving it once, within `timeout`) and prepares the
     /// agent; nothing is sent yet.
-    pub(crate) fn connect(reach: Reach, timeout: Duration) -> Result<HttpTransport, String> {
+    pub(crate) fn connect(reach: Reach, timeout: Duration) -> Result<HttpTransport, StartError> {
         let lookup: Arc<dyn dest::Lookup> = Arc::new(dest::SystemLookup);
-        let checked = dest::resolve_and_check(&lookup, &reach.url, true, timeout).map_err(|e| match e {
-            dest::DestError::Blocked(m) | dest::DestError::NotFound(m) | dest::DestError::Timeout(m) | dest::DestError::Failed(m) => m,
-        })?;
+        let checked = dest::resolve_and_check(&lookup, &reach.url, true, timeout).map_err(StartError::Destination)?;
         let credentialed = reach.header.is_some() || reach.query.is_some();
         if credentialed && reach.url.scheme() != "https" && !checked.addrs().iter().all(|a| a.ip().is_loopback()) {
-            return Err("a credential is sent over https only (plain http only to a loopback address)".into());
+            return Err(StartError::PlainHttp);
         }
         let roots = match &reach.roots {
             Some(der) => {

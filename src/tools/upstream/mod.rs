@@ -517,7 +517,7 @@ fn start(
                 vars.push((k.clone(), value));
             }
             let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes };
-            let transport = StdioTransport::spawn(launch).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            let transport = StdioTransport::spawn(launch).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
             log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
             Box::new(transport)
         }
@@ -534,7 +534,7 @@ fn start(
                 }
             }
             let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned() };
-            let transport = http::HttpTransport::connect(reach, u.startup_timeout).map_err(|why| UpstreamError::Start { upstream: name.to_owned(), why })?;
+            let transport = http::HttpTransport::connect(reach, u.startup_timeout).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
             Box::new(transport)
         }
     };

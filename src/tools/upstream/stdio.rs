@@ -18,7 +18,7 @@
 //! - [`Transport::close`] (and drop): stdin closed, SIGTERM to the process group, up to
 //!   [`GRACE`] for it to go, then SIGKILL to the group and the child reaped. A helper that
 //!   leaves the group (`setsid`) is out of reach here; reaping such strays is the
-//!   child-subreaper's work in `sys.rs`.
+//!   child-subreaper's work in `sys/child.rs`.
 
 use std::io::{BufReader, Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::transport::{Recv, Transport, TransportError};
+use super::transport::{Recv, StartError, Transport, TransportError};
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::{FrameReader, Read};
 use crate::sys;
@@ -77,7 +77,7 @@ pub(crate) struct StdioTransport {
 }
 
 impl StdioTransport {
-    pub(crate) fn spawn(launch: Launch<'_>) -> Result<StdioTransport, String> {
+    pub(crate) fn spawn(launch: Launch<'_>) -> Result<StdioTransport, StartError> {
         let program = &launch.argv[0];
         let mut cmd = sys::command(program);
         cmd.args(&launch.argv[1..]).env_clear().stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped());
@@ -95,12 +95,13 @@ impl StdioTransport {
         if let Some(dir) = launch.cwd {
             cmd.current_dir(dir);
         }
-        let mut child = sys::Child::spawn(&mut cmd).map_err(|e| format!("cannot start {}: {}", sys::short(program, 64, sys::Ellipsis::Marked), sys::io_reason(&e)))?;
+        let mut child = sys::Child::spawn(&mut cmd)
+            .map_err(|e| StartError::Spawn { program: sys::short(program, 64, sys::Ellipsis::Marked), why: sys::io_reason(&e) })?;
         drop(cmd);
         let group = i32::try_from(child.child.id()).unwrap_or(0);
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take()) else {
             child.kill();
-            return Err("its pipes could not be set up".into());
+            return Err(StartError::Pipes { why: None });
         };
         let setup = || -> std::io::Result<OwnedFd> {
             rustix::io::ioctl_fionbio(&stdin, true)?;
@@ -111,7 +112,7 @@ impl StdioTransport {
             Ok(fd) => fd,
             Err(e) => {
                 child.kill();
-                return Err(format!("its pipes could not be set up: {}", sys::io_reason(&e)));
+                return Err(StartError::Pipes { why: Some(sys::io_reason(&e)) });
             }
         };
         spawn_stderr_reader(launch.name.to_owned(), stderr);

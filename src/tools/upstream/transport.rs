@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::FrameError;
 use crate::json::JsonError;
+use crate::net::dest::DestError;
 
 /// What [`Transport::recv`] got.
 #[derive(Debug, PartialEq)]
@@ -60,6 +61,40 @@ impl fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {}
 
+/// Why an upstream could not be started: its process, or its HTTP destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StartError {
+    /// The program could not be executed: its name (cut short) and the reason.
+    Spawn { program: String, why: String },
+    /// Its stdin, stdout or stderr could not be set up (the reason, when known).
+    Pipes { why: Option<String> },
+    /// The URL's destination is refused, or could not be resolved.
+    Destination(DestError),
+    /// A credential over plain http to an address that is not loopback.
+    PlainHttp,
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Spawn { program, why } => write!(f, "cannot start {program}: {why}"),
+            StartError::Pipes { why: None } => f.write_str("its pipes could not be set up"),
+            StartError::Pipes { why: Some(why) } => write!(f, "its pipes could not be set up: {why}"),
+            StartError::Destination(e) => write!(f, "{e}"),
+            StartError::PlainHttp => f.write_str("a credential is sent over https only (plain http only to a loopback address)"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Destination(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) trait Transport {
     /// Writes one message whole, or fails with [`TransportError::Stalled`] once
     /// `deadline` passes or `cancel` fires in the middle of it.
@@ -99,5 +134,27 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn process_group(&self) -> Option<i32> {
         (**self).process_group()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts an upstream's start failure shows (`UpstreamError::Start`), one per reason.
+    #[test]
+    fn start_errors_name_the_reason() {
+        let cases = [
+            (StartError::Spawn { program: "/no/such".into(), why: "no such file".into() }, "cannot start /no/such: no such file"),
+            (StartError::Pipes { why: None }, "its pipes could not be set up"),
+            (StartError::Pipes { why: Some("permission denied".into()) }, "its pipes could not be set up: permission denied"),
+            (StartError::Destination(DestError::NotFound("a.test:80: host not found".into())), "a.test:80: host not found"),
+            (StartError::PlainHttp, "a credential is sent over https only (plain http only to a loopback address)"),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+        let e = StartError::Destination(DestError::Timeout("t".into()));
+        assert_eq!(std::error::Error::source(&e).map(ToString::to_string), Some("t".into()));
     }
 }

@@ -1,0 +1,289 @@
+//! The store: [`Grants`], a handle on the grants file under the operator's limits
+//! (module docs of `grants`, "The file": how it is read, locked and replaced).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::form::{is_hex, parse_file, render_file, FormError};
+use super::{ActionKey, Channel, Grant, GrantError, Scope, LOCK_WAIT, MAX_FILE_BYTES, MAX_GRANTS};
+use crate::policy::approval::GrantsPolicy;
+use crate::sys::{self, SysError};
+
+
+/// The grants file and the operator's limits (module docs). Cheap: nothing is read
+/// until a method needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grants {
+    path: PathBuf,
+    exact_max_s: Option<u64>,
+    session_max_s: Option<u64>,
+}
+
+/// What [`Grants::revoke_all`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RevokedAll {
+    /// Live grants removed.
+    pub count: usize,
+    /// The file was corrupt (why) and is replaced by an empty one.
+    pub replaced_corrupt: Option<FormError>,
+}
+
+impl Grants {
+    /// A handle on the grants file at `path` (absolute) under the operator's `limits`.
+    /// Reads nothing: each method reads the file as it is then.
+    pub(crate) fn open(path: &Path, limits: &GrantsPolicy) -> Result<Grants, GrantError> {
+        if !path.is_absolute() {
+            return Err(GrantError::NotAbsolute { path: path.to_owned() });
+        }
+        Ok(Grants { path: path.to_owned(), exact_max_s: limits.exact_max_s, session_max_s: limits.session_max_s })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn max_s(&self, scope: Scope) -> Option<u64> {
+        match scope {
+            Scope::Exact => self.exact_max_s,
+            Scope::Session => self.session_max_s,
+        }
+    }
+
+    /// The grant that covers this call at `now`, if any: an `exact` grant for `key`
+    /// first, then a `session` grant, each under `policy_hash`, made by this user, said
+    /// yes to through one of the `accept`ed channels, and of a scope the limits still
+    /// allow for its TTL. An error means none applies (fail closed): the caller logs it
+    /// and asks.
+    ///
+    /// `accept` is the channels the call's subject may be approved through: a subject
+    /// that requires the out-of-band command must not ride on a grant the MCP client's
+    /// own host could have given through elicitation.
+    pub(crate) fn find(&self, policy_hash: &str, key: &ActionKey, accept: &[Channel], now: u64) -> Result<Option<Grant>, GrantError> {
+        let uid = sys::euid();
+        let grants = self.read()?;
+        let applies = |g: &&Grant, scope: Scope| {
+            g.scope == scope
+                && g.live(now)
+                && g.uid == uid
+                && g.policy == policy_hash
+                && accept.contains(&g.channel)
+                && self.max_s(scope).is_some_and(|max| g.ttl_s <= max)
+        };
+        let exact = grants.iter().find(|g| applies(g, Scope::Exact) && g.action.as_deref() == Some(key.hash()));
+        Ok(exact.or_else(|| grants.iter().find(|g| applies(g, Scope::Session))).cloned())
+    }
+
+    /// The live grants at `now`, soonest to expire first (every user's and policy's: the
+    /// file is this user's).
+    pub(crate) fn list(&self, now: u64) -> Result<Vec<Grant>, GrantError> {
+        let mut grants: Vec<Grant> = self.read()?.into_iter().filter(|g| g.live(now)).collect();
+        grants.sort_by(|a, b| (a.expires, &a.id).cmp(&(b.expires, &b.id)));
+        Ok(grants)
+    }
+
+    /// Stores a grant of `scope` for `ttl_s` seconds (cut to the operator's max, and the
+    /// grant then says what was asked) under `policy_hash` for `key`'s call, said yes to
+    /// through `channel`. An older grant of the same scope, policy and action is replaced.
+    pub(crate) fn add(&self, scope: Scope, ttl_s: u64, policy_hash: &str, key: &ActionKey, channel: Channel, now: u64) -> Result<Grant, GrantError> {
+        let max = self.max_s(scope).ok_or(GrantError::NotAllowed { scope })?;
+        let ttl = ttl_s.clamp(1, max);
+        let action = (scope == Scope::Exact).then(|| key.hash.clone());
+        let grant = Grant {
+            id: String::new(),
+            scope,
+            policy: policy_hash.to_owned(),
+            created: now,
+            expires: now.saturating_add(ttl),
+            ttl_s: ttl,
+            requested_ttl_s: (ttl_s > ttl).then_some(ttl_s),
+            action,
+            tool: key.tool.clone(),
+            target: key.target.clone(),
+            subject: key.subject.clone(),
+            channel,
+            uid: sys::euid(),
+        };
+        if !is_hex(&grant.policy, 64) {
+            return Err(GrantError::BadPolicyHash);
+        }
+        self.update(now, |grants| {
+            // The channel counts: a command's grant must not be replaced by one an
+            // elicitation gave (subjects that require the command accept only the former).
+            let same = |g: &Grant| g.scope == grant.scope && g.policy == grant.policy && g.action == grant.action && g.uid == grant.uid && g.channel == grant.channel;
+            grants.retain(|g| !same(g));
+            if grants.len() >= MAX_GRANTS {
+                return Err(GrantError::Full { path: self.path.clone() });
+            }
+            let mut grant = grant.clone();
+            grant.id = loop {
+                let id = crate::audit::session_id();
+                if !grants.iter().any(|g| g.id == id) {
+                    break id;
+                }
+            };
+            grants.push(grant.clone());
+            Ok(grant)
+        })
+    }
+
+    /// Ends the grant `id` (a live one; unknown ids are [`GrantError::NotFound`]).
+    pub(crate) fn revoke(&self, id: &str, now: u64) -> Result<Grant, GrantError> {
+        self.update(now, |grants| {
+            let at = grants.iter().position(|g| g.id == id).ok_or_else(|| GrantError::NotFound { id: id.to_owned() })?;
+            Ok(grants.remove(at))
+        })
+    }
+
+    /// Ends every grant; a corrupt file is replaced by an empty one (the one write that
+    /// may replace it). A file refused for what it is (a link, another owner, too open)
+    /// is left alone.
+    pub(crate) fn revoke_all(&self, now: u64) -> Result<RevokedAll, GrantError> {
+        let mut corrupt = None;
+        let count = self.update_with(now, |parsed| {
+            let mut grants = match parsed {
+                Ok(g) => g,
+                Err(why) => {
+                    corrupt = Some(why);
+                    Vec::new()
+                }
+            };
+            let n = grants.len();
+            grants.clear();
+            Ok((grants, n))
+        })?;
+        Ok(RevokedAll { count, replaced_corrupt: corrupt })
+    }
+
+    // -- reading --------------------------------------------------------------------
+
+    /// The grants in the file (all of them, expired too); none when there is no file.
+    fn read(&self) -> Result<Vec<Grant>, GrantError> {
+        self.check_dirs()?;
+        // On a helper thread with a timeout: a home on a file system that does not answer
+        // must not hang the session (`sys::read_within`).
+        let bytes = match sys::read_within(&self.path, rules(MAX_FILE_BYTES), sys::READ_TIMEOUT) {
+            Ok(b) => b,
+            Err(SysError::Missing) => return Ok(Vec::new()),
+            Err(why) => return Err(GrantError::File { path: self.path.clone(), why }),
+        };
+        parse_file(&bytes).map_err(|why| GrantError::Corrupt { path: self.path.clone(), why })
+    }
+
+    fn check_dirs(&self) -> Result<(), GrantError> {
+        sys::check_dirs(&self.path).map_err(|why| GrantError::Dir { path: self.path.clone(), why })
+    }
+
+    // -- writing --------------------------------------------------------------------
+
+    /// Read-modify-write under the lock; a corrupt file is an error (never rewritten).
+    fn update<T>(&self, now: u64, change: impl FnOnce(&mut Vec<Grant>) -> Result<T, GrantError>) -> Result<T, GrantError> {
+        let path = self.path.clone();
+        self.update_with(now, |parsed| {
+            let mut grants = parsed.map_err(|why| GrantError::Corrupt { path, why })?;
+            let out = change(&mut grants)?;
+            Ok((grants, out))
+        })
+    }
+
+    /// The lock, the re-check, the read, then `change` on the live grants (or on why the
+    /// file is corrupt), then the atomic replacement (module docs).
+    fn update_with<T>(&self, now: u64, change: impl FnOnce(Result<Vec<Grant>, FormError>) -> Result<(Vec<Grant>, T), GrantError>) -> Result<T, GrantError> {
+        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
+        let file_err = |why: SysError| GrantError::File { path: self.path.clone(), why };
+        if let Some(dir) = self.path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| write_err(format!("cannot create {}: {}", dir.display(), sys::os_reason(&e))))?;
+        }
+        self.check_dirs()?;
+        // A writer that renamed a new file in between our open and our lock holds no lock
+        // on that one: open it again. Each round means another writer finished.
+        for _ in 0..50 {
+            // Any size here: `revoke --all` must replace an oversized file too.
+            let (file, info) = sys::open(&self.path, sys::Access::AppendCreate { mode: 0o600 }, rules(u64::MAX)).map_err(file_err)?;
+            if info.nlink > 1 {
+                return Err(GrantError::HardLinked { path: self.path.clone(), links: info.nlink });
+            }
+            let _lock = sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| match e {
+                sys::LockError::Busy { .. } => GrantError::Locked { path: self.path.clone() },
+                e => write_err(format!("cannot lock: {e}")),
+            })?;
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(&self.path) {
+                Ok(m) if (m.dev(), m.ino()) == (info.dev, info.ino) => {}
+                _ => continue,
+            }
+            let parsed = match sys::read_capped(&file, MAX_FILE_BYTES) {
+                Ok(bytes) => parse_file(&bytes),
+                Err(SysError::TooLarge { max }) => Err(FormError::TooLarge { max }),
+                Err(why) => return Err(file_err(why)),
+            };
+            let parsed = parsed.map(|mut g| {
+                g.retain(|g| now < g.expires);
+                g
+            });
+            let (grants, out) = change(parsed)?;
+            self.remove_stale_temps();
+            let bytes = render_file(&grants);
+            if bytes.len() as u64 > MAX_FILE_BYTES {
+                return Err(GrantError::Full { path: self.path.clone() });
+            }
+            self.replace(&bytes)?;
+            return Ok(out);
+        }
+        Err(GrantError::Locked { path: self.path.clone() })
+    }
+
+    /// The temporary name of a replacement: `.NAME.<16 hex>.tmp` beside the file.
+    fn temp_name(&self, tag: &str) -> PathBuf {
+        self.path.with_file_name(format!("{}{tag}.tmp", self.temp_prefix()))
+    }
+
+    fn temp_prefix(&self) -> String {
+        format!(".{}.", self.path.file_name().map_or("grants.json".into(), |n| n.to_string_lossy()))
+    }
+
+    /// Removes replacements a writer that died left behind. Only under a valid lock: a
+    /// writer creates its temporary file while holding the lock on the file the name
+    /// points at, and renames it before letting go, so any such file seen now is stale.
+    fn remove_stale_temps(&self) {
+        let Some(dir) = self.path.parent() else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let prefix = self.temp_prefix();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let tag = name.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(".tmp"));
+            if tag.is_some_and(|t| is_hex(t, 16)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Writes `bytes` to a new private file beside the grants file and renames it over
+    /// the name; both the file and the directory are synced.
+    fn replace(&self, bytes: &[u8]) -> Result<(), GrantError> {
+        use rustix::fs::{Mode, OFlags};
+        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        let temp = self.temp_name(&crate::audit::session_id());
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&temp, flags, Mode::from_raw_mode(0o600)).map_err(|e| write_err(format!("cannot create {}: {e}", temp.display())))?;
+        let mut file = File::from(fd);
+        let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(&temp, &self.path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(write_err(sys::os_reason(&e)));
+        }
+        // The rename must survive a crash as well as the bytes.
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| write_err(format!("cannot sync {}: {}", dir.display(), sys::os_reason(&e))))
+    }
+}
+
+/// Owned by root or this user, no group or other bit, at most `max` bytes.
+fn rules(max: u64) -> sys::Rules {
+    sys::Rules::owned(0o077, max)
+}
