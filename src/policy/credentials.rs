@@ -52,10 +52,10 @@ pub enum Injection {
     Header { name: String, format: String },
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
-    /// AWS Signature Version 4 (issue #13, `http/sigv4/`).
-    AwsSigV4(crate::cred::sigv4::SigV4Config),
-    /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `http/oauth2/`).
-    OAuth2(crate::cred::oauth2::TokenRequest),
+    /// AWS Signature Version 4 (`cred::sigv4` signs).
+    AwsSigV4(super::schemes::SigV4Config),
+    /// OAuth2 client credentials, sent as `Authorization: Bearer` (`cred::oauth2` fetches).
+    OAuth2(super::schemes::TokenRequest),
 }
 
 impl Injection {
@@ -227,8 +227,8 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
             object(value, &sub, &[])?;
             Injection::Bearer
         }
-        "aws_sigv4" => Injection::AwsSigV4(crate::cred::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
-        "oauth2" => Injection::OAuth2(crate::cred::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
+        "aws_sigv4" => Injection::AwsSigV4(super::schemes::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
+        "oauth2" => Injection::OAuth2(super::schemes::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
         "basic" => {
             object(value, &sub, &[])?;
             Injection::Basic

@@ -12,6 +12,7 @@
 //! - a server that says 401 forever: at most one refresh per call;
 //! - `expires_in` of u64::MAX: capped at a day, no Instant overflow.
 use super::*;
+use crate::policy::schemes::TokenRequestError;
 use std::cell::Cell;
 
 const SECRET: &str = "hunter2";

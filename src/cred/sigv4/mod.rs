@@ -64,8 +64,8 @@ use url::Url;
 use zeroize::Zeroizing;
 
 mod config;
-pub(crate) use config::{section_err, ValueBox};
-pub(crate) use config::{Credentials, Scope, SectionError, SigV4Config};
+pub(crate) use config::{Credentials, ValueBox};
+pub(crate) use crate::policy::schemes::{Scope, SigV4Config};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -102,7 +102,7 @@ const ADDED_HEADERS: &[&str] = &[
 /// Why credentials, a scope or a request could not be signed. Never contains the secret
 /// key, the session token, the signature or any part of the source's bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SigV4Error {
+pub(crate) enum SigV4Error {
     NotJson,
     NotAnObject,
     MissingField(&'static str),
@@ -111,8 +111,6 @@ pub enum SigV4Error {
     /// The field holds characters that cannot go into a header (control characters,
     /// whitespace, or non-ASCII; for the key id also `/` and `,`).
     BadCharacters(&'static str),
-    BadRegion,
-    BadService,
     ClockBeforeEpoch,
     ClockOutOfRange,
     NoHost,
@@ -137,8 +135,6 @@ impl fmt::Display for SigV4Error {
                     "aws credentials: \"{n}\" contains characters that cannot be sent"
                 )
             }
-            SigV4Error::BadRegion => f.write_str("aws_sigv4 region must be 1-64 of [a-z0-9-]"),
-            SigV4Error::BadService => f.write_str("aws_sigv4 service must be 1-64 of [a-z0-9-]"),
             SigV4Error::ClockBeforeEpoch => f.write_str("the system clock is before 1970"),
             SigV4Error::ClockOutOfRange => f.write_str("the system clock is past year 9999"),
             SigV4Error::NoHost => f.write_str("the request URL has no host"),

@@ -612,16 +612,16 @@ fn scope_names_are_checked() {
     assert!(Scope::new("eu-west-1", "s3").is_ok());
     assert_eq!(
         Scope::new("eu/west", "s3").unwrap_err(),
-        SigV4Error::BadRegion
+        crate::policy::schemes::ScopeError::BadRegion
     );
-    assert_eq!(Scope::new("", "s3").unwrap_err(), SigV4Error::BadRegion);
+    assert_eq!(Scope::new("", "s3").unwrap_err(), crate::policy::schemes::ScopeError::BadRegion);
     assert_eq!(
         Scope::new("us-east-1", "S3").unwrap_err(),
-        SigV4Error::BadService
+        crate::policy::schemes::ScopeError::BadService
     );
     assert_eq!(
         Scope::new("us-east-1", "s3\naws4_request").unwrap_err(),
-        SigV4Error::BadService
+        crate::policy::schemes::ScopeError::BadService
     );
     assert!(Scope::new("us-east-1", "s3-object-lambda").unwrap().is_s3());
     assert!(!Scope::new("us-east-1", "sts").unwrap().is_s3());
