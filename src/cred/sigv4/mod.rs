@@ -16,7 +16,7 @@
 //!   ([`Credentials::from_json`]). Note: `Vault::read` refuses control characters, so a
 //!   pretty-printed (multi-line) JSON needs the raw bytes, not `Vault::read`'s check.
 //!   [`SigV4Config::from_policy`] parses the section (so `sp check` validates it);
-//!   map its [`SectionError`] to `PolicyError` as `credentials.<name>.inject.aws_sigv4.<field>`.
+//!   map its `policy::schemes::SectionError` to `PolicyError` as `credentials.<name>.inject.aws_sigv4.<field>`.
 //! - Refuse early (authorization, `SP_BAD_ARGUMENTS`): on a request bound to an
 //!   `aws_sigv4` credential, every agent header name and every decoded query parameter
 //!   name goes through [`agent_may_not_send`] / [`agent_may_not_send_query`]
