@@ -18,7 +18,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-/// Maximum nesting of arrays and objects (issue #2).
+/// Maximum nesting of arrays and objects.
 pub(crate) const MAX_DEPTH: usize = 64;
 
 /// Default cap on the estimated memory of one parsed document: 8 MiB. `sp mcp` raises it

@@ -62,13 +62,31 @@ pub struct Glob {
     text: String,
 }
 
+/// Why a glob is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GlobError {
+    Empty,
+    ControlCharacter,
+}
+
+impl std::fmt::Display for GlobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GlobError::Empty => "must not be empty",
+            GlobError::ControlCharacter => "contains a control character",
+        })
+    }
+}
+
+impl std::error::Error for GlobError {}
+
 impl Glob {
-    pub(crate) fn new(text: &str) -> Result<Glob, String> {
+    pub(crate) fn new(text: &str) -> Result<Glob, GlobError> {
         if text.is_empty() {
-            return Err("must not be empty".into());
+            return Err(GlobError::Empty);
         }
         if text.chars().any(char::is_control) {
-            return Err("contains a control character".into());
+            return Err(GlobError::ControlCharacter);
         }
         Ok(Glob { text: text.to_owned() })
     }
@@ -368,7 +386,7 @@ fn glob_list(v: &Value, field: &str) -> Check<Vec<Glob>> {
         .enumerate()
         .map(|(i, g)| {
             let at = format!("{field}[{i}]");
-            Glob::new(string(g, &at)?).map_err(|m| (at, m))
+            Glob::new(string(g, &at)?).map_err(|e| (at, e.to_string()))
         })
         .collect()
 }

@@ -1,4 +1,4 @@
-//! The redactor (issue 8 point 2): finds every spelling of a remembered secret that a
+//! The redactor: finds every spelling of a remembered secret that a
 //! reflecting server plausibly produces, and replaces it with `[REDACTED:<credential>]`.
 //!
 //! A reflecting server is an encoder applied to the secret. Each encoding family is
@@ -19,7 +19,7 @@
 //! - **Line breaks** (an echo wrapped across lines: MIME base64 at 76 columns,
 //!   hard-wrapped text): the *joined* view, the text with its line breaks alone dropped,
 //!   is searched as is and decoded like the text. It is kept apart from the decoding
-//!   (issue #12, fuzz finding): decoded, a wrapped secret that holds `\\`, `%%` or `&&`,
+//!   (a fuzz finding, `fuzz/`): decoded, a wrapped secret that holds `\\`, `%%` or `&&`,
 //!   or that follows a `%`, no longer spells the secret; joined, it does. The decoded
 //!   views drop line breaks too, so an escape-looking byte just before a line break
 //!   cannot swallow the first byte of an echo on the next line.

@@ -269,7 +269,7 @@ fn string_redaction_keeps_utf8() {
     assert_eq!(out, "é%C3%A9 [REDACTED:c] é");
 }
 
-/// Issue #20: UTF-16LE and UTF-16BE spellings, in the raw bytes, any ASCII case, with
+/// UTF-16LE and UTF-16BE spellings, in the raw bytes, any ASCII case, with
 /// or without a BOM, at odd and even offsets.
 #[test]
 fn family_utf16_either_byte_order() {
@@ -291,7 +291,7 @@ fn family_utf16_either_byte_order() {
     assert_eq!(r.redact(&plain), None);
 }
 
-/// Issue #20: any run of at least max(12, ceil(n / 2)) bytes of a secret is redacted,
+/// Any run of at least max(12, ceil(n / 2)) bytes of a secret is redacted,
 /// wherever it starts in the secret, in any ASCII case and in a decoded view; shorter
 /// runs, and text that only shares scattered bytes with it, are not.
 #[test]

@@ -5,8 +5,8 @@
 use super::DECODE_PASSES;
 
 /// Calls `f` with each view of `text` and its [`Map`] back to `text` (text without
-/// `%`, `&`, `\` or a line break has one view, itself). The views (issue #12, fuzz
-/// finding):
+/// `%`, `&`, `\` or a line break has one view, itself). The views (the joined
+/// ones are a fuzz finding, `fuzz/`):
 ///
 /// - `text` itself, unless it has a line break and no pattern has one
 ///   (`breaks_in_patterns`): then every match in it is in the joined view too;

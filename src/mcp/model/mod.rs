@@ -254,7 +254,7 @@ pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
 // ---------------------------------------------------------------------------------------
 // Tool results
 
-/// A `tools/call` result as a tool's slice makes it (issue #9's typed result): the loop
+/// A `tools/call` result as a tool's slice makes it, typed: the loop
 /// turns it into the wire's [`CallToolResult`] once ([`ToolResult::into_call`]) and the
 /// journal reads its code and message from here, never back out of the rendered JSON.
 ///
