@@ -95,7 +95,7 @@ fn tool_results_serialise_once_in_their_three_shapes() {
 #[test]
 fn a_typed_answer_writes_exactly_what_the_built_value_would() {
     let odd = json!({"body": "a\"b\u{1}\n\u{0}", "n": [1, 2.5, -3], "é": "\u{202e}", "nested": {"z": null, "a": true}, "Error": 1, "_x": 2, "errors": 3});
-    let cases: [(ToolResult, Option<(&str, &str)>, Value); 5] = [
+    let cases = [
         (ToolResult::ok(fields(odd.clone())), None, odd.clone()),
         (ToolResult::ok(fields(json!({}))), None, json!({})),
         (ToolResult::error("SP_UPSTREAM", clean("peer said \"no\"\n")), Some(("SP_UPSTREAM", "peer said \"no\"\n")), json!({})),
