@@ -1,6 +1,19 @@
 //! The typed wire against the same messages built as `Value`s by hand (the oracle: what
 //! the answers were before they were typed, and what serde_json makes of them), and the
 //! one redaction point seen from the wire: scrubbed pieces, withheld answers.
+//!
+//! Attacks tried (all held):
+//! - a tool field named `error` next to an error result: the result's own `error` is
+//!   written, once, in its sorted place; fields that sort around it (`Error`, `_x`,
+//!   `errors`, `é`) keep their order, byte for byte as a `Value` map writes them;
+//! - messages, ids and bodies with quotes, backslashes, NUL, C0/DEL, bidi overrides and
+//!   5000 characters: escaped by serde_json as the built message is;
+//! - a stateless (2026-07-28) error: not stamped; a result that already has `_meta`:
+//!   its members kept, the server info added;
+//! - a short secret that spells an envelope word (`content`, `isError`, `SP_UPSTREAM`,
+//!   `200`, `:`, `{`): the envelope stays whole; only `"` can make the JSON text spell
+//!   it, and then the answer is withheld in sp's words;
+//! - a secret only the escaped JSON text spells, 3 MiB into a body: withheld.
 
 use serde_json::json;
 
