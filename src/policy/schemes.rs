@@ -407,3 +407,87 @@ impl TokenRequest {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_url_must_be_https_outside_loopback() {
+        for ok in [
+            "https://auth.example/token",
+            "http://127.0.0.1:8080/t",
+            "http://[::1]/t",
+            "http://localhost:9/t",
+            "http://127.9.9.9/t",
+        ] {
+            assert!(TokenRequest::new(ok, ClientAuth::Basic).is_ok(), "{ok}");
+        }
+        let cases = [
+            ("http://auth.example/token", TokenRequestError::NotHttps),
+            ("http://127.0.0.1.nip.io/t", TokenRequestError::NotHttps),
+            ("http://10.0.0.1/t", TokenRequestError::NotHttps),
+            ("ftp://auth.example/t", TokenRequestError::BadUrl),
+            ("/token", TokenRequestError::BadUrl),
+            ("https://u:p@auth.example/t", TokenRequestError::UserInfo),
+            ("https://auth.example/t#x", TokenRequestError::Fragment),
+        ];
+        for (url, want) in cases {
+            assert_eq!(
+                TokenRequest::new(url, ClientAuth::Basic).unwrap_err(),
+                want,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn scopes_and_audience_are_checked() {
+        let r = TokenRequest::new("https://a.example/t", ClientAuth::Body).unwrap();
+        assert_eq!(
+            r.clone().scopes(&["read", "a b"]).unwrap_err(),
+            TokenRequestError::BadScope(1)
+        );
+        assert_eq!(
+            r.clone().scopes(&["\"q"]).unwrap_err(),
+            TokenRequestError::BadScope(0)
+        );
+        assert_eq!(
+            r.clone().scopes(&["a\\b"]).unwrap_err(),
+            TokenRequestError::BadScope(0)
+        );
+        assert_eq!(
+            r.clone().scopes(&[""]).unwrap_err(),
+            TokenRequestError::BadScope(0)
+        );
+        assert!(r
+            .clone()
+            .scopes(&["https://graph.example/.default", "x:y"])
+            .is_ok());
+        assert_eq!(
+            r.clone().audience("a\nb").unwrap_err(),
+            TokenRequestError::BadAudience
+        );
+        assert_eq!(r.audience("").unwrap_err(), TokenRequestError::BadAudience);
+    }
+
+    #[test]
+    fn scope_names_are_checked() {
+        assert!(Scope::new("eu-west-1", "s3").is_ok());
+        assert_eq!(
+            Scope::new("eu/west", "s3").unwrap_err(),
+            ScopeError::BadRegion
+        );
+        assert_eq!(Scope::new("", "s3").unwrap_err(), ScopeError::BadRegion);
+        assert_eq!(
+            Scope::new("us-east-1", "S3").unwrap_err(),
+            ScopeError::BadService
+        );
+        assert_eq!(
+            Scope::new("us-east-1", "s3\naws4_request").unwrap_err(),
+            ScopeError::BadService
+        );
+        assert!(Scope::new("us-east-1", "s3-object-lambda").unwrap().is_s3());
+        assert!(!Scope::new("us-east-1", "sts").unwrap().is_s3());
+    }
+}
