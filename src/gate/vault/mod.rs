@@ -22,6 +22,15 @@
 //! assembly (`mcp::model::ToolResult`) takes its outside pieces only as `Scrubbed`, and
 //! serialises the envelope around them without scrubbing it.
 //!
+//! # The session's Vault and the process's copy
+//! The session's Vault is the one that reads and admits; every value it remembers is
+//! also added to one process-wide copy ([`Vault::remember`]), which the journal
+//! ([`scrub_journal_text`]) and the logger ([`scrub_log_line`]) scrub with. They are
+//! reached from places no Vault is passed to (a `log::` record, the journal writer's
+//! thread), and they must cover what any Vault of the process read; both copies hold
+//! the same values and the same redactor, so a text scrubbed by either reads alike
+//! (the logger's copy holds only what is at least [`MIN_SECRET_BYTES`] long: `logging.rs`).
+//!
 //! # Short secrets
 //! A secret shorter than [`MIN_SECRET_BYTES`] cannot be told from ordinary text: redacting
 //! it would rewrite ordinary words in every body and log line. It is refused where it
