@@ -18,7 +18,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-/// Maximum nesting of arrays and objects (issue #2).
+/// Maximum nesting of arrays and objects.
 pub(crate) const MAX_DEPTH: usize = 64;
 
 /// Default cap on the estimated memory of one parsed document: 8 MiB. `sp mcp` raises it
@@ -75,27 +75,21 @@ pub fn parse(text: &str) -> Result<Value, JsonError> {
 pub(crate) fn parse_limited(text: &str, max_bytes: usize) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let left = std::cell::Cell::new(max_bytes);
+    let why = std::cell::Cell::new(None);
     // Our seed tracks depth itself; serde_json's 128 limit stays on as a backstop.
-    let value = Strict { depth: 0, left: &left }.deserialize(&mut de).map_err(|e| classify(e, max_bytes))?;
-    de.end().map_err(|e| classify(e, max_bytes))?;
+    let value = Strict { depth: 0, left: &left, max: max_bytes, why: &why }.deserialize(&mut de).map_err(|e| classify(e, why.take()))?;
+    de.end().map_err(|e| classify(e, None))?;
     Ok(value)
 }
 
-const DUP_TAG: &str = "\u{1}sp-duplicate-key:";
-const DEPTH_TAG: &str = "\u{1}sp-too-deep";
-const COUNT_TAG: &str = "\u{1}sp-too-many";
-
-fn classify(e: serde_json::Error, max_bytes: usize) -> JsonError {
+/// The error: what our seed refused (held beside the parse, typed: serde_json's error
+/// carries only a message), else serde_json's own.
+fn classify(e: serde_json::Error, refused: Option<JsonError>) -> JsonError {
+    if let Some(refused) = refused {
+        return refused;
+    }
     let msg = e.to_string();
-    if let Some(rest) = msg.strip_prefix(DUP_TAG) {
-        // serde_json appends " at line L column C"; keep only the key.
-        let key = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
-        return JsonError::DuplicateKey { key: key.to_owned() };
-    }
-    if msg.starts_with(COUNT_TAG) {
-        return JsonError::TooLarge { limit: max_bytes };
-    }
-    if msg.starts_with(DEPTH_TAG) || e.to_string().contains("recursion limit exceeded") {
+    if msg.contains("recursion limit exceeded") {
         return JsonError::TooDeep { limit: MAX_DEPTH };
     }
     JsonError::Syntax(msg)
@@ -105,6 +99,10 @@ struct Strict<'c> {
     depth: usize,
     /// Estimated bytes still allowed for the document.
     left: &'c std::cell::Cell<usize>,
+    /// The whole budget, for the error.
+    max: usize,
+    /// Why the seed stopped the parse, when it did (the error it returns says nothing).
+    why: &'c std::cell::Cell<Option<JsonError>>,
 }
 
 impl<'c> Strict<'c> {
@@ -115,15 +113,21 @@ impl<'c> Strict<'c> {
                 self.left.set(left);
                 Ok(())
             }
-            None => Err(E::custom(COUNT_TAG)),
+            None => Err(self.refuse(JsonError::TooLarge { limit: self.max })),
         }
     }
 
     fn child<E: de::Error>(&self) -> Result<Strict<'c>, E> {
         if self.depth >= MAX_DEPTH {
-            return Err(E::custom(DEPTH_TAG));
+            return Err(self.refuse(JsonError::TooDeep { limit: MAX_DEPTH }));
         }
-        Ok(Strict { depth: self.depth + 1, left: self.left })
+        Ok(Strict { depth: self.depth + 1, ..*self })
+    }
+
+    /// Stops the parse for `why`, kept beside it for [`classify`].
+    fn refuse<E: de::Error>(&self, why: JsonError) -> E {
+        self.why.set(Some(why));
+        E::custom("refused by the strict reader")
     }
 }
 
@@ -171,7 +175,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let child = self.child()?;
         let mut items = Vec::new();
-        while let Some(v) = seq.next_element_seed(Strict { depth: child.depth, left: child.left })? {
+        while let Some(v) = seq.next_element_seed(Strict { ..child })? {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -183,9 +187,9 @@ impl<'de> Visitor<'de> for Strict<'_> {
             let node = if out.is_empty() { cost::OBJECT_NODE } else { 0 };
             self.charge(node + cost::MEMBER + key.len())?;
             if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("{DUP_TAG}{}", truncate(&key, 64))));
+                return Err(self.refuse(JsonError::DuplicateKey { key: truncate(&key, 64).to_owned() }));
             }
-            let v = map.next_value_seed(Strict { depth: child.depth, left: child.left })?;
+            let v = map.next_value_seed(Strict { ..child })?;
             out.insert(key, v);
         }
         Ok(Value::Object(out))

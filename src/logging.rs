@@ -30,10 +30,8 @@ use crate::escape::is_unsafe;
 
 /// The text of one log line (without the trailing newline): scrubbed, then escaped.
 pub(crate) fn line(level: Level, message: &str) -> String {
-    let mut bytes = message.as_bytes().to_vec();
-    crate::gate::vault::scrub_log_line(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes);
-    format!("{level} {}", escape(&text))
+    let text = crate::gate::vault::scrub_log_line(message);
+    format!("{level} {}", escape(text.as_str()))
 }
 
 struct StderrLogger {

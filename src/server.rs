@@ -19,12 +19,12 @@
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
 use crate::gate::outcome::ToolCode;
-use crate::mcp::model::{stamp_stateless, ToolResult};
+use crate::mcp::model::{Answer, ErrorCode, ErrorData, Response, ToolResult};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::gate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
 use crate::mcp::control::{raw_of, Event, Input, Link};
@@ -35,7 +35,8 @@ use crate::json::{self, JsonError};
 use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
 use crate::mcp::out::ProtocolWriter;
 use crate::policy::{OnEcho, Policy};
-use crate::gate::vault::{withholds, Scrubbed, Vault, WITHHELD};
+use crate::gate::vault::{Scrubbed, Vault};
+use crate::gate::withhold::{withholds, WITHHELD};
 use crate::mcp::session::{Era, Refusal, Session, Step};
 use crate::tools::{self, CallError, ToolCall};
 
@@ -117,19 +118,14 @@ pub(crate) enum RpcError {
 }
 
 impl RpcError {
-    /// The one mapping from refusals to JSON-RPC codes.
-    pub(crate) fn code(&self) -> i64 {
+    /// The JSON-RPC code: each stage's one mapping (`mcp::model`, `From<&_> for ErrorCode`).
+    pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            RpcError::Frame(FrameError::TooLong { .. }) | RpcError::Json(JsonError::TooLarge { .. }) => -32600,
-            RpcError::Frame(_) | RpcError::Json(_) => -32700,
-            RpcError::Shape(_) => -32600,
-            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => -32601,
-            // 2026-07-28 UNSUPPORTED_PROTOCOL_VERSION.
-            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => -32022,
-            RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
-            // Issue #10: an invalid request in this state. (-32002 is LSP's
-            // ServerNotInitialized, but MCP defines -32002 as "resource not found".)
-            RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized | Refusal::IdInFlight { .. }) => -32600,
+            RpcError::Frame(e) => e.into(),
+            RpcError::Json(e) => e.into(),
+            RpcError::Shape(e) => e.into(),
+            RpcError::Lifecycle(e) => e.into(),
+            RpcError::Call(_) => ErrorCode::INVALID_PARAMS,
         }
     }
 
@@ -353,7 +349,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::info!("refused: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
-        if io.write(|out| out.send(&error_response(None, &err))).is_err() {
+        if io.write(|out| out.send_typed(&error_response(None, &err))).is_err() {
             return Some(Exit::ClientGone);
         }
         self.options.close_on_refusal.then_some(Exit::Refused)
@@ -374,7 +370,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
-        match io.write(|out| out.send(&error_response(id, &err))) {
+        match io.write(|out| out.send_typed(&error_response(id, &err))) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
         }
@@ -400,11 +396,11 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let (response, refused, era) = match step {
             Step::Ignore => return None,
-            Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
+            Step::Reply(result, era) => (Outgoing::Answer(Answer::Result(result)), false, era),
             Step::ListTools(era) => (Outgoing::List(tools::ListAnswer { id: id.to_value(), era }), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
-                (Outgoing::Value(response), refused, Era::Handshake)
+                (Outgoing::Answer(response), refused, Era::Handshake)
             }
             Step::CallTool(era) => match self.call_tool(&id, params, io) {
                 Some((response, refused)) => (response, refused, era),
@@ -415,11 +411,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let sent = io.write(|out| match response {
             // Stamped already for 2026-07-28.
             Outgoing::List(l) => out.send_typed(&l),
-            Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
-            Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
-            Outgoing::Tool(r) => out.send_typed(&crate::mcp::model::CallAnswer { id: &id.to_value(), result: &r, stateless: era == Era::Stateless }),
-            Outgoing::Value(v) if era == Era::Stateless => send_stamped(out, v),
-            Outgoing::Value(v) => out.send(&v),
+            Outgoing::Answer(a) => out.send_typed(&Response::new(id.to_value(), a, era)),
         });
         if sent.is_err() {
             return Some(Exit::ClientGone);
@@ -427,19 +419,20 @@ impl<'p, E: Executor> Server<'p, E> {
         (refused && self.options.close_on_refusal).then_some(Exit::Refused)
     }
 
-    fn refuse_rpc(&mut self, id: &Id, err: RpcError) -> (Value, bool) {
+    fn refuse_rpc(&mut self, _id: &Id, err: RpcError) -> (Answer, bool) {
         log::info!("refused: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
-        (error_response(Some(id), &err), true)
+        (Answer::Error(error_data(&err)), true)
     }
 
-    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: impl std::fmt::Display) -> (Outgoing, bool) {
-        let refusal = crate::mcp::model::Refusal::new(id.to_value(), code, message);
-        log::info!("refused ({code}): {}", refusal.message());
+    fn refuse_tool(&mut self, _id: &Id, reason: &'static str, code: &'static str, message: impl std::fmt::Display) -> (Outgoing, bool) {
+        let refusal = crate::mcp::model::CallToolResult::refusal(code, message);
+        let message = refusal.message().unwrap_or_default();
+        log::info!("refused ({code}): {message}");
         self.reject(reason);
-        self.journal_reject(reason, code, refusal.message());
-        (Outgoing::Refusal(refusal), true)
+        self.journal_reject(reason, code, message);
+        (Outgoing::Answer(Answer::Call(refusal)), true)
     }
 
     /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
@@ -449,7 +442,7 @@ impl<'p, E: Executor> Server<'p, E> {
             Ok(r) => r,
             Err(e) => {
                 let (response, refused) = self.refuse_rpc(id, RpcError::Call(e));
-                return Some((Outgoing::Value(response), refused));
+                return Some((Outgoing::Answer(response), refused));
             }
         };
         // What the journal rows and the approver are told (issue #12: not built for nobody).
@@ -511,7 +504,7 @@ impl<'p, E: Executor> Server<'p, E> {
             log::info!("{tool} cancelled by the client: no answer is sent");
             return None;
         }
-        Some((Outgoing::Tool(result.into_call()), false))
+        Some((Outgoing::Answer(Answer::Call(result.into_call())), false))
     }
 
     /// Approval, intent row, execution: the part of a call that may block.
@@ -795,36 +788,22 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
     json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
 }
 
-/// An answer as it is sent: a built `Value`, or a refused call written from its parts
-/// (`wire::Refusal`).
+/// An answer as it is sent: typed (`mcp::model::Response`), or the cached `tools/list`.
 enum Outgoing {
-    Value(Value),
-    /// A tool's answer, typed (`wire::CallResult`).
-    Tool(crate::mcp::model::CallResult),
-    Refusal(crate::mcp::model::Refusal),
+    Answer(Answer),
     List(tools::ListAnswer),
 }
 
-/// A 2026-07-28 answer: `resultType` and the server info stamped in, then sent.
-fn send_stamped<W: Write>(out: &mut ProtocolWriter<W>, mut response: Value) -> std::io::Result<()> {
-    stamp_stateless(&mut response);
-    out.send(&response)
+/// The JSON-RPC error for `err`, to request `id` (`null` when it could not be read).
+fn error_response(id: Option<&Id>, err: &RpcError) -> Response {
+    Response::error(id.map_or(Value::Null, Id::to_value), error_data(err))
 }
 
-fn result_response(id: &Id, result: Value) -> Value {
-    crate::mcp::model::result_response(id.to_value(), result)
-}
-
-fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
-    let mut error = json!({"code": err.code(), "message": err.to_string()});
-    if let RpcError::Lifecycle(Refusal::UnsupportedVersion { requested }) = err {
-        // 2026-07-28 `UnsupportedProtocolVersionError`.
-        error["data"] = json!({"supported": crate::mcp::session::ALL_VERSIONS, "requested": requested});
+fn error_data(err: &RpcError) -> ErrorData {
+    match err {
+        RpcError::Lifecycle(r) => ErrorData::from(r),
+        other => ErrorData::new(other.code(), other),
     }
-    if let RpcError::Lifecycle(Refusal::IdInFlight { id }) = err {
-        error["data"] = json!({"requestId": id.to_value()});
-    }
-    json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, Id::to_value), "error": error})
 }
 
 #[cfg(test)]
@@ -833,7 +812,7 @@ mod tests {
 
     #[test]
     fn codes_and_session_policy() {
-        let cases: Vec<(RpcError, i64, bool)> = vec![
+        let cases: Vec<(RpcError, i32, bool)> = vec![
             (RpcError::Frame(FrameError::TooLong { limit: 1 }), -32600, true),
             (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
             (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
@@ -847,7 +826,7 @@ mod tests {
             (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
         ];
         for (e, code, _) in cases {
-            assert_eq!(e.code(), code, "{e:?}");
+            assert_eq!(e.code(), ErrorCode(code), "{e:?}");
         }
     }
 }

@@ -247,7 +247,7 @@ impl FileJournal {
                 .set("reason", format!("a torn last row ({len} bytes, no newline) left by an interrupted writer was cut off"))
                 .set("bytes_in", len as u64)
                 .set("request_fp", fp)
-                .finish(|text| crate::gate::vault::scrub_journal_text(text).into_inner());
+                .finish(crate::gate::vault::scrub_journal_text);
             m.insert("session".into(), Value::String(session.to_owned()));
             self.append_locked(m, true).map_err(|e| fail(e.to_string()))?;
         }

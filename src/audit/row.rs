@@ -363,12 +363,13 @@ impl Row {
     }
 
     /// The row as written: its outside text passed through `scrub` (each string of
-    /// [`OUTSIDE_TEXT`]), then every string capped at [`MAX_TEXT`].
-    pub(crate) fn finish(self, scrub: impl Fn(String) -> String) -> Map<String, Value> {
+    /// [`OUTSIDE_TEXT`]: only a `Scrubbed` value goes in), then every string capped at
+    /// [`MAX_TEXT`].
+    pub(crate) fn finish(self, scrub: impl Fn(String) -> crate::gate::scrubbed::Scrubbed<String>) -> Map<String, Value> {
         let Row { mut own, outside } = self;
         for (k, v) in outside {
             let v = match v {
-                Value::String(s) => Value::String(scrub(s)),
+                Value::String(s) => Value::String(scrub(s).into_inner()),
                 other => other,
             };
             own.insert(k, v);

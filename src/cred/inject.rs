@@ -6,13 +6,13 @@ use base64::Engine as _;
 use zeroize::Zeroizing;
 
 use crate::policy::Injection;
-use crate::gate::vault::Secret;
+use crate::cred::source::Secret;
 
 /// Where an injected secret goes. Values are zeroed on drop.
 pub(crate) enum Placement {
     Header { name: String, value: Zeroizing<String> },
     Query { name: String, value: Zeroizing<String> },
-    /// Issue #13 (`aws_sigv4`, `oauth2`): nothing to place from the source as is; the
+    /// `aws_sigv4`, `oauth2`: nothing to place from the source as is; the
     /// HTTP executor signs the final request or fetches a token (`http/exec.rs`).
     Executor,
 }

@@ -1,10 +1,13 @@
 //! The gate every tool passes: authorization (`authorize`: `Authorized<A>` and its one
-//! constructor), the executor seam with its cancel and progress handles (`exec`), and the
-//! one `Vault` of secrets read with the redactor that scrubs them from what leaves
-//! (`vault`, `redact`).
+//! constructor), the executor seam with its cancel and progress handles (`exec`), the
+//! result codes (`outcome`), and the one `Vault` of secrets read (`vault`) with the
+//! redactor that finds them (`redact`), the `Scrubbed<T>` only the gate builds
+//! (`scrubbed`) and the check that withholds a whole answer (`withhold`).
 
 pub(crate) mod authorize;
 pub(crate) mod exec;
 pub(crate) mod outcome;
 pub(crate) mod redact;
+pub(crate) mod scrubbed;
 pub(crate) mod vault;
+pub(crate) mod withhold;

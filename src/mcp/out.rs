@@ -15,8 +15,19 @@
 //! inherit the protocol stream. `clippy.toml` disallows `std::io::stdout`, `print!` and
 //! `println!` everywhere else; this module is the single exception.
 //!
-//! [`ProtocolWriter`] is generic over `Write` so tests drive it with a `Vec<u8>`; it can
-//! only write serialized [`serde_json::Value`] messages, one per line, each flushed.
+//! [`ProtocolWriter`] is generic over `Write` so tests drive it with a `Vec<u8>`; it writes
+//! whole messages, one per line, each flushed.
+//!
+//! # What may reach it
+//! Answers are the wire's typed messages (`mcp::model::Response`, and the cached
+//! `tools::ListAnswer`): outside text is in them only as a tool result's `Scrubbed`
+//! pieces (`mcp::model::ToolResult`, built from what the Vault scrubbed). Everything else
+//! is sp's own vocabulary: the session's results, refusals that describe the agent's own
+//! request, progress notifications, `Value`s the control thread sends. The writer's
+//! signature does not say so (it takes any `Serialize`, and a `Value` for the control
+//! thread): a sealed message trait would have to be implemented by the tool table's
+//! `ListAnswer` and the control thread's notes, which live above it; the door is the
+//! `ToolResult` constructor, which takes only `Scrubbed` values.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -80,7 +91,7 @@ impl StdoutHandle {
     }
 }
 
-/// The protocol stream as a writer that waits instead of failing (issue 8 point 8).
+/// The protocol stream as a writer that waits instead of failing.
 ///
 /// A client may hand `sp` a non-blocking stdout (`O_NONBLOCK` is a property of the open
 /// pipe, shared with the client). A write that would block then fails with `EAGAIN`
@@ -124,7 +135,7 @@ pub struct ProtocolWriter<W: Write> {
     /// The bytes of the message being written not yet handed to `inner`; empty between
     /// messages. Kept for the whole session rather than allocated per message: a 64 KiB
     /// allocation is an `mmap` and a `munmap` per message with musl's allocator (the
-    /// static build), half the cost of a `ping` (issue #12).
+    /// static build), half the cost of a `ping` (`make bench`).
     buf: Vec<u8>,
     written: u64,
 }
@@ -150,9 +161,9 @@ impl<W: Write> ProtocolWriter<W> {
         self.write_message(message)
     }
 
-    /// Sends a message that serialises itself (a refused `tools/call`, `wire::Refusal`;
-    /// a tool's answer, `wire::CallAnswer`, whose text block is rendered from its
-    /// `structuredContent` as it is written).
+    /// Sends a message that serialises itself: a typed answer (`mcp::model::Response`,
+    /// whose tool result's text block is rendered from its `structuredContent` as it is
+    /// written), or the cached `tools/list` answer.
     pub(crate) fn send_typed<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {
         self.write_message(message)
     }

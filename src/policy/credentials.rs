@@ -3,7 +3,7 @@
 //! for the operator's approver (`approve`, issue #5).
 //!
 //! Nothing here reads a secret: a credential's `source` is only a description of where
-//! the secret lives, read at the moment an authorized call needs it (`secret.rs`).
+//! the secret lives, read at the moment an authorized call needs it (`cred::source`, called by the Vault).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,10 +52,10 @@ pub enum Injection {
     Header { name: String, format: String },
     /// `?<name>=<secret>` appended to the query (percent-encoded).
     Query { name: String },
-    /// AWS Signature Version 4 (issue #13, `http/sigv4/`).
-    AwsSigV4(crate::cred::sigv4::SigV4Config),
-    /// OAuth2 client credentials, sent as `Authorization: Bearer` (issue #13, `http/oauth2/`).
-    OAuth2(crate::cred::oauth2::TokenRequest),
+    /// AWS Signature Version 4 (`cred::sigv4` signs).
+    AwsSigV4(super::schemes::SigV4Config),
+    /// OAuth2 client credentials, sent as `Authorization: Bearer` (`cred::oauth2` fetches).
+    OAuth2(super::schemes::TokenRequest),
 }
 
 impl Injection {
@@ -85,11 +85,19 @@ pub struct Credential {
     /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
     pub allow_routing_headers: Vec<String>,
     /// The shortest secret accepted from the source (and, for `oauth2`, from the token
-    /// endpoint): [`crate::gate::vault::MIN_SECRET_BYTES`] unless the operator lowers it with
+    /// endpoint): [`MIN_SECRET_BYTES`] unless the operator lowers it with
     /// `"min_secret_bytes"` (sp-policy(5), CREDENTIALS; warned about at startup and by
     /// `sp check`).
     pub min_secret_bytes: usize,
 }
+
+/// The shortest secret accepted by default (bytes). Real credentials are far longer:
+/// API keys and bearer tokens 20 to 64 characters and more (GitHub 40, Stripe 32+, AWS
+/// secret keys 40, OAuth2 access tokens 20+, JWTs hundreds), generated passwords 12+.
+/// Eight bytes is below all of them and above the words and numbers ordinary text is
+/// made of (sp-policy(5), CREDENTIALS). The Vault holds every secret to its
+/// credential's minimum (`gate::vault`).
+pub(crate) const MIN_SECRET_BYTES: usize = 8;
 
 /// The largest `min_secret_bytes` accepted (a secret source holds at most 64 KiB).
 pub(crate) const MAX_MIN_SECRET_BYTES: u64 = 4096;
@@ -109,7 +117,7 @@ pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credenti
     let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
     let approve = flag(map, "approve", field, false)?;
     let min_secret_bytes = match map.get("min_secret_bytes") {
-        None => crate::gate::vault::MIN_SECRET_BYTES,
+        None => MIN_SECRET_BYTES,
         Some(n) => int(n, &format!("{field}.min_secret_bytes"), 1, MAX_MIN_SECRET_BYTES)? as usize,
     };
     let source_field = format!("{field}.source");
@@ -219,8 +227,8 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
             object(value, &sub, &[])?;
             Injection::Bearer
         }
-        "aws_sigv4" => Injection::AwsSigV4(crate::cred::sigv4::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
-        "oauth2" => Injection::OAuth2(crate::cred::oauth2::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
+        "aws_sigv4" => Injection::AwsSigV4(super::schemes::SigV4Config::from_policy(value).map_err(|e| e.at(&sub))?),
+        "oauth2" => Injection::OAuth2(super::schemes::TokenRequest::from_policy(value).map_err(|e| e.at(&sub))?),
         "basic" => {
             object(value, &sub, &[])?;
             Injection::Basic

@@ -22,6 +22,7 @@ pub(crate) mod audit;
 pub(crate) mod commands;
 pub(crate) mod credentials;
 pub(crate) mod fields;
+pub(crate) mod schemes;
 pub(crate) mod http;
 pub(crate) mod ssh;
 pub(crate) mod upstreams;

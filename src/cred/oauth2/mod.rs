@@ -41,14 +41,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::cred::sigv4::{section_err, SectionError, ValueBox};
+use crate::cred::sigv4::ValueBox;
+pub(crate) use crate::policy::schemes::{ClientAuth, TokenRequest};
 
 /// Largest token response read; the HTTP reader should stop there too.
 pub(crate) const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
@@ -141,64 +141,6 @@ impl ClientCredentials {
     }
 }
 
-/// How the client authenticates to the token endpoint (RFC 6749 section 2.3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// `Authorization: Basic base64(urlencode(id) ":" urlencode(secret))`.
-    Basic,
-    /// `client_id` and `client_secret` in the form body.
-    Body,
-}
-
-/// Why a token request could not be built (policy errors, for `sp check`).
-#[derive(Debug, PartialEq, Eq)]
-pub enum TokenRequestError {
-    BadUrl,
-    /// `http://` to a host that is not loopback (only tests may use plain HTTP).
-    NotHttps,
-    UserInfo,
-    Fragment,
-    /// Scope `index` (0-based) is empty or has characters RFC 6749 section 3.3 forbids.
-    BadScope(usize),
-    BadAudience,
-}
-
-impl fmt::Display for TokenRequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TokenRequestError::BadUrl => {
-                f.write_str("oauth2 token_url is not an absolute http(s) URL")
-            }
-            TokenRequestError::NotHttps => {
-                f.write_str("oauth2 token_url must be https (http only on loopback)")
-            }
-            TokenRequestError::UserInfo => {
-                f.write_str("oauth2 token_url must not carry a user or password")
-            }
-            TokenRequestError::Fragment => {
-                f.write_str("oauth2 token_url must not have a #fragment")
-            }
-            TokenRequestError::BadScope(i) => {
-                write!(f, "oauth2 scope {i} is empty or has a space, quote, backslash or control character")
-            }
-            TokenRequestError::BadAudience => {
-                f.write_str("oauth2 audience is empty or has control characters")
-            }
-        }
-    }
-}
-
-impl std::error::Error for TokenRequestError {}
-
-/// The token request an `oauth2` policy section describes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenRequest {
-    url: Url,
-    scopes: Vec<String>,
-    audience: Option<String>,
-    client_auth: ClientAuth,
-}
-
 /// A token request ready to POST: URL, headers, form body. Debug hides the
 /// `authorization` value and the body (which holds the secret with [`ClientAuth::Body`]).
 pub struct PreparedTokenRequest {
@@ -218,174 +160,8 @@ impl fmt::Debug for PreparedTokenRequest {
     }
 }
 
+/// Building the request is the credential's side of the policy section.
 impl TokenRequest {
-    pub fn new(
-        token_url: &str,
-        client_auth: ClientAuth,
-    ) -> Result<TokenRequest, TokenRequestError> {
-        let url = Url::parse(token_url).map_err(|_| TokenRequestError::BadUrl)?;
-        let loopback = match url.host() {
-            Some(url::Host::Ipv4(a)) => IpAddr::V4(a).is_loopback(),
-            Some(url::Host::Ipv6(a)) => IpAddr::V6(a).is_loopback(),
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            None => return Err(TokenRequestError::BadUrl),
-        };
-        match url.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            "http" => return Err(TokenRequestError::NotHttps),
-            _ => return Err(TokenRequestError::BadUrl),
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(TokenRequestError::UserInfo);
-        }
-        if url.fragment().is_some() {
-            return Err(TokenRequestError::Fragment);
-        }
-        Ok(TokenRequest {
-            url,
-            scopes: Vec::new(),
-            audience: None,
-            client_auth,
-        })
-    }
-
-    /// Scopes, each an RFC 6749 `scope-token` (`%x21 / %x23-5B / %x5D-7E`), sent
-    /// space-separated; none means no `scope` parameter.
-    pub fn scopes<S: AsRef<str>>(
-        mut self,
-        scopes: &[S],
-    ) -> Result<TokenRequest, TokenRequestError> {
-        for (i, s) in scopes.iter().enumerate() {
-            let s = s.as_ref();
-            if s.is_empty()
-                || !s
-                    .bytes()
-                    .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
-            {
-                return Err(TokenRequestError::BadScope(i));
-            }
-        }
-        self.scopes = scopes.iter().map(|s| s.as_ref().to_owned()).collect();
-        Ok(self)
-    }
-
-    /// The `audience` parameter (Auth0 and others ask for it).
-    pub fn audience(mut self, audience: &str) -> Result<TokenRequest, TokenRequestError> {
-        if audience.is_empty() || audience.chars().any(char::is_control) {
-            return Err(TokenRequestError::BadAudience);
-        }
-        self.audience = Some(audience.to_owned());
-        Ok(self)
-    }
-
-    /// The policy's `inject: {"oauth2": {...}}` section: `token_url` (required),
-    /// `scopes` (array of strings, default none), `client_auth` (`"basic"`, the
-    /// default since RFC 6749 2.3.1 makes servers support it, or `"body"`),
-    /// `audience` (string, optional). Other members are refused.
-    pub fn from_policy(v: &serde_json::Value) -> Result<TokenRequest, SectionError> {
-        use serde_json::Value;
-        let Some(map) = v.as_object() else {
-            return section_err("", "must be an object {\"token_url\": ..., ...}");
-        };
-        if let Some(k) = map
-            .keys()
-            .find(|k| !["token_url", "scopes", "client_auth", "audience"].contains(&k.as_str()))
-        {
-            return section_err(
-                k.as_str(),
-                "is not a member (token_url, scopes, client_auth, audience)",
-            );
-        }
-        let client_auth = match map.get("client_auth") {
-            None => ClientAuth::Basic,
-            Some(Value::String(a)) if a == "basic" => ClientAuth::Basic,
-            Some(Value::String(a)) if a == "body" => ClientAuth::Body,
-            Some(_) => return section_err("client_auth", "must be \"basic\" or \"body\""),
-        };
-        let url = match map.get("token_url") {
-            Some(Value::String(u)) => u,
-            _ => {
-                return section_err(
-                    "token_url",
-                    "must be a string such as \"https://auth.example/oauth/token\"",
-                )
-            }
-        };
-        let mut req = TokenRequest::new(url, client_auth).or_else(|e| {
-            section_err(
-                "token_url",
-                match e {
-                    TokenRequestError::NotHttps => "must be https (http only on loopback)",
-                    TokenRequestError::UserInfo => "must not carry a user or password",
-                    TokenRequestError::Fragment => "must not have a #fragment",
-                    _ => "must be an absolute https URL",
-                },
-            )
-        })?;
-        match map.get("scopes") {
-            None => {}
-            Some(Value::Array(a)) => {
-                let mut scopes = Vec::with_capacity(a.len());
-                for (i, s) in a.iter().enumerate() {
-                    match s {
-                        Value::String(s) => scopes.push(s.as_str()),
-                        _ => return section_err(format!("scopes[{i}]"), "must be a string"),
-                    }
-                }
-                req = req.scopes(&scopes).or_else(|e| match e {
-                    TokenRequestError::BadScope(i) => section_err(
-                        format!("scopes[{i}]"),
-                        "must be a non-empty scope without spaces, quotes, backslashes or control characters",
-                    ),
-                    _ => section_err("scopes", "is not valid"),
-                })?;
-            }
-            Some(_) => return section_err("scopes", "must be an array of strings"),
-        }
-        match map.get("audience") {
-            None => {}
-            Some(Value::String(a)) => {
-                req = req.audience(a).or_else(|_| {
-                    section_err(
-                        "audience",
-                        "must be a non-empty string without control characters",
-                    )
-                })?;
-            }
-            Some(_) => return section_err("audience", "must be a string"),
-        }
-        Ok(req)
-    }
-
-    pub fn url(&self) -> &Url {
-        &self.url
-    }
-
-    /// The scopes asked for (not secret: `sp_inventory` and `sp check` show them).
-    pub fn scope_list(&self) -> &[String] {
-        &self.scopes
-    }
-
-    /// For `sp check`: token URL, scopes, client authentication, audience.
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "oauth2 client credentials from {} (client_auth {})",
-            self.url,
-            match self.client_auth {
-                ClientAuth::Basic => "basic",
-                ClientAuth::Body => "body",
-            }
-        );
-        if !self.scopes.is_empty() {
-            s += &format!(", scopes {}", self.scopes.join(" "));
-        }
-        if let Some(a) = &self.audience {
-            s += &format!(", audience {a}");
-        }
-        s
-    }
-
     /// The POST to send: `grant_type=client_credentials`, then `scope`, `audience`,
     /// and with [`ClientAuth::Body`] `client_id` and `client_secret`, form-urlencoded;
     /// `Content-Type: application/x-www-form-urlencoded`, `Accept: application/json`,

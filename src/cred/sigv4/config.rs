@@ -1,11 +1,12 @@
-//! What signing needs besides the request: the credential's key pair (from its source)
-//! and the policy section (`inject: {"aws_sigv4": {...}}`): region, service, payload.
+//! What signing needs besides the request: the credential's key pair (from its source),
+//! and the payload rule of the policy section (`policy::schemes::SigV4Config`).
 
 use std::fmt;
 
 use zeroize::Zeroizing;
 
 use super::{Payload, SigV4Error};
+use crate::policy::schemes::SigV4Config;
 
 /// An AWS key pair and optional STS session token. Debug shows the key id only.
 pub(crate) struct Credentials {
@@ -118,158 +119,8 @@ impl zeroize::Zeroize for ValueBox {
     }
 }
 
-/// Region and service of the credential scope (`<date>/<region>/<service>/aws4_request`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scope {
-    pub(super) region: String,
-    pub(super) service: String,
-    /// Send and sign `x-amz-content-sha256` (S3 requires it, other services accept it).
-    /// Always sent with [`Payload::Unsigned`]. Off only to reproduce AWS's test suite,
-    /// whose vectors predate the header.
-    pub(super) content_sha256_header: bool,
-}
-
-impl Scope {
-    pub fn new(region: &str, service: &str) -> Result<Scope, SigV4Error> {
-        let ok = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 64
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        };
-        if !ok(region) {
-            return Err(SigV4Error::BadRegion);
-        }
-        if !ok(service) {
-            return Err(SigV4Error::BadService);
-        }
-        Ok(Scope {
-            region: region.to_owned(),
-            service: service.to_owned(),
-            content_sha256_header: true,
-        })
-    }
-
-    pub fn region(&self) -> &str {
-        &self.region
-    }
-
-    pub fn service(&self) -> &str {
-        &self.service
-    }
-
-    /// S3 and its variants encode the path once and never normalise it.
-    pub(super) fn is_s3(&self) -> bool {
-        self.service == "s3" || self.service == "s3express" || self.service.starts_with("s3-")
-    }
-}
-
-/// A policy section that does not parse: `field` is the member inside the section
-/// (empty for the section itself), for `PolicyError`'s `credentials.<name>.inject.<kind>.<field>`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct SectionError {
-    pub field: String,
-    pub message: &'static str,
-}
-
-impl fmt::Display for SectionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
-    }
-}
-
-impl std::error::Error for SectionError {}
-
-impl SectionError {
-    /// As a policy `(field, message)` under `section` (`credentials.<name>.inject.aws_sigv4`).
-    pub fn at(self, section: &str) -> (String, String) {
-        let field = if self.field.is_empty() {
-            section.to_owned()
-        } else {
-            format!("{section}.{}", self.field)
-        };
-        (field, self.message.to_owned())
-    }
-}
-
-pub(crate) fn section_err<T>(
-    field: impl Into<String>,
-    message: &'static str,
-) -> Result<T, SectionError> {
-    Err(SectionError {
-        field: field.into(),
-        message,
-    })
-}
-
-/// The policy's `inject: {"aws_sigv4": {...}}` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SigV4Config {
-    pub scope: Scope,
-    /// `"unsigned_payload": true`: send `UNSIGNED-PAYLOAD` instead of the body's hash.
-    pub unsigned_payload: bool,
-}
-
+/// What signing needs of the policy section.
 impl SigV4Config {
-    /// `{"region": "eu-west-1", "service": "s3", "unsigned_payload"?: bool}`; other
-    /// members are refused.
-    pub fn from_policy(v: &serde_json::Value) -> Result<SigV4Config, SectionError> {
-        let Some(map) = v.as_object() else {
-            return section_err("", "must be an object {\"region\": ..., \"service\": ...}");
-        };
-        if let Some(k) = map
-            .keys()
-            .find(|k| !["region", "service", "unsigned_payload"].contains(&k.as_str()))
-        {
-            return section_err(
-                k.as_str(),
-                "is not a member (region, service, unsigned_payload)",
-            );
-        }
-        let region = match map.get("region") {
-            Some(serde_json::Value::String(r)) => r,
-            _ => return section_err("region", "must be a string such as \"eu-west-1\""),
-        };
-        let service = match map.get("service") {
-            Some(serde_json::Value::String(s)) => s,
-            _ => return section_err("service", "must be a string such as \"s3\""),
-        };
-        let unsigned_payload = match map.get("unsigned_payload") {
-            None => false,
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(_) => return section_err("unsigned_payload", "must be true or false"),
-        };
-        let scope = match Scope::new(region, service) {
-            Ok(s) => s,
-            Err(SigV4Error::BadRegion) => {
-                return section_err("region", "must be 1-64 of [a-z0-9-]")
-            }
-            Err(_) => return section_err("service", "must be 1-64 of [a-z0-9-]"),
-        };
-        Ok(SigV4Config {
-            scope,
-            unsigned_payload,
-        })
-    }
-
-    /// For `sp check`: the scope and the payload rule.
-    pub fn describe(&self) -> String {
-        format!(
-            "aws_sigv4 region {} service {}{}",
-            self.scope.region,
-            self.scope.service,
-            if self.unsigned_payload {
-                ", UNSIGNED-PAYLOAD"
-            } else {
-                ", body hashed"
-            }
-        )
-    }
-
     /// The payload to sign for `body` under this section.
     pub fn payload<'a>(&self, body: &'a [u8]) -> Payload<'a> {
         if self.unsigned_payload {

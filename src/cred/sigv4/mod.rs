@@ -16,7 +16,7 @@
 //!   ([`Credentials::from_json`]). Note: `Vault::read` refuses control characters, so a
 //!   pretty-printed (multi-line) JSON needs the raw bytes, not `Vault::read`'s check.
 //!   [`SigV4Config::from_policy`] parses the section (so `sp check` validates it);
-//!   map its [`SectionError`] to `PolicyError` as `credentials.<name>.inject.aws_sigv4.<field>`.
+//!   map its `policy::schemes::SectionError` to `PolicyError` as `credentials.<name>.inject.aws_sigv4.<field>`.
 //! - Refuse early (authorization, `SP_BAD_ARGUMENTS`): on a request bound to an
 //!   `aws_sigv4` credential, every agent header name and every decoded query parameter
 //!   name goes through [`agent_may_not_send`] / [`agent_may_not_send_query`]
@@ -64,8 +64,8 @@ use url::Url;
 use zeroize::Zeroizing;
 
 mod config;
-pub(crate) use config::{section_err, ValueBox};
-pub(crate) use config::{Credentials, Scope, SectionError, SigV4Config};
+pub(crate) use config::{Credentials, ValueBox};
+pub(crate) use crate::policy::schemes::{Scope, SigV4Config};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -102,7 +102,7 @@ const ADDED_HEADERS: &[&str] = &[
 /// Why credentials, a scope or a request could not be signed. Never contains the secret
 /// key, the session token, the signature or any part of the source's bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SigV4Error {
+pub(crate) enum SigV4Error {
     NotJson,
     NotAnObject,
     MissingField(&'static str),
@@ -111,8 +111,6 @@ pub enum SigV4Error {
     /// The field holds characters that cannot go into a header (control characters,
     /// whitespace, or non-ASCII; for the key id also `/` and `,`).
     BadCharacters(&'static str),
-    BadRegion,
-    BadService,
     ClockBeforeEpoch,
     ClockOutOfRange,
     NoHost,
@@ -137,8 +135,6 @@ impl fmt::Display for SigV4Error {
                     "aws credentials: \"{n}\" contains characters that cannot be sent"
                 )
             }
-            SigV4Error::BadRegion => f.write_str("aws_sigv4 region must be 1-64 of [a-z0-9-]"),
-            SigV4Error::BadService => f.write_str("aws_sigv4 service must be 1-64 of [a-z0-9-]"),
             SigV4Error::ClockBeforeEpoch => f.write_str("the system clock is before 1970"),
             SigV4Error::ClockOutOfRange => f.write_str("the system clock is past year 9999"),
             SigV4Error::NoHost => f.write_str("the request URL has no host"),

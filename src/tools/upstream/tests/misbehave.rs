@@ -210,7 +210,7 @@ fn the_environment_is_clean_and_secrets_reach_only_the_child_and_the_vault() {
     for s in result["structuredContent"]["spellings"].as_array().unwrap() {
         assert!(vault.found_in(s.as_str().unwrap().as_bytes()), "{s}");
     }
-    let withheld = crate::gate::vault::scrub_result(&vault, &mut result);
+    let withheld = crate::gate::withhold::scrub_result(&vault, &mut result);
     let shown = result.to_string();
     assert!(!withheld && !vault.found_in(shown.as_bytes()), "{shown}");
     assert!(!shown.contains(secret));
