@@ -44,7 +44,8 @@ mod sys;
 // `unreachable_pub` lint keeps it so (issue #9).
 pub use gate::authorize::Authorized;
 pub use cli::{run, EXIT_FATAL};
-pub use gate::exec::{Cancel, ExecError, Executor, Progress};
+pub use gate::exec::{Cancel, ExecError, Progress, RunContext};
+pub use tools::Executor;
 pub use tools::http::authorize::HttpAction;
 pub use tools::http::result::HttpOutcome;
 pub use tools::ssh::result::{SshError, SshOutcome, Stop};

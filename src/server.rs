@@ -18,26 +18,25 @@
 //! The loop is generic over input, output and executor so tests drive it with byte
 //! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
 
-use crate::gate::outcome::ToolCode;
-use crate::mcp::model::{stamp_stateless, ToolResult};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::gate::authorize::{authorize, authorize_redirect, Action, Authorized, HttpAction};
-use crate::mcp::control::{raw_of, Event, Input, Link};
-use crate::gate::exec::{Cancel, ExecError, Executor, Progress};
-use crate::tools::http::result::{HttpResult, Redirect, Secrets};
-use crate::mcp::frame::FrameError;
-use crate::json::{self, JsonError};
-use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
-use crate::mcp::out::ProtocolWriter;
-use crate::policy::{OnEcho, Policy};
+use crate::audit::{Context, Journal};
+use crate::gate::exec::{Cancel, Event as RunEvent, Output, Progress, RunContext, Unavailable};
+use crate::gate::outcome::{Rejection, ToolCode};
 use crate::gate::vault::{withholds, Scrubbed, Vault, WITHHELD};
+use crate::json::{self, JsonError};
+use crate::mcp::control::{raw_of, Event, Input, Link};
+use crate::mcp::frame::FrameError;
+use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
+use crate::mcp::model::{stamp_stateless, ToolResult};
+use crate::mcp::out::ProtocolWriter;
 use crate::mcp::session::{Era, Refusal, Session, Step};
-use crate::tools::{self, CallError, ToolCall};
+use crate::policy::Policy;
+use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -244,7 +243,7 @@ impl<'p, E: Executor> Server<'p, E> {
     /// (`signals::install`); in-memory input needs no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
         let o = &self.options;
-        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof);
+        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, &tools::LIST);
         // The `Input`'s drop ends the control thread before the scope joins it.
         std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)))
     }
@@ -286,7 +285,7 @@ impl<'p, E: Executor> Server<'p, E> {
                     log::error!("reading stdin failed: {kind}");
                     self.reject("frame_io");
                     self.audit_raw(&raw);
-                    self.journal_reject("frame_io", "", &format!("reading stdin failed: {kind}"));
+                    self.journal_reject("frame_io", None, &format!("reading stdin failed: {kind}"));
                     return Exit::Malformed;
                 }
                 Err(e) => {
@@ -334,9 +333,9 @@ impl<'p, E: Executor> Server<'p, E> {
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
         // The journal's `tool` holds only sp's tool names, never an agent's string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
-        self.audit.tool = name.filter(|n| [tools::HTTP_REQUEST, tools::INVENTORY, crate::tools::ssh::SSH_EXEC].contains(n)).map(str::to_owned);
+        self.audit.tool = name.filter(|n| tools::is_tool(n)).map(str::to_owned);
         self.reject("cancelled");
-        self.journal_reject("cancelled", crate::gate::exec::SP_CANCELLED, "cancelled by the client before it ran");
+        self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }
 
     /// A request that reused an id in flight (`control.rs`): refused with `id: null`, so
@@ -352,7 +351,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let err = RpcError::Lifecycle(Refusal::IdInFlight { id });
         log::info!("refused: {err}");
         self.reject(err.reason());
-        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
+        self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
         if io.write(|out| out.send(&error_response(None, &err))).is_err() {
             return Some(Exit::ClientGone);
         }
@@ -373,7 +372,7 @@ impl<'p, E: Executor> Server<'p, E> {
     fn close_malformed<W: Write + Send>(&mut self, io: &Input<'_, '_, '_, W>, id: Option<&Id>, err: RpcError) -> Exit {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
-        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
+        self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
         match io.write(|out| out.send(&error_response(id, &err))) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
@@ -401,7 +400,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let (response, refused, era) = match step {
             Step::Ignore => return None,
             Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
-            Step::ListTools(era) => (Outgoing::List(tools::ListAnswer { id: id.to_value(), era }), false, era),
+            Step::ListTools(era) => (Outgoing::List(id.to_value()), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Value(response), refused, Era::Handshake)
@@ -414,7 +413,7 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let sent = io.write(|out| match response {
             // Stamped already for 2026-07-28.
-            Outgoing::List(l) => out.send_typed(&l),
+            Outgoing::List(id) => out.send_typed(&tools::LIST.answer(id, era)),
             Outgoing::Refusal(r) if era == Era::Handshake => out.send_typed(&r),
             Outgoing::Refusal(r) => send_stamped(out, r.into_value()),
             Outgoing::Tool(r) => out.send_typed(&crate::mcp::model::CallAnswer { id: &id.to_value(), result: &r, stateless: era == Era::Stateless }),
@@ -430,20 +429,20 @@ impl<'p, E: Executor> Server<'p, E> {
     fn refuse_rpc(&mut self, id: &Id, err: RpcError) -> (Value, bool) {
         log::info!("refused: {err}");
         self.reject(err.reason());
-        self.journal_reject(err.reason(), &err.code().to_string(), &err.to_string());
+        self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
         (error_response(Some(id), &err), true)
     }
 
-    fn refuse_tool(&mut self, id: &Id, reason: &'static str, code: &'static str, message: impl std::fmt::Display) -> (Outgoing, bool) {
-        let refusal = crate::mcp::model::Refusal::new(id.to_value(), code, message);
-        log::info!("refused ({code}): {}", refusal.message());
-        self.reject(reason);
-        self.journal_reject(reason, code, refusal.message());
+    fn refuse_tool(&mut self, id: &Id, r: Rejection) -> (Outgoing, bool) {
+        let refusal = crate::mcp::model::Refusal::new(id.to_value(), r.code, r.message);
+        log::info!("refused ({}): {}", r.code, refusal.message());
+        self.reject(r.reason);
+        self.journal_reject(r.reason, Some(r.code.as_str()), refusal.message());
         (Outgoing::Refusal(refusal), true)
     }
 
-    /// The tool pipeline: args -> authorize -> execute -> scrub. `None`: the client
-    /// cancelled the call (issue #10); it gets no answer.
+    /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
+    /// `None`: the client cancelled the call; it gets no answer.
     fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
         let request = match tools::call_request(params) {
             Ok(r) => r,
@@ -452,27 +451,24 @@ impl<'p, E: Executor> Server<'p, E> {
                 return Some((Outgoing::Value(response), refused));
             }
         };
-        // What the journal rows and the approver are told (issue #12: not built for nobody).
+        // What the journal rows and the approver are told (not built for nobody).
         let audited = self.audited();
         if audited {
             self.audit.tool = Some(request.name.clone());
         }
         let call = match ToolCall::parse(&request) {
             Ok(c) => c,
-            Err(e) => return Some(self.refuse_tool(id, "bad_arguments", ToolCode::BadArguments.as_str(), e)),
+            Err(e) => return Some(self.refuse_tool(id, Rejection { reason: "bad_arguments", code: ToolCode::BadArguments, message: e.to_string() })),
         };
         if audited {
-            self.audit.target = crate::audit::call_target(&call);
+            self.audit.target = call.target();
         }
-        let action = match authorize(self.policy, call) {
+        let action = match tools::authorize(self.policy, call) {
             Ok(a) => a,
-            Err(d) => {
-                let (reason, code) = d.code();
-                return Some(self.refuse_tool(id, reason, code, d));
-            }
+            Err(d) => return Some(self.refuse_tool(id, Rejection { reason: d.reason(), code: d.code(), message: d.to_string() })),
         };
-        // Issue #10: the approval wait and the execution run while the control thread
-        // answers pings and watches for a cancel (`control.rs`).
+        // The approval wait and the run go on while the control thread answers pings
+        // and watches for a cancel (`control.rs`).
         let cancel = Cancel::new();
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
@@ -483,206 +479,102 @@ impl<'p, E: Executor> Server<'p, E> {
         // interrupted is still answered, best effort.
         let requested = io.cancel_requested;
         let (tool, result) = match ran {
-            Err((reason, code, message)) if requested || code == crate::gate::exec::SP_CANCELLED => {
-                log::info!("call cancelled before it ran ({code}): {message}");
-                self.reject(reason);
-                self.journal_reject(reason, code, &message);
+            Err(r) if requested || r.code == ToolCode::Cancelled => {
+                log::info!("call cancelled before it ran ({}): {}", r.code, r.message);
+                self.reject(r.reason);
+                self.journal_reject(r.reason, Some(r.code.as_str()), &r.message);
                 return None;
             }
-            Err((reason, code, message)) => return Some(self.refuse_tool(id, reason, code, message)),
+            Err(r) => return Some(self.refuse_tool(id, r)),
             // An executor that saw the cancel says what became of the effect (ssh_exec:
             // what was killed, what may still run); its words go to the journal.
-            Ok((tool, result)) if requested && result.outcome() != crate::gate::exec::SP_CANCELLED => {
-                (tool, ToolResult::error(crate::gate::exec::SP_CANCELLED, Scrubbed::own("cancelled by the client")))
+            Ok((tool, result)) if requested && result.code() != Some(ToolCode::Cancelled) => {
+                (tool, ToolResult::error(ToolCode::Cancelled, Scrubbed::own("cancelled by the client")))
             }
             Ok(done) => done,
         };
-        let outcome = result.outcome();
+        let code = result.code();
+        let outcome = code.map_or("ok", ToolCode::as_str);
         *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
         // Its outside pieces were scrubbed as they were made (`Scrubbed`); what their JSON
-        // text alone spells withholds the whole result (`secret::withholds`).
+        // text alone spells withholds the whole result (`vault::withholds`).
         let result = if withholds(&self.vault, &result) {
-            ToolResult::error(ToolCode::Upstream.as_str(), Scrubbed::own(WITHHELD))
+            ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD))
         } else {
             result
         };
-        self.journal_result(outcome, result.message().map(str::to_owned));
-        if outcome == crate::gate::exec::SP_CANCELLED {
+        self.journal_result(code, result.message().map(str::to_owned));
+        if code == Some(ToolCode::Cancelled) {
             log::info!("{tool} cancelled by the client: no answer is sent");
             return None;
         }
         Some((Outgoing::Tool(result.into_call()), false))
     }
 
-    /// Approval, intent row, execution: the part of a call that may block.
+    /// Approval, intent row, run: the part of a call that may block.
     fn gated_run(
         &mut self,
         action: Action,
         progress_token: Option<Value>,
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
-    ) -> Result<(&'static str, ToolResult), (&'static str, &'static str, String)> {
-        // Issue #5: the approver for approve-flagged credentials and hosts, then the
-        // intent row, durable before anything runs; if it cannot be written, nothing runs.
+    ) -> Result<(&'static str, ToolResult), Rejection> {
+        // The approver for approve-flagged actions, then the intent row, durable before
+        // anything runs; if it cannot be written, nothing runs.
         self.audit_gate(&action, cancel)?;
-        Ok(match action {
-            Action::Inventory(inv) => (tools::INVENTORY, ToolResult::ok(Scrubbed::from_policy(inv.action().0.clone()))),
-            Action::Http(http) => match self.run_http(http, cancel) {
-                Ok(result) => (tools::HTTP_REQUEST, ToolResult::ok(self.vault.scrub_fields(result.into_fields()))),
-                // SP_BLOCKED too: the destination check runs after the intent row, in
-                // the executor (it resolves names), so it is an execution whose outcome
-                // is the block, journaled as intent + result like any other.
-                Err((e, hops)) => {
-                    // The message can quote the peer: scrubbed before it is logged or sent.
-                    let message = self.vault.scrub_text(e.to_string());
-                    log::warn!("http_request failed after {hops} redirect hop(s): {message}");
-                    (tools::HTTP_REQUEST, ToolResult::error(e.code(), message))
-                }
-            },
-            Action::Ssh(ssh) => {
-                // The executor gets only this: progress notifications for this call's
-                // token (written at once, none once the call is cancelled, `control.rs`),
-                // and the cancel to observe.
-                let mut send = |note: &Value| notes.note(note);
-                let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
-                self.run_ssh(&ssh, &mut progress)
-            }
-        })
+        let tool = action.name();
+        // The run gets only this: progress notifications for this call's token (written
+        // at once, none once the call is cancelled, `control.rs`), the cancel to
+        // observe, the Vault, and the journal as an event sink.
+        let mut send = |note: &Value| notes.note(note);
+        let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
+        let mut output = Journaling { journal: &mut self.journal, audit: &mut self.audit };
+        let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output);
+        Ok((tool, action.run(&mut self.executor, self.policy, &mut ctx)))
     }
 }
 
-impl<E: Executor> Server<'_, E> {
-    /// Runs an authorized request and, for a request without a credential, follows
-    /// same-origin redirects, each hop authorized again (`authorize_redirect`) and run
-    /// through the executor (and so through its destination checks) like the first.
-    /// On error, also says how many redirect hops had already run (for the log).
-    fn run_http(&mut self, first: Authorized<HttpAction>, cancel: &Cancel) -> Result<HttpResult, (ExecError, u32)> {
-        let mut current = first;
-        let mut hops = 0;
-        loop {
-            let a = current.action();
-            log::info!(
-                "executing {} {}://{}:{}{} ({}{})",
-                a.method,
-                a.url.scheme(),
-                a.url.host_str().unwrap_or_default(),
-                a.url.port_or_known_default().unwrap_or_default(),
-                a.url.path(),
-                a.rule,
-                a.credential.as_ref().map(|c| format!(", credential {}", c.name)).unwrap_or_default()
-            );
-            if hops > 0 {
-                // Issue #5: each redirect hop is an effect of its own: its intent row first.
-                let (target, rule) = (crate::audit::http_target(a.method.as_str(), &a.url), a.rule.clone());
-                self.journal_intent(Some(target), Some(rule), Some(format!("redirect hop {hops}"))).map_err(|m| (ExecError::Unavailable(m), hops))?;
+/// The journal as a running tool's event sink: a redirect hop's intent row (durable, or
+/// the hop does not run), token rows, and the facts the result row will report.
+struct Journaling<'a> {
+    journal: &'a mut Journal,
+    audit: &'a mut Context,
+}
+
+impl Output for Journaling<'_> {
+    fn emit(&mut self, event: RunEvent) -> Result<(), Unavailable> {
+        match event {
+            RunEvent::Intent { target, rule, note } => intent(self.journal, self.audit, Some(target), Some(rule), Some(note)),
+            RunEvent::Token(f) => {
+                let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
+                let row = match f.outcome {
+                    Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("expires_in {s} s"))),
+                    Err((code, message)) => row.set("decision", "error").set("code", code.as_str()).set("reason", message),
+                };
+                self.journal.record(row);
+                Ok(())
             }
-            if cancel.is_cancelled() {
-                return Err((ExecError::Cancelled, hops));
-            }
-            let ran = self.executor.http(&current, &mut self.vault, cancel);
-            self.journal_tokens();
-            let mut outcome = ran.map_err(|e| (e, hops))?;
-            self.audit.http = Some((outcome.status, outcome.body.len() as u64, outcome.truncated));
-            // Issue 8: a credential with `on_echo: "withhold"` whose secret is in the body
-            // (or the headers) in any spelling: that part is not passed on at all.
-            let withhold: Vec<&str> =
-                self.policy.credentials.values().filter(|c| c.on_echo == OnEcho::Withhold).map(|c| c.name.as_str()).collect();
-            let echoed = |found: Vec<String>| found.into_iter().find(|n| withhold.contains(&n.as_str()));
-            let body_echo = if withhold.is_empty() { None } else { echoed(self.vault.echoed_in(&outcome.body, outcome.truncated)) };
-            let header_echo = if withhold.is_empty() { None } else { echoed(self.vault.echoed_in_headers(&outcome.headers)) };
-            // The redirect target as sent (it is only used to follow; the result's copy
-            // is scrubbed with the rest of the result).
-            let location = matches!(outcome.status, 301 | 302 | 303 | 307 | 308)
-                .then(|| outcome.headers.iter().find(|(n, _)| n == "location").map(|(_, v)| v.clone()))
-                .flatten();
-            // Raw bytes first: a body that is not UTF-8 is base64-encoded below, where
-            // no string scrub could find the secret. A cut tail first: once a long run of
-            // the secret before the cut is replaced, what is left after it (a cut escape,
-            // `&#5`) begins no spelling, and would stay.
-            if outcome.truncated {
-                self.vault.scrub_truncated_tail(&mut outcome.body);
-            }
-            self.vault.scrub_bytes(&mut outcome.body);
-            // Names and values, and an echo split across two header lines.
-            self.vault.scrub_headers(&mut outcome.headers);
-            let status = outcome.status;
-            // Compressed content is searched for the secrets read so far (`http/coding.rs`).
-            let vault = &self.vault;
-            let find = |b: &[u8], cut: bool| vault.echoed_in(b, cut);
-            let limit = usize::try_from(current.action().max_response_bytes).unwrap_or(usize::MAX);
-            let secrets = (!vault.is_empty()).then_some(Secrets { find: &find, limit });
-            let mut result = HttpResult::from_outcome(outcome, secrets.as_ref());
-            result.withhold_echo(body_echo.as_deref(), header_echo.as_deref());
-            // The URL as authorized: an injected query credential is not part of it.
-            result.final_url = current.action().url.to_string();
-            result.redirects = hops;
-            self.audit.redirects = hops;
-            let Some(location) = location else {
-                return Ok(result);
-            };
-            match authorize_redirect(self.policy, &current, hops, status, &location) {
-                Ok(next) => {
-                    current = next;
-                    hops += 1;
-                }
-                Err(stop) => {
-                    log::info!("redirect not followed: {}", self.vault.scrub_text(stop.to_string()));
-                    result.redirect = Redirect::Refused { reason: stop.to_string(), location: header_echo.is_none().then_some(location) };
-                    return Ok(result);
-                }
+            RunEvent::Facts(f) => {
+                self.audit.facts = f;
+                Ok(())
             }
         }
     }
 }
 
-impl<E: Executor> Server<'_, E> {
-    /// `ssh_exec` (issue #4): run, scrub the raw output bytes, shape the result. A
-    /// timeout is an error result that still carries the output collected until then.
-    fn run_ssh(&mut self, ssh: &Authorized<crate::tools::ssh::SshAction>, progress: &mut Progress<'_>) -> (&'static str, ToolResult) {
-        let a = ssh.action();
-        log::info!("executing ssh_exec on {} ({}@{}:{}, {})", a.host, a.user, a.address, a.port, a.rule);
-        log::debug!("ssh_exec command on {}: {:?}", a.host, a.command);
-        // `cut`: the output may end inside a secret (truncated, or a timeout's partial
-        // output), so a tail that begins a secret is scrubbed too.
-        // The cut tail first, as for HTTP bodies (`run_http`).
-        let scrub = |vault: &Vault, o: &mut crate::gate::exec::SshOutcome, cut: bool| {
-            if cut {
-                vault.scrub_truncated_tail(&mut o.stdout);
-                vault.scrub_truncated_tail(&mut o.stderr);
-            }
-            vault.scrub_bytes(&mut o.stdout);
-            vault.scrub_bytes(&mut o.stderr);
-        };
-        let facts = |o: &crate::gate::exec::SshOutcome| crate::audit::SshFacts {
-            exit_status: o.exit_status,
-            bytes_out: o.stdout_bytes + o.stderr_bytes,
-            truncated: o.truncated,
-            host_key_fp: o.host_key_fingerprint.clone(),
-        };
-        match self.executor.ssh(ssh, &mut self.vault, progress) {
-            Ok(mut o) => {
-                self.audit.ssh = Some(facts(&o));
-                log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
-                let cut = o.truncated;
-                scrub(&self.vault, &mut o, cut);
-                (crate::tools::ssh::SSH_EXEC, ToolResult::ok(self.vault.scrub_fields(o.to_json())))
-            }
-            Err(mut e) => {
-                // The message can quote the remote side: scrubbed before it is logged or sent.
-                let message = self.vault.scrub_text(e.to_string());
-                log::warn!("ssh_exec on {} failed: {message}", a.host);
-                let mut result = ToolResult::error(e.code(), message);
-                if let Some(o) = e.partial_mut() {
-                    self.audit.ssh = Some(facts(o));
-                    scrub(&self.vault, o, true);
-                    // The output until the timeout, next to the error (the text block: the
-                    // error line, then the JSON of the whole result, `ToolResult`).
-                    result = result.with_fields(self.vault.scrub_fields(o.to_json()));
-                }
-                (crate::tools::ssh::SSH_EXEC, result)
-            }
-        }
+/// An `intent` row, durable before the effect. `Err` carries the agent's message.
+fn intent(journal: &mut Journal, audit: &Context, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), Unavailable> {
+    let mut row = audit.row("intent").set("decision", audit.intent.unwrap_or("allow")).set("reason", note);
+    if let Some(t) = target {
+        row = row.set("target", t);
     }
+    if let Some(r) = rule {
+        row = row.set("rule", r);
+    }
+    journal.write(row).map(drop).map_err(|e| {
+        log::error!("{e}");
+        Unavailable(format!("the action was not run: {e}"))
+    })
 }
 
 // Issue #5: the journal calls (`audit.rs`). Every row carries `self.audit`: the request's
@@ -698,97 +590,61 @@ impl<E: Executor> Server<'_, E> {
     }
 
     /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
-    fn journal_reject(&mut self, reason: &str, code: &str, message: &str) {
+    fn journal_reject(&mut self, reason: &str, code: Option<&str>, message: &str) {
         if !self.journal.is_on() {
             return;
         }
         // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
-        let code = (!code.is_empty()).then(|| code.to_owned());
-        let row = self.audit.row("reject").set("decision", reason).set("code", code).set("reason", message);
+        let row = self.audit.row("reject").set("decision", reason).set("code", code.map(str::to_owned)).set("reason", message);
         self.journal.record(row);
     }
 
-    /// An `intent` row, durable before the effect. `Err` carries the agent's message.
-    fn journal_intent(&mut self, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), String> {
-        let mut row = self.audit.row("intent").set("decision", self.audit.intent.unwrap_or("allow")).set("reason", note);
-        if let Some(t) = target {
-            row = row.set("target", t);
-        }
-        if let Some(r) = rule {
-            row = row.set("rule", r);
-        }
-        self.journal.write(row).map(drop).map_err(|e| {
-            log::error!("{e}");
-            format!("the action was not run: {e}")
-        })
-    }
-
-    /// Approval (when the credential or host asks for it), then the first intent row.
-    fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), (&'static str, &'static str, String)> {
-        let (rule, credential) = match action {
-            Action::Http(a) => (Some(a.action().rule.clone()), a.action().credential.as_ref().map(|c| c.name.clone())),
-            Action::Ssh(a) => (Some(a.action().rule.clone()), None),
-            Action::Inventory(_) => (None, None),
-        };
-        self.audit.rule = rule;
-        self.audit.credential = credential;
-        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, action, cancel) {
+    /// Approval (when the action's kind flags it), then the first intent row.
+    fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), Rejection> {
+        let audit = action.audit();
+        self.audit.rule = audit.rule;
+        self.audit.credential = audit.credential;
+        let ask = action.approval(self.policy);
+        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, ask.as_ref(), cancel) {
             crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
-            crate::approve::Gate::Refuse { reason, code, message } => return Err((reason, code, message)),
+            crate::approve::Gate::Refuse(r) => return Err(r),
         }
-        self.journal_intent(None, None, None).map_err(|m| ("audit_unavailable", ToolCode::Unavailable.as_str(), m))?;
+        intent(&mut self.journal, &self.audit, None, None, None)
+            .map_err(|Unavailable(message)| Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message })?;
         self.audit.started = Some(std::time::Instant::now());
         Ok(())
     }
 
-    /// Issue #13: a `token` row per OAuth2 token fetch the call made: the token URL and
-    /// the outcome (`expires_in`, or the error), never the token.
-    fn journal_tokens(&mut self) {
-        for f in self.executor.take_token_fetches() {
-            let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
-            let row = match f.outcome {
-                Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("expires_in {s} s"))),
-                Err((code, message)) => row.set("decision", "error").set("code", code).set("reason", message),
-            };
-            self.journal.record(row);
-        }
-    }
-
     /// The `result` row of an execution (after scrubbing: it reads the error message).
-    fn journal_result(&mut self, outcome: &str, message: Option<String>) {
-        let ok = outcome == "ok";
-        // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
-        let reason = message;
-        let decision = match outcome {
-            "ok" => "ok",
-            crate::gate::exec::SP_CANCELLED => "cancelled",
-            _ => "error",
+    fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
+        let decision = match code {
+            None => "ok",
+            Some(ToolCode::Cancelled) => "cancelled",
+            Some(_) => "error",
         };
-        let mut row = self
+        let f = &self.audit.facts;
+        // `reason` is outside text: the journal scrubs it (`audit/row.rs`); a successful
+        // call that followed redirects says how many.
+        let reason = match (code, f.status) {
+            (None, Some(_)) if f.redirects > 0 => Some(format!("followed {} redirect(s)", f.redirects)),
+            _ => message,
+        };
+        let row = self
             .audit
             .row("result")
             .set("decision", decision)
-            .set("code", (!ok).then(|| outcome.to_owned()))
+            .set("code", code.map(ToolCode::as_str))
             .set("duration_ms", self.audit.elapsed_ms())
-            .set("reason", reason);
-        if let Some((status, bytes, truncated)) = self.audit.http {
-            row = row.set("status", status).set("bytes_out", bytes).set("truncated", truncated);
-            if ok && self.audit.redirects > 0 {
-                row = row.set("reason", format!("followed {} redirect(s)", self.audit.redirects));
-            }
-        }
-        if let Some(f) = &self.audit.ssh {
-            row = row
-                .set("exit_status", f.exit_status)
-                .set("bytes_out", f.bytes_out)
-                .set("truncated", f.truncated)
-                .set("host_key_fp", f.host_key_fp.clone());
-        }
+            .set("reason", reason)
+            .set("status", f.status)
+            .set("exit_status", f.exit_status)
+            .set("bytes_out", f.bytes_out)
+            .set("truncated", f.truncated)
+            .set("host_key_fp", f.host_key_fp.clone());
         self.journal.record(row);
     }
 }
 
-/// The `tools/list` result (with the 2026-07-28 caching hints for a stateless request).
 /// The memory cap for a request's parsed JSON (issue #12): [`json::MAX_PARSED_BYTES`], or
 /// twice a larger line limit.
 pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
@@ -802,7 +658,8 @@ enum Outgoing {
     /// A tool's answer, typed (`wire::CallResult`).
     Tool(crate::mcp::model::CallResult),
     Refusal(crate::mcp::model::Refusal),
-    List(tools::ListAnswer),
+    /// `tools/list`, to this id (`tools::LIST`).
+    List(Value),
 }
 
 /// A 2026-07-28 answer: `resultType` and the server info stamped in, then sent.

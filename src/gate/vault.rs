@@ -992,7 +992,7 @@ mod tests {
     fn answer(vault: &Vault, fields: Value) -> (bool, Value, String) {
         let r = crate::mcp::model::ToolResult::ok(vault.scrub_fields(fields));
         let withheld = withholds(vault, &r);
-        let r = if withheld { crate::mcp::model::ToolResult::error("SP_UPSTREAM", Scrubbed::own(WITHHELD)) } else { r };
+        let r = if withheld { crate::mcp::model::ToolResult::error(crate::gate::outcome::ToolCode::Upstream, Scrubbed::own(WITHHELD)) } else { r };
         let call = r.into_call();
         let line = serde_json::to_string(&crate::mcp::model::CallAnswer { id: &json!(1), result: &call, stateless: false }).unwrap();
         (withheld, serde_json::from_str(&line).unwrap(), line)
@@ -1090,7 +1090,7 @@ mod tests {
         let (withheld, v, _) = answer(&vault, json!({"body": "x\"".repeat(3 * 1024 * 1024)}));
         assert!(!withheld && v["result"]["isError"] == false);
         // An error message that quotes a peer is searched too.
-        let r = crate::mcp::model::ToolResult::error("SP_UPSTREAM", vault.scrub_text("peer: k\"ey-31415"));
+        let r = crate::mcp::model::ToolResult::error(crate::gate::outcome::ToolCode::Upstream, vault.scrub_text("peer: k\"ey-31415"));
         assert!(withholds(&vault, &r));
     }
 

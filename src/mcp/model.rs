@@ -6,7 +6,9 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::gate::outcome::ToolCode;
 use crate::gate::vault::Scrubbed;
+use crate::mcp::session::Era;
 
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
@@ -42,8 +44,8 @@ pub(crate) fn short(s: &str) -> String {
 /// is written as sp spells it, never through the redactor (`secret.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolResult {
-    /// The error's code (a [`ToolCode`] string) and message; `None` for success.
-    error: Option<(&'static str, Scrubbed<String>)>,
+    /// The error's code and message; `None` for success.
+    error: Option<(ToolCode, Scrubbed<String>)>,
     /// `structuredContent`: the tool's fields. An error's partial output (the output of
     /// a timed-out command) sits next to its `error` member.
     fields: Scrubbed<Map<String, Value>>,
@@ -55,8 +57,8 @@ impl ToolResult {
         ToolResult { error: None, fields }
     }
 
-    /// An error result: `code` is a [`ToolCode`] string.
-    pub(crate) fn error(code: &'static str, message: Scrubbed<String>) -> ToolResult {
+    /// An error result.
+    pub(crate) fn error(code: ToolCode, message: Scrubbed<String>) -> ToolResult {
         ToolResult { error: Some((code, message)), fields: Scrubbed::default() }
     }
 
@@ -66,9 +68,10 @@ impl ToolResult {
         self
     }
 
-    /// `"ok"` or the error's code: the execution counters' and the journal's outcome.
-    pub(crate) fn outcome(&self) -> &'static str {
-        self.error.as_ref().map_or("ok", |(code, _)| code)
+    /// The error's code, `None` for success: the execution counters' and the journal's
+    /// outcome.
+    pub(crate) fn code(&self) -> Option<ToolCode> {
+        self.error.as_ref().map(|(code, _)| *code)
     }
 
     pub(crate) fn message(&self) -> Option<&str> {
@@ -97,8 +100,8 @@ impl ToolResult {
     }
 }
 
-fn error_member(code: &'static str, message: String) -> Value {
-    object([("code", code.into()), ("message", Value::String(message))])
+fn error_member(code: ToolCode, message: String) -> Value {
+    object([("code", code.as_str().into()), ("message", Value::String(message))])
 }
 
 /// A `CallToolResult` as it is written: typed, so nothing in it is a marker to be found
@@ -268,9 +271,9 @@ pub(crate) fn result_response(id: Value, result: Value) -> Value {
 }
 
 /// [`result_response`] as sent in `era`: stamped ([`stamp_stateless`]) for 2026-07-28.
-pub(crate) fn era_response(id: Value, result: Value, era: crate::mcp::session::Era) -> Value {
+pub(crate) fn era_response(id: Value, result: Value, era: Era) -> Value {
     let mut response = result_response(id, result);
-    if era == crate::mcp::session::Era::Stateless {
+    if era == Era::Stateless {
         stamp_stateless(&mut response);
     }
     response
@@ -284,15 +287,15 @@ pub(crate) fn era_response(id: Value, result: Value, era: crate::mcp::session::E
 /// takes the `Value` form.
 pub(crate) struct Refusal {
     pub id: Value,
-    pub code: &'static str,
+    pub code: ToolCode,
     /// `"{code}: {message}"`, the text block, built once; the message is its tail.
     text: String,
 }
 
 impl Refusal {
-    pub(crate) fn new(id: Value, code: &'static str, message: impl fmt::Display) -> Refusal {
+    pub(crate) fn new(id: Value, code: ToolCode, message: impl fmt::Display) -> Refusal {
         use fmt::Write as _;
-        let mut text = String::with_capacity(code.len() + 96);
+        let mut text = String::with_capacity(code.as_str().len() + 96);
         // Writing into a String cannot fail.
         let _ = write!(text, "{code}: {message}");
         Refusal { id, code, text }
@@ -300,7 +303,7 @@ impl Refusal {
 
     /// The message without the code.
     pub(crate) fn message(&self) -> &str {
-        &self.text[self.code.len() + 2..]
+        &self.text[self.code.as_str().len() + 2..]
     }
 
     /// The same answer as a `Value` (for 2026-07-28, which [`stamp_stateless`] stamps):
@@ -331,7 +334,7 @@ impl serde::Serialize for Refusal {
         impl serde::Serialize for Error<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("code", self.0.code)?;
+                m.serialize_entry("code", self.0.code.as_str())?;
                 m.serialize_entry("message", self.0.message())?;
                 m.end()
             }
@@ -359,6 +362,75 @@ impl serde::Serialize for Refusal {
         m.serialize_entry("id", &self.id)?;
         m.serialize_entry("jsonrpc", "2.0")?;
         m.serialize_entry("result", &Result_(self))?;
+        m.end()
+    }
+}
+
+/// The `tools/list` result, answered by the loop and by the control thread during a
+/// call. Its definitions come from above the wire (the tool table hands them in, and
+/// the wire never names a tool); the result is serialised once per era and kept, since
+/// the definitions are fixed and building and escaping their 10 KB again for every
+/// request was most of a `tools/list` (46 µs against a 7 µs ping, bench/README.md).
+pub(crate) struct ToolList {
+    definitions: fn() -> Value,
+    handshake: std::sync::OnceLock<Option<Box<serde_json::value::RawValue>>>,
+    stateless: std::sync::OnceLock<Option<Box<serde_json::value::RawValue>>>,
+}
+
+impl ToolList {
+    pub(crate) const fn new(definitions: fn() -> Value) -> ToolList {
+        ToolList { definitions, handshake: std::sync::OnceLock::new(), stateless: std::sync::OnceLock::new() }
+    }
+
+    /// The result in `era`: the definitions, with the 2026-07-28 caching hints.
+    pub(crate) fn result(&self, era: Era) -> Value {
+        let mut list = json!({"tools": (self.definitions)()});
+        if era == Era::Stateless {
+            // 2026-07-28 "Caching": tools/list carries its caching hints.
+            list["ttlMs"] = json!(crate::mcp::session::CACHE_TTL_MS);
+            list["cacheScope"] = json!("public");
+        }
+        list
+    }
+
+    /// The answer to request `id` in `era`.
+    pub(crate) fn answer(&self, id: Value, era: Era) -> ListAnswer<'_> {
+        ListAnswer { id, era, list: self }
+    }
+
+    /// The result as JSON text, made at the first request of each era.
+    fn raw(&self, era: Era) -> Option<&serde_json::value::RawValue> {
+        let cell = if era == Era::Stateless { &self.stateless } else { &self.handshake };
+        cell.get_or_init(|| serde_json::value::to_raw_value(&self.built(era)).ok()).as_deref()
+    }
+
+    /// The result built as a `Value`: the list, stamped for 2026-07-28.
+    fn built(&self, era: Era) -> Value {
+        era_response(Value::Null, self.result(era), era)["result"].take()
+    }
+}
+
+/// A `tools/list` answer, written with its list's result serialised once. Serialises
+/// exactly as the answer built from [`ToolList::result`], stamped for 2026-07-28
+/// ([`stamp_stateless`]); a test holds the two equal.
+pub(crate) struct ListAnswer<'a> {
+    id: Value,
+    era: Era,
+    list: &'a ToolList,
+}
+
+impl serde::Serialize for ListAnswer<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        // Keys in the order a `Value`'s map writes them (sorted).
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        match self.list.raw(self.era) {
+            Some(raw) => m.serialize_entry("result", raw)?,
+            // Cannot happen (a `Value` always serialises); then built as before.
+            None => m.serialize_entry("result", &self.list.built(self.era))?,
+        }
         m.end()
     }
 }
@@ -400,11 +472,41 @@ mod tests {
         (typed, serde_json::to_string(&built).unwrap())
     }
 
+    /// Definitions the size and oddness of real ones: escapes, non-ASCII, nesting.
+    fn odd_definitions() -> Value {
+        json!([{"name": "a_tool", "description": "q\"uo\\te\u{1}\u{202e}\u{1F600}", "inputSchema": {"type": "object", "properties": {"x": {"enum": [1, 2.5, null]}}}}, {"name": "b"}])
+    }
+
+    #[test]
+    fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
+        use crate::mcp::out::ProtocolWriter;
+        static LIST: ToolList = ToolList::new(odd_definitions);
+        let ids = [json!(0), json!(-7), json!(i64::MAX), json!("list"), json!("q\"uo\\te\u{1}\u{202e}\u{1F600}"), json!("")];
+        for era in [Era::Handshake, Era::Stateless] {
+            for id in &ids {
+                // Twice: the first answer makes the cache, the second reads it.
+                for _ in 0..2 {
+                    let built = era_response(id.clone(), LIST.result(era), era);
+                    let mut a = ProtocolWriter::new(Vec::new());
+                    a.send(&built).unwrap();
+                    let mut b = ProtocolWriter::new(Vec::new());
+                    b.send_typed(&LIST.answer(id.clone(), era)).unwrap();
+                    assert_eq!(String::from_utf8(b.into_inner()).unwrap(), String::from_utf8(a.into_inner()).unwrap(), "{era:?} {id}");
+                }
+            }
+        }
+        // The two eras differ (the stateless one carries its caching hints and stamp).
+        let result = |era| serde_json::to_value(LIST.answer(json!(1), era)).unwrap()["result"].take();
+        assert_eq!(result(Era::Handshake), json!({"tools": odd_definitions()}));
+        let stateless = result(Era::Stateless);
+        assert_eq!((&stateless["ttlMs"], &stateless["cacheScope"], &stateless["resultType"]), (&json!(crate::mcp::session::CACHE_TTL_MS), &json!("public"), &json!("complete")));
+    }
+
     #[test]
     fn a_refusal_writes_exactly_what_the_built_value_would() {
         let messages = ["not allowed", "", "a \"quoted\" \\ path\n\u{1}\u{7f} é \u{202e} 💥", &"x".repeat(5000)];
         for id in [json!(1), json!("a\"b"), json!(-0.5)] {
-            for code in ["SP_DENIED", "SP_BAD_ARGUMENTS", "SP_NOT_APPROVED"] {
+            for code in [ToolCode::Denied, ToolCode::BadArguments, ToolCode::NotApproved] {
                 for message in messages {
                     let typed = Refusal::new(id.clone(), code, message);
                     assert_eq!(typed.message(), message);
@@ -422,18 +524,18 @@ mod tests {
     #[test]
     fn tool_results_serialise_once_in_their_three_shapes() {
         let ok = ToolResult::ok(fields(json!({"status": 200})));
-        assert_eq!((ok.outcome(), ok.message()), ("ok", None));
+        assert_eq!((ok.code(), ok.message()), (None, None));
         let v = ok.into_call();
         assert_eq!((v.is_error(), Value::Object(v.structured().clone())), (false, json!({"status": 200})));
         assert_eq!(v.text(), r#"{"status":200}"#);
 
-        let err = ToolResult::error(crate::gate::outcome::ToolCode::Denied.as_str(), clean("no rule"));
-        assert_eq!((err.outcome(), err.message()), ("SP_DENIED", Some("no rule")));
+        let err = ToolResult::error(ToolCode::Denied, clean("no rule"));
+        assert_eq!((err.code(), err.message()), (Some(ToolCode::Denied), Some("no rule")));
         let v = err.into_call().to_value();
         assert_eq!(v["content"][0]["text"], "SP_DENIED: no rule");
         assert_eq!(v["structuredContent"], json!({"error": {"code": "SP_DENIED", "message": "no rule"}}));
 
-        let partial = ToolResult::error(crate::gate::outcome::ToolCode::Timeout.as_str(), clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
+        let partial = ToolResult::error(ToolCode::Timeout, clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
         let v = partial.into_call();
         let sc = json!({"stdout": "so far", "error": {"code": "SP_TIMEOUT", "message": "too slow"}});
         assert_eq!(Value::Object(v.structured().clone()), sc);
@@ -450,8 +552,8 @@ mod tests {
         let results = [
             ToolResult::ok(fields(odd.clone())),
             ToolResult::ok(fields(json!({}))),
-            ToolResult::error("SP_UPSTREAM", clean("peer said \"no\"\n")),
-            ToolResult::error("SP_TIMEOUT", clean("too slow")).with_fields(fields(odd)),
+            ToolResult::error(ToolCode::Upstream, clean("peer said \"no\"\n")),
+            ToolResult::error(ToolCode::Timeout, clean("too slow")).with_fields(fields(odd)),
         ];
         for r in results {
             let call = r.into_call();

@@ -1,4 +1,17 @@
-//! Stage 5: `tools/call` params -> a typed tool call, or the reason it is refused.
+//! The tool table: every kind of tool `sp` offers, and the one place that names them.
+//!
+//! ```text
+//!  tools/call params ──> call_request ──> ToolCall::parse ──> authorize ──> Action ──> Action::run
+//!      -32602 CallError <──┘   SP_BAD_ARGUMENTS <──┘   SP_DENIED <──┘         (approve, intent row:
+//!                                                                              the loop, in between)
+//! ```
+//!
+//! Each kind is a folder (`http/`, `ssh/`, `inventory/`) whose [`Tool`] implementation
+//! gives its name, definition, argument parser, journal target, denial code, audit facts
+//! (rule, credential), approval question and run. The [`table!`] line for each kind
+//! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
+//! the loop (`server.rs`) calls only these and names no tool. An effect a kind needs from
+//! outside has one head in [`Executor`], the seam tests put a recording executor behind.
 //!
 //! Two levels of refusal (MCP 2025-11-25, "Tools: error handling"):
 //! - the call itself is malformed (params not an object, `name` missing or not a string,
@@ -11,32 +24,244 @@
 //! and normalised, never resolved.
 
 pub(crate) mod http;
+pub(crate) mod inventory;
 pub(crate) mod ssh;
 #[allow(dead_code, reason = "wired into the tool table in the next step of upstream support")]
 pub(crate) mod upstream;
 
+use std::convert::Infallible;
 use std::fmt;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::approve::Ask;
+use crate::gate::authorize::{Authorized, Rules};
+use crate::gate::exec::{ExecError, RunContext};
+use crate::gate::outcome::ToolCode;
 use crate::mcp::jsonrpc::kind_of;
+pub(crate) use crate::mcp::model::ArgError;
+use crate::mcp::model::{ToolList, ToolResult};
+use crate::policy::Policy;
+use http::args::HttpRequest;
+use http::authorize::{HttpAction, HttpDenial};
+use http::result::HttpOutcome;
+use inventory::Inventory;
+use ssh::result::{SshError, SshOutcome};
+use ssh::{SshAction, SshDenial, SshExec};
 
-pub(crate) use crate::tools::http::args::HTTP_REQUEST;
-pub(crate) const INVENTORY: &str = "sp_inventory";
+/// What one kind of tool provides to the table. `Call` is its typed arguments, `Action`
+/// what its rules make of them (`gate::authorize::Rules`), `Denial` why they refuse.
+pub(crate) trait Tool {
+    /// Its name in `tools/list` and `tools/call`.
+    const NAME: &'static str;
+    type Call;
+    type Action: Rules<Self::Call, Denial = Self::Denial>;
+    type Denial;
 
-/// The tools offered by `tools/list`.
-pub(crate) fn definitions() -> Value {
-    json!([
-        crate::tools::http::args::definition(),
-        {
-            "name": INVENTORY,
-            "title": "What this gateway allows",
-            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts, paths and (when limited) methods they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
-            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        },
-        crate::tools::ssh::args::definition()
-    ])
+    /// Its `tools/list` entry.
+    fn definition() -> Value;
+    /// Its arguments, checked (`SP_BAD_ARGUMENTS` when they fail).
+    fn parse(arguments: &Map<String, Value>) -> Result<Self::Call, ArgError>;
+    /// The journal's `target` of a call, known before authorization.
+    fn target(call: &Self::Call) -> Option<String>;
+    /// The tool result code of a denial.
+    fn code(denial: &Self::Denial) -> ToolCode;
+    /// The journal's `rule` and `credential` of an authorized action.
+    fn audit(action: &Self::Action) -> Audit;
+    /// What the operator's approver is asked, when the policy flags the action.
+    fn approval(policy: &Policy, action: &Self::Action) -> Option<Ask>;
+    /// Runs the authorized action (its effects through `executor`) and shapes its result;
+    /// every outside piece of it is scrubbed by `ctx`'s Vault.
+    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> ToolResult;
+}
+
+/// The journal's `rule` and `credential` of an authorized action.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Audit {
+    pub rule: Option<String>,
+    pub credential: Option<String>,
+}
+
+/// The seam between the pipeline and the outside world: one head per kind of effect,
+/// each taking an [`Authorized`] action (which only `gate::authorize` builds, so nothing
+/// half-validated can get here) and the call's [`RunContext`]. Tests put a recording
+/// executor behind it to prove that rejected input never arrives (`calls == []`); the
+/// real one is [`Executors`]. Each head's default refuses, so an executor built for one
+/// kind fails closed for the others.
+pub trait Executor {
+    /// Sends one authorized HTTP request (a redirect hop is one more call). Reads the
+    /// credential (through the context's Vault, which remembers it for redaction) only
+    /// now, after authorization. When the context's cancel fires (the client sent
+    /// `notifications/cancelled`, or closed stdin) the request must stop promptly: its
+    /// connection is closed, whatever it returns is discarded.
+    fn http(&mut self, action: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
+        let _ = (action, ctx);
+        Err(ExecError::Unavailable("this executor does not run http_request".into()))
+    }
+
+    /// Runs one authorized SSH command; key, passphrase and password files are read
+    /// through the context's Vault at connection time. The context's progress reports
+    /// on a long command when the client asked for it.
+    fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
+        let _ = (action, ctx);
+        Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
+    }
+}
+
+/// What `sp mcp` runs with: the real effects, one executor per kind that has any. The
+/// HTTP executor keeps its connection pool and OAuth2 token cache, the SSH executor its
+/// sessions, across calls.
+#[derive(Default)]
+pub(crate) struct Executors {
+    pub http: http::exec::HttpExecutor,
+    pub ssh: ssh::exec::SshExecutor,
+}
+
+impl Executor for Executors {
+    fn http(&mut self, action: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
+        self.http.http(action, ctx)
+    }
+
+    fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
+        self.ssh.run(action, ctx.vault, ctx.progress)
+    }
+}
+
+/// The table: one line per kind of tool, `Variant(call, action, denial) => its Tool`,
+/// in `tools/list` order. It makes [`ToolCall`], [`Action`], [`Denial`], [`NAMES`],
+/// [`definitions`], and one arm per kind in each dispatch below. (The three types are
+/// spelled out because the public enums cannot name them through the crate-private
+/// [`Tool`]; the compiler holds them equal to the kind's own.)
+macro_rules! table {
+    ($($kind:ident($call:ty, $action:ty, $denial:ty) => $tool:ty;)*) => {
+        /// A fully typed tool call. Only [`ToolCall::parse`] builds one.
+        #[derive(Debug, Clone, PartialEq)]
+        #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+        pub enum ToolCall {
+            $($kind($call),)*
+        }
+
+        /// An authorized call. Only [`authorize`] builds one, through `gate::authorize`.
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+        pub enum Action {
+            $($kind(Authorized<$action>),)*
+        }
+
+        /// Why a call is not authorized: its kind's rules refused it.
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum Denial {
+            $($kind($denial),)*
+        }
+
+        /// Every tool's name, in `tools/list` order.
+        pub(crate) const NAMES: &[&str] = &[$(<$tool as Tool>::NAME,)*];
+
+        /// The tools offered by `tools/list`.
+        pub(crate) fn definitions() -> Value {
+            Value::Array(vec![$(<$tool as Tool>::definition(),)*])
+        }
+
+        impl ToolCall {
+            pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
+                $(
+                    if call.name == <$tool as Tool>::NAME {
+                        return <$tool as Tool>::parse(&call.arguments).map(ToolCall::$kind);
+                    }
+                )*
+                // call_request admits only known names.
+                crate::mcp::model::bad(format!("unknown tool {:?}", short(&call.name)))
+            }
+
+            /// The journal's `target` (before authorization).
+            pub(crate) fn target(&self) -> Option<String> {
+                match self {
+                    $(ToolCall::$kind(c) => <$tool as Tool>::target(c),)*
+                }
+            }
+        }
+
+        /// The call through its kind's rules (`gate::authorize`, the one constructor of
+        /// `Authorized`).
+        pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
+            match call {
+                $(ToolCall::$kind(c) => crate::gate::authorize::authorize::<$action, $call>(policy, c).map(Action::$kind).map_err(Denial::$kind),)*
+            }
+        }
+
+        impl Action {
+            /// The tool's name (the journal's `tool`, the execution counters' key).
+            pub(crate) fn name(&self) -> &'static str {
+                match self {
+                    $(Action::$kind(_) => <$tool as Tool>::NAME,)*
+                }
+            }
+
+            pub(crate) fn audit(&self) -> Audit {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::audit(a.action()),)*
+                }
+            }
+
+            pub(crate) fn approval(&self, policy: &Policy) -> Option<Ask> {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::approval(policy, a.action()),)*
+                }
+            }
+
+            pub(crate) fn run(self, executor: &mut dyn Executor, policy: &Policy, ctx: &mut RunContext<'_, '_>) -> ToolResult {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::run(executor, policy, a, ctx),)*
+                }
+            }
+        }
+
+        impl Denial {
+            /// The tool result code: `SP_DENIED`, or `SP_BAD_ARGUMENTS` for arguments no
+            /// policy could allow.
+            pub(crate) fn code(&self) -> ToolCode {
+                match self {
+                    $(Denial::$kind(d) => <$tool as Tool>::code(d),)*
+                }
+            }
+        }
+
+        impl fmt::Display for Denial {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Denial::$kind(d) => fmt::Display::fmt(d, f),)*
+                }
+            }
+        }
+    };
+}
+
+table! {
+    Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
+    Inventory((), Inventory, Infallible) => inventory::InventoryTool;
+    Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
+}
+
+impl std::error::Error for Denial {}
+
+impl Denial {
+    /// The counter key and the journal row's `decision`.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self.code() {
+            ToolCode::BadArguments => "bad_arguments",
+            _ => "denied",
+        }
+    }
+}
+
+/// `tools/list`, answered by the loop and by the control thread during a call: the
+/// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
+pub(crate) static LIST: ToolList = ToolList::new(definitions);
+
+/// Whether `name` is one of the table's tools (the journal's `tool` holds only these,
+/// never an agent's string).
+pub(crate) fn is_tool(name: &str) -> bool {
+    NAMES.contains(&name)
 }
 
 /// A `tools/call` request that passed the JSON-RPC level checks.
@@ -84,8 +309,8 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
         None => return Err(CallError::ParamsNotObject { found: "nothing" }),
     };
-    // Issue #10: other members (2025-11-25 `task` augmentation, future fields) are
-    // ignored, as the schemas allow; `sp` declares no tasks, so such a call runs as an
+    // Other members (2025-11-25 `task` augmentation, future fields) are ignored, as
+    // the schemas allow; `sp` declares no tasks, so such a call runs as an
     // ordinary one. The tool's `arguments` stay strict (ToolCall::parse).
     let name = match map.remove("name") {
         None => return Err(CallError::MissingName),
@@ -109,121 +334,170 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         },
         Some(_) => return Err(CallError::BadMeta),
     };
-    if name != HTTP_REQUEST && name != INVENTORY && name != crate::tools::ssh::SSH_EXEC {
+    if !NAMES.contains(&name.as_str()) {
         return Err(CallError::UnknownTool { name });
     }
     Ok(CallRequest { name, arguments, progress_token })
 }
 
-/// A fully typed tool call. Only `parse` builds one.
-#[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
-pub enum ToolCall {
-    Http(crate::tools::http::args::HttpRequest),
-    Inventory,
-    /// `ssh_exec` (issue #4, `ssh/args.rs`).
-    Ssh(crate::tools::ssh::SshExec),
-}
-
-pub(crate) use crate::mcp::model::ArgError;
-
-/// The `tools/list` result (the loop and the control thread both answer it).
-pub(crate) fn tool_list(era: crate::mcp::session::Era) -> Value {
-    let mut list = json!({"tools": definitions()});
-    if era == crate::mcp::session::Era::Stateless {
-        // 2026-07-28 "Caching": tools/list carries its caching hints.
-        list["ttlMs"] = json!(crate::mcp::session::CACHE_TTL_MS);
-        list["cacheScope"] = json!("public");
-    }
-    list
-}
-
-/// The `tools/list` answer to request `id` in `era`, written with its result serialised
-/// once per process (issue #12: the definitions are fixed, and building and escaping
-/// their 10 KB again for every request was most of a `tools/list`: 46 µs in the static
-/// build against a 7 µs ping). Serialises exactly as the answer built from [`tool_list`],
-/// stamped for 2026-07-28 (`wire::stamp_stateless`); a test holds the two equal.
-pub(crate) struct ListAnswer {
-    pub id: Value,
-    pub era: crate::mcp::session::Era,
-}
-
-impl ListAnswer {
-    /// The result as JSON text, made at the first request of each era.
-    fn result(era: crate::mcp::session::Era) -> Option<&'static serde_json::value::RawValue> {
-        use std::sync::OnceLock;
-        static HANDSHAKE: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
-        static STATELESS: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
-        let cell = if era == crate::mcp::session::Era::Stateless { &STATELESS } else { &HANDSHAKE };
-        cell.get_or_init(|| serde_json::value::to_raw_value(&Self::built(era)).ok()).as_deref()
-    }
-
-    /// The result built as a `Value`: the list, stamped for 2026-07-28.
-    fn built(era: crate::mcp::session::Era) -> Value {
-        crate::mcp::model::era_response(Value::Null, tool_list(era), era)["result"].take()
-    }
-}
-
-impl serde::Serialize for ListAnswer {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(3))?;
-        // Keys in the order a `Value`'s map writes them (sorted).
-        m.serialize_entry("id", &self.id)?;
-        m.serialize_entry("jsonrpc", "2.0")?;
-        match Self::result(self.era) {
-            Some(raw) => m.serialize_entry("result", raw)?,
-            // Cannot happen (a `Value` always serialises); then built as before.
-            None => m.serialize_entry("result", &Self::built(self.era))?,
-        }
-        m.end()
-    }
-}
-
-impl ToolCall {
-    pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
-        match call.name.as_str() {
-            HTTP_REQUEST => crate::tools::http::args::parse(&call.arguments).map(ToolCall::Http),
-            crate::tools::ssh::SSH_EXEC => crate::tools::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
-            INVENTORY => match call.arguments.keys().next() {
-                None => Ok(ToolCall::Inventory),
-                Some(k) => crate::mcp::model::bad(format!("unknown argument {:?}: sp_inventory takes none", short(k))),
-            },
-            // call_request admits only known names.
-            other => crate::mcp::model::bad(format!("unknown tool {:?}", short(other))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn call(v: Value) -> Result<CallRequest, CallError> {
         call_request(Some(v))
     }
 
+    /// Every kind in the table is reachable by its name, from `tools/call` to an
+    /// authorized action of the same kind with the same name; `tools/list` offers
+    /// exactly the table's names, in its order; a name not in the table is refused at
+    /// both levels.
     #[test]
-    fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
-        use crate::mcp::out::ProtocolWriter;
-        use crate::mcp::session::Era;
-        let ids = [json!(0), json!(-7), json!(i64::MAX), json!("list"), json!("q\"uo\\te\u{1}\u{202e}\u{1F600}"), json!("")];
-        for era in [Era::Handshake, Era::Stateless] {
-            for id in &ids {
-                // Twice: the first answer makes the cache, the second reads it.
-                for _ in 0..2 {
-                    let built = crate::mcp::model::era_response(id.clone(), tool_list(era), era);
-                    let mut a = ProtocolWriter::new(Vec::new());
-                    a.send(&built).unwrap();
-                    let mut b = ProtocolWriter::new(Vec::new());
-                    b.send_typed(&ListAnswer { id: id.clone(), era }).unwrap();
-                    assert_eq!(String::from_utf8(b.into_inner()).unwrap(), String::from_utf8(a.into_inner()).unwrap(), "{era:?} {id}");
-                }
+    fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
+        let p = Policy::from_text(
+            &json!({
+                "http": {"allow": [{"hosts": ["api.example.com"], "methods": ["GET"]}]},
+                "ssh": {"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}}}
+            })
+            .to_string(),
+            std::path::Path::new("t.json"),
+        )
+        .unwrap();
+        let listed: Vec<Value> = definitions().as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
+        assert_eq!(listed, [json!("http_request"), json!("sp_inventory"), json!("ssh_exec")]);
+        assert_eq!(NAMES, ["http_request", "sp_inventory", "ssh_exec"]);
+        let args = |name: &str| match name {
+            "http_request" => json!({"method": "GET", "url": "https://api.example.com/x"}),
+            "ssh_exec" => json!({"host": "web1", "command": "uptime"}),
+            _ => json!({}),
+        };
+        for name in NAMES {
+            let request = call(json!({"name": name, "arguments": args(name)})).unwrap();
+            let typed = ToolCall::parse(&request).unwrap();
+            let kind = std::mem::discriminant(&typed);
+            let action = authorize(&p, typed).unwrap();
+            assert_eq!(action.name(), *name);
+            let again = ToolCall::parse(&request).unwrap();
+            match (&again, &action) {
+                (ToolCall::Http(_), Action::Http(_)) | (ToolCall::Inventory(()), Action::Inventory(_)) | (ToolCall::Ssh(_), Action::Ssh(_)) => {}
+                other => panic!("{name}: {other:?}"),
             }
+            assert_eq!(std::mem::discriminant(&again), kind);
+            assert!(is_tool(name));
         }
-        // The two eras differ (the stateless one carries its caching hints and stamp).
-        let text = |era| serde_json::to_string(&ListAnswer { id: json!(1), era }).unwrap();
-        assert!(text(Era::Stateless).contains("\"ttlMs\"") && !text(Era::Handshake).contains("\"ttlMs\""));
+        for name in ["", "HTTP_REQUEST", "http_request ", "sp_inventory\0", "ssh", "upstream_x", "http.request"] {
+            assert!(!is_tool(name), "{name:?}");
+            assert_eq!(call(json!({"name": name})), Err(CallError::UnknownTool { name: name.into() }));
+            let request = CallRequest { name: name.into(), arguments: Map::new(), progress_token: None };
+            assert_eq!(ToolCall::parse(&request), Err(ArgError(format!("unknown tool {name:?}"))));
+        }
+    }
+
+    /// Each kind's journal facts and approval question come from the table.
+    #[test]
+    fn audit_facts_and_targets_come_from_each_kind() {
+        let p = table_policy();
+        let request = call(json!({"name": "http_request", "arguments": {"method": "GET", "url": "https://api.example.com/v1/users?q=1"}})).unwrap();
+        let typed = ToolCall::parse(&request).unwrap();
+        assert_eq!(typed.target(), Some("GET https://api.example.com/v1/users".into()));
+        let action = authorize(&p, typed).unwrap();
+        assert_eq!(action.audit(), Audit { rule: Some("http.allow[0]".into()), credential: Some("api".into()) });
+        assert_eq!(action.approval(&p), None);
+        let inventory = authorize(&p, ToolCall::Inventory(())).unwrap();
+        assert_eq!((inventory.audit(), inventory.approval(&p), inventory.name()), (Audit::default(), None, "sp_inventory"));
+    }
+
+    fn table_policy() -> Policy {
+        let v = json!({
+            "credentials": {
+                "api": {"source": {"env": "API"}, "inject": {"bearer": {}}, "hosts": ["api.example.com"], "paths": ["/v1/*"]},
+                "keyed": {"source": {"env": "K"}, "inject": {"header": {"name": "X-Key"}}, "hosts": ["api.example.com"], "paths": ["/v2/*"]},
+                "local": {"source": {"env": "L"}, "inject": {"bearer": {}}, "hosts": ["127.0.0.1:8080", "plain.example.com"]},
+                "q": {"source": {"env": "Q"}, "inject": {"query": {"name": "api_key"}}, "hosts": ["q.example.net"]},
+                "readonly": {"source": {"env": "R"}, "inject": {"basic": {}}, "hosts": ["ro.example.net"], "methods": ["GET"]}
+            },
+            "http": {"allow": [
+                {"hosts": ["api.example.com"], "methods": ["GET", "POST"], "paths": ["/v1/*", "/v2/*", "/public"]},
+                {"hosts": ["127.0.0.1:8080", "plain.example.com"], "methods": ["*"]},
+                {"hosts": ["*.example.org"]},
+                {"hosts": ["q.example.net", "ro.example.net"], "methods": ["*"]}
+            ], "max_request_body_bytes": 64}
+        });
+        Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap()
+    }
+
+    fn http(args: Value) -> Result<HttpAction, Denial> {
+        let req = call_request(Some(json!({"name": "http_request", "arguments": args}))).unwrap();
+        match authorize(&table_policy(), ToolCall::parse(&req).unwrap())? {
+            Action::Http(a) => Ok(a.action().clone()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn cred(a: &HttpAction) -> Option<&str> {
+        a.credential.as_ref().map(|c| c.name.as_str())
+    }
+
+    #[test]
+    fn http_allowed() {
+        let a = http(json!({"method": "GET", "url": "https://api.example.com/v1/users"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (Some("api"), "http.allow[0]"));
+        let a = http(json!({"method": "GET", "url": "https://api.example.com/public"})).unwrap();
+        assert_eq!(cred(&a), None);
+        let a = http(json!({"method": "POST", "url": "https://api.example.com/v2/x", "credential": "keyed"})).unwrap();
+        assert_eq!(cred(&a), Some("keyed"));
+        let a = http(json!({"method": "DELETE", "url": "http://127.0.0.1:8080/x"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (Some("local"), "http.allow[1]"));
+        let a = http(json!({"method": "HEAD", "url": "https://x.example.org/"})).unwrap();
+        assert_eq!((cred(&a), a.rule.as_str()), (None, "http.allow[2]"));
+        let a = http(json!({"method": "GET", "url": "https://ro.example.net/x"})).unwrap();
+        assert_eq!(cred(&a), Some("readonly"));
+        // a credential limited to GET is not picked for POST: the request goes without it
+        let a = http(json!({"method": "POST", "url": "https://ro.example.net/x", "body": "{}"})).unwrap();
+        assert_eq!(cred(&a), None);
+    }
+
+    #[test]
+    fn http_denied() {
+        use crate::policy::Method::{Delete, Get, Post};
+        let no_rule = |method, host: &str, port, path: &str| HttpDenial::NoRule { method, host: host.into(), port, path: path.into() };
+        let not_bound = |name: &str, host: &str, path: &str| HttpDenial::CredentialNotBound { name: name.into(), host: host.into(), path: path.into() };
+        let cases = vec![
+            (json!({"method": "DELETE", "url": "https://api.example.com/v1/users"}), no_rule(Delete, "api.example.com", 443, "/v1/users")),
+            (json!({"method": "GET", "url": "https://api.example.com/v3"}), no_rule(Get, "api.example.com", 443, "/v3")),
+            (json!({"method": "GET", "url": "https://api.example.com:8443/v1/x"}), no_rule(Get, "api.example.com", 8443, "/v1/x")),
+            (json!({"method": "GET", "url": "https://evil.com/v1/x"}), no_rule(Get, "evil.com", 443, "/v1/x")),
+            (json!({"method": "GET", "url": "https://example.org/"}), no_rule(Get, "example.org", 443, "/")),
+            (json!({"method": "GET", "url": "https://api.example.com.evil.com/v1/"}), no_rule(Get, "api.example.com.evil.com", 443, "/v1/")),
+            (json!({"method": "GET", "url": "https://api.example.com/v1/../admin"}), no_rule(Get, "api.example.com", 443, "/admin")),
+            (json!({"method": "POST", "url": "http://127.0.0.1:8081/"}), no_rule(Post, "127.0.0.1", 8081, "/")),
+            (json!({"method": "GET", "url": "https://api.example.com/public", "credential": "api"}), not_bound("api", "api.example.com", "/public")),
+            (json!({"method": "GET", "url": "https://api.example.com/v1/x", "credential": "nope"}), HttpDenial::UnknownCredential { name: "nope".into() }),
+            (json!({"method": "GET", "url": "http://plain.example.com/"}), HttpDenial::CredentialNeedsHttps { name: "local".into() }),
+            (
+                json!({"method": "GET", "url": "https://api.example.com/v2/x", "headers": {"x-key": "mine"}}),
+                HttpDenial::HeaderConflict { name: "keyed".into(), header: "x-key".into() },
+            ),
+            (json!({"method": "GET", "url": "https://q.example.net/x?api_key=mine"}), HttpDenial::QueryConflict { name: "q".into(), param: "api_key".into() }),
+            (json!({"method": "GET", "url": "https://q.example.net/x", "query": {"api_key": "mine"}}), HttpDenial::QueryConflict { name: "q".into(), param: "api_key".into() }),
+            (json!({"method": "POST", "url": "https://q.example.net/x", "body": "x".repeat(65)}), HttpDenial::BodyTooLarge { limit: 64 }),
+            (json!({"method": "POST", "url": "https://ro.example.net/x", "credential": "readonly"}), not_bound("readonly", "ro.example.net", "/x")),
+        ];
+        for (args, want) in cases {
+            let shown = args.to_string();
+            let got = http(args).map(|a| a.rule).unwrap_err();
+            assert_eq!((got.code(), got.reason()), (ToolCode::Denied, "denied"), "{shown}");
+            assert_eq!(got, Denial::Http(want), "{shown}");
+        }
+    }
+
+    #[test]
+    fn https_only() {
+        let mut p = table_policy();
+        p.http.https_only = true;
+        let req = call_request(Some(json!({"name": "http_request", "arguments": {"method": "DELETE", "url": "http://127.0.0.1:8080/x"}}))).unwrap();
+        assert_eq!(authorize(&p, ToolCall::parse(&req).unwrap()).unwrap_err(), Denial::Http(HttpDenial::HttpsOnly));
     }
 
     #[test]
