@@ -119,7 +119,7 @@ impl Output for Recorded {
     }
 }
 
-/// The cancellation of one running call (issue #10: the loop never goes deaf). The
+/// The cancellation of one running call (DESIGN.md: the loop is never deaf). The
 /// protocol loop's control thread fires it on `notifications/cancelled` for the running
 /// request or on stdin EOF; executors observe it: by polling [`Cancel::is_cancelled`] in
 /// their wait loops (ssh, the approver), or by registering a hook that interrupts a
@@ -244,7 +244,7 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// One OAuth2 token request (issue #13): which credential, where (`POST
+/// One OAuth2 token request: which credential, where (`POST
 /// scheme://host[:port]/path`, no query), and the outcome: the `expires_in` the server
 /// gave, or the error (its code and message, which never hold the token or the body).
 #[derive(Debug, Clone, PartialEq, Eq)]

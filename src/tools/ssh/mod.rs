@@ -1,4 +1,4 @@
-//! `ssh_exec` (issue #4): the policy section, the typed arguments, the command
+//! `ssh_exec`: the policy section, the typed arguments, the command
 //! allow-list, host-key handling, and the authorization step that turns a typed call into
 //! an [`SshAction`]. The executor is `exec.rs`, its outcome `result.rs`, the call from
 //! authorized action to tool result `run.rs`; nothing in this module opens a socket,

@@ -1,6 +1,6 @@
 //! The `sp mcp` loop: one line in, at most one message out, one action at a time,
 //! blocking. stdin is read by the loop itself and, while an action runs, by the session's
-//! control thread, which answers pings and watches for a cancel (`control.rs`, issue #10).
+//! control thread, which answers pings and watches for a cancel (`control.rs`).
 //!
 //! ```text
 //!  frame -> json -> jsonrpc -> session -> tool args -> authorize -> execute -> scrub -> out
@@ -15,8 +15,10 @@
 //! refused before execution) and executions (an authorized action ran, whatever its
 //! outcome) are counted apart in [`Stats`]. A rejection never reaches the executor.
 //!
-//! The loop is generic over input, output and executor so tests drive it with byte
-//! slices, a `Vec<u8>` and a recording executor through the same code path as stdin.
+//! The loop names no tool: the tool table (`tools/`) parses, authorizes and runs each
+//! call; the loop adds approval and the intent row between (`journal.rs`). It is generic
+//! over input, output and executor, so tests drive it with byte slices, a `Vec<u8>` and
+//! a recording executor through the same code path as stdin.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,8 +26,7 @@ use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::audit::{Context, Journal};
-use crate::gate::exec::{Cancel, Event as RunEvent, Output, Progress, RunContext, Unavailable};
+use crate::gate::exec::{Cancel, Progress, RunContext};
 use crate::gate::outcome::{Rejection, ToolCode};
 use crate::gate::vault::{withholds, Scrubbed, Vault, WITHHELD};
 use crate::json::{self, JsonError};
@@ -38,6 +39,9 @@ use crate::mcp::session::{Era, Refusal, Session, Step};
 use crate::policy::Policy;
 use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
+mod journal;
+use journal::Journaling;
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub max_line_bytes: usize,
@@ -47,7 +51,7 @@ pub struct Options {
     pub panic_on_first_frame: bool,
     /// Set by SIGTERM/SIGINT/SIGHUP (`signals.rs`): the loop stops between messages.
     pub stop: crate::signals::StopFlag,
-    /// Issue #10: stdin EOF while a call runs cancels it and ends the loop (MCP stdio:
+    /// stdin EOF while a call runs cancels it and ends the loop (MCP stdio:
     /// closing stdin is the shutdown). `false` (in-process tests that hand the whole
     /// input at once): EOF waits behind the frames before it, every call runs.
     pub cancel_on_eof: bool,
@@ -80,7 +84,7 @@ pub enum Exit {
     Malformed,
     /// A refusal under `--close-on-refusal`.
     Refused,
-    /// SIGTERM, SIGINT or SIGHUP (the number): stopped between messages (issue 8).
+    /// SIGTERM, SIGINT or SIGHUP (the number): stopped between messages.
     Signal(i32),
 }
 
@@ -126,7 +130,7 @@ impl RpcError {
             // 2026-07-28 UNSUPPORTED_PROTOCOL_VERSION.
             RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => -32022,
             RpcError::Lifecycle(Refusal::InvalidParams(_)) | RpcError::Call(_) => -32602,
-            // Issue #10: an invalid request in this state. (-32002 is LSP's
+            // An invalid request in this state. (-32002 is LSP's
             // ServerNotInitialized, but MCP defines -32002 as "resource not found".)
             RpcError::Lifecycle(Refusal::NotInitialized { .. } | Refusal::AlreadyInitialized | Refusal::IdInFlight { .. }) => -32600,
         }
@@ -202,7 +206,7 @@ pub struct Server<'p, E> {
     vault: Vault,
     session: Session,
     pub stats: Stats,
-    /// The audit journal (issue #5); [`crate::audit::Journal::off`] unless `with_journal`.
+    /// The audit journal; [`crate::audit::Journal::off`] unless `with_journal`.
     pub journal: crate::audit::Journal,
     /// What the journal rows for the current request carry.
     audit: crate::audit::Context,
@@ -222,7 +226,7 @@ impl<'p, E: Executor> Server<'p, E> {
         }
     }
 
-    /// Journals every decision to `journal` (issue #5).
+    /// Journals every decision to `journal`.
     pub fn with_journal(mut self, journal: crate::audit::Journal) -> Self {
         self.journal = journal;
         self
@@ -324,7 +328,7 @@ impl<'p, E: Executor> Server<'p, E> {
         Some(Exit::Signal(n))
     }
 
-    /// A `tools/call` cancelled while it waited behind another (issue #10): it never
+    /// A `tools/call` cancelled while it waited behind another: it never
     /// runs and is never answered; a rejection with reason `cancelled`.
     fn cancelled_queued(&mut self, frame: &crate::mcp::frame::Frame) {
         let Some(Message::Request { method, params, .. }) = json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok()) else {
@@ -381,8 +385,8 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
     fn message<W: Write + Send>(&mut self, message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
-        // Issue #5: every row written for this request, and the approver, get its
-        // fingerprint (not computed when neither exists, issue #12).
+        // Every row written for this request, and the approver, get its fingerprint
+        // (not computed when neither exists: it is a canonical JSON and a hash).
         if let Message::Request { method, params, .. } = &message {
             let request_fp = self.audited().then(|| crate::audit::request_fp(method, params.as_ref()));
             self.audit = crate::audit::Context { request_fp, ..Default::default() };
@@ -399,7 +403,7 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let (response, refused, era) = match step {
             Step::Ignore => return None,
-            Step::Reply(result, era) => (Outgoing::Value(result_response(&id, result)), false, era),
+            Step::Reply(result, era) => (Outgoing::Value(crate::mcp::model::result_response(id.to_value(), result)), false, era),
             Step::ListTools(era) => (Outgoing::List(id.to_value()), false, era),
             Step::Refuse(r) => {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
@@ -407,7 +411,7 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             Step::CallTool(era) => match self.call_tool(&id, params, io) {
                 Some((response, refused)) => (response, refused, era),
-                // Cancelled (issue #10): never answered.
+                // Cancelled: never answered.
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
@@ -534,118 +538,7 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 }
 
-/// The journal as a running tool's event sink: a redirect hop's intent row (durable, or
-/// the hop does not run), token rows, and the facts the result row will report.
-struct Journaling<'a> {
-    journal: &'a mut Journal,
-    audit: &'a mut Context,
-}
-
-impl Output for Journaling<'_> {
-    fn emit(&mut self, event: RunEvent) -> Result<(), Unavailable> {
-        match event {
-            RunEvent::Intent { target, rule, note } => intent(self.journal, self.audit, Some(target), Some(rule), Some(note)),
-            RunEvent::Token(f) => {
-                let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
-                let row = match f.outcome {
-                    Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("expires_in {s} s"))),
-                    Err((code, message)) => row.set("decision", "error").set("code", code.as_str()).set("reason", message),
-                };
-                self.journal.record(row);
-                Ok(())
-            }
-            RunEvent::Facts(f) => {
-                self.audit.facts = f;
-                Ok(())
-            }
-        }
-    }
-}
-
-/// An `intent` row, durable before the effect. `Err` carries the agent's message.
-fn intent(journal: &mut Journal, audit: &Context, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), Unavailable> {
-    let mut row = audit.row("intent").set("decision", audit.intent.unwrap_or("allow")).set("reason", note);
-    if let Some(t) = target {
-        row = row.set("target", t);
-    }
-    if let Some(r) = rule {
-        row = row.set("rule", r);
-    }
-    journal.write(row).map(drop).map_err(|e| {
-        log::error!("{e}");
-        Unavailable(format!("the action was not run: {e}"))
-    })
-}
-
-// Issue #5: the journal calls (`audit.rs`). Every row carries `self.audit`: the request's
-// fingerprint, tool, target, rule and credential name, as far as the pipeline got.
-impl<E: Executor> Server<'_, E> {
-    /// A malformed frame: its length and the fingerprint of its raw bytes, never the bytes.
-    fn audit_raw(&mut self, raw: &[u8]) {
-        self.audit = crate::audit::Context {
-            request_fp: Some(crate::audit::raw_fp(raw)),
-            bytes_in: Some(raw.len() as u64),
-            ..Default::default()
-        };
-    }
-
-    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
-    fn journal_reject(&mut self, reason: &str, code: Option<&str>, message: &str) {
-        if !self.journal.is_on() {
-            return;
-        }
-        // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
-        let row = self.audit.row("reject").set("decision", reason).set("code", code.map(str::to_owned)).set("reason", message);
-        self.journal.record(row);
-    }
-
-    /// Approval (when the action's kind flags it), then the first intent row.
-    fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), Rejection> {
-        let audit = action.audit();
-        self.audit.rule = audit.rule;
-        self.audit.credential = audit.credential;
-        let ask = action.approval(self.policy);
-        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, ask.as_ref(), cancel) {
-            crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
-            crate::approve::Gate::Refuse(r) => return Err(r),
-        }
-        intent(&mut self.journal, &self.audit, None, None, None)
-            .map_err(|Unavailable(message)| Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message })?;
-        self.audit.started = Some(std::time::Instant::now());
-        Ok(())
-    }
-
-    /// The `result` row of an execution (after scrubbing: it reads the error message).
-    fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
-        let decision = match code {
-            None => "ok",
-            Some(ToolCode::Cancelled) => "cancelled",
-            Some(_) => "error",
-        };
-        let f = &self.audit.facts;
-        // `reason` is outside text: the journal scrubs it (`audit/row.rs`); a successful
-        // call that followed redirects says how many.
-        let reason = match (code, f.status) {
-            (None, Some(_)) if f.redirects > 0 => Some(format!("followed {} redirect(s)", f.redirects)),
-            _ => message,
-        };
-        let row = self
-            .audit
-            .row("result")
-            .set("decision", decision)
-            .set("code", code.map(ToolCode::as_str))
-            .set("duration_ms", self.audit.elapsed_ms())
-            .set("reason", reason)
-            .set("status", f.status)
-            .set("exit_status", f.exit_status)
-            .set("bytes_out", f.bytes_out)
-            .set("truncated", f.truncated)
-            .set("host_key_fp", f.host_key_fp.clone());
-        self.journal.record(row);
-    }
-}
-
-/// The memory cap for a request's parsed JSON (issue #12): [`json::MAX_PARSED_BYTES`], or
+/// The memory cap for a request's parsed JSON: [`json::MAX_PARSED_BYTES`], or
 /// twice a larger line limit.
 pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
     json::MAX_PARSED_BYTES.max(max_line_bytes.saturating_mul(2))
@@ -666,10 +559,6 @@ enum Outgoing {
 fn send_stamped<W: Write>(out: &mut ProtocolWriter<W>, mut response: Value) -> std::io::Result<()> {
     stamp_stateless(&mut response);
     out.send(&response)
-}
-
-fn result_response(id: &Id, result: Value) -> Value {
-    crate::mcp::model::result_response(id.to_value(), result)
 }
 
 fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
