@@ -8,10 +8,10 @@
 //! ```
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
-//! executors; `policy` is the operator's file. Only `out` may touch stdout. Each tool is
-//! a slice: `http/` (arguments, URL rules, authorization, SSRF check, executor, result)
-//! and `ssh/` (the same for `ssh_exec`); `tools` dispatches to them, `authorize` wraps
-//! their decisions in `Authorized`, `exec` is the seam executors implement. `audit` is
+//! executors; `policy` is the operator's file. Only `out` may touch stdout. `tools` is the
+//! tool table, one folder per kind (`http/`, `ssh/`, `inventory/`: arguments, rules, run,
+//! result) and the `Executor` seam; `gate` wraps what their rules allow in `Authorized`
+//! and lends each run its context (Vault, cancel, progress, event sink). `audit` is
 //! the hash-chained journal every decision is written to (the intent row before any
 //! effect), `approve` the out-of-band approver, `grants` the approvals that last (and
 //! `cli::approve` their `sp approve` commands), `cli::audit` the `sp audit` commands.
