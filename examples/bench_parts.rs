@@ -22,8 +22,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use sallyport::fuzzing::{
-    Authorized, Cancel, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, Progress, ProtocolWriter, Server,
-    SshAction, SshError, SshOutcome, Vault,
+    Authorized, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, ProtocolWriter, RunContext, Server,
+    SshAction, SshError, SshOutcome,
 };
 use serde_json::{json, Value};
 
@@ -52,10 +52,10 @@ fn time(mut f: impl FnMut()) -> f64 {
 struct Never;
 
 impl Executor for Never {
-    fn http(&mut self, _: &Authorized<HttpAction>, _: &mut Vault, _: &Cancel) -> Result<HttpOutcome, ExecError> {
+    fn http(&mut self, _: &Authorized<HttpAction>, _: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
         unreachable!("a denied call reached the executor")
     }
-    fn ssh(&mut self, _: &Authorized<SshAction>, _: &mut Vault, _: &mut Progress<'_>) -> Result<SshOutcome, SshError> {
+    fn ssh(&mut self, _: &Authorized<SshAction>, _: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
         unreachable!("a denied call reached the executor")
     }
 }

@@ -2,12 +2,14 @@
 //! move, only this file changes. Hidden from the docs; not an API.
 #![doc(hidden)]
 
-pub use crate::gate::authorize::{authorize, Action, Authorized};
+pub use crate::gate::authorize::Authorized;
+pub use crate::tools::{authorize, Action};
 pub use crate::tools::http::authorize::HttpAction;
 pub use crate::tools::http::result::HttpOutcome;
 pub use crate::tools::ssh::result::{SshError, SshOutcome};
 pub use crate::json::parse as parse_json;
-pub use crate::gate::exec::{Cancel, ExecError, Executor, Progress};
+pub use crate::gate::exec::{Cancel, ExecError, Progress, RunContext};
+pub use crate::tools::Executor;
 pub use crate::mcp::out::ProtocolWriter;
 pub use crate::policy::{Policy, PolicyError};
 pub use crate::gate::redact::{min_run, Redactor, MIN_CORE_CHARS, MIN_PART_BYTES, MIN_RUN_BYTES};

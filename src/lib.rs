@@ -8,10 +8,10 @@
 //! ```
 //!
 //! `server` drives the stages; `cli` parses argv and wires the real stdin, stdout and
-//! executors; `policy` is the operator's file. Only `out` may touch stdout. Each tool is
-//! a slice: `http/` (arguments, URL rules, authorization, SSRF check, executor, result)
-//! and `ssh/` (the same for `ssh_exec`); `tools` dispatches to them, `authorize` wraps
-//! their decisions in `Authorized`, `exec` is the seam executors implement. `audit` is
+//! executors; `policy` is the operator's file. Only `out` may touch stdout. `tools` is the
+//! tool table, one folder per kind (`http/`, `ssh/`, `inventory/`: arguments, rules, run,
+//! result) and the `Executor` seam; `gate` wraps what their rules allow in `Authorized`
+//! and lends each run its context (Vault, cancel, progress, event sink). `audit` is
 //! the hash-chained journal every decision is written to (the intent row before any
 //! effect), `approve` the out-of-band approver, `grants` the approvals that last (and
 //! `cli::approve` their `sp approve` commands), `cli::audit` the `sp audit` commands.
@@ -44,7 +44,8 @@ mod sys;
 // `unreachable_pub` lint keeps it so (issue #9).
 pub use gate::authorize::Authorized;
 pub use cli::{run, EXIT_FATAL};
-pub use gate::exec::{Cancel, ExecError, Executor, Progress};
+pub use gate::exec::{Cancel, ExecError, Progress, RunContext};
+pub use tools::Executor;
 pub use tools::http::authorize::HttpAction;
 pub use tools::http::result::HttpOutcome;
 pub use tools::ssh::result::{SshError, SshOutcome, Stop};

@@ -8,10 +8,9 @@
 mod support;
 
 use sallyport::{Authorized, HttpAction};
-use sallyport::{Cancel, ExecError, Executor, HttpOutcome, Progress, SshError, SshOutcome};
+use sallyport::{ExecError, Executor, HttpOutcome, RunContext, SshError, SshOutcome};
 use sallyport::SshAction;
 use sallyport::ProtocolWriter;
-use sallyport::Vault;
 use sallyport::{Exit, Options, Server};
 use serde_json::Value;
 
@@ -24,13 +23,13 @@ struct Recording {
 }
 
 impl Executor for Recording {
-    fn http(&mut self, action: &Authorized<HttpAction>, _vault: &mut Vault, _cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
+    fn http(&mut self, action: &Authorized<HttpAction>, _ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
         self.calls.push(action.action().url.to_string());
         Ok(HttpOutcome { status: 200, headers: vec![], body: b"{}".to_vec(), truncated: false })
     }
 
     /// `ssh <host> <command>`: the corpus commands end with `/corpus/<name>`.
-    fn ssh(&mut self, action: &Authorized<SshAction>, _vault: &mut Vault, _progress: &mut Progress<'_>) -> Result<SshOutcome, SshError> {
+    fn ssh(&mut self, action: &Authorized<SshAction>, _ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
         let a = action.action();
         self.calls.push(format!("ssh {} {}", a.host, a.command));
         Ok(SshOutcome { host: a.host.clone(), exit_status: Some(0), ..SshOutcome::default() })

@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use sallyport::fuzzing::{
-    Authorized, Cancel, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, Progress, ProtocolWriter,
-    Server, SshAction, SshError, SshOutcome, Vault,
+    Authorized, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, ProtocolWriter, RunContext, Server,
+    SshAction, SshError, SshOutcome,
 };
 use serde_json::Value;
 
@@ -70,7 +70,7 @@ struct Recording {
 }
 
 impl Executor for Recording {
-    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, _cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
+    fn http(&mut self, action: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
         let a = action.action();
         self.calls.push(Call::Http {
             method: a.method.as_str().to_owned(),
@@ -80,7 +80,7 @@ impl Executor for Recording {
         // A reflecting server: the secret comes back in the body and a header.
         let (body, headers) = match &a.credential {
             Some(c) => {
-                let secret = vault.read(&c.name, &c.source).map_err(ExecError::Secret)?;
+                let secret = ctx.vault().read(&c.name, &c.source).map_err(ExecError::Secret)?;
                 let s = secret.expose().to_owned();
                 (format!("{{\"echo\":\"Bearer {s}\",\"b64\":\"{}\"}}", base64_std(&s)).into_bytes(), vec![("x-echo".to_owned(), s)])
             }
@@ -89,7 +89,7 @@ impl Executor for Recording {
         Ok(HttpOutcome { status: 200, headers, body, truncated: false })
     }
 
-    fn ssh(&mut self, action: &Authorized<SshAction>, _vault: &mut Vault, _progress: &mut Progress<'_>) -> Result<SshOutcome, SshError> {
+    fn ssh(&mut self, action: &Authorized<SshAction>, _ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
         let a = action.action();
         self.calls.push(Call::Ssh { host: a.host.clone(), command: a.command.clone() });
         Ok(SshOutcome { host: a.host.clone(), exit_status: Some(0), ..SshOutcome::default() })

@@ -2,7 +2,7 @@
 //! chose, for each call that uses an approve-flagged credential or SSH host.
 //!
 //! ```text
-//!  Authorized<Action> ── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
+//!  Ask (or none) ─────── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
 //!                          │yes
 //!                          ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
 //!                          └─ mode enforce ─> approver(argv, stdin = description)
@@ -55,11 +55,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::audit::{Context, Journal};
-use crate::gate::authorize::Action;
 use crate::escape;
+use crate::gate::outcome::{Rejection, ToolCode};
 use crate::policy::{Policy, SecretSource};
 
 pub(crate) use crate::policy::approval::Mode;
@@ -109,28 +109,54 @@ pub(crate) fn check_summary(policy: &Policy) -> String {
 pub(crate) enum Gate {
     /// Run it; the intent row's `decision`.
     Run { intent: &'static str },
-    /// Do not run it: a rejection with this counter key, code and message.
-    Refuse { reason: &'static str, code: &'static str, message: String },
+    /// Do not run it.
+    Refuse(Rejection),
 }
 
-/// Asks for approval when the action needs it and journals the answer. A journal that
-/// cannot take the approval row refuses the action (`SP_UNAVAILABLE`).
-/// A cancel (issue #10) kills the approver's process group; the call is then refused
-/// with `SP_CANCELLED` and never answered.
-pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action: &Action, cancel: &crate::gate::exec::Cancel) -> Gate {
+/// What the approver is asked about one call: plain data the tool table builds
+/// (`tools/`) for an action the policy flags. `subject` is the flagged credential or
+/// SSH host; `host` where the call goes (shown as punycode, Unicode beside it);
+/// `request` the call as a person reads it, each string escaped and cut ([`line`],
+/// [`text`]); `raw` the exact values (bodies and stdin cut at [`MAX_SHOWN_BYTES`], [`cut`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ask {
+    pub subject: String,
+    pub host: String,
+    pub request: Value,
+    pub raw: Value,
+}
+
+/// A one-line field as the approver is shown it: escaped, cut visibly.
+pub(crate) fn line(s: &str) -> Value {
+    Value::String(escape::shown(s, MAX_SHOWN_LINE))
+}
+
+/// A body or stdin as the approver is shown it: escaped, cut visibly.
+pub(crate) fn text(s: &str) -> Value {
+    Value::String(escape::shown(s, MAX_SHOWN_TEXT))
+}
+
+/// A body or stdin as it goes under `raw`: at most [`MAX_SHOWN_BYTES`], and whether it
+/// was cut.
+pub(crate) fn cut(s: &str) -> (String, bool) {
+    let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
+    (kept.to_owned(), kept.len() < s.len())
+}
+
+/// Asks for approval when the policy flags the action (`ask` is `Some`) and journals the
+/// answer. A journal that cannot take the approval row refuses the action
+/// (`SP_UNAVAILABLE`). A cancel (issue #10) kills the approver's process group; the call
+/// is then refused with `SP_CANCELLED` and never answered.
+pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: Option<&Ask>, cancel: &crate::gate::exec::Cancel) -> Gate {
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
-    let subject = match action {
-        Action::Http(a) => a.action().credential.as_ref().map(|c| c.name.clone()).filter(|n| policy.credential_needs_approval(n)),
-        Action::Ssh(a) => Some(a.action().host.clone()).filter(|h| policy.ssh_host_needs_approval(h)),
-        Action::Inventory(_) => None,
-    };
-    let Some(subject) = subject else {
+    let Some(ask) = ask else {
         return Gate::Run { intent: plain };
     };
+    let subject = &ask.subject;
     let (answer, intent) = match (p.mode, &p.command) {
         (Mode::Enforce, Some(argv)) => {
-            let Input { line, env } = input(action, ctx, journal.session(), &subject);
+            let Input { line, env } = input(ask, ctx, journal.session());
             let hidden: Vec<&str> = policy
                 .credentials
                 .values()
@@ -156,12 +182,13 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, action
         .set("duration_ms", answer.duration_ms);
     if let Err(e) = journal.write(row) {
         log::error!("{e}");
-        return Gate::Refuse { reason: "audit_unavailable", code: crate::gate::outcome::ToolCode::Unavailable.as_str(), message: format!("the action was not run: {e}") };
+        return Gate::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message: format!("the action was not run: {e}") });
     }
+    let refuse = |reason, code, message| Gate::Refuse(Rejection { reason, code, message });
     match answer.decision {
         "approved" | "observed" => Gate::Run { intent },
-        "cancelled" => Gate::Refuse { reason: "cancelled", code: crate::gate::exec::SP_CANCELLED, message: "cancelled by the client while the approver was asked".into() },
-        _ => Gate::Refuse { reason: "not_approved", code: crate::gate::outcome::ToolCode::NotApproved.as_str(), message: format!("the operator's approver did not approve this call: {}", answer.why) },
+        "cancelled" => refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while the approver was asked".into()),
+        _ => refuse("not_approved", ToolCode::NotApproved, format!("the operator's approver did not approve this call: {}", answer.why)),
     }
 }
 
@@ -173,22 +200,17 @@ pub(crate) struct Input {
     pub env: Vec<(&'static str, String)>,
 }
 
-/// The approver's input for `action`: the description ([`describe`]) as its stdin line,
+/// The approver's input for `ask`: the description ([`describe`]) as its stdin line,
 /// and the same facts, shown form only, in its environment.
-pub(crate) fn input(action: &Action, ctx: &Context, session: &str, subject: &str) -> Input {
-    let d = describe(action, ctx, session);
+pub(crate) fn input(ask: &Ask, ctx: &Context, session: &str) -> Input {
+    let d = describe(ask, ctx, session);
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    let host = match action {
-        Action::Http(a) => escape::host_line(a.action().url.host_str().unwrap_or_default()),
-        Action::Ssh(a) => escape::host_line(&a.action().address),
-        Action::Inventory(_) => String::new(),
-    };
     let env = vec![
         ("SP_APPROVAL_VERSION", DESCRIPTION_VERSION.to_string()),
         ("SP_APPROVAL_TOOL", text(&d["tool"])),
         ("SP_APPROVAL_TARGET", text(&d["target"])),
-        ("SP_APPROVAL_SUBJECT", escape::shown(subject, MAX_SHOWN_LINE)),
-        ("SP_APPROVAL_HOST", host),
+        ("SP_APPROVAL_SUBJECT", escape::shown(&ask.subject, MAX_SHOWN_LINE)),
+        ("SP_APPROVAL_HOST", escape::host_line(&ask.host)),
         // A variable over 128 KiB would fail the approver's exec (E2BIG): cut visibly.
         ("SP_APPROVAL_REQUEST", escape::shown(&escape::json_safe(&d["request"].to_string()), MAX_SHOWN_ENV)),
         ("SP_APPROVAL_SESSION", text(&d["session"])),
@@ -199,52 +221,8 @@ pub(crate) fn input(action: &Action, ctx: &Context, session: &str, subject: &str
 
 /// The approver's stdin: the exact action, no secret. Every string a person may read is
 /// escaped and cut visibly (`escape::shown`); the exact values are under `raw` only.
-pub(crate) fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
-    let line = |s: &str| Value::String(escape::shown(s, MAX_SHOWN_LINE));
-    let text = |s: &str| Value::String(escape::shown(s, MAX_SHOWN_TEXT));
+pub(crate) fn describe(ask: &Ask, ctx: &Context, session: &str) -> Value {
     let opt = |s: &Option<String>| s.as_deref().map_or(Value::Null, line);
-    let raw_cut = |s: &str| -> (String, bool) {
-        let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
-        (kept.to_owned(), kept.len() < s.len())
-    };
-    let (shown, raw) = match action {
-        Action::Http(a) => {
-            let a = a.action();
-            let ascii = a.url.host_str().unwrap_or_default();
-            let (host, unicode) = escape::host(ascii);
-            let headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (escape::shown(k, MAX_SHOWN_LINE), line(v))).collect();
-            let mut shown = json!({"method": a.method.as_str(), "url": line(a.url.as_str()), "host": host, "headers": headers});
-            if let Some(u) = unicode {
-                shown["host_unicode"] = json!(u);
-            }
-            let raw_headers: Map<String, Value> = a.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            let mut raw = json!({"method": a.method.as_str(), "url": a.url.as_str(), "headers": raw_headers});
-            if let Some(body) = &a.body {
-                shown["body"] = text(body);
-                let (b, cut) = raw_cut(body);
-                raw["body"] = json!(b);
-                raw["body_truncated"] = json!(cut);
-            }
-            (shown, raw)
-        }
-        Action::Ssh(a) => {
-            let a = a.action();
-            let (address, unicode) = escape::host(&a.address);
-            let mut shown = json!({"host": line(&a.host), "user": line(&a.user), "address": address, "port": a.port, "command": line(&a.command)});
-            if let Some(u) = unicode {
-                shown["address_unicode"] = json!(u);
-            }
-            let mut raw = json!({"host": a.host, "user": a.user, "address": a.address, "port": a.port, "command": a.command});
-            if let Some(stdin) = &a.stdin {
-                shown["stdin"] = text(stdin);
-                let (s, cut) = raw_cut(stdin);
-                raw["stdin"] = json!(s);
-                raw["stdin_truncated"] = json!(cut);
-            }
-            (shown, raw)
-        }
-        Action::Inventory(_) => (json!({}), json!({})),
-    };
     json!({
         "version": DESCRIPTION_VERSION,
         "session": line(session),
@@ -253,8 +231,8 @@ pub(crate) fn describe(action: &Action, ctx: &Context, session: &str) -> Value {
         "credential": opt(&ctx.credential),
         "rule": opt(&ctx.rule),
         "request_fp": opt(&ctx.request_fp),
-        "request": shown,
-        "raw": {"target": ctx.target, "request": raw},
+        "request": ask.request,
+        "raw": {"target": ctx.target, "request": ask.raw},
     })
 }
 

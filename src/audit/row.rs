@@ -394,26 +394,11 @@ pub(crate) struct Context {
     pub rule: Option<String>,
     /// The intent row's `decision`: `allow`, `approved` or `observe`.
     pub intent: Option<&'static str>,
-    /// HTTP: status, body bytes, truncated, of the last hop.
-    pub http: Option<(u16, u64, bool)>,
-    /// HTTP: redirect hops followed.
-    pub redirects: u32,
-    /// SSH: what the executor reported (issue #9: the result row takes facts from the
-    /// executor, not from the rendered result).
-    pub ssh: Option<SshFacts>,
+    /// What the run reported for its `result` row (`gate::exec::Facts`).
+    pub facts: crate::gate::exec::Facts,
     /// A malformed frame's length.
     pub bytes_in: Option<u64>,
     pub started: Option<Instant>,
-}
-
-/// The facts of an `ssh_exec` that ran, for its result row.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SshFacts {
-    pub exit_status: Option<i32>,
-    /// stdout and stderr bytes the command wrote, what did not fit included.
-    pub bytes_out: u64,
-    pub truncated: bool,
-    pub host_key_fp: String,
 }
 
 impl Context {
@@ -429,21 +414,6 @@ impl Context {
 
     pub(crate) fn elapsed_ms(&self) -> Option<u64> {
         self.started.map(|t| t.elapsed().as_millis() as u64)
-    }
-}
-
-/// HTTP `target`: method and `scheme://host[:port]/path`, no query, no userinfo.
-pub(crate) fn http_target(method: &str, url: &url::Url) -> String {
-    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-    format!("{method} {}://{}{port}{}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
-}
-
-/// `target` of a typed call, before authorization.
-pub(crate) fn call_target(call: &crate::tools::ToolCall) -> Option<String> {
-    match call {
-        crate::tools::ToolCall::Http(r) => Some(http_target(r.method.as_str(), &r.url)),
-        crate::tools::ToolCall::Ssh(s) => Some(format!("{} {}", s.host, s.command)),
-        crate::tools::ToolCall::Inventory => None,
     }
 }
 

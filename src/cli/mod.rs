@@ -219,8 +219,10 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         cancel_on_eof: true,
         nudge: Some(nudge),
     };
-    let mut executors = Executors::new();
-    executors.http = crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref());
+    let executors = crate::tools::Executors {
+        http: crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref()),
+        ..Default::default()
+    };
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
         let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
@@ -374,38 +376,6 @@ pub(crate) fn warnings(policy: &Policy) -> Vec<String> {
         }
     }
     out.into_iter().map(|w| crate::escape::escape(&w).into_owned()).collect()
-}
-
-/// What `sp mcp` runs with: the HTTP and SSH executors behind the one seam.
-#[derive(Default)]
-pub(crate) struct Executors {
-    pub http: crate::tools::http::exec::HttpExecutor,
-    pub ssh: crate::tools::ssh::exec::SshExecutor,
-}
-
-impl Executors {
-    pub(crate) fn new() -> Executors {
-        Executors::default()
-    }
-}
-
-impl crate::gate::exec::Executor for Executors {
-    fn http(&mut self, action: &crate::gate::authorize::Authorized<crate::gate::authorize::HttpAction>, vault: &mut crate::gate::vault::Vault, cancel: &crate::gate::exec::Cancel) -> Result<crate::gate::exec::HttpOutcome, crate::gate::exec::ExecError> {
-        self.http.http(action, vault, cancel)
-    }
-
-    fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
-        self.http.take_token_fetches()
-    }
-
-    fn ssh(
-        &mut self,
-        action: &crate::gate::authorize::Authorized<crate::tools::ssh::SshAction>,
-        vault: &mut crate::gate::vault::Vault,
-        progress: &mut crate::gate::exec::Progress<'_>,
-    ) -> Result<crate::gate::exec::SshOutcome, crate::gate::exec::SshError> {
-        self.ssh.run(action, vault, progress)
-    }
 }
 
 #[cfg(test)]

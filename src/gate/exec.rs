@@ -1,12 +1,19 @@
-//! Stage 8: executors. The only code that reaches the outside world.
+//! What a running tool gets besides its authorized action: the run context.
 //!
-//! [`Executor`] is the narrow seam DESIGN.md asks for: its methods take an
-//! [`Authorized`] action, which only `authorize.rs` can build, so nothing half-validated
-//! can get here. Tests put a recording executor behind this trait to prove that rejected
-//! input never arrives (`calls == []`); the real ones are
-//! [`crate::tools::http::exec::HttpExecutor`] and [`crate::tools::ssh::exec::SshExecutor`], put together
-//! in `cli::Executors`. This file is the seam only: it names the outcome types (leaves in
-//! `http/result.rs` and `ssh/result.rs`) and nothing that runs.
+//! ```text
+//!  the loop ── RunContext { vault, cancel, progress, output } ──> tools::run(action)
+//!                                                                   │
+//!   journal rows <── Output::emit(Event) <──────────────────────────┘
+//!     Intent (a redirect hop: durable first; Err = the hop does not run)
+//!     Token  (an OAuth2 token fetch: URL and outcome, never the token)
+//!     Facts  (what the result row reports: status, bytes, exit status, ...)
+//! ```
+//!
+//! A tool reports through [`Output`], in the manner of rustls' `Output::emit`: the loop
+//! owns the sink and writes the journal; no tool imports the journal, and the loop never
+//! polls an executor afterwards. [`Cancel`] and [`Progress`] are the call's cancellation
+//! and its progress notifications; [`ExecError`] is why an effect produced no outcome.
+//! Nothing here runs anything: the executor seam that does is `tools::Executor`.
 
 use crate::gate::outcome::ToolCode;
 use std::fmt;
@@ -16,43 +23,103 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::gate::authorize::{Authorized, HttpAction};
 use crate::gate::vault::{SecretError, Vault};
-pub(crate) use crate::tools::http::result::HttpOutcome;
-pub(crate) use crate::tools::ssh::result::{SshError, SshOutcome};
 
-/// The code of a cancelled call (journal rows; the client gets no answer for it).
-pub(crate) const SP_CANCELLED: &str = crate::gate::outcome::ToolCode::Cancelled.as_str();
+/// What a tool's run is lent by the loop: the one [`Vault`] (secrets are read through
+/// it and remembered for scrubbing), the call's [`Cancel`], its [`Progress`] handle, and
+/// the [`Output`] sink for journal events.
+pub struct RunContext<'r, 'p> {
+    pub(crate) vault: &'r mut Vault,
+    pub(crate) cancel: &'r Cancel,
+    pub(crate) progress: &'r mut Progress<'p>,
+    pub(crate) output: &'r mut dyn Output,
+}
 
-pub trait Executor {
-    /// Runs one authorized HTTP request. Reads the credential (through `vault`, which
-    /// remembers it for redaction) only now, after authorization. When `cancel` fires
-    /// (the client sent `notifications/cancelled`, or closed stdin) the request must stop
-    /// promptly: its connection is closed, whatever it returns is discarded.
-    fn http(&mut self, action: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError>;
-
-    /// Issue #13: the OAuth2 token fetches made since the last call, oldest first, for
-    /// the journal's `token` rows (URL and outcome, never the token).
-    fn take_token_fetches(&mut self) -> Vec<TokenFetch> {
-        Vec::new()
+impl<'r, 'p> RunContext<'r, 'p> {
+    pub(crate) fn new(vault: &'r mut Vault, cancel: &'r Cancel, progress: &'r mut Progress<'p>, output: &'r mut dyn Output) -> Self {
+        RunContext { vault, cancel, progress, output }
     }
 
-    /// Runs one authorized SSH command (issue #4); key, passphrase and password files are
-    /// read through `vault` at connection time. The default refuses, so an executor built
-    /// for HTTP only fails closed.
-    /// `progress` reports on a long command when the client asked for it.
-    fn ssh(
-        &mut self,
-        action: &Authorized<crate::tools::ssh::SshAction>,
-        vault: &mut Vault,
-        progress: &mut Progress<'_>,
-    ) -> Result<SshOutcome, SshError> {
-        let _ = (action, vault, progress);
-        Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
+    /// The Vault: read a credential through it (it remembers the value for scrubbing).
+    pub fn vault(&mut self) -> &mut Vault {
+        self.vault
+    }
+
+    /// The running call's cancel: an effect stops promptly when it fires.
+    pub fn cancel(&self) -> &Cancel {
+        self.cancel
+    }
+
+    /// Progress notifications for the call's token, if the client asked for them.
+    pub fn progress(&mut self) -> &mut Progress<'p> {
+        self.progress
     }
 }
 
-/// The cancellation of one running call (issue #10: the loop never goes deaf). The
+/// The sink a running tool reports to (the loop writes the journal from it).
+pub(crate) trait Output {
+    /// Reports one event. `Err` only where the event must be durable before the tool
+    /// goes on ([`Event::Intent`]): the tool then stops without the effect.
+    fn emit(&mut self, event: Event) -> Result<(), Unavailable>;
+}
+
+/// An event a running tool reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// A further effect of the same call (an HTTP redirect hop) is about to run: its
+    /// intent row, durable before it (DESIGN.md, "Audit journal").
+    Intent { target: String, rule: String, note: String },
+    /// An OAuth2 token request was made (`token` row).
+    Token(TokenFetch),
+    /// The facts the call's `result` row reports, as known so far (the last one wins).
+    Facts(Facts),
+}
+
+/// The journal fields of a `result` row that only the run knows. `None` leaves a field
+/// out of the row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Facts {
+    /// HTTP: the status of the last response.
+    pub status: Option<u16>,
+    /// SSH: the command's exit status.
+    pub exit_status: Option<i32>,
+    /// Bytes of output: an HTTP body as kept, or SSH stdout and stderr as written
+    /// (what did not fit included).
+    pub bytes_out: Option<u64>,
+    pub truncated: Option<bool>,
+    /// HTTP: redirect hops followed (a successful result row says so in `reason`).
+    pub redirects: u32,
+    /// SSH: the host key's fingerprint.
+    pub host_key_fp: Option<String>,
+}
+
+/// The journal could not take an event that must be durable: the action was not run.
+/// The message is for the agent (`the action was not run: ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unavailable(pub String);
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// An [`Output`] that keeps every event (unit tests of a tool's run).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Recorded(pub Vec<Event>);
+
+#[cfg(test)]
+impl Output for Recorded {
+    fn emit(&mut self, event: Event) -> Result<(), Unavailable> {
+        self.0.push(event);
+        Ok(())
+    }
+}
+
+/// The cancellation of one running call (DESIGN.md: the loop is never deaf). The
 /// protocol loop's control thread fires it on `notifications/cancelled` for the running
 /// request or on stdin EOF; executors observe it: by polling [`Cancel::is_cancelled`] in
 /// their wait loops (ssh, the approver), or by registering a hook that interrupts a
@@ -177,14 +244,14 @@ impl<'a> Progress<'a> {
     }
 }
 
-/// One OAuth2 token request (issue #13): which credential, where (`POST
+/// One OAuth2 token request: which credential, where (`POST
 /// scheme://host[:port]/path`, no query), and the outcome: the `expires_in` the server
 /// gave, or the error (its code and message, which never hold the token or the body).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenFetch {
+pub(crate) struct TokenFetch {
     pub credential: String,
     pub target: String,
-    pub outcome: Result<Option<u64>, (&'static str, String)>,
+    pub outcome: Result<Option<u64>, (ToolCode, String)>,
 }
 
 /// Why an authorized action did not produce an outcome. Messages name hosts and ports,
@@ -204,13 +271,13 @@ pub enum ExecError {
 
 impl ExecError {
     /// The stable machine code in the tool result.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> ToolCode {
         match self {
-            ExecError::Secret(_) | ExecError::Unavailable(_) => ToolCode::Unavailable.as_str(),
-            ExecError::Blocked(_) => ToolCode::Blocked.as_str(),
-            ExecError::Timeout(_) => ToolCode::Timeout.as_str(),
-            ExecError::Upstream(_) => ToolCode::Upstream.as_str(),
-            ExecError::Cancelled => SP_CANCELLED,
+            ExecError::Secret(_) | ExecError::Unavailable(_) => ToolCode::Unavailable,
+            ExecError::Blocked(_) => ToolCode::Blocked,
+            ExecError::Timeout(_) => ToolCode::Timeout,
+            ExecError::Upstream(_) => ToolCode::Upstream,
+            ExecError::Cancelled => ToolCode::Cancelled,
         }
     }
 }

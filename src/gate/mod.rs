@@ -1,8 +1,9 @@
 //! The gate every tool passes: authorization (`authorize`: `Authorized<A>` and its one
-//! constructor), the executor seam with its cancel and progress handles (`exec`), the
-//! result codes (`outcome`), and the one `Vault` of secrets read (`vault`) with the
-//! redactor that finds them (`redact`), the `Scrubbed<T>` only the gate builds
-//! (`scrubbed`) and the check that withholds a whole answer (`withhold`).
+//! constructor, through the action's `Rules`), the run context a tool runs with (`exec`:
+//! cancel, progress, the `Output` sink of journal events), the result codes (`outcome`),
+//! and the one `Vault` of secrets read (`vault`) with the redactor that finds them
+//! (`redact`), the `Scrubbed<T>` only the gate builds (`scrubbed`) and the check that
+//! withholds a whole answer (`withhold`). It names no tool.
 
 pub(crate) mod authorize;
 pub(crate) mod exec;

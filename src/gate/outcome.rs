@@ -65,6 +65,16 @@ impl ToolCode {
     }
 }
 
+/// A call refused before it ran (its arguments, the policy, the approver, the journal,
+/// or the client's cancel): the counter key and the journal row's `decision`, the tool
+/// result's code, and sp's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rejection {
+    pub reason: &'static str,
+    pub code: ToolCode,
+    pub message: String,
+}
+
 impl fmt::Display for ToolCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -67,6 +67,7 @@ use serde_json::Value;
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::{Frame, FrameError, FrameReader, Read};
 use crate::mcp::jsonrpc::{self, Id, Message};
+use crate::mcp::model::ToolList;
 use crate::mcp::out::ProtocolWriter;
 use crate::mcp::session::{Session, Step};
 use crate::signals::Nudge;
@@ -122,6 +123,9 @@ pub(crate) struct Link<'o, W: Write> {
     nudge: Option<Nudge>,
     /// EOF during a call cancels it (`Options::cancel_on_eof`); else it is queued.
     cancel_on_eof: bool,
+    /// The `tools/list` the control thread answers (the loop hands it in: the wire
+    /// knows no tool).
+    tools: &'static ToolList,
 }
 
 struct Out<'o, W: Write> {
@@ -192,13 +196,14 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<'o, W: Write + Send> Link<'o, W> {
     /// `nudge`: what wakes a control thread waiting for `input` (module docs); `None` only
-    /// for input that never blocks.
+    /// for input that never blocks. `tools`: the `tools/list` answered during a call.
     pub(crate) fn new(
         input: Box<dyn BufRead + Send>,
         out: &'o mut ProtocolWriter<W>,
         nudge: Option<Nudge>,
         max_line_bytes: usize,
         cancel_on_eof: bool,
+        tools: &'static ToolList,
     ) -> Link<'o, W> {
         let reader = Reader { frames: FrameReader::new(input, max_line_bytes), queue: VecDeque::new(), queued: 0, ended: false };
         Link {
@@ -208,6 +213,7 @@ impl<'o, W: Write + Send> Link<'o, W> {
             shutdown: AtomicBool::new(false),
             nudge,
             cancel_on_eof,
+            tools,
         }
     }
 
@@ -413,7 +419,7 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
             }
             Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
-                Control::List(l) => link.send_for_call(&call.cancel, |w| w.send_typed(&l)),
+                Control::List(id, era) => link.send_for_call(&call.cancel, |w| w.send_typed(&link.tools.answer(id, era))),
                 Control::CancelRunning => {
                     log::info!("the client cancelled the running call {}", call.id.to_value());
                     call.requested = true;
@@ -440,8 +446,9 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
 
 enum Control {
     Answer(Value),
-    /// `tools/list`: written like the loop writes it (`tools::ListAnswer`).
-    List(crate::tools::ListAnswer),
+    /// `tools/list` (to this id, in this era): written like the loop writes it
+    /// (`model::ListAnswer`).
+    List(Value, crate::mcp::session::Era),
     CancelRunning,
     CancelQueued(Value),
     /// For the loop, in turn; `id`: a request's id (it is in flight from now on).
@@ -475,7 +482,7 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque
             let (next, step) = session.clone().handle(&message);
             let control = match step {
                 Step::Reply(result, era) => Control::Answer(crate::mcp::model::era_response(id.to_value(), result, era)),
-                Step::ListTools(era) => Control::List(crate::tools::ListAnswer { id: id.to_value(), era }),
+                Step::ListTools(era) => Control::List(id.to_value(), era),
                 _ => return Control::Queue { id: Some(id.clone()) },
             };
             *session = next;
@@ -509,6 +516,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
+    /// A tool list for the wire's own tests (the tool table is above the wire).
+    static TOOLS: ToolList = ToolList::new(|| json!([{"name": "a_tool"}]));
+
     /// Input that counts what was taken from it.
     struct Counted(std::io::Cursor<Vec<u8>>, Arc<AtomicUsize>);
 
@@ -529,7 +539,7 @@ mod tests {
         let taken = Arc::new(AtomicUsize::new(0));
         let source = std::io::BufReader::with_capacity(4096, Counted(std::io::Cursor::new(text.into_bytes()), taken.clone()));
         let mut out = ProtocolWriter::new(Vec::new());
-        let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false);
+        let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false, &TOOLS);
         let (running, cancel) = (Id::Int(-1), Cancel::new());
         let session = Session::Ready { version: "2025-06-18" };
         let mut next = 0;
@@ -597,7 +607,7 @@ mod tests {
         let running = Id::Int(7);
         let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new()) {
             Control::Answer(v) => Some(v),
-            Control::List(l) => serde_json::to_value(&l).ok(),
+            Control::List(id, era) => serde_json::to_value(TOOLS.answer(id, era)).ok(),
             _ => None,
         };
         let pong = answer(&mut session, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#).unwrap();

@@ -1,4 +1,17 @@
-//! Stage 5: `tools/call` params -> a typed tool call, or the reason it is refused.
+//! The tool table: every kind of tool `sp` offers, and the one place that names them.
+//!
+//! ```text
+//!  tools/call params ──> call_request ──> ToolCall::parse ──> authorize ──> Action ──> Action::run
+//!      -32602 CallError <──┘   SP_BAD_ARGUMENTS <──┘   SP_DENIED <──┘         (approve, intent row:
+//!                                                                              the loop, in between)
+//! ```
+//!
+//! Each kind is a folder (`http/`, `ssh/`, `inventory/`) whose [`Tool`] implementation
+//! gives its name, definition, argument parser, journal target, denial code, audit facts
+//! (rule, credential), approval question and run. The [`table!`] line for each kind
+//! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
+//! the loop (`server.rs`) calls only these and names no tool. An effect a kind needs from
+//! outside has one head in [`Executor`], the seam tests put a recording executor behind.
 //!
 //! Two levels of refusal (MCP 2025-11-25, "Tools: error handling"):
 //! - the call itself is malformed (params not an object, `name` missing or not a string,
@@ -11,32 +24,244 @@
 //! and normalised, never resolved.
 
 pub(crate) mod http;
+pub(crate) mod inventory;
 pub(crate) mod ssh;
 #[allow(dead_code, reason = "wired into the tool table in the next step of upstream support")]
 pub(crate) mod upstream;
 
+use std::convert::Infallible;
 use std::fmt;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::approve::Ask;
+use crate::gate::authorize::{Authorized, Rules};
+use crate::gate::exec::{ExecError, RunContext};
+use crate::gate::outcome::ToolCode;
 use crate::mcp::jsonrpc::kind_of;
+pub(crate) use crate::mcp::model::ArgError;
+use crate::mcp::model::{ToolList, ToolResult};
+use crate::policy::Policy;
+use http::args::HttpRequest;
+use http::authorize::{HttpAction, HttpDenial};
+use http::result::HttpOutcome;
+use inventory::Inventory;
+use ssh::result::{SshError, SshOutcome};
+use ssh::{SshAction, SshDenial, SshExec};
 
-pub(crate) use crate::tools::http::args::HTTP_REQUEST;
-pub(crate) const INVENTORY: &str = "sp_inventory";
+/// What one kind of tool provides to the table. `Call` is its typed arguments, `Action`
+/// what its rules make of them (`gate::authorize::Rules`), `Denial` why they refuse.
+pub(crate) trait Tool {
+    /// Its name in `tools/list` and `tools/call`.
+    const NAME: &'static str;
+    type Call;
+    type Action: Rules<Self::Call, Denial = Self::Denial>;
+    type Denial;
 
-/// The tools offered by `tools/list`.
-pub(crate) fn definitions() -> Value {
-    json!([
-        crate::tools::http::args::definition(),
-        {
-            "name": INVENTORY,
-            "title": "What this gateway allows",
-            "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts, paths and (when limited) methods they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
-            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        },
-        crate::tools::ssh::args::definition()
-    ])
+    /// Its `tools/list` entry.
+    fn definition() -> Value;
+    /// Its arguments, checked (`SP_BAD_ARGUMENTS` when they fail).
+    fn parse(arguments: &Map<String, Value>) -> Result<Self::Call, ArgError>;
+    /// The journal's `target` of a call, known before authorization.
+    fn target(call: &Self::Call) -> Option<String>;
+    /// The tool result code of a denial.
+    fn code(denial: &Self::Denial) -> ToolCode;
+    /// The journal's `rule` and `credential` of an authorized action.
+    fn audit(action: &Self::Action) -> Audit;
+    /// What the operator's approver is asked, when the policy flags the action.
+    fn approval(policy: &Policy, action: &Self::Action) -> Option<Ask>;
+    /// Runs the authorized action (its effects through `executor`) and shapes its result;
+    /// every outside piece of it is scrubbed by `ctx`'s Vault.
+    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> ToolResult;
+}
+
+/// The journal's `rule` and `credential` of an authorized action.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Audit {
+    pub rule: Option<String>,
+    pub credential: Option<String>,
+}
+
+/// The seam between the pipeline and the outside world: one head per kind of effect,
+/// each taking an [`Authorized`] action (which only `gate::authorize` builds, so nothing
+/// half-validated can get here) and the call's [`RunContext`]. Tests put a recording
+/// executor behind it to prove that rejected input never arrives (`calls == []`); the
+/// real one is [`Executors`]. Each head's default refuses, so an executor built for one
+/// kind fails closed for the others.
+pub trait Executor {
+    /// Sends one authorized HTTP request (a redirect hop is one more call). Reads the
+    /// credential (through the context's Vault, which remembers it for redaction) only
+    /// now, after authorization. When the context's cancel fires (the client sent
+    /// `notifications/cancelled`, or closed stdin) the request must stop promptly: its
+    /// connection is closed, whatever it returns is discarded.
+    fn http(&mut self, action: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
+        let _ = (action, ctx);
+        Err(ExecError::Unavailable("this executor does not run http_request".into()))
+    }
+
+    /// Runs one authorized SSH command; key, passphrase and password files are read
+    /// through the context's Vault at connection time. The context's progress reports
+    /// on a long command when the client asked for it.
+    fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
+        let _ = (action, ctx);
+        Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
+    }
+}
+
+/// What `sp mcp` runs with: the real effects, one executor per kind that has any. The
+/// HTTP executor keeps its connection pool and OAuth2 token cache, the SSH executor its
+/// sessions, across calls.
+#[derive(Default)]
+pub(crate) struct Executors {
+    pub http: http::exec::HttpExecutor,
+    pub ssh: ssh::exec::SshExecutor,
+}
+
+impl Executor for Executors {
+    fn http(&mut self, action: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
+        self.http.http(action, ctx)
+    }
+
+    fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
+        self.ssh.run(action, ctx.vault, ctx.progress)
+    }
+}
+
+/// The table: one line per kind of tool, `Variant(call, action, denial) => its Tool`,
+/// in `tools/list` order. It makes [`ToolCall`], [`Action`], [`Denial`], [`NAMES`],
+/// [`definitions`], and one arm per kind in each dispatch below. (The three types are
+/// spelled out because the public enums cannot name them through the crate-private
+/// [`Tool`]; the compiler holds them equal to the kind's own.)
+macro_rules! table {
+    ($($kind:ident($call:ty, $action:ty, $denial:ty) => $tool:ty;)*) => {
+        /// A fully typed tool call. Only [`ToolCall::parse`] builds one.
+        #[derive(Debug, Clone, PartialEq)]
+        #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+        pub enum ToolCall {
+            $($kind($call),)*
+        }
+
+        /// An authorized call. Only [`authorize`] builds one, through `gate::authorize`.
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
+        pub enum Action {
+            $($kind(Authorized<$action>),)*
+        }
+
+        /// Why a call is not authorized: its kind's rules refused it.
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum Denial {
+            $($kind($denial),)*
+        }
+
+        /// Every tool's name, in `tools/list` order.
+        pub(crate) const NAMES: &[&str] = &[$(<$tool as Tool>::NAME,)*];
+
+        /// The tools offered by `tools/list`.
+        pub(crate) fn definitions() -> Value {
+            Value::Array(vec![$(<$tool as Tool>::definition(),)*])
+        }
+
+        impl ToolCall {
+            pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
+                $(
+                    if call.name == <$tool as Tool>::NAME {
+                        return <$tool as Tool>::parse(&call.arguments).map(ToolCall::$kind);
+                    }
+                )*
+                // call_request admits only known names.
+                crate::mcp::model::bad(format!("unknown tool {:?}", short(&call.name)))
+            }
+
+            /// The journal's `target` (before authorization).
+            pub(crate) fn target(&self) -> Option<String> {
+                match self {
+                    $(ToolCall::$kind(c) => <$tool as Tool>::target(c),)*
+                }
+            }
+        }
+
+        /// The call through its kind's rules (`gate::authorize`, the one constructor of
+        /// `Authorized`).
+        pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
+            match call {
+                $(ToolCall::$kind(c) => crate::gate::authorize::authorize::<$action, $call>(policy, c).map(Action::$kind).map_err(Denial::$kind),)*
+            }
+        }
+
+        impl Action {
+            /// The tool's name (the journal's `tool`, the execution counters' key).
+            pub(crate) fn name(&self) -> &'static str {
+                match self {
+                    $(Action::$kind(_) => <$tool as Tool>::NAME,)*
+                }
+            }
+
+            pub(crate) fn audit(&self) -> Audit {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::audit(a.action()),)*
+                }
+            }
+
+            pub(crate) fn approval(&self, policy: &Policy) -> Option<Ask> {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::approval(policy, a.action()),)*
+                }
+            }
+
+            pub(crate) fn run(self, executor: &mut dyn Executor, policy: &Policy, ctx: &mut RunContext<'_, '_>) -> ToolResult {
+                match self {
+                    $(Action::$kind(a) => <$tool as Tool>::run(executor, policy, a, ctx),)*
+                }
+            }
+        }
+
+        impl Denial {
+            /// The tool result code: `SP_DENIED`, or `SP_BAD_ARGUMENTS` for arguments no
+            /// policy could allow.
+            pub(crate) fn code(&self) -> ToolCode {
+                match self {
+                    $(Denial::$kind(d) => <$tool as Tool>::code(d),)*
+                }
+            }
+        }
+
+        impl fmt::Display for Denial {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Denial::$kind(d) => fmt::Display::fmt(d, f),)*
+                }
+            }
+        }
+    };
+}
+
+table! {
+    Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
+    Inventory((), Inventory, Infallible) => inventory::InventoryTool;
+    Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
+}
+
+impl std::error::Error for Denial {}
+
+impl Denial {
+    /// The counter key and the journal row's `decision`.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self.code() {
+            ToolCode::BadArguments => "bad_arguments",
+            _ => "denied",
+        }
+    }
+}
+
+/// `tools/list`, answered by the loop and by the control thread during a call: the
+/// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
+pub(crate) static LIST: ToolList = ToolList::new(definitions);
+
+/// Whether `name` is one of the table's tools (the journal's `tool` holds only these,
+/// never an agent's string).
+pub(crate) fn is_tool(name: &str) -> bool {
+    NAMES.contains(&name)
 }
 
 /// A `tools/call` request that passed the JSON-RPC level checks.
@@ -84,8 +309,8 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
         None => return Err(CallError::ParamsNotObject { found: "nothing" }),
     };
-    // Issue #10: other members (2025-11-25 `task` augmentation, future fields) are
-    // ignored, as the schemas allow; `sp` declares no tasks, so such a call runs as an
+    // Other members (2025-11-25 `task` augmentation, future fields) are ignored, as
+    // the schemas allow; `sp` declares no tasks, so such a call runs as an
     // ordinary one. The tool's `arguments` stay strict (ToolCall::parse).
     let name = match map.remove("name") {
         None => return Err(CallError::MissingName),
@@ -109,260 +334,11 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         },
         Some(_) => return Err(CallError::BadMeta),
     };
-    if name != HTTP_REQUEST && name != INVENTORY && name != crate::tools::ssh::SSH_EXEC {
+    if !NAMES.contains(&name.as_str()) {
         return Err(CallError::UnknownTool { name });
     }
     Ok(CallRequest { name, arguments, progress_token })
 }
 
-/// A fully typed tool call. Only `parse` builds one.
-#[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
-pub enum ToolCall {
-    Http(crate::tools::http::args::HttpRequest),
-    Inventory,
-    /// `ssh_exec` (issue #4, `ssh/args.rs`).
-    Ssh(crate::tools::ssh::SshExec),
-}
-
-pub(crate) use crate::mcp::model::ArgError;
-
-/// The `tools/list` result (the loop and the control thread both answer it).
-pub(crate) fn tool_list(era: crate::mcp::session::Era) -> Value {
-    let mut list = json!({"tools": definitions()});
-    if era == crate::mcp::session::Era::Stateless {
-        // 2026-07-28 "Caching": tools/list carries its caching hints.
-        list["ttlMs"] = json!(crate::mcp::session::CACHE_TTL_MS);
-        list["cacheScope"] = json!("public");
-    }
-    list
-}
-
-/// The `tools/list` answer to request `id` in `era`, written with its result serialised
-/// once per process (issue #12: the definitions are fixed, and building and escaping
-/// their 10 KB again for every request was most of a `tools/list`: 46 µs in the static
-/// build against a 7 µs ping). Serialises exactly as the answer built from [`tool_list`],
-/// stamped for 2026-07-28 (`wire::stamp_stateless`); a test holds the two equal.
-pub(crate) struct ListAnswer {
-    pub id: Value,
-    pub era: crate::mcp::session::Era,
-}
-
-impl ListAnswer {
-    /// The result as JSON text, made at the first request of each era.
-    fn result(era: crate::mcp::session::Era) -> Option<&'static serde_json::value::RawValue> {
-        use std::sync::OnceLock;
-        static HANDSHAKE: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
-        static STATELESS: OnceLock<Option<Box<serde_json::value::RawValue>>> = OnceLock::new();
-        let cell = if era == crate::mcp::session::Era::Stateless { &STATELESS } else { &HANDSHAKE };
-        cell.get_or_init(|| serde_json::value::to_raw_value(&Self::built(era)).ok()).as_deref()
-    }
-
-    /// The result built as a `Value`: the list, stamped for 2026-07-28.
-    fn built(era: crate::mcp::session::Era) -> Value {
-        crate::mcp::model::era_response(Value::Null, tool_list(era), era)["result"].take()
-    }
-}
-
-impl serde::Serialize for ListAnswer {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(3))?;
-        // Keys in the order a `Value`'s map writes them (sorted).
-        m.serialize_entry("id", &self.id)?;
-        m.serialize_entry("jsonrpc", "2.0")?;
-        match Self::result(self.era) {
-            Some(raw) => m.serialize_entry("result", raw)?,
-            // Cannot happen (a `Value` always serialises); then built as before.
-            None => m.serialize_entry("result", &Self::built(self.era))?,
-        }
-        m.end()
-    }
-}
-
-impl ToolCall {
-    pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
-        match call.name.as_str() {
-            HTTP_REQUEST => crate::tools::http::args::parse(&call.arguments).map(ToolCall::Http),
-            crate::tools::ssh::SSH_EXEC => crate::tools::ssh::args::parse(&call.arguments).map(ToolCall::Ssh),
-            INVENTORY => match call.arguments.keys().next() {
-                None => Ok(ToolCall::Inventory),
-                Some(k) => crate::mcp::model::bad(format!("unknown argument {:?}: sp_inventory takes none", short(k))),
-            },
-            // call_request admits only known names.
-            other => crate::mcp::model::bad(format!("unknown tool {:?}", short(other))),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(v: Value) -> Result<CallRequest, CallError> {
-        call_request(Some(v))
-    }
-
-    #[test]
-    fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
-        use crate::mcp::out::ProtocolWriter;
-        use crate::mcp::session::Era;
-        let ids = [json!(0), json!(-7), json!(i64::MAX), json!("list"), json!("q\"uo\\te\u{1}\u{202e}\u{1F600}"), json!("")];
-        for era in [Era::Handshake, Era::Stateless] {
-            for id in &ids {
-                // Twice: the first answer makes the cache, the second reads it.
-                for _ in 0..2 {
-                    let built = crate::mcp::model::era_response(id.clone(), tool_list(era), era);
-                    let mut a = ProtocolWriter::new(Vec::new());
-                    a.send(&built).unwrap();
-                    let mut b = ProtocolWriter::new(Vec::new());
-                    b.send_typed(&ListAnswer { id: id.clone(), era }).unwrap();
-                    assert_eq!(String::from_utf8(b.into_inner()).unwrap(), String::from_utf8(a.into_inner()).unwrap(), "{era:?} {id}");
-                }
-            }
-        }
-        // The two eras differ (the stateless one carries its caching hints and stamp).
-        let text = |era| serde_json::to_string(&ListAnswer { id: json!(1), era }).unwrap();
-        assert!(text(Era::Stateless).contains("\"ttlMs\"") && !text(Era::Handshake).contains("\"ttlMs\""));
-    }
-
-    #[test]
-    fn call_params() {
-        assert_eq!(call_request(None), Err(CallError::ParamsNotObject { found: "nothing" }));
-        assert_eq!(call_request(Some(json!("x"))), Err(CallError::ParamsNotObject { found: "a string" }));
-        assert_eq!(call(json!({})), Err(CallError::MissingName));
-        assert_eq!(call(json!({"name": 1})), Err(CallError::NameNotString));
-        assert_eq!(
-            call(json!({"name": "http_request", "arguments": []})),
-            Err(CallError::ArgumentsNotObject { found: "an array" })
-        );
-        assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
-        // Issue #10: unknown params members (task augmentation, future fields) are ignored.
-        assert_eq!(call(json!({"name": "sp_inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp_inventory");
-        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
-        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
-        assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);
-        for meta in [json!("x"), json!({"progressToken": 1.5}), json!({"progressToken": null}), json!({"progressToken": {}})] {
-            assert_eq!(call(json!({"name": "sp_inventory", "_meta": meta})), Err(CallError::BadMeta));
-        }
-    }
-
-    #[test]
-    fn schemas_are_closed_objects() {
-        for tool in definitions().as_array().unwrap() {
-            assert_eq!(tool["inputSchema"]["type"], "object");
-            assert_eq!(tool["inputSchema"]["additionalProperties"], false);
-        }
-    }
-
-    /// Issue #9: each tool's `inputSchema` and its argument parser agree. Every schema
-    /// property is known to the parser (and the parser knows no other: the list its
-    /// "unknown argument" message gives is the schema's); every required one is required;
-    /// the optional ones are optional; enums, string lengths, integer bounds and
-    /// `maxProperties` are where the parser puts them. A property added to one side only,
-    /// or a bound changed on one side only, fails here.
-    #[test]
-    fn each_tools_input_schema_and_parser_agree() {
-        let parse = |tool: &str, args: &Map<String, Value>| {
-            ToolCall::parse(&CallRequest { name: tool.into(), arguments: args.clone(), progress_token: None }).map(drop).map_err(|e| e.0)
-        };
-        // A valid value for every property of every tool (a new property needs one here).
-        let sample = |tool: &str, prop: &str| -> Value {
-            match (tool, prop) {
-                ("http_request", "method") => json!("POST"),
-                ("http_request", "url") => json!("https://api.example.com/x"),
-                ("http_request", "headers") => json!({"x-a": "1"}),
-                ("http_request", "query") => json!({"q": "1"}),
-                ("http_request", "body") => json!("{}"),
-                ("http_request", "credential") => json!("api"),
-                ("ssh_exec", "host") => json!("web1"),
-                ("ssh_exec", "command") => json!("uptime"),
-                ("ssh_exec", "timeout_s") => json!(5),
-                ("ssh_exec", "stdin") => json!("x"),
-                other => panic!("no sample for {other:?}: add one"),
-            }
-        };
-        let tools = definitions();
-        assert_eq!(tools.as_array().unwrap().len(), 3);
-        for tool in tools.as_array().unwrap() {
-            let name = tool["name"].as_str().unwrap();
-            let schema = &tool["inputSchema"];
-            let props = schema["properties"].as_object().unwrap();
-            let required: Vec<&str> = schema["required"].as_array().map(|r| r.iter().map(|v| v.as_str().unwrap()).collect()).unwrap_or_default();
-            let full: Map<String, Value> = props.keys().map(|k| (k.clone(), sample(name, k))).collect();
-            assert_eq!(parse(name, &full), Ok(()), "{name}: every schema property at once");
-            for k in props.keys() {
-                let mut less = full.clone();
-                less.remove(k);
-                let got = parse(name, &less);
-                if required.contains(&k.as_str()) {
-                    assert!(got.as_ref().is_err_and(|m| m.contains(&format!("\"{k}\""))), "{name}: {k} is required: {got:?}");
-                } else {
-                    assert_eq!(got, Ok(()), "{name}: {k} is optional");
-                }
-            }
-            let mut extra = full.clone();
-            extra.insert("not_in_schema".into(), json!("x"));
-            let got = parse(name, &extra).unwrap_err();
-            assert!(got.contains("unknown argument \"not_in_schema\""), "{name}: {got}");
-            if let Some(list) = got.split(" takes: ").nth(1) {
-                let mut listed: Vec<&str> = list.trim_end_matches(')').split(", ").collect();
-                let mut ours: Vec<&str> = props.keys().map(String::as_str).collect();
-                listed.sort_unstable();
-                ours.sort_unstable();
-                assert_eq!(listed, ours, "{name}: the parser's list is the schema's");
-            } else {
-                assert!(props.is_empty() && got.contains("takes none"), "{name}: {got}");
-            }
-            for (k, p) in props {
-                let with = |v: Value| {
-                    let mut a = full.clone();
-                    a.insert(k.clone(), v);
-                    parse(name, &a)
-                };
-                if let Some(values) = p["enum"].as_array() {
-                    for v in values {
-                        let v = if k == "method" && matches!(v.as_str(), Some("GET" | "HEAD")) { (v.clone(), true) } else { (v.clone(), false) };
-                        // GET and HEAD take no body: check them without one.
-                        let got = if v.1 {
-                            let mut a = full.clone();
-                            a.remove("body");
-                            a.insert(k.clone(), v.0.clone());
-                            parse(name, &a)
-                        } else {
-                            with(v.0.clone())
-                        };
-                        assert_eq!(got, Ok(()), "{name}.{k} = {}", v.0);
-                    }
-                    assert!(with(json!("NOT-IN-ENUM")).is_err(), "{name}.{k}: outside the enum");
-                }
-                if let Some(max) = p["maxLength"].as_u64() {
-                    // The URL's limit holds with its `query` appended: test it alone.
-                    let with_len = |n: usize| {
-                        let mut a = full.clone();
-                        let v = match k.as_str() {
-                            "url" => {
-                                a.remove("query");
-                                format!("https://api.example.com/{}", "x".repeat(n - 24))
-                            }
-                            _ => "x".repeat(n),
-                        };
-                        a.insert(k.clone(), json!(v));
-                        parse(name, &a)
-                    };
-                    assert_eq!(with_len(max as usize), Ok(()), "{name}.{k}: maxLength {max} is allowed");
-                    assert!(with_len(max as usize + 1).is_err(), "{name}.{k}: one over maxLength {max}");
-                }
-                if let (Some(min), Some(max)) = (p["minimum"].as_i64(), p["maximum"].as_i64()) {
-                    assert_eq!((with(json!(min)), with(json!(max))), (Ok(()), Ok(())), "{name}.{k}: bounds {min}..={max}");
-                    assert!(with(json!(min - 1)).is_err() && with(json!(max + 1)).is_err(), "{name}.{k}: outside {min}..={max}");
-                }
-                if let Some(max) = p["maxProperties"].as_u64() {
-                    let map = |n: u64| Value::Object((0..n).map(|i| (format!("x-k{i}"), json!("v"))).collect());
-                    assert_eq!(with(map(max)), Ok(()), "{name}.{k}: maxProperties {max}");
-                    assert!(with(map(max + 1)).is_err(), "{name}.{k}: one over maxProperties {max}");
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -22,8 +22,9 @@
 use std::fmt;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
+use crate::gate::outcome::ToolCode;
 use crate::gate::scrubbed::Scrubbed;
 use crate::mcp::session::Era;
 
@@ -245,6 +246,75 @@ pub(crate) fn era_response(id: Value, mut result: Value, era: Era) -> Value {
     object([("id", id), ("jsonrpc", "2.0".into()), ("result", result)])
 }
 
+/// The `tools/list` result, answered by the loop and by the control thread during a
+/// call. Its definitions come from above the wire (the tool table hands them in, and
+/// the wire never names a tool); the result is serialised once per era and kept, since
+/// the definitions are fixed and building and escaping their 10 KB again for every
+/// request was most of a `tools/list` (46 µs against a 7 µs ping, bench/README.md).
+pub(crate) struct ToolList {
+    definitions: fn() -> Value,
+    handshake: std::sync::OnceLock<Option<Box<serde_json::value::RawValue>>>,
+    stateless: std::sync::OnceLock<Option<Box<serde_json::value::RawValue>>>,
+}
+
+impl ToolList {
+    pub(crate) const fn new(definitions: fn() -> Value) -> ToolList {
+        ToolList { definitions, handshake: std::sync::OnceLock::new(), stateless: std::sync::OnceLock::new() }
+    }
+
+    /// The result in `era`: the definitions, with the 2026-07-28 caching hints.
+    pub(crate) fn result(&self, era: Era) -> Value {
+        let mut list = json!({"tools": (self.definitions)()});
+        if era == Era::Stateless {
+            // 2026-07-28 "Caching": tools/list carries its caching hints.
+            list["ttlMs"] = json!(crate::mcp::session::CACHE_TTL_MS);
+            list["cacheScope"] = json!("public");
+        }
+        list
+    }
+
+    /// The answer to request `id` in `era`.
+    pub(crate) fn answer(&self, id: Value, era: Era) -> ListAnswer<'_> {
+        ListAnswer { id, era, list: self }
+    }
+
+    /// The result as JSON text, made at the first request of each era.
+    fn raw(&self, era: Era) -> Option<&serde_json::value::RawValue> {
+        let cell = if era == Era::Stateless { &self.stateless } else { &self.handshake };
+        cell.get_or_init(|| serde_json::value::to_raw_value(&self.built(era)).ok()).as_deref()
+    }
+
+    /// The result built as a `Value`: the list, stamped for 2026-07-28.
+    fn built(&self, era: Era) -> Value {
+        era_response(Value::Null, self.result(era), era)["result"].take()
+    }
+}
+
+/// A `tools/list` answer, written with its list's result serialised once. Serialises
+/// exactly as the answer built from [`ToolList::result`], stamped for 2026-07-28
+/// ([`stamp_stateless`]); a test holds the two equal.
+pub(crate) struct ListAnswer<'a> {
+    id: Value,
+    era: Era,
+    list: &'a ToolList,
+}
+
+impl serde::Serialize for ListAnswer<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        // Keys in the order a `Value`'s map writes them (sorted).
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        match self.list.raw(self.era) {
+            Some(raw) => m.serialize_entry("result", raw)?,
+            // Cannot happen (a `Value` always serialises); then built as before.
+            None => m.serialize_entry("result", &self.list.built(self.era))?,
+        }
+        m.end()
+    }
+}
+
 /// A JSON object of these members, the values moved in. (`json!` serialises each
 /// interpolated value again, a deep copy: a response body would be held twice.)
 pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
@@ -265,7 +335,7 @@ pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolResult {
     /// The error's code (a `ToolCode` string) and message; `None` for success.
-    error: Option<(&'static str, Scrubbed<String>)>,
+    error: Option<(ToolCode, Scrubbed<String>)>,
     /// `structuredContent`: the tool's fields. An error's partial output (the output of
     /// a timed-out command) sits next to its `error` member.
     fields: Scrubbed<Map<String, Value>>,
@@ -278,7 +348,7 @@ impl ToolResult {
     }
 
     /// An error result: `code` is a `ToolCode` string.
-    pub(crate) fn error(code: &'static str, message: Scrubbed<String>) -> ToolResult {
+    pub(crate) fn error(code: ToolCode, message: Scrubbed<String>) -> ToolResult {
         ToolResult { error: Some((code, message)), fields: Scrubbed::default() }
     }
 
@@ -288,9 +358,10 @@ impl ToolResult {
         self
     }
 
-    /// `"ok"` or the error's code: the execution counters' and the journal's outcome.
-    pub(crate) fn outcome(&self) -> &'static str {
-        self.error.as_ref().map_or("ok", |(code, _)| code)
+    /// The error's code, `None` for success: the execution counters' and the journal's
+    /// outcome.
+    pub(crate) fn code(&self) -> Option<ToolCode> {
+        self.error.as_ref().map(|(code, _)| *code)
     }
 
     pub(crate) fn message(&self) -> Option<&str> {
@@ -319,7 +390,7 @@ impl crate::gate::withhold::Outside for ToolResult {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CallToolResult {
     /// An error's code (a `ToolCode` string) and message: `structuredContent.error`.
-    error: Option<(&'static str, String)>,
+    error: Option<(ToolCode, String)>,
     /// The other members of `structuredContent` (an `error` among them is not written:
     /// the result's own takes its place).
     fields: Map<String, Value>,
@@ -328,7 +399,7 @@ pub(crate) struct CallToolResult {
 impl CallToolResult {
     /// A refused call (bad arguments, a policy denial, a refused approval): `message` is
     /// sp's words about the agent's own request, not outside text.
-    pub(crate) fn refusal(code: &'static str, message: impl fmt::Display) -> CallToolResult {
+    pub(crate) fn refusal(code: ToolCode, message: impl fmt::Display) -> CallToolResult {
         CallToolResult { error: Some((code, message.to_string())), fields: Map::new() }
     }
 
@@ -410,13 +481,13 @@ impl Serialize for Structured<'_> {
         let mut error = r.error.as_ref();
         for (k, v) in fields {
             if let Some((code, message)) = error.filter(|_| k.as_str() > "error") {
-                m.serialize_entry("error", &ErrorMember(code, message))?;
+                m.serialize_entry("error", &ErrorMember(code.as_str(), message))?;
                 error = None;
             }
             m.serialize_entry(k, v)?;
         }
         if let Some((code, message)) = error {
-            m.serialize_entry("error", &ErrorMember(code, message))?;
+            m.serialize_entry("error", &ErrorMember(code.as_str(), message))?;
         }
         m.end()
     }
@@ -481,7 +552,7 @@ impl std::io::Write for FmtWriter<'_, '_> {
 pub(crate) fn scrub_upstream_result(vault: &crate::gate::vault::Vault, result: &mut Value) -> bool {
     let withheld = crate::gate::withhold::scrub_result(vault, result);
     if withheld {
-        let code = crate::gate::outcome::ToolCode::Upstream.as_str();
+        let code = ToolCode::Upstream;
         let call = ToolResult::error(code, Scrubbed::own(crate::gate::withhold::WITHHELD)).into_call();
         *result = serde_json::to_value(CallWire(&call, false)).unwrap_or(Value::Null);
     }

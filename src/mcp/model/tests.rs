@@ -18,6 +18,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::gate::outcome::ToolCode;
 use crate::gate::vault::Vault;
 use crate::gate::withhold::{withholds, WITHHELD};
 
@@ -66,13 +67,13 @@ fn era(stateless: bool) -> Era {
 fn a_refusal_writes_exactly_what_the_built_value_would() {
     let messages = ["not allowed", "", "a \"quoted\" \\ path\n\u{1}\u{7f} é \u{202e} 💥", &"x".repeat(5000)];
     for id in [json!(1), json!("a\"b"), json!(-0.5)] {
-        for code in ["SP_DENIED", "SP_BAD_ARGUMENTS", "SP_NOT_APPROVED"] {
+        for code in [ToolCode::Denied, ToolCode::BadArguments, ToolCode::NotApproved] {
             for message in messages {
                 for stateless in [false, true] {
                     let typed = CallToolResult::refusal(code, message);
                     assert_eq!(typed.message(), Some(message));
                     let written = serde_json::to_string(&Response::new(id.clone(), Answer::Call(typed.clone()), era(stateless))).unwrap();
-                    let built = built_response(&id, built_call(Some((code, message)), json!({})), stateless);
+                    let built = built_response(&id, built_call(Some((code.as_str(), message)), json!({})), stateless);
                     assert_eq!(written, serde_json::to_string(&built).unwrap());
                     // A refusal is the error result a tool would give with the same words.
                     assert_eq!(typed, ToolResult::error(code, clean(message)).into_call());
@@ -86,16 +87,16 @@ fn a_refusal_writes_exactly_what_the_built_value_would() {
 #[test]
 fn tool_results_serialise_once_in_their_three_shapes() {
     let ok = ToolResult::ok(fields(json!({"status": 200})));
-    assert_eq!((ok.outcome(), ok.message()), ("ok", None));
+    assert_eq!((ok.code(), ok.message()), (None, None));
     let v = ok.into_call();
     assert_eq!((v.is_error(), v.structured(), v.text()), (false, json!({"status": 200}), r#"{"status":200}"#.to_owned()));
 
-    let err = ToolResult::error(crate::gate::outcome::ToolCode::Denied.as_str(), clean("no rule"));
-    assert_eq!((err.outcome(), err.message()), ("SP_DENIED", Some("no rule")));
+    let err = ToolResult::error(crate::gate::outcome::ToolCode::Denied, clean("no rule"));
+    assert_eq!((err.code(), err.message()), (Some(ToolCode::Denied), Some("no rule")));
     let v = err.into_call();
     assert_eq!((v.is_error(), v.structured(), v.text()), (true, json!({"error": {"code": "SP_DENIED", "message": "no rule"}}), "SP_DENIED: no rule".to_owned()));
 
-    let partial = ToolResult::error(crate::gate::outcome::ToolCode::Timeout.as_str(), clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
+    let partial = ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
     let v = partial.into_call();
     let sc = json!({"stdout": "so far", "error": {"code": "SP_TIMEOUT", "message": "too slow"}});
     assert_eq!((v.is_error(), v.structured(), v.text()), (true, sc.clone(), format!("SP_TIMEOUT: too slow\n{sc}")));
@@ -111,9 +112,9 @@ fn a_typed_answer_writes_exactly_what_the_built_value_would() {
     let cases = [
         (ToolResult::ok(fields(odd.clone())), None, odd.clone()),
         (ToolResult::ok(fields(json!({}))), None, json!({})),
-        (ToolResult::error("SP_UPSTREAM", clean("peer said \"no\"\n")), Some(("SP_UPSTREAM", "peer said \"no\"\n")), json!({})),
-        (ToolResult::error("SP_TIMEOUT", clean("too slow")).with_fields(fields(odd.clone())), Some(("SP_TIMEOUT", "too slow")), odd.clone()),
-        (ToolResult::error("SP_TIMEOUT", clean("x")).with_fields(fields(json!({"error": "theirs", "a": 1}))), Some(("SP_TIMEOUT", "x")), json!({"error": "theirs", "a": 1})),
+        (ToolResult::error(crate::gate::outcome::ToolCode::Upstream, clean("peer said \"no\"\n")), Some(("SP_UPSTREAM", "peer said \"no\"\n")), json!({})),
+        (ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("too slow")).with_fields(fields(odd.clone())), Some(("SP_TIMEOUT", "too slow")), odd.clone()),
+        (ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("x")).with_fields(fields(json!({"error": "theirs", "a": 1}))), Some(("SP_TIMEOUT", "x")), json!({"error": "theirs", "a": 1})),
     ];
     for (r, error, fields) in cases {
         let call = r.into_call();
@@ -200,7 +201,7 @@ fn errors_are_written_as_built_and_each_stage_maps_to_its_code() {
 fn answer(vault: &Vault, fields: Value) -> (bool, Value, String) {
     let r = ToolResult::ok(vault.scrub_fields(fields));
     let withheld = withholds(vault, &r);
-    let r = if withheld { ToolResult::error("SP_UPSTREAM", Scrubbed::own(WITHHELD)) } else { r };
+    let r = if withheld { ToolResult::error(crate::gate::outcome::ToolCode::Upstream, Scrubbed::own(WITHHELD)) } else { r };
     let line = serde_json::to_string(&Response::new(json!(1), Answer::Call(r.into_call()), Era::Handshake)).unwrap();
     (withheld, serde_json::from_str(&line).unwrap(), line)
 }
@@ -301,6 +302,36 @@ fn a_secret_only_the_json_text_spells_withholds_the_result() {
     let (withheld, v, _) = answer(&vault, json!({"body": "x\"".repeat(3 * 1024 * 1024)}));
     assert!(!withheld && v["result"]["isError"] == false);
     // An error message that quotes a peer is searched too.
-    let r = ToolResult::error("SP_UPSTREAM", vault.scrub_text("peer: k\"ey-31415"));
+    let r = ToolResult::error(crate::gate::outcome::ToolCode::Upstream, vault.scrub_text("peer: k\"ey-31415"));
     assert!(withholds(&vault, &r));
+}
+
+/// Definitions the size and oddness of real ones: escapes, non-ASCII, nesting.
+fn odd_definitions() -> Value {
+    json!([{"name": "a_tool", "description": "q\"uo\\te\u{1}\u{202e}\u{1F600}", "inputSchema": {"type": "object", "properties": {"x": {"enum": [1, 2.5, null]}}}}, {"name": "b"}])
+}
+
+#[test]
+fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
+    use crate::mcp::out::ProtocolWriter;
+    static LIST: ToolList = ToolList::new(odd_definitions);
+    let ids = [json!(0), json!(-7), json!(i64::MAX), json!("list"), json!("q\"uo\\te\u{1}\u{202e}\u{1F600}"), json!("")];
+    for era in [Era::Handshake, Era::Stateless] {
+        for id in &ids {
+            // Twice: the first answer makes the cache, the second reads it.
+            for _ in 0..2 {
+                let built = era_response(id.clone(), LIST.result(era), era);
+                let mut a = ProtocolWriter::new(Vec::new());
+                a.send(&built).unwrap();
+                let mut b = ProtocolWriter::new(Vec::new());
+                b.send_typed(&LIST.answer(id.clone(), era)).unwrap();
+                assert_eq!(String::from_utf8(b.into_inner()).unwrap(), String::from_utf8(a.into_inner()).unwrap(), "{era:?} {id}");
+            }
+        }
+    }
+    // The two eras differ (the stateless one carries its caching hints and stamp).
+    let result = |era| serde_json::to_value(LIST.answer(json!(1), era)).unwrap()["result"].take();
+    assert_eq!(result(Era::Handshake), json!({"tools": odd_definitions()}));
+    let stateless = result(Era::Stateless);
+    assert_eq!((&stateless["ttlMs"], &stateless["cacheScope"], &stateless["resultType"]), (&json!(crate::mcp::session::CACHE_TTL_MS), &json!("public"), &json!("complete")));
 }

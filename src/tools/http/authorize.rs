@@ -12,17 +12,23 @@
 //!    for `-`), nor a routing header (`X-Forwarded-Host`, `Forwarded`, ...: a proxy in
 //!    front of the server would send the credential elsewhere) unless the credential's
 //!    `allow_routing_headers` names it;
-//! 5. a redirect hop ([`redirect`]) goes through the same rules, without a credential.
+//! 5. a redirect hop ([`Hop`], [`redirect`]) goes through the same rules, without a
+//!    credential.
+//!
+//! `gate::authorize` wraps what these rules allow: `HttpAction` implements `Rules` for
+//! an [`HttpRequest`] (the agent's call) and for a [`Hop`] (a 3xx answer to an
+//! authorized request), so a followed redirect is authorized exactly like a call.
 //!
 //! Nothing here reads a secret, resolves a name or opens a socket.
 
 use std::fmt;
 use std::time::Duration;
 
+use crate::gate::authorize::{Authorized, Rules};
+use crate::gate::outcome::ToolCode;
+use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
 use crate::tools::http::args::HttpRequest;
 use crate::tools::http::url::redirect_target;
-use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
-use crate::gate::outcome::ToolCode;
 
 /// The credential an authorized HTTP call carries: where to read it and how to inject
 /// it. The value itself is read by the executor, after authorization.
@@ -104,12 +110,12 @@ impl fmt::Display for HttpDenial {
 }
 
 impl HttpDenial {
-    /// The journal reason and tool error code: `SP_DENIED`, except arguments no policy
-    /// could allow (`SP_BAD_ARGUMENTS`).
-    pub fn code(&self) -> (&'static str, &'static str) {
+    /// The tool error code: `SP_DENIED`, except arguments no policy could allow
+    /// (`SP_BAD_ARGUMENTS`).
+    pub(crate) fn code(&self) -> ToolCode {
         match self {
-            HttpDenial::SignerOwns { .. } => ("bad_arguments", ToolCode::BadArguments.as_str()),
-            _ => ("denied", ToolCode::Denied.as_str()),
+            HttpDenial::SignerOwns { .. } => ToolCode::BadArguments,
+            _ => ToolCode::Denied,
         }
     }
 }
@@ -134,6 +140,54 @@ fn same_header(a: &str, b: &str) -> bool {
         let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
         fold(x) == fold(y)
     })
+}
+
+impl Rules<HttpRequest> for HttpAction {
+    type Denial = HttpDenial;
+    fn check(policy: &Policy, req: HttpRequest) -> Result<HttpAction, HttpDenial> {
+        authorize(policy, req, true)
+    }
+}
+
+/// A 3xx answer to an authorized request that asks to go on (ureq-proto's redirect
+/// state): the request it answered, the hops already followed, the status and the
+/// `Location`. Authorizing it yields the next authorized request or why to stop
+/// ([`RedirectStop`]); nothing else makes a hop's request.
+#[derive(Debug)]
+pub(crate) struct Hop<'a> {
+    previous: &'a Authorized<HttpAction>,
+    hops_so_far: u32,
+    status: u16,
+    location: String,
+}
+
+impl<'a> Hop<'a> {
+    /// The hop an answer asks for: a 301, 302, 303, 307 or 308 with a `Location` header
+    /// (the first, as sent, before any scrubbing); `None` for any other answer.
+    pub(crate) fn of(previous: &'a Authorized<HttpAction>, hops_so_far: u32, status: u16, headers: &[(String, String)]) -> Option<Hop<'a>> {
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            return None;
+        }
+        let location = headers.iter().find(|(n, _)| n == "location")?.1.clone();
+        Some(Hop { previous, hops_so_far, status, location })
+    }
+
+    /// The `Location` as the server sent it.
+    pub(crate) fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The hop through the rules: the next request, authorized, or why it stops here.
+    pub(crate) fn follow(&self, policy: &Policy) -> Result<Authorized<HttpAction>, RedirectStop> {
+        crate::gate::authorize::authorize(policy, self)
+    }
+}
+
+impl Rules<&Hop<'_>> for HttpAction {
+    type Denial = RedirectStop;
+    fn check(policy: &Policy, hop: &Hop<'_>) -> Result<HttpAction, RedirectStop> {
+        redirect(policy, hop.previous.action(), hop.hops_so_far, hop.status, &hop.location)
+    }
 }
 
 /// Why a redirect was not followed; the 3xx is returned to the agent as data.
@@ -163,7 +217,7 @@ impl fmt::Display for RedirectStop {
 /// allow rules as a fresh call. The hop never picks up a credential, even one bound to
 /// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a
 /// POST) become GET without a body, as browsers do; 307 and 308 keep method and body.
-pub(crate) fn redirect(
+fn redirect(
     policy: &Policy,
     prev: &HttpAction,
     hops_so_far: u32,
@@ -193,7 +247,7 @@ pub(crate) fn redirect(
 /// The HTTP rules (module docs) for one request: the first matching allow rule, the
 /// credential it may carry, and the checks that credential imposes. `may_pick_credential`
 /// is false for a redirect hop (the server chose that URL, not the agent).
-pub(crate) fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, HttpDenial> {
+fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Result<HttpAction, HttpDenial> {
     if policy.http.https_only && req.url.scheme() != "https" {
         return Err(HttpDenial::HttpsOnly);
     }
@@ -360,6 +414,84 @@ mod tests {
         }
         for host in ["localhost.example.com", "notlocalhost", ".localhost", "a..localhost", "[::ffff:7f00:1]", "10.0.0.1"] {
             assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    // Attacks tried on the hop (a 3xx answer asking to go on), all held: another
+    // scheme, host, port or a scheme-relative `//evil.com/`; userinfo in the Location;
+    // a malformed `%` escape; a hop past max_redirects; a hop from a credentialed
+    // request; a hop onto a path only a credential's binding covers (it goes without the
+    // credential); a same-origin hop onto a path no allow rule covers; a 3xx status
+    // that is not a redirect (300, 304, 305) or has no Location.
+
+    fn hop_policy() -> Policy {
+        let v = json!({
+            "credentials": {"api": {"source": {"env": "API"}, "inject": {"bearer": {}}, "hosts": ["api.example.com"], "paths": ["/v1/*"]}},
+            "http": {"allow": [
+                {"hosts": ["api.example.com"], "methods": ["GET", "POST"], "paths": ["/v1/*", "/public"]},
+                {"hosts": ["*.example.org"]}
+            ]}
+        });
+        Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap()
+    }
+
+    fn authorized(p: &Policy, args: Value) -> Authorized<HttpAction> {
+        let Value::Object(a) = args else { panic!() };
+        crate::gate::authorize::authorize(p, parse(&a).unwrap()).unwrap()
+    }
+
+    fn hop(p: &Policy, previous: &Authorized<HttpAction>, hops_so_far: u32, status: u16, location: &str) -> Result<HttpAction, RedirectStop> {
+        Hop { previous, hops_so_far, status, location: location.into() }.follow(p).map(|a| a.action().clone())
+    }
+
+    #[test]
+    fn a_hop_is_authorized_like_a_call_without_a_credential() {
+        let p = hop_policy();
+        let plain = authorized(&p, json!({"method": "GET", "url": "https://x.example.org/a/b"}));
+        let next = hop(&p, &plain, 0, 302, "../c?q=1#frag").unwrap();
+        assert_eq!((next.url.as_str(), next.credential, next.rule.as_str()), ("https://x.example.org/c?q=1", None, "http.allow[1]"));
+        assert_eq!(hop(&p, &plain, 5, 302, "/c"), Err(RedirectStop::TooMany { limit: 5 }));
+        let cross = |to: &str| Err(RedirectStop::CrossOrigin { to: to.into() });
+        assert_eq!(hop(&p, &plain, 0, 301, "https://y.example.org/"), cross("https://y.example.org"));
+        assert_eq!(hop(&p, &plain, 0, 301, "http://x.example.org/"), cross("http://x.example.org"));
+        assert_eq!(hop(&p, &plain, 0, 301, "https://x.example.org:8443/"), cross("https://x.example.org:8443"));
+        assert_eq!(hop(&p, &plain, 0, 301, "//evil.com/"), cross("https://evil.com"));
+        assert!(matches!(hop(&p, &plain, 0, 302, "https://u:p@x.example.org/"), Err(RedirectStop::BadLocation(_))));
+        // A Location is held to the same % rule as a URL the agent wrote.
+        for loc in ["/a/%+9x", "/a/%4", "/a/x%"] {
+            let got = hop(&p, &plain, 0, 302, loc).unwrap_err().to_string();
+            assert!(got.starts_with("the Location cannot be followed: ") && got.contains("two hex digits"), "{loc}: {got}");
+        }
+        let credentialed = authorized(&p, json!({"method": "GET", "url": "https://api.example.com/v1/users"}));
+        assert_eq!(hop(&p, &credentialed, 0, 302, "/v1/other"), Err(RedirectStop::Credentialed));
+        // Same origin, but the allow rule does not cover the new path.
+        let public = authorized(&p, json!({"method": "POST", "url": "https://api.example.com/public", "body": "x"}));
+        let no_rule = HttpDenial::NoRule { method: Method::Post, host: "api.example.com".into(), port: 443, path: "/admin".into() };
+        assert_eq!(hop(&p, &public, 0, 307, "/admin"), Err(RedirectStop::Denied(no_rule)));
+        // A hop onto a path with a bound credential still goes without it.
+        let to_bound = hop(&p, &public, 0, 307, "/v1/users").unwrap();
+        assert_eq!((to_bound.method, to_bound.body.as_deref(), to_bound.credential.as_ref()), (Method::Post, Some("x"), None));
+        let see_other = hop(&p, &public, 0, 303, "/v1/users").unwrap();
+        assert_eq!((see_other.method, see_other.body.as_deref()), (Method::Get, None));
+    }
+
+    #[test]
+    fn only_a_redirect_status_with_a_location_is_a_hop() {
+        let p = hop_policy();
+        let plain = authorized(&p, json!({"method": "GET", "url": "https://x.example.org/a"}));
+        let headers = |locs: &[&str]| -> Vec<(String, String)> {
+            let mut h = vec![("content-type".to_owned(), "text/plain".to_owned())];
+            h.extend(locs.iter().map(|l| ("location".to_owned(), (*l).to_owned())));
+            h
+        };
+        for status in [301, 302, 303, 307, 308] {
+            let two = headers(&["/first", "/second"]);
+            let got = Hop::of(&plain, 2, status, &two).map(|h| (h.location().to_owned(), h.hops_so_far, h.status));
+            assert_eq!(got, Some(("/first".to_owned(), 2, status)), "{status}");
+            assert!(Hop::of(&plain, 0, status, &headers(&[])).is_none(), "{status} without a Location");
+        }
+        for status in [200, 204, 300, 304, 305, 306, 400, 500] {
+            assert!(Hop::of(&plain, 0, status, &headers(&["/x"])).is_none(), "{status}");
         }
     }
 }

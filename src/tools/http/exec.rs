@@ -42,11 +42,14 @@ use ureq::unversioned::transport::DefaultConnector;
 
 use super::coding;
 use crate::net::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
-use crate::gate::exec::{Cancel, ExecError, Executor, HttpOutcome};
+use crate::gate::exec::{Cancel, Event, ExecError, RunContext};
+use crate::tools::http::result::HttpOutcome;
+use crate::tools::Executor;
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::gate::authorize::{Authorized, HttpAction};
+use crate::gate::authorize::Authorized;
+use crate::tools::http::authorize::HttpAction;
 use crate::cred::oauth2;
 use crate::policy::Injection;
 use crate::cred::inject::{place, Placement};
@@ -74,7 +77,7 @@ pub struct HttpExecutor {
     /// Issue #13: OAuth2 tokens per credential, for the life of the executor (one per
     /// `sp mcp`).
     tokens: oauth2::TokenCache,
-    /// Token fetches not yet journaled (`take_token_fetches`).
+    /// Token fetches of the running request, emitted to the journal when it ends.
     token_fetches: Vec<crate::gate::exec::TokenFetch>,
     /// Issue #13: the last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
     /// a redactor over them, applied to every response (see [`HttpExecutor::http`]).
@@ -193,24 +196,26 @@ impl HttpExecutor {
 }
 
 impl Executor for HttpExecutor {
-    fn http(&mut self, authorized: &Authorized<HttpAction>, vault: &mut Vault, cancel: &Cancel) -> Result<HttpOutcome, ExecError> {
-        let mut result = self.http_interruptible(authorized, vault, cancel);
+    fn http(&mut self, authorized: &Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> Result<HttpOutcome, ExecError> {
+        let cancel = ctx.cancel.clone();
+        let mut result = self.http_interruptible(authorized, ctx.vault, &cancel);
+        // The OAuth2 token fetches this request made, for the journal's `token` rows
+        // (URL and outcome, never the token).
+        for fetch in std::mem::take(&mut self.token_fetches) {
+            let _ = ctx.output.emit(Event::Token(fetch));
+        }
         if let Ok(outcome) = &mut result {
             self.scrub_signatures(outcome);
         }
         if cancel.is_cancelled() {
-            // Issue #10: the agent's sockets were shut down (idle pooled ones too); a
-            // fresh pool serves the next call. What came back is discarded.
+            // The agent's sockets were shut down (idle pooled ones too); a fresh pool
+            // serves the next call. What came back is discarded.
             if let Some(old) = self.pool.take() {
                 self.retired_dials += old.resolver.dials();
             }
             return Err(ExecError::Cancelled);
         }
         result
-    }
-
-    fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
-        HttpExecutor::take_token_fetches(self)
     }
 }
 
@@ -289,11 +294,6 @@ impl HttpExecutor {
         r.redact_headers(&mut o.headers);
     }
 
-    /// Issue #13: the OAuth2 token fetches since the last call.
-    pub fn take_token_fetches(&mut self) -> Vec<crate::gate::exec::TokenFetch> {
-        std::mem::take(&mut self.token_fetches)
-    }
-
     /// An API call with an OAuth2 token (`oauth2::with_token`): the cached one while it
     /// is fresh, else one fetched now; on a 401 with a cached token, one fetch more and
     /// one retry. The API's destination is checked before any token is fetched, so a
@@ -350,7 +350,7 @@ impl HttpExecutor {
         budget: Budget,
         cancel: &Cancel,
     ) -> Result<oauth2::Token, ExecError> {
-        let target = crate::audit::http_target("POST", request.url());
+        let target = crate::tools::http::target("POST", request.url());
         let result = self.fetch_token_inner(name, source, request, vault, budget, cancel);
         let outcome = match &result {
             Ok(token) => Ok(token.expires_in()),

@@ -1,13 +1,13 @@
 //! The authorization step of `ssh_exec`: a typed call and the policy's `ssh` section in,
 //! an [`SshAction`] (everything the executor needs, paths only) or an [`SshDenial`] out.
-//! `authorize.rs` wraps the action in `Authorized`.
+//! `gate::authorize` wraps the action in `Authorized` (`SshAction: Rules<SshExec>`).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 
+use crate::gate::authorize::Rules;
 use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshPolicy};
 use crate::policy::commands;
 use crate::tools::ssh::args::SshExec;
@@ -47,6 +47,13 @@ impl SshAction {
             (false, true) => format!("ssh {} ({}@{}:{})", self.host, self.user, self.address, self.port),
             (false, false) => format!("ssh {} ({}:{})", self.host, self.address, self.port),
         }
+    }
+}
+
+impl Rules<SshExec> for SshAction {
+    type Denial = SshDenial;
+    fn check(policy: &crate::policy::Policy, call: SshExec) -> Result<SshAction, SshDenial> {
+        authorize(&policy.ssh, call)
     }
 }
 
@@ -107,25 +114,6 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
     })
 }
 
-/// `sp_inventory`'s `ssh.hosts`: names, users, command patterns, and addresses unless
-/// hidden. Never auth methods or paths.
-pub(crate) fn inventory(policy: &SshPolicy) -> Value {
-    let hosts: Vec<Value> = policy
-        .hosts
-        .values()
-        .map(|h| {
-            let commands = h.commands.as_ref().map(|l| l.iter().map(|p| p.text.clone()).collect::<Vec<_>>());
-            let mut v = json!({"name": h.name, "user": h.user, "commands": commands});
-            if !h.hide_address {
-                v["address"] = json!(h.address);
-                v["port"] = json!(h.port);
-            }
-            v
-        })
-        .collect();
-    Value::Array(hosts)
-}
-
 /// `sp check`'s lines for the ssh section: where, never what (no key contents).
 pub(crate) fn check_summary(policy: &SshPolicy) -> String {
     let mut s = format!(
@@ -156,6 +144,7 @@ pub(crate) fn check_summary(policy: &SshPolicy) -> String {
 mod tests {
     use super::*;
     use crate::policy::ssh as policy;
+    use serde_json::json;
 
     fn policy() -> SshPolicy {
         policy::parse(&json!({
@@ -187,13 +176,5 @@ mod tests {
         assert!(matches!(call("web1", "id", None), Err(SshDenial::CommandNotAllowed { .. })));
         assert_eq!(call("open", "x", Some(31)), Err(SshDenial::TimeoutTooLong { requested: 31, limit: 30 }));
         assert!(call("web1", "uptime; id", None).unwrap_err().to_string().contains("';'"));
-    }
-
-    #[test]
-    fn inventory_hides_what_it_must() {
-        let inv = inventory(&policy()).to_string();
-        assert!(inv.contains("\"web1\"") && inv.contains("deploy") && inv.contains("10.0.0.5") && inv.contains("systemctl status *"));
-        assert!(!inv.contains("hidden.internal") && !inv.contains("2222"));
-        assert!(!inv.contains("/secret/key") && !inv.contains("key_file") && !inv.contains("agent"));
     }
 }

@@ -1,7 +1,8 @@
-//! `ssh_exec` (issue #4): the policy section, the typed arguments, the command
+//! `ssh_exec`: the policy section, the typed arguments, the command
 //! allow-list, host-key handling, and the authorization step that turns a typed call into
-//! an [`SshAction`]. The executor is `exec.rs`, its outcome `result.rs`; nothing in this module opens a
-//! socket, resolves a name or reads a secret.
+//! an [`SshAction`]. The executor is `exec.rs`, its outcome `result.rs`, the call from
+//! authorized action to tool result `run.rs`; nothing in this module opens a socket,
+//! resolves a name or reads a secret.
 //!
 //! ```text
 //!  tools/call ssh_exec ──> args::parse ──> authorize (here, called by authorize.rs)
@@ -9,7 +10,7 @@
 //!             timeout_s, stdin}            │ command on its list?   ──>   (SP_DENIED)
 //!                                          │ timeout_s <= ssh.timeout_s?
 //!                                          v
-//!                          Authorized<SshAction> ──> ssh::exec::SshExecutor
+//!                          Authorized<SshAction> ──> run.rs ──> ssh::exec::SshExecutor
 //!   connect (each address, timeout, TCP_NODELAY) -> handshake -> host key vs known_hosts
 //!   -> authenticate -> [accept-new: record key] -> channel -> exec -> drain -> exit status
 //! ```
@@ -29,8 +30,73 @@ pub(crate) mod authorize;
 pub(crate) mod exec;
 pub(crate) mod known_hosts;
 pub(crate) mod result;
-// The policy section and the command patterns live with the rest of the operator's
-// file (`policy/`, a leaf); these paths keep working.
+pub(crate) mod run;
 
 pub(crate) use args::{SshExec, SSH_EXEC};
-pub(crate) use authorize::{authorize, check_summary, inventory, SshAction, SshDenial};
+pub(crate) use authorize::{check_summary, SshAction, SshDenial};
+
+use serde_json::{json, Map, Value};
+
+use crate::approve::Ask;
+use crate::escape;
+use crate::gate::authorize::Authorized;
+use crate::gate::exec::RunContext;
+use crate::gate::outcome::ToolCode;
+use crate::mcp::model::{ArgError, ToolResult};
+use crate::policy::Policy;
+use crate::tools::{Audit, Executor, Tool};
+
+/// The table's entry for `ssh_exec` (`tools/mod.rs`).
+pub(crate) struct SshTool;
+
+impl Tool for SshTool {
+    const NAME: &'static str = SSH_EXEC;
+    type Call = SshExec;
+    type Action = SshAction;
+    type Denial = SshDenial;
+
+    fn definition() -> Value {
+        args::definition()
+    }
+
+    fn parse(arguments: &Map<String, Value>) -> Result<SshExec, ArgError> {
+        args::parse(arguments)
+    }
+
+    fn target(call: &SshExec) -> Option<String> {
+        Some(format!("{} {}", call.host, call.command))
+    }
+
+    fn code(_: &SshDenial) -> ToolCode {
+        ToolCode::Denied
+    }
+
+    fn audit(a: &SshAction) -> Audit {
+        Audit { rule: Some(a.rule.clone()), credential: None }
+    }
+
+    /// Asked when the host is approve-flagged.
+    fn approval(policy: &Policy, a: &SshAction) -> Option<Ask> {
+        if !policy.ssh_host_needs_approval(&a.host) {
+            return None;
+        }
+        let line = crate::approve::line;
+        let (address, unicode) = escape::host(&a.address);
+        let mut request = json!({"host": line(&a.host), "user": line(&a.user), "address": address, "port": a.port, "command": line(&a.command)});
+        if let Some(u) = unicode {
+            request["address_unicode"] = json!(u);
+        }
+        let mut raw = json!({"host": a.host, "user": a.user, "address": a.address, "port": a.port, "command": a.command});
+        if let Some(stdin) = &a.stdin {
+            request["stdin"] = crate::approve::text(stdin);
+            let (s, cut) = crate::approve::cut(stdin);
+            raw["stdin"] = json!(s);
+            raw["stdin_truncated"] = json!(cut);
+        }
+        Some(Ask { subject: a.host.clone(), host: a.address.clone(), request, raw })
+    }
+
+    fn run(executor: &mut dyn Executor, _: &Policy, action: Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> ToolResult {
+        run::run(executor, &action, ctx)
+    }
+}

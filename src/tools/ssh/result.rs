@@ -111,14 +111,14 @@ impl std::fmt::Display for Stop {
 
 impl SshError {
     /// The stable machine code in the tool result.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> ToolCode {
         match self {
-            SshError::HostKey(_) => ToolCode::HostKey.as_str(),
-            SshError::Auth(_) => ToolCode::Auth.as_str(),
-            SshError::Secret(_) | SshError::Unavailable(_) => ToolCode::Unavailable.as_str(),
-            SshError::Timeout { .. } => ToolCode::Timeout.as_str(),
-            SshError::Upstream(_) => ToolCode::Upstream.as_str(),
-            SshError::Cancelled(_) => ToolCode::Cancelled.as_str(),
+            SshError::HostKey(_) => ToolCode::HostKey,
+            SshError::Auth(_) => ToolCode::Auth,
+            SshError::Secret(_) | SshError::Unavailable(_) => ToolCode::Unavailable,
+            SshError::Timeout { .. } => ToolCode::Timeout,
+            SshError::Upstream(_) => ToolCode::Upstream,
+            SshError::Cancelled(_) => ToolCode::Cancelled,
         }
     }
 

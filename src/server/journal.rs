@@ -1,0 +1,122 @@
+//! The loop's journal calls (`audit/`): reject, approval and intent before a call runs,
+//! the events a running tool emits (`gate::exec::Output`: a redirect hop's intent row,
+//! token rows, the result row's facts), and the result row.
+
+use crate::audit::{Context, Journal};
+use crate::gate::exec::{Cancel, Event as RunEvent, Output, Unavailable};
+use crate::gate::outcome::{Rejection, ToolCode};
+use crate::tools::{Action, Executor};
+
+use super::Server;
+
+/// The journal as a running tool's event sink: a redirect hop's intent row (durable, or
+/// the hop does not run), token rows, and the facts the result row will report.
+pub(super) struct Journaling<'a> {
+    pub(super) journal: &'a mut Journal,
+    pub(super) audit: &'a mut Context,
+}
+
+impl Output for Journaling<'_> {
+    fn emit(&mut self, event: RunEvent) -> Result<(), Unavailable> {
+        match event {
+            RunEvent::Intent { target, rule, note } => intent(self.journal, self.audit, Some(target), Some(rule), Some(note)),
+            RunEvent::Token(f) => {
+                let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
+                let row = match f.outcome {
+                    Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("expires_in {s} s"))),
+                    Err((code, message)) => row.set("decision", "error").set("code", code.as_str()).set("reason", message),
+                };
+                self.journal.record(row);
+                Ok(())
+            }
+            RunEvent::Facts(f) => {
+                self.audit.facts = f;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An `intent` row, durable before the effect. `Err` carries the agent's message.
+pub(super) fn intent(journal: &mut Journal, audit: &Context, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), Unavailable> {
+    let mut row = audit.row("intent").set("decision", audit.intent.unwrap_or("allow")).set("reason", note);
+    if let Some(t) = target {
+        row = row.set("target", t);
+    }
+    if let Some(r) = rule {
+        row = row.set("rule", r);
+    }
+    journal.write(row).map(drop).map_err(|e| {
+        log::error!("{e}");
+        Unavailable(format!("the action was not run: {e}"))
+    })
+}
+
+// The journal calls. Every row carries `self.audit`: the request's fingerprint, tool,
+// target, rule and credential name, as far as the pipeline got.
+impl<E: Executor> Server<'_, E> {
+    /// A malformed frame: its length and the fingerprint of its raw bytes, never the bytes.
+    pub(super) fn audit_raw(&mut self, raw: &[u8]) {
+        self.audit = crate::audit::Context {
+            request_fp: Some(crate::audit::raw_fp(raw)),
+            bytes_in: Some(raw.len() as u64),
+            ..Default::default()
+        };
+    }
+
+    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
+    pub(super) fn journal_reject(&mut self, reason: &str, code: Option<&str>, message: &str) {
+        if !self.journal.is_on() {
+            return;
+        }
+        // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
+        let row = self.audit.row("reject").set("decision", reason).set("code", code.map(str::to_owned)).set("reason", message);
+        self.journal.record(row);
+    }
+
+    /// Approval (when the action's kind flags it), then the first intent row.
+    pub(super) fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), Rejection> {
+        let audit = action.audit();
+        self.audit.rule = audit.rule;
+        self.audit.credential = audit.credential;
+        let ask = action.approval(self.policy);
+        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, ask.as_ref(), cancel) {
+            crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
+            crate::approve::Gate::Refuse(r) => return Err(r),
+        }
+        intent(&mut self.journal, &self.audit, None, None, None)
+            .map_err(|Unavailable(message)| Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message })?;
+        self.audit.started = Some(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// The `result` row of an execution (after scrubbing: it reads the error message).
+    pub(super) fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
+        let decision = match code {
+            None => "ok",
+            Some(ToolCode::Cancelled) => "cancelled",
+            Some(_) => "error",
+        };
+        let f = &self.audit.facts;
+        // `reason` is outside text: the journal scrubs it (`audit/row.rs`); a successful
+        // call that followed redirects says how many.
+        let reason = match (code, f.status) {
+            (None, Some(_)) if f.redirects > 0 => Some(format!("followed {} redirect(s)", f.redirects)),
+            _ => message,
+        };
+        let row = self
+            .audit
+            .row("result")
+            .set("decision", decision)
+            .set("code", code.map(ToolCode::as_str))
+            .set("duration_ms", self.audit.elapsed_ms())
+            .set("reason", reason)
+            .set("status", f.status)
+            .set("exit_status", f.exit_status)
+            .set("bytes_out", f.bytes_out)
+            .set("truncated", f.truncated)
+            .set("host_key_fp", f.host_key_fp.clone());
+        self.journal.record(row);
+    }
+}
+
