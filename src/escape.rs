@@ -76,7 +76,7 @@ pub(crate) fn is_unsafe(c: char) -> bool {
 
 /// `s` with every [`is_unsafe`] character written as a Rust escape (`\n`, `\u{1b}`,
 /// `\u{202e}`); the backslash itself is left as is.
-pub(crate) fn escape(s: &str) -> Cow<'_, str> {
+pub fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(is_unsafe) {
         return Cow::Borrowed(s);
     }
