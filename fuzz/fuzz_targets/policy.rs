@@ -1,7 +1,8 @@
 //! bytes -> the policy parser (`Policy::from_text`). Never panics; every refusal names a
 //! field (shown escaped, as every policy text in a message is): either a field path
-//! that starts at a top-level key the document has (an unknown key is named itself), or, with no field, the JSON problem (the parser's own
-//! message) or the top level that is not an object.
+//! that starts at a top-level key the document has (an unknown key is named itself),
+//! or, with no field, the JSON problem (the parser's own message) or the top level that
+//! is not an object.
 
 #![no_main]
 
