@@ -26,9 +26,12 @@
 //!   key paths.
 
 pub(crate) mod args;
+pub(crate) mod connect;
 pub(crate) mod authorize;
 pub(crate) mod exec;
+pub(crate) mod kill;
 pub(crate) mod known_hosts;
+pub(crate) mod pty;
 pub(crate) mod result;
 pub(crate) mod run;
 
