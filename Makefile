@@ -119,7 +119,7 @@ bench: build
 # (every edge kept, counters ignored, a greedy set cover: it stays under 2 MB).
 FUZZ_RUNS          ?= 1000000
 FUZZ_PIPELINE_RUNS ?= 10000000
-FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor
+FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor coding escape
 fuzz:
 	FUZZ_KEEP=corpus fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
 

@@ -36,7 +36,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// Whether `c` is never shown raw (the module documentation lists the class).
-pub(crate) fn is_unsafe(c: char) -> bool {
+pub fn is_unsafe(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_control();
     }
@@ -101,7 +101,7 @@ fn push_escaped(out: &mut String, c: char) {
 /// strings) written as a `\uXXXX` escape (a surrogate pair above U+FFFF), and tab and CR
 /// (legal raw only as whitespace between tokens) as spaces: the same value to a JSON
 /// reader, and safe to print. A raw newline is kept: callers pass one line.
-pub(crate) fn json_safe(line: &str) -> String {
+pub fn json_safe(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     for c in line.chars() {
         match c {
@@ -122,7 +122,7 @@ pub(crate) fn json_safe(line: &str) -> String {
 /// [`escape`]d, and when that is longer than `max` bytes cut visibly: the first `max`
 /// bytes (at a character, never inside an escape), then
 /// `...[cut: N bytes, sha256 HEX]` with the raw text's length in bytes and its SHA-256.
-pub(crate) fn shown(raw: &str, max: usize) -> String {
+pub fn shown(raw: &str, max: usize) -> String {
     let escaped = escape(raw);
     if escaped.len() <= max {
         return escaped.into_owned();
@@ -154,9 +154,11 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 /// normalises it and as it is looked up), and its Unicode form when that differs
 /// (an `xn--` label that decodes), escaped. `аpple.com` with a Cyrillic `а` is
 /// `("xn--pple-43d.com", Some("аpple.com"))`, so it cannot pass for `apple.com`.
-pub(crate) fn host(ascii: &str) -> (String, Option<String>) {
+pub fn host(ascii: &str) -> (String, Option<String>) {
     let shown_ascii = escape(ascii).into_owned();
-    if !ascii.split('.').any(|l| l.len() >= 4 && l[..4].eq_ignore_ascii_case("xn--")) {
+    // Bytes, not a `str` slice: the text may not be ASCII (an SSH address from the
+    // policy), and cutting it inside a character would panic (found by fuzz/escape).
+    if !ascii.split('.').any(|l| l.as_bytes().get(..4).is_some_and(|p| p.eq_ignore_ascii_case(b"xn--"))) {
         return (shown_ascii, None);
     }
     match idna::domain_to_unicode(ascii) {
@@ -176,6 +178,17 @@ pub(crate) fn host_line(ascii: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fuzz/escape's first finding: a host whose first label's fourth byte falls
+    /// inside a character (an operator's non-ASCII SSH address) panicked the approval.
+    #[test]
+    fn a_non_ascii_host_is_shown_not_panicked_on() {
+        for h in ["é.example", "aéb.example", "xn\u{e9}.example", "日本.example", "ab\u{202e}c", "xn-", ""] {
+            let (ascii, unicode) = host(h);
+            assert_eq!((ascii, unicode), (escape(h).into_owned(), None), "{h:?}");
+        }
+        assert_eq!(host_line("xn--pple-43d.com"), "xn--pple-43d.com (\u{430}pple.com)");
+    }
 
     // Attacks tried on the escaper, all held (each a test below):
     // - every C0, DEL and C1 control, and ESC/CSI sequences that clear or repaint a screen;

@@ -20,4 +20,5 @@ pub use crate::tools::ssh::known_hosts::{blob_type, lookup_name, KnownHosts, Ver
 pub use crate::tools::ssh::authorize::SshAction;
 pub use crate::tools::http::args::HttpRequest;
 pub use crate::tools::{call_request, ToolCall};
-pub use crate::escape::escape;
+pub use crate::escape::{escape, host as shown_host, is_unsafe, json_safe, shown};
+pub use crate::tools::http::coding::{inspect as inspect_compressed, Finder, Withhold, MAX_LAYERS};

@@ -45,7 +45,7 @@ use std::fmt;
 use flate2::{Decompress, FlushDecompress, Status};
 
 /// Compressed layers inside one another searched at most (a gzip of a gzip is two).
-pub(crate) const MAX_LAYERS: usize = 4;
+pub const MAX_LAYERS: usize = 4;
 
 /// Streams (gzip members, zlib streams, zip entries) decoded at most for one body: each
 /// costs a decoder's state (tens of KB), and a body of tiny ones could hold millions.
@@ -53,7 +53,7 @@ pub(crate) const MAX_STREAMS: usize = 65_536;
 
 /// A content coding or compressed format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Coding {
+pub enum Coding {
     Gzip,
     /// RFC 1950 (HTTP's `deflate` is this).
     Zlib,
@@ -327,7 +327,7 @@ fn gzip_members(input: &[u8], limit: usize) -> (Vec<u8>, End) {
 
 /// Why a body that holds compressed data is withheld.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Withhold {
+pub enum Withhold {
     /// Decompressed, it holds the secret of this credential.
     Secret { coding: Coding, credential: String },
     /// A format (or zip entry) sp cannot decompress.
@@ -369,11 +369,11 @@ impl fmt::Display for Withhold {
 
 /// Finds secrets in bytes: the names of the credentials whose secret is in them in any
 /// spelling; with `cut`, also a cut-off beginning of one at the end (`Vault::echoed_in`).
-pub(crate) type Finder<'a> = &'a dyn Fn(&[u8], bool) -> Vec<String>;
+pub type Finder<'a> = &'a dyn Fn(&[u8], bool) -> Vec<String>;
 
 /// Searches everything compressed in `body` (module docs) for secrets with `find`,
 /// decompressing at most `limit` bytes in all. `cut`: the body was cut at the limit.
-pub(crate) fn inspect(body: &[u8], cut: bool, find: Finder<'_>, limit: usize) -> Result<(), Withhold> {
+pub fn inspect(body: &[u8], cut: bool, find: Finder<'_>, limit: usize) -> Result<(), Withhold> {
     let mut search = Search { find, budget: limit, limit, streams_left: MAX_STREAMS };
     search.zip_entries(body, cut, 0)?;
     search.streams(body, cut, 0)
