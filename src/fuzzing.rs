@@ -1,4 +1,4 @@
-//! What the `cargo fuzz` targets in `fuzz/` use (issue #12), in one place: when modules
+//! What the `cargo fuzz` targets in `fuzz/` use, in one place: when modules
 //! move, only this file changes. Hidden from the docs; not an API.
 #![doc(hidden)]
 

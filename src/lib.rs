@@ -17,7 +17,7 @@
 //! `cli::approve` their `sp approve` commands), `cli::audit` the `sp audit` commands.
 //! README.md, "Code map", has the whole map.
 
-// Issue #9: `pub(crate)` by default; `pub` only on what the public surface below reaches.
+// `pub(crate)` by default; `pub` only on what the public surface below reaches.
 #![warn(unreachable_pub)]
 
 mod approve;
@@ -41,7 +41,7 @@ mod sys;
 
 // The public surface: what `main.rs`, the integration tests, the examples and the fuzz
 // targets (through `fuzzing`) use. Everything else is `pub(crate)`, and the
-// `unreachable_pub` lint keeps it so (issue #9).
+// `unreachable_pub` lint keeps it so.
 pub use gate::authorize::Authorized;
 pub use cli::{run, EXIT_FATAL};
 pub use gate::exec::{Cancel, ExecError, Progress, RunContext};

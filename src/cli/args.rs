@@ -163,7 +163,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                 command = Some(match v.to_str() {
                     Some("mcp") => Command::Mcp,
                     Some("check") => Command::Check,
-                    // Everything after `audit` is its own (issue 8: global flags such as
+                    // Everything after `audit` is its own (global flags such as
                     // -q may come before it).
                     Some("audit") => {
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
@@ -461,7 +461,7 @@ mod tests {
             (&["tail", "/j", "-n", "x"], "-n takes a number"),
             (&["show", "/a", "/b"], "unexpected argument \"/b\""),
             (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
-            // issue 8: a malformed anchor is a usage error (exit 2), not a broken journal
+            // A malformed anchor is a usage error (exit 2), not a broken journal
             (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
             (&["verify", "/j", "--anchor", &long], "--anchor takes a row's hash"),
             (&["verify", "/j", "--anchor", &format!("{}g", "a".repeat(63))], "--anchor takes a row's hash"),

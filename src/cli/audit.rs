@@ -1,4 +1,4 @@
-//! `sp audit verify|tail|show` (issue #5): read a journal written by `sp mcp`.
+//! `sp audit verify|tail|show`: read a journal written by `sp mcp`.
 //!
 //! ```text
 //! sp audit verify FILE [--anchor HASH]   exit 0: whole; 1: broken (first bad row named) or unreadable
@@ -47,7 +47,7 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
     if args.sub == Sub::Help {
         return finish(out.write_all(AUDIT_USAGE.as_bytes()));
     }
-    // Issue 8 point 7: opened without blocking and only if it is a regular file (a FIFO
+    // Opened without blocking and only if it is a regular file (a FIFO
     // at the path would block `open` forever); symbolic links are followed (a journal
     // may be read through one), any owner and mode (verifying a copy is fine).
     let rules = crate::sys::Rules::any(u64::MAX).following();

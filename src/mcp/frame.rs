@@ -17,7 +17,7 @@
 use std::fmt;
 use std::io::{self, BufRead};
 
-/// Default line cap: 4 MiB (issue #2). `sp mcp --max-line-bytes` changes it.
+/// Default line cap: 4 MiB. `sp mcp --max-line-bytes` changes it.
 pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// A complete line: valid UTF-8, no NUL, without its `\n` (and without one trailing `\r`).
@@ -102,7 +102,7 @@ impl<R: BufRead> FrameReader<R> {
     }
 
     /// The bytes read for the last frame (or the part read before it failed), without
-    /// the newline: what a malformed frame's journal fingerprint covers (issue #5).
+    /// the newline: what a malformed frame's journal fingerprint covers.
     pub(crate) fn raw(&self) -> &[u8] {
         &self.line
     }
@@ -162,7 +162,7 @@ impl<R: BufRead> FrameReader<R> {
 
 impl<R> FrameReader<R> {
     /// Checks the line just read and moves it into the frame: no second copy of a large
-    /// line (issue #12). A buffer grown past [`KEEP_CAPACITY`] is not kept for the
+    /// line. A buffer grown past [`KEEP_CAPACITY`] is not kept for the
     /// next line, so one large message does not stay resident for the whole session.
     fn take_line(&mut self) -> Result<Frame, FrameError> {
         let raw_len = self.line.len();

@@ -53,7 +53,7 @@ where
 }
 
 /// RFC 6761 section 6.3: `localhost` and every name under `.localhost` are the loopback
-/// addresses, answered here without asking any resolver (issue 11: in an empty root with
+/// addresses, answered here without asking any resolver (in an empty root with
 /// no `/etc/hosts`, `getaddrinfo("localhost")` waits for DNS and fails). Case-insensitive,
 /// with or without the trailing dot. IPv4 first: hosts without IPv6 try it first.
 pub fn localhost_addrs(host: &str) -> Option<[IpAddr; 2]> {

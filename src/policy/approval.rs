@@ -1,4 +1,4 @@
-//! `mode` and `approval` (issue #5, `sp-policy(5)`): whether approve-flagged calls wait
+//! `mode` and `approval` (`sp-policy(5)`): whether approve-flagged calls wait
 //! for the operator's approver, and which program that is. The `approve` flag itself is
 //! an ordinary field of a credential (`credentials.rs`) or an SSH host (`ssh.rs`); the
 //! rule tying them together ("a flag in enforce mode needs an approver") is checked
@@ -10,7 +10,7 @@
 //!              "grants": {"exact_max_s": 3600, "session_max_s": 900}}
 //! ```
 //!
-//! `grants` (issue #23): how long a yes may last when the approver asks for it (the
+//! `grants`: how long a yes may last when the approver asks for it (the
 //! state file and the rules are `grants.rs`). A scope without its `*_max_s` is never
 //! granted; no `grants` at all means every approval covers one call, as before.
 

@@ -1,4 +1,4 @@
-//! The `audit` section (issue #5, `sp-policy(5)`): where the journal goes, whether each
+//! The `audit` section (`sp-policy(5)`): where the journal goes, whether each
 //! row is synced, and the optional syslog copy. The journal itself is `audit/`.
 //!
 //! ```json

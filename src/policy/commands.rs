@@ -1,4 +1,4 @@
-//! The per-host command allow-list (`ssh.hosts.<name>.commands`, issue #4).
+//! The per-host command allow-list (`ssh.hosts.<name>.commands`).
 //!
 //! A pattern is a command line written by the operator: words separated by single
 //! spaces. A word is matched literally, except that `*` inside it stands for one
@@ -142,7 +142,7 @@ fn has_dotdot_segment(word: &str) -> bool {
 /// contain a `..` segment (checked on the whole word: a segment can be built across
 /// the seams between stars and literal dots or slashes).
 fn glob(pieces: &[String], word: &str) -> bool {
-    // Issue #12 (found while writing the fuzz target): the recursive matcher tried every
+    // Found while writing the fuzz target: the recursive matcher tried every
     // length for every `*`, time polynomial in the stars (3 s for `*/*.log` against a
     // 16 KiB word, hours with three stars), on the loop that answers `ping`. Now a
     // simulation of the pattern as an automaton: one pass over the word, the set of
@@ -216,7 +216,7 @@ pub fn check(patterns: &[CommandPattern], command: &str) -> Result<usize, Mismat
 mod tests {
     use super::*;
 
-    /// The recursive matcher `glob` replaced (issue #12), kept as the reference.
+    /// The recursive matcher `glob` replaced, kept as the reference.
     fn glob_reference(pieces: &[String], word: &str) -> bool {
         fn go(pieces: &[String], rest: &str, first: bool) -> bool {
             let (head, tail) = (&pieces[0], &pieces[1..]);
@@ -346,7 +346,7 @@ mod tests {
         assert_eq!(check(&l, "cat /var/log/app/a..b.log"), Ok(3));
     }
 
-    // Attacks tried on the `..` rule (issue 8 point 1), all refused now:
+    // Attacks tried on the `..` rule, all refused now:
     // - `cat /srv/*.*` with `/srv/../etc/passwd`: first `*` = `.`, literal `.`, second
     //   `*` = `/etc/passwd` (accepted before: each star alone held no `..`);
     // - `cat /srv/.*` with `/srv/..` and `/srv/../etc`: a literal dot plus a star's dot;

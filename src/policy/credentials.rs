@@ -1,6 +1,6 @@
 //! The `credentials` section (`sp-policy(5)`): where each secret lives, how it is
 //! injected, which hosts, paths and methods it is bound to, and whether each use waits
-//! for the operator's approver (`approve`, issue #5).
+//! for the operator's approver (`approve`).
 //!
 //! Nothing here reads a secret: a credential's `source` is only a description of where
 //! the secret lives, read at the moment an authorized call needs it (`cred::source`, called by the Vault).
@@ -102,7 +102,7 @@ pub(crate) const MIN_SECRET_BYTES: usize = 8;
 /// The largest `min_secret_bytes` accepted (a secret source holds at most 64 KiB).
 pub(crate) const MAX_MIN_SECRET_BYTES: u64 = 4096;
 
-/// `on_echo` of a credential (issue 8): replace the echo, or withhold what carried it.
+/// `on_echo` of a credential: replace the echo, or withhold what carried it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum OnEcho {
     /// Every spelling found is replaced by `[REDACTED:<name>]` (the default).

@@ -270,7 +270,7 @@ pub(crate) const RESERVED_HEADERS: &[&str] = &[
     "keep-alive",
     "proxy-connection",
     "expect",
-    // Only identity bodies can be scrubbed of secrets (issue #3).
+    // Only identity bodies can be scrubbed of secrets.
     "accept-encoding",
 ];
 
@@ -396,7 +396,7 @@ fn ca_bundle(path: &str) -> Check<CaBundle> {
     if !path.starts_with('/') {
         return err(FIELD, "must be an absolute path");
     }
-    // Issue 8 point 7: a FIFO or device is refused at once, never waited on. Public
+    // A FIFO or device is refused at once, never waited on. Public
     // certificates: any owner, any mode, and a symbolic link is followed (distributions
     // link their bundles), then the target is opened as `sys` says.
     let rules = crate::sys::Rules::any(4 * 1024 * 1024).following();

@@ -48,11 +48,11 @@ pub struct Policy {
     /// Sorted by name: "the first bound credential" means the first by name.
     pub credentials: BTreeMap<String, Credential>,
     pub http: HttpPolicy,
-    /// `ssh_exec` hosts and host-key handling (issue #4, `policy/ssh.rs`).
+    /// `ssh_exec` hosts and host-key handling (`policy/ssh.rs`).
     pub ssh: ssh::SshPolicy,
-    /// The `audit` section (issue #5, `policy/audit.rs`).
+    /// The `audit` section (`policy/audit.rs`).
     pub audit: audit::AuditPolicy,
-    /// `mode` and `approval` (issue #5, `policy/approval.rs`).
+    /// `mode` and `approval` (`policy/approval.rs`).
     pub approval: approval::ApprovalPolicy,
     /// Other MCP servers behind the gate, by name (`policy/upstreams.rs`).
     pub upstreams: BTreeMap<String, upstreams::Upstream>,
@@ -123,7 +123,7 @@ impl Policy {
 pub(crate) const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
 /// The policy's bytes, if nobody but root and the user `sp` runs as could have written
-/// them (issue 8 point 10, like OpenSSH's `StrictModes`): the file is a regular file (a
+/// them (like OpenSSH's `StrictModes`): the file is a regular file (a
 /// FIFO or device is refused without waiting, point 7) owned by root or the effective
 /// user and not writable by group or others; the directory holding it is owned by one
 /// of them and not writable by group or others (sticky or not); directories above may be
@@ -149,7 +149,7 @@ pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
     }
     let rules = sys::Rules::owned(0o022, MAX_POLICY_BYTES);
     // On this thread, not `read_within`'s helper: at start-up there is no session to keep
-    // answering, and the `stat`s above already ran here (issue #12: a thread per start).
+    // answering, and the `stat`s above already ran here (a thread per start).
     let bytes = sys::read(&target, rules).map_err(|e| {
         let t = target.display();
         match e {
@@ -230,7 +230,7 @@ fn parse(root: &Value) -> Check<Policy> {
     Ok(policy)
 }
 
-/// Where `sp` looks for a policy when `--config` is not given (issue #2):
+/// Where `sp` looks for a policy when `--config` is not given:
 /// `$SP_CONFIG`, then `$XDG_CONFIG_HOME/sallyport/policy.json` (or
 /// `$HOME/.config/sallyport/policy.json`), then `/etc/sallyport/policy.json`.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Files named by the operator, opened so that nothing can block and nothing is trusted
-//! that others could have written (issue 8, points 7 and 10).
+//! that others could have written.
 //!
 //! [`open`] is the one way `sp` opens such a file (a credential `file` or `systemd`
 //! source, an SSH key, passphrase or password file, `known_hosts`, `ca_file`, the
@@ -25,7 +25,7 @@
 //! the next request; the stuck thread is left to the kernel. Files read at start-up
 //! (the policy, `http.ca_file`) are read with [`read`] on the main thread: there is no
 //! session to keep answering yet, the `stat`s of their directories already ran on that
-//! thread, and a helper thread cost every start (issue #12).
+//! thread, and a helper thread cost every start.
 //!
 //! [`check_dirs`] is the StrictModes rule for the policy: every directory above a file
 //! must be owned by root or the effective user, and the directory holding it must not

@@ -38,7 +38,7 @@ pub(crate) const SHORT_PIECE: usize = 24;
 /// journal row in some 80 to 150 pieces, most of them one to a few bytes (`{`, `"`, `:`,
 /// `,`, a key), and a copy of a slice is a call to the C library's `memcpy`, which
 /// musl's (the static build) starts with a `rep movsq` every time: a fifth of a refusal's
-/// CPU there before short pieces were pushed (issue #12).
+/// CPU there before short pieces were pushed.
 #[inline]
 pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     if bytes.len() <= SHORT_PIECE {

@@ -1,4 +1,4 @@
-//! OAuth2 client credentials (RFC 6749 section 4.4, issue #13): the pure core, no I/O.
+//! OAuth2 client credentials (RFC 6749 section 4.4): the pure core, no I/O.
 //! [`ClientCredentials`] from the source, [`TokenRequest`] builds the token request,
 //! [`parse_token_response`] judges the answer, [`TokenCache`] keeps tokens per credential
 //! with an injected clock, and [`with_token`] is the one-refresh-on-401 rule.

@@ -1,4 +1,4 @@
-//! AWS Signature Version 4 (issue #13): the pure core, no I/O. Given the final wire
+//! AWS Signature Version 4: the pure core, no I/O. Given the final wire
 //! request (method, URL, headers, body), the credentials, the scope and an injected
 //! clock, [`sign`] returns the headers to ADD (`x-amz-date`, `x-amz-content-sha256`,
 //! `x-amz-security-token` when there is a session token, `authorization`).

@@ -25,7 +25,7 @@ pub(crate) use crate::policy::RESERVED_HEADERS;
 pub(crate) use crate::policy::is_routing_header;
 
 /// Headers that ask the server, or a framework or proxy in front of it, to treat the
-/// request as another method or path (issue 8.6): a credential bound to `POST /ok/*`
+/// request as another method or path: a credential bound to `POST /ok/*`
 /// must not become `DELETE /admin`. Refused on every request, whatever its letter case,
 /// and also spelled with `_` for `-` (CGI, WSGI and PHP map both spellings to the same
 /// `HTTP_X_...` variable). Listed in `sp-policy(5)`, "REQUEST OVERRIDES".
@@ -399,7 +399,7 @@ mod tests {
             (json!({"method": "POST", "url": "http://a/", "body": {"a": 1}}), "must be a string, found an object"),
             (json!({"method": "GET", "url": "http://a/", "credential": "../etc"}), "must be a credential name"),
             (json!({"method": "GET", "url": "http://a/", "credential": 7}), "must be a string, found an integer"),
-            // issue 8.5: `%` starts exactly two hex digits (u8::from_str_radix took a sign)
+            // `%` starts exactly two hex digits (u8::from_str_radix took a sign)
             (json!({"method": "GET", "url": "http://a/v1/%+9x"}), "does not start a %XX escape"),
             (json!({"method": "GET", "url": "http://a/v1/%-1"}), "does not start a %XX escape"),
             (json!({"method": "GET", "url": "http://a/v1/%4"}), "does not start a %XX escape"),
@@ -419,7 +419,7 @@ mod tests {
         assert!(got.contains("at most 100 are allowed"), "{got}");
     }
 
-    // Attacks tried (issue 8.5), each a piece of the property test's alphabet:
+    // Attacks tried, each a piece of the property test's alphabet:
     // - a signed escape `%+9`, `%-1`, `%+f` (u8::from_str_radix took the sign): held
     //   after the fix, refused; it failed the property before;
     // - short and stray escapes `%4`, `%`, `%%`, `%zz`, `%u002e`: refused;
@@ -430,7 +430,7 @@ mod tests {
     //   segments, upper and lower case hex, `%C3%A9`, a lone `%e9`, raw `é`: held
     //   (decoded the same on both sides, or refused);
     // - a query credential appended to the URL: the path on the wire is unchanged.
-    // - (issue #12) `decoded_path` decodes only segments holding a `%` now: the property
+    // - `decoded_path` decodes only segments holding a `%` now: the property
     //   mixes both kinds in one path, and a plain `..;` takes the branch that decodes
     //   nothing (the table above): held.
 
@@ -454,7 +454,7 @@ mod tests {
         String::from_utf8(out).ok()
     }
 
-    /// Issue 8.5, the property: for any URL `http_request` accepts, the path the policy
+    /// The property: for any URL `http_request` accepts, the path the policy
     /// matched equals the decoding of the path on the wire. `http/exec.rs` builds the
     /// request with `.uri(url.as_str())` (or, for a query credential, the same URL with
     /// one pair appended) and ureq-proto writes `uri().path_and_query()` on the request
@@ -512,7 +512,7 @@ mod tests {
         assert!(accepted > 5_000, "only {accepted} URLs accepted: the generator tests too little");
     }
 
-    // Attacks tried (issue 8.6): every OVERRIDE_HEADERS name in lower, upper and mixed
+    // Attacks tried: every OVERRIDE_HEADERS name in lower, upper and mixed
     // case and with `_` for `-`; `_method` and the header names as query keys (also
     // percent-encoded, upper case, PHP-mangled `.method`, `[method`, after a
     // `;` separator (Rack 2), with leading spaces, and via the `query` argument); `_method` as a form field, a JSON member and a multipart

@@ -49,8 +49,7 @@ pub struct HttpAction {
     /// `http.allow[N]`: the rule that allowed the call.
     pub rule: String,
     /// Some allow rule that permits this call names the host exactly (no wildcard).
-    /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then
-    /// (issue #3).
+    /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then.
     pub host_named_exactly: bool,
     pub timeout: Duration,
     pub max_response_bytes: u64,
@@ -67,7 +66,7 @@ pub enum HttpDenial {
     /// credential `name` does not name.
     RoutingHeader { name: String, header: String },
     QueryConflict { name: String, param: String },
-    /// Issue #13: `Authorization` or an `X-Amz-*` header or query parameter on a request
+    /// `Authorization` or an `X-Amz-*` header or query parameter on a request
     /// signed with the `aws_sigv4` credential `name` (`SP_BAD_ARGUMENTS`, see [`HttpDenial::code`]).
     SignerOwns { name: String, field: String },
     BodyTooLarge { limit: u64 },
@@ -212,7 +211,7 @@ impl fmt::Display for RedirectStop {
     }
 }
 
-/// Authorizes one redirect hop (issue #3): only for a request without a credential,
+/// Authorizes one redirect hop: only for a request without a credential,
 /// within `max_redirects`, to the same scheme, host and port, and through the same
 /// allow rules as a fresh call. The hop never picks up a credential, even one bound to
 /// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a

@@ -71,7 +71,7 @@ pub(crate) struct HttpResult {
 }
 
 impl HttpResult {
-    /// The outcome's status, headers and body (moved, not copied: issue #12), the body
+    /// The outcome's status, headers and body (moved, not copied), the body
     /// checked as UTF-8 once. `final_url` and `redirects` are the caller's to set.
     ///
     /// `secrets`: how to find the secrets read so far, `None` when there are none (then
@@ -111,7 +111,7 @@ impl HttpResult {
         }
     }
 
-    /// `on_echo: "withhold"` (issue 8): the part that echoed credential `body`'s or
+    /// `on_echo: "withhold"`: the part that echoed credential `body`'s or
     /// `headers`' secret is replaced by nothing, and the result says so.
     pub(crate) fn withhold_echo(&mut self, body: Option<&str>, headers: Option<&str>) {
         if let Some(name) = body {

@@ -33,7 +33,7 @@ pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
             "\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"
         ));
     }
-    // Issue 8.5: a `%` must start an escape of exactly two hex digits. The url crate
+    // A `%` must start an escape of exactly two hex digits. The url crate
     // sends a stray `%` (or `%+9`) as written; if we decoded it differently (or at all),
     // the server would see another path than the policy matched.
     if let Some(i) = raw.bytes().enumerate().position(|(i, b)| b == b'%' && !is_escape(&raw.as_bytes()[i..])) {

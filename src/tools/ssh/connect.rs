@@ -52,7 +52,7 @@ pub(crate) fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::ex
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
     let socket = stream.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
-    // Issue #10: a cancel during the handshake or login shuts the socket down, so
+    // A cancel during the handshake or login shuts the socket down, so
     // libssh2's blocking calls return at once. Only then: once connected, a cancel is
     // seen by `pump`, and the connection must stay up to carry the kill (`abort_remote`).
     let connecting = Arc::new(AtomicBool::new(true));

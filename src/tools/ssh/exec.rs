@@ -20,7 +20,7 @@
 //!                 ─> SP_TIMEOUT + output (or, cancelled, no answer; the journal says which)
 //! ```
 //!
-//! Decisions (issue #4 leaves them open; `sp(1)` repeats them):
+//! Decisions (`sp(1)` repeats them):
 //! - Host keys are checked before *any* authentication request, none-method included:
 //!   a refused server never sees the user name. See `ssh/known_hosts.rs` for the rules.
 //! - Sessions are kept per inventory host for the life of the `sp mcp` process. With a
@@ -297,7 +297,7 @@ fn wait(conn: &Conn, until: Instant) {
     if matches!(conn.session.block_directions(), ssh2::BlockDirections::Outbound | ssh2::BlockDirections::Both) {
         flags |= PollFlags::OUT;
     }
-    // Wake at least every 50 ms: keepalives, the deadline and a cancel (issue #10) are
+    // Wake at least every 50 ms: keepalives, the deadline and a cancel are
     // checked by the caller.
     let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
     let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };

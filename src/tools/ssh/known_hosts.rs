@@ -1,6 +1,6 @@
 //! Host keys: an OpenSSH `known_hosts` file, read and matched here rather than by
 //! libssh2, whose matcher silently ignores `@revoked` lines and lets a port-less entry
-//! match any port (issue #4).
+//! match any port.
 //!
 //! Format (sshd(8), "SSH_KNOWN_HOSTS FILE FORMAT"): `[@marker] hosts keytype base64
 //! [comment]`, `#` comments and blank lines ignored. `hosts` is a comma-separated list of
@@ -24,7 +24,7 @@
 //!   never match anything.
 //! - The file must be a regular file owned by the user running `sp` (or root) and not
 //!   writable by group or others: whoever can write it can vouch for any server. It is
-//!   at most 4 MiB. It is opened through `sys` (issue 8 point 7): a symbolic link is
+//!   at most 4 MiB. It is opened through `sys`: a symbolic link is
 //!   resolved first, then a FIFO, socket or device is refused at once, never waited on.
 //! - `accept-new` records a key with [`record`]: the file is opened for append (created
 //!   with mode 0600 when missing), locked with `flock`, re-read and re-checked under the
@@ -317,7 +317,7 @@ pub(crate) enum Recorded {
 /// checking again that the file does not (now) say something else about this host.
 pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
     let at = || path.to_owned();
-    // Issue 8 point 7: no symlink, FIFO or device, and no wait on one.
+    // No symlink, FIFO or device, and no wait on one.
     let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
         .map_err(|why| KnownHostsError::OpenForWrite { path: at(), why })?;
     // From here to the end of the function the lock is held.

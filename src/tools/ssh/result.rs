@@ -65,7 +65,7 @@ pub enum SshError {
     /// The command outlived its timeout: what it printed until then.
     Timeout { message: String, partial: Box<SshOutcome> },
     Upstream(String),
-    /// The client cancelled the call (issue #10): what became of the command (its channel
+    /// The client cancelled the call: what became of the command (its channel
     /// and the connection are closed either way).
     Cancelled(Stop),
 }
