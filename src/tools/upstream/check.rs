@@ -1,8 +1,10 @@
-//! `sp check`'s lines about the upstreams: what each is (a program or a URL, never its
+//! `sp_inventory`'s `upstreams` ([`inventory`]) and `sp check`'s lines about them: what each is (a program or a URL, never its
 //! environment's values or the URL's query and credentials), its filter, its pinned
 //! arguments; with `--probe`, each is started, listed (what it would expose), and stopped.
 
 use std::fmt::Write as _;
+
+use serde_json::{json, Value};
 
 use super::Upstreams;
 use crate::gate::vault::Vault;
@@ -60,4 +62,29 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Result<String, Stri
 
 fn or_none(s: String) -> String {
     if s.is_empty() { "none".into() } else { s }
+}
+
+/// `sp_inventory`'s `upstreams`: each upstream's name, transport (`stdio`, or `http` and
+/// its host), and the tools it exposes (listed now if need be) with their approval
+/// flag, or the listing's error. Never its environment, command line or URL beyond the
+/// host. The upstream's tool names are outside text: the caller scrubs the whole.
+pub(crate) fn inventory(policy: &Policy, mut ups: Option<&mut Upstreams>, vault: &mut Vault) -> Value {
+    let mut out = Vec::new();
+    for u in policy.upstreams.values() {
+        let mut v = json!({"name": u.name});
+        match &u.transport {
+            UpstreamTransport::Stdio { .. } => v["transport"] = json!("stdio"),
+            UpstreamTransport::Http { url, .. } => {
+                v["transport"] = json!("http");
+                v["host"] = json!(url.host_str().unwrap_or_default());
+            }
+        }
+        match ups.as_deref_mut().map(|ups| ups.list(&u.name, vault)) {
+            Some(Ok(tools)) => v["tools"] = tools.iter().map(|t| json!({"name": t.exposed, "approve": t.approve})).collect(),
+            Some(Err(e)) => v["error"] = json!(e.to_string()),
+            None => v["error"] = json!("not available in this session"),
+        }
+        out.push(v);
+    }
+    Value::Array(out)
 }

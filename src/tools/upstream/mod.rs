@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-pub(crate) use check::check_summary;
+pub(crate) use check::{check_summary, inventory};
 pub(crate) use client::ProgressNote;
 use client::{Client, ClientError};
 pub(crate) use names::NameTable;
