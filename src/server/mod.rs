@@ -20,7 +20,6 @@
 //! over input, output and executor, so tests drive it with byte slices, a `Vec<u8>` and
 //! a recording executor through the same code path as stdin.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
 
@@ -42,7 +41,9 @@ use crate::policy::Policy;
 use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
 mod journal;
+mod stats;
 mod upstreams;
+use stats::Stats;
 use journal::Journaling;
 
 #[derive(Debug, Clone)]
@@ -165,35 +166,6 @@ impl fmt::Display for RpcError {
             RpcError::Lifecycle(e) => e.fmt(f),
             RpcError::Call(e) => e.fmt(f),
         }
-    }
-}
-
-/// Rejections and executions, counted apart.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Stats {
-    /// Input refused before any action, by reason.
-    pub rejections: BTreeMap<&'static str, u64>,
-    /// Authorized actions that ran, by `tool:outcome`.
-    pub executions: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    pub fn rejected(&self) -> u64 {
-        self.rejections.values().sum()
-    }
-    pub fn executed(&self) -> u64 {
-        self.executions.values().sum()
-    }
-    /// One line for stderr at exit.
-    pub fn summary(&self) -> String {
-        let list = |m: Vec<(String, u64)>| m.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        format!(
-            "executions={} [{}] rejections={} [{}]",
-            self.executed(),
-            list(self.executions.iter().map(|(k, v)| (k.clone(), *v)).collect()),
-            self.rejected(),
-            list(self.rejections.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
-        )
     }
 }
 
@@ -602,26 +574,4 @@ fn error_data(err: &RpcError) -> ErrorData {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes_and_session_policy() {
-        let cases: Vec<(RpcError, i32, bool)> = vec![
-            (RpcError::Frame(FrameError::TooLong { limit: 1 }), -32600, true),
-            (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
-            (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
-            (RpcError::Json(JsonError::DuplicateKey { key: "a".into() }), -32700, true),
-            (RpcError::Json(JsonError::TooLarge { limit: 1 }), -32600, true),
-            (RpcError::Shape(ShapeError::Batch), -32600, true),
-            (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
-            (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
-            (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
-            (RpcError::Lifecycle(Refusal::IdInFlight { id: Id::Int(7) }), -32600, false),
-            (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
-        ];
-        for (e, code, _) in cases {
-            assert_eq!(e.code(), ErrorCode(code), "{e:?}");
-        }
-    }
-}
+mod tests;
