@@ -94,7 +94,7 @@ unit: upstreams
 
 test: lint interop unit
 
-demo: build
+demo: build upstreams
 	$(CARGO) run --quiet --release --locked --example demo -- $(SP)
 
 # Figures (latency, memory, size), printed, never asserted. bench_compare sets sp (glibc,
@@ -119,7 +119,7 @@ bench: build
 # (every edge kept, counters ignored, a greedy set cover: it stays under 2 MB).
 FUZZ_RUNS          ?= 1000000
 FUZZ_PIPELINE_RUNS ?= 10000000
-FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor
+FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor upstream_wire
 fuzz:
 	FUZZ_KEEP=corpus fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
 
