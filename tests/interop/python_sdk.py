@@ -407,7 +407,7 @@ async def upstream_checks(params: StdioServerParameters, errlog, secret: str, tr
             text = dump(echoed)
             REPORT.check(
                 "upstream (ClientSession): listChanged declared, echo_act listed, its answer scrubbed, a pin denies",
-                bool(getattr(init.capabilities.tools, "listChanged", None))
+                any(getattr(init.capabilities.tools, k, None) for k in ("listChanged", "list_changed"))
                 and {"http_request", "sp_inventory", "echo_act"} <= names
                 and is_error(echoed) is False and "[REDACTED:" in text and secret not in text
                 and is_error(denied) is True and error_code(denied) == "SP_DENIED",
