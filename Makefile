@@ -100,11 +100,14 @@ demo: build upstreams
 # Figures (latency, memory, size), printed, never asserted. bench_compare sets sp (glibc,
 # and static when `make static` built it) beside a floor and the official Python and
 # TypeScript SDKs (their runtimes from `make interop`'s pins; skipped when missing);
-# bench_parts times what a denied call cannot skip, and sp's pipeline in process.
+# bench_parts times what a denied call cannot skip, and sp's pipeline in process;
+# bench_upstream a proxied upstream tools/call against the direct one, and tools/list
+# with three upstreams.
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
+	$(CARGO) run --quiet --release --locked --example bench_upstream -- $(SP)
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 	$(CARGO) run --quiet --release --locked --example bench_parts

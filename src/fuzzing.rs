@@ -20,3 +20,4 @@ pub use crate::tools::ssh::known_hosts::{blob_type, lookup_name, KnownHosts, Ver
 pub use crate::tools::ssh::authorize::SshAction;
 pub use crate::tools::http::args::HttpRequest;
 pub use crate::tools::{call_request, ToolCall};
+pub use crate::tools::upstream::replay::replay as upstream_replay;

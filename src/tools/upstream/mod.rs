@@ -28,6 +28,7 @@ mod check;
 mod client;
 mod http;
 mod names;
+pub(crate) mod replay;
 mod route;
 mod stdio;
 pub(crate) mod tool;
