@@ -80,6 +80,16 @@ fn main() {
     calls(&mut s, "m_act", 500, false);
     let (proxied_samples, early_rss) = calls(&mut s, "m_act", CALLS, true);
     let late_rss = s.status_mib("VmRSS:");
+    // sp's floor for an executed call in the same session: sp_inventory runs nothing.
+    let inventory: Vec<Duration> = (0..2000)
+        .map(|i| {
+            let line = tool_call(i + 100_000, "sp_inventory", json!({}));
+            let t = Instant::now();
+            s.round_trip(&line);
+            t.elapsed()
+        })
+        .collect();
+    let inventory = stat(inventory).unwrap();
     s.finish();
 
     let (direct, proxied) = (stat(direct_samples).unwrap(), stat(proxied_samples).unwrap());
@@ -91,6 +101,7 @@ fn main() {
         us(proxied.median) - us(direct.median),
         proxied.median.as_secs_f64() / direct.median.as_secs_f64()
     );
+    println!("  sp_inventory, same sp     median {:>8.1} µs (an executed call that runs nothing: sp's floor)", us(inventory.median));
     println!("  sp RSS after 1,000 calls {early_rss:.1} MiB, after {} calls {late_rss:.1} MiB", CALLS + 500);
 
     // tools/list: three upstreams already listed, against the fixed tools alone.
