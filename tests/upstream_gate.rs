@@ -385,3 +385,39 @@ fn the_inventory_lists_upstreams_and_their_tools_and_nothing_secret() {
     let text = inv.to_string();
     assert!(!text.contains("lit-9f3a") && !text.contains("misbehave") && !text.contains("LITERAL_TOKEN"), "{text}");
 }
+
+/// `sp check` summarises each upstream (program, environment variable names, filter,
+/// pins; never a value); `--probe` starts each, lists what it would expose, stops it,
+/// and exits 1 when one fails; `--probe` is for `sp check` alone.
+#[test]
+fn sp_check_probe_lists_what_each_upstream_would_expose() {
+    let dir = TempDir::new("upcheck");
+    let ok = json!({"command": misbehave("names"), "env": {"LITERAL": "lit-7c1e"}, "tools": {"allow": ["*"], "deny": ["plain"], "approve": ["files.*"]}});
+    let config = policy(&dir, json!({"m": ok}), json!({}));
+    let config = config.display().to_string();
+    let run = support::process::run_sp(&["check", "--config", &config], &[], b"");
+    run.assert_exit(0);
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    let section: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("upstreams:")).take(4).collect();
+    assert_eq!(section[0], "upstreams: 1");
+    assert_eq!(section[1], format!("  m: stdio {} (env: LITERAL)", python()));
+    assert_eq!(section[2], "    tools: allow * deny plain approve files.*");
+    assert!(!out.contains("lit-7c1e") && !out.contains("probe"), "{out}");
+
+    let probe = support::process::run_sp(&["check", "--config", &config, "--probe"], &[], b"");
+    probe.assert_exit(0);
+    let out = String::from_utf8_lossy(&probe.stdout).into_owned();
+    let line = out.lines().find(|l| l.starts_with("  probe m:")).unwrap_or_else(|| panic!("{out}"));
+    let long = format!("m_{}", "a".repeat(36));
+    assert!(line.starts_with("  probe m: 2 tool(s) exposed (1 wait for approval): m_files-read-") && line.contains(&long), "{line}");
+
+    let bad = policy(&dir, json!({"m": {"command": misbehave("die-at-start"), "tools": {"allow": ["*"]}}}), json!({}));
+    let failed = support::process::run_sp(&["check", "--config", &bad.display().to_string(), "--probe"], &[], b"");
+    failed.assert_exit(1);
+    let out = String::from_utf8_lossy(&failed.stdout).into_owned();
+    assert!(out.contains("  probe m: FAILED: upstream m failed: "), "{out}");
+
+    let usage = support::process::run_sp(&["mcp", "--config", &config, "--probe"], &[], b"");
+    usage.assert_exit(2);
+    assert!(usage.stderr.contains("--probe only applies to sp check"), "{}", usage.stderr);
+}
