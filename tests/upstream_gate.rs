@@ -393,7 +393,7 @@ fn the_inventory_lists_upstreams_and_their_tools_and_nothing_secret() {
 fn sp_check_probe_lists_what_each_upstream_would_expose() {
     let dir = TempDir::new("upcheck");
     let ok = json!({"command": misbehave("names"), "env": {"LITERAL": "lit-7c1e"}, "tools": {"allow": ["*"], "deny": ["plain"], "approve": ["files.*"]}});
-    let config = policy(&dir, json!({"m": ok}), json!({}));
+    let config = policy(&dir, json!({"m": ok}), json!({"mode": "observe"}));
     let config = config.display().to_string();
     let run = support::process::run_sp(&["check", "--config", &config], &[], b"");
     run.assert_exit(0);
