@@ -20,7 +20,11 @@
 //! - a slow call: ping and tools/list answered meanwhile; a cancel reaches the upstream
 //!   as `notifications/cancelled` and the call is never answered;
 //! - a helper that stays in the upstream's process group and ignores SIGTERM: gone when
-//!   sp is.
+//!   sp is (end of input and SIGTERM);
+//! - dying mid-call: that call fails (not retried), the next one restarts it, each
+//!   start, exit and restart journaled;
+//! - a tools/list during a call before any list was made: it waits behind the call
+//!   rather than start upstreams from the control thread.
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -420,4 +424,45 @@ fn sp_check_probe_lists_what_each_upstream_would_expose() {
     let usage = support::process::run_sp(&["mcp", "--config", &config, "--probe"], &[], b"");
     usage.assert_exit(2);
     assert!(usage.stderr.contains("--probe only applies to sp check"), "{}", usage.stderr);
+}
+
+/// A tools/list that arrives during a call before any list was made waits behind the
+/// call (making it may start upstreams, which only the loop does); a ping meanwhile is
+/// answered at once.
+#[test]
+fn a_tools_list_with_no_list_made_yet_waits_behind_the_running_call() {
+    let dir = TempDir::new("upwait");
+    let config = policy(&dir, json!({"slow": {"command": misbehave("slow"), "tools": {"allow": ["*"]}}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow_act", "arguments": {}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    s.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    s.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    let order: Vec<Value> = (0..3).map(|_| s.read()["id"].clone()).collect();
+    assert_eq!(order, [json!(3), json!(1), json!(2)]);
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+}
+
+/// An upstream that dies mid-call fails that call (`SP_UPSTREAM`, not retried: its
+/// effect may have happened); the next call starts it again. The journal has each start,
+/// exit and restart.
+#[test]
+fn an_upstream_that_dies_is_journaled_and_restarted_by_the_next_call() {
+    let dir = TempDir::new("upcrash");
+    let config = policy(&dir, json!({"c": {"command": misbehave("crash"), "tools": {"allow": ["*"]}}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    for id in [1, 2] {
+        let r = s.tool(id, "c_act", json!({}));
+        assert_eq!(tool_error_code(&r), Some("SP_UPSTREAM"), "{r}");
+    }
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let all = journal(&dir);
+    let ups: Vec<(&str, &str)> = rows(&all, "upstream").iter().map(|r| (r["target"].as_str().unwrap(), r["decision"].as_str().unwrap())).collect();
+    assert_eq!(ups, [("c", "start"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
+    let results: Vec<&str> = rows(&all, "result").iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert_eq!(results, ["SP_UPSTREAM", "SP_UPSTREAM"]);
 }
