@@ -24,7 +24,9 @@
 //! - dying mid-call: that call fails (not retried), the next one restarts it, each
 //!   start, exit and restart journaled;
 //! - a tools/list during a call before any list was made: it waits behind the call
-//!   rather than start upstreams from the control thread.
+//!   rather than start upstreams from the control thread;
+//! - an upstream that never finishes its handshake while a tools/list starts it: a
+//!   ping is answered meanwhile, the list comes without it.
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -465,4 +467,25 @@ fn an_upstream_that_dies_is_journaled_and_restarted_by_the_next_call() {
     assert_eq!(ups, [("c", "start"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
     let results: Vec<&str> = rows(&all, "result").iter().map(|r| r["code"].as_str().unwrap()).collect();
     assert_eq!(results, ["SP_UPSTREAM", "SP_UPSTREAM"]);
+}
+
+/// Starting upstreams for a tools/list (here one that never answers initialize, until
+/// its start-up timeout) does not make sp deaf: a ping meanwhile is answered first, and
+/// the list comes without that upstream's tools.
+#[test]
+fn a_ping_is_answered_while_a_tools_list_starts_upstreams() {
+    let dir = TempDir::new("upstart");
+    let config = policy(&dir, json!({"z": {"command": misbehave("no-init"), "tools": {"allow": ["*"]}, "startup_timeout_s": 2}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let pong = s.call(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    assert!(t.elapsed() < Duration::from_secs(1), "the ping waited {:?}", t.elapsed());
+    assert_eq!(pong["result"], json!({}));
+    let list = s.read();
+    assert_eq!((list["id"].clone(), names(&list)), (json!(1), vec!["http_request".to_owned(), "sp_inventory".into(), "ssh_exec".into()]));
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
 }

@@ -406,8 +406,18 @@ impl<'p, E: Executor> Server<'p, E> {
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
+        // Listing may start upstreams (seconds): the control thread serves meanwhile.
         let live = match &response {
-            Outgoing::List(_) if self.live.is_some() => self.live_list(era),
+            Outgoing::List(_) if self.live.is_some() => match self.current_list(era) {
+                Some(current) => Some(current),
+                None => {
+                    let live = self.not_deaf(io, &id, |s| s.live_list(era));
+                    if io.cancel_requested {
+                        return io.gone.then_some(Exit::ClientGone);
+                    }
+                    live
+                }
+            },
             _ => None,
         };
         let sent = io.write(|out| match (response, live) {
@@ -456,7 +466,13 @@ impl<'p, E: Executor> Server<'p, E> {
         // An upstream's tool: its upstream listed first (started if needed), so its
         // name table knows whether the tool exists.
         if !tools::is_tool(&request.name) {
-            if let Err(r) = self.list_owner(&request.name) {
+            let listed = self.not_deaf(io, id, |s| s.list_owner(&request.name));
+            if io.cancel_requested {
+                self.reject("cancelled");
+                self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+                return None;
+            }
+            if let Err(r) = listed {
                 return Some(self.refuse_tool(id, r));
             }
             let listed = self.executor.upstreams().is_some_and(|u| u.tables().resolve(&request.name).is_some());

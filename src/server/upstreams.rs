@@ -29,6 +29,20 @@ use crate::tools::{self, Executor};
 use super::Server;
 
 impl<E: Executor> Server<'_, E> {
+    /// The live `tools/list` result in `era` when it is current: every upstream listed,
+    /// none announcing a change (read without waiting), nothing changed since it was
+    /// made. `None`: [`Server::live_list`] makes it (it may start upstreams).
+    pub(super) fn current_list(&mut self, era: Era) -> Option<Arc<RawValue>> {
+        let live = self.live.clone()?;
+        let ups = self.executor.upstreams()?;
+        ups.poll();
+        let listed = ups.names().all(|n| ups.cached(n).is_some()) && ups.list_changed().is_empty();
+        let current = listed && self.live_generation == Some(ups.generation());
+        let answer = live.get(era).filter(|_| current);
+        self.upstream_aftermath();
+        answer
+    }
+
     /// The `tools/list` result in `era` for a policy with upstreams: `None` when the
     /// executor has no upstreams (the fixed list is answered).
     pub(super) fn live_list(&mut self, era: Era) -> Option<Arc<RawValue>> {
@@ -118,6 +132,17 @@ impl<E: Executor> Server<'_, E> {
         }
         self.list_changes = 0;
         io.write(|out| out.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})))
+    }
+
+    /// `work` (listing upstreams, which may start them) with the control thread serving
+    /// the client meanwhile, as during a call (`control.rs`): pings answered, a cancel of
+    /// request `id` noted (`io.cancel_requested`).
+    pub(super) fn not_deaf<W: std::io::Write + Send, T>(&mut self, io: &mut crate::mcp::control::Input<'_, '_, '_, W>, id: &crate::mcp::jsonrpc::Id, work: impl FnOnce(&mut Self) -> T) -> T {
+        let cancel = crate::gate::exec::Cancel::new();
+        let session = std::mem::replace(&mut self.session, crate::mcp::session::Session::AwaitingInit);
+        let (out, session) = io.during(session, id, &cancel, |_| work(self));
+        self.session = session;
+        out
     }
 
     /// At the end of the session: every upstream ended (TERM, then KILL after the

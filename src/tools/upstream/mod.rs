@@ -235,7 +235,6 @@ impl Upstreams {
     /// The running upstreams that announced `notifications/tools/list_changed` since
     /// their last listing: the server tells its client, and the next [`Upstreams::list`]
     /// of each lists again.
-    #[cfg(test)]
     pub(crate) fn list_changed(&self) -> Vec<&str> {
         self.slots.iter().filter(|(_, s)| s.client.as_ref().is_some_and(|c| c.list_changed())).map(|(n, _)| n.as_str()).collect()
     }
