@@ -465,7 +465,7 @@ impl<'p, E: Executor> Server<'p, E> {
         }
         // An upstream's tool: its upstream listed first (started if needed), so its
         // name table knows whether the tool exists.
-        if !tools::is_tool(&request.name) {
+        if !tools::is_tool(&request.name) && !self.owner_listed(&request.name) {
             let listed = self.not_deaf(io, id, |s| s.list_owner(&request.name));
             if io.cancel_requested {
                 self.reject("cancelled");
@@ -475,6 +475,8 @@ impl<'p, E: Executor> Server<'p, E> {
             if let Err(r) = listed {
                 return Some(self.refuse_tool(id, r));
             }
+        }
+        if !tools::is_tool(&request.name) {
             let listed = self.executor.upstreams().is_some_and(|u| u.tables().resolve(&request.name).is_some());
             if !listed {
                 let (response, refused) = self.refuse_rpc(id, RpcError::Call(CallError::UnknownTool { name: request.name }));

@@ -81,6 +81,14 @@ impl<E: Executor> Server<'_, E> {
         answer
     }
 
+    /// Whether the upstream that may own `name` is listed and announced no change: its
+    /// name table can decide at once, nothing needs to start.
+    pub(super) fn owner_listed(&mut self, name: &str) -> bool {
+        let Some(ups) = self.executor.upstreams() else { return true };
+        let Some(owner) = ups.owner(name) else { return true };
+        ups.cached(owner).is_some() && !ups.list_changed().contains(&owner)
+    }
+
     /// Before a call of a name a configured upstream may own: that upstream listed
     /// (started if needed), so the name table can resolve the name. `Err`: the listing
     /// failed; the call is refused with its code.
