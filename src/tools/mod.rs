@@ -10,7 +10,12 @@
 //! gives its name, definition, argument parser, journal target, denial code, audit facts
 //! (rule, credential), approval question and run. The [`table!`] line for each kind
 //! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
-//! the loop (`server.rs`) calls only these and names no tool. An effect a kind needs from
+//! the loop (`server.rs`) calls only these and names no tool. A kind whose names are
+//! decided at run time (`upstream/`: other MCP servers' tools) sits in the table's
+//! `dynamic` part and implements [`DynamicTool`]: the policy says which names it may
+//! own ([`call_request_in`]), the [`Catalog`] of what its upstreams listed says which it
+//! does ([`ToolCall::parse_in`]); the loop lists an upstream through the executor's
+//! `upstreams` head before it parses a call of its name. An effect a kind needs from
 //! outside has one head in [`Executor`], the seam tests put a recording executor behind.
 //!
 //! Two levels of refusal (MCP 2025-11-25, "Tools: error handling"):
