@@ -94,17 +94,20 @@ unit: upstreams
 
 test: lint interop unit
 
-demo: build
+demo: build upstreams
 	$(CARGO) run --quiet --release --locked --example demo -- $(SP)
 
 # Figures (latency, memory, size), printed, never asserted. bench_compare sets sp (glibc,
 # and static when `make static` built it) beside a floor and the official Python and
 # TypeScript SDKs (their runtimes from `make interop`'s pins; skipped when missing);
-# bench_parts times what a denied call cannot skip, and sp's pipeline in process.
+# bench_parts times what a denied call cannot skip, and sp's pipeline in process;
+# bench_upstream a proxied upstream tools/call against the direct one, and tools/list
+# with three upstreams.
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
+	$(CARGO) run --quiet --release --locked --example bench_upstream -- $(SP)
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 	$(CARGO) run --quiet --release --locked --example bench_parts
@@ -119,7 +122,7 @@ bench: build
 # (every edge kept, counters ignored, a greedy set cover: it stays under 2 MB).
 FUZZ_RUNS          ?= 1000000
 FUZZ_PIPELINE_RUNS ?= 10000000
-FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor coding escape
+FUZZ_TARGETS       := pipeline policy known_hosts ssh_command url_path redactor coding escape upstream_wire
 fuzz:
 	FUZZ_KEEP=corpus fuzz/run.sh $(FUZZ_PIPELINE_RUNS) $(FUZZ_RUNS)
 

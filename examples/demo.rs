@@ -4,8 +4,10 @@
 //! secret file to a temporary directory, then plays the agent: initialize, tools/list,
 //! sp_inventory, an authorized request whose bearer token the agent never sees (the demo
 //! API even echoes it back: the gateway scrubs it), a denied request, a refused argument,
-//! and finally a malformed line that closes the session. Prints what happened, what the
-//! API received, and sp's own exit status and counters.
+//! an upstream MCP server's tool (mcp-server-time from `make upstreams`, behind the same
+//! gate: its `timezone` argument pinned to `Europe/*` and `UTC`), and finally a
+//! malformed line that closes the session. Prints what happened, what the API received,
+//! and sp's own exit status and counters.
 //!
 //! Usage: `cargo run --example demo -- target/release/sp`
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
@@ -34,7 +36,20 @@ fn main() {
     std::fs::write(&secret, format!("{token}\n")).expect("write secret");
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let host = format!("127.0.0.1:{}", api.port);
+    // An upstream MCP server (`make upstreams`, which `make demo` runs first).
+    let time_server = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-upstreams/bin/mcp-server-time");
+    let upstreams = if time_server.exists() {
+        json!({"time": {
+            "command": [time_server, "--local-timezone", "UTC"],
+            "tools": {"allow": ["get_current_time"]},
+            "arguments": {"get_current_time": {"timezone": ["Europe/*", "UTC"]}}
+        }})
+    } else {
+        println!("(no {}: run `make upstreams` for the upstream part of the demo)", time_server.display());
+        json!({})
+    };
     let policy = json!({
+        "upstreams": upstreams,
         "credentials": {
             "demo-api": {"source": {"file": secret}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"]}
         },
@@ -123,6 +138,15 @@ fn main() {
     send(&call(7, "http_request", json!({"method": "GET", "url": url, "headers": {"Authorization": "Bearer guessed"}})), "http_request with its own Authorization header");
     let r = recv();
     println!("   <- {}", r["result"]["content"][0]["text"]);
+
+    if names.contains(&"time_get_current_time") {
+        send(&call(8, "time_get_current_time", json!({"timezone": "Europe/Paris"})), "time_get_current_time Europe/Paris (an upstream MCP server's tool)");
+        let r = recv();
+        println!("   <- {} (the upstream's own answer, through sp)", r["result"]["content"][0]["text"]);
+        send(&call(9, "time_get_current_time", json!({"timezone": "America/New_York"})), "time_get_current_time America/New_York");
+        let r = recv();
+        println!("   <- {}", r["result"]["content"][0]["text"]);
+    }
 
     send("loading optional extension... done", "a stray debug line (not JSON)");
     let r = recv();

@@ -21,7 +21,7 @@ pipeline_runs=${1:?usage: fuzz/run.sh PIPELINE_RUNS OTHER_RUNS [TARGET...]}
 other_runs=${2:?usage: fuzz/run.sh PIPELINE_RUNS OTHER_RUNS [TARGET...]}
 shift 2
 targets=("$@")
-((${#targets[@]})) || targets=(pipeline policy known_hosts ssh_command url_path redactor coding escape)
+((${#targets[@]})) || targets=(pipeline policy known_hosts ssh_command url_path redactor coding escape upstream_wire)
 san=${FUZZ_SANITIZER:-none}
 max_time=${FUZZ_MAX_TIME:-0}
 

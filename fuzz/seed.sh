@@ -107,4 +107,15 @@ printf 'user:pa55word-long\n\x10Authorization: Basic xyz\r\nX: \\u0041&#65;' | s
 printf 'apikey:\n\x00<p>body</p>' | seed redactor key
 printf 'sk-AAAAbbbbCCCCdddd1234\n\x20line one\nline two %%%% \\\\ && text' | seed redactor long
 
+# ---- upstream_wire: what an upstream writes (answers to ids 1 initialize, 2 tools/list,
+# 3 tools/call, whose progress token is 3) ----------------------------------------------
+UP_INIT='{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}}'
+UP_LIST='{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"get.issue","title":"t","description":"d","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"get-issue","inputSchema":{"type":"object"}}],"nextCursor":"c1"}}'
+UP_PROGRESS='{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1,"total":2,"message":"half"}}'
+UP_CALL='{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"x"},{"type":"image","data":"AA==","mimeType":"image/png"},{"type":"resource","resource":{"uri":"f:///a","text":"t"}},{"type":"resource_link","uri":"f:///b","name":"b"}],"structuredContent":{"a":1},"isError":false}}'
+printf '%s\n%s\n%s\n%s\n' "$UP_INIT" "$UP_LIST" "$UP_PROGRESS" "$UP_CALL" | seed upstream_wire good
+printf '%s\n{"jsonrpc":"2.0","id":"up-1","method":"sampling/createMessage","params":{}}\n{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no"}}\n{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"video"}]}}\n' "$UP_INIT" | seed upstream_wire requests
+printf '%s\n%s\n{"jsonrpc":"2.0","id":"3","result":{}}\n' "$UP_INIT" "$UP_LIST" | seed upstream_wire string-id
+printf '%s\n{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"%s","inputSchema":{"type":"object"}}]}}\n{"jsonrpc":"2.0","id":3,"result":{"content":[],"isError":false,"isError":true}}\n' "$UP_INIT" "$(printf 'a%.0s' $(seq 1 200))" | seed upstream_wire long-name
+
 echo "seeded: $n corpus cases for pipeline; $(find "$out" -name 'seed-*' | wc -l) seeds in all under fuzz/$out/"

@@ -22,3 +22,4 @@ pub use crate::tools::http::args::HttpRequest;
 pub use crate::tools::{call_request, ToolCall};
 pub use crate::escape::{escape, host as shown_host, is_unsafe, json_safe, shown};
 pub use crate::tools::http::coding::{inspect as inspect_compressed, Finder, Withhold, MAX_LAYERS};
+pub use crate::tools::upstream::replay::replay as upstream_replay;

@@ -58,3 +58,5 @@ pub use gate::vault::Vault;
 pub use server::{Exit, Options, Server};
 pub use tools::ssh::authorize::SshAction;
 pub use tools::{call_request, ToolCall};
+pub use tools::upstream::tool::{UpstreamAction, UpstreamRequest};
+pub use tools::upstream::{UpstreamCall, UpstreamDenial, UpstreamError, Upstreams};

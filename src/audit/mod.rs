@@ -35,10 +35,12 @@
 //! # Rows
 //! Fields, in this order, absent ones left out ([`FIELDS`]): `seq` (one sequence per
 //! file), `ts` (RFC 3339 UTC, milliseconds), `session` (random per process), `kind`
-//! (`start` `reject` `approval` `intent` `token` `result` `end` `recover`), `tool`, `target`
-//! (HTTP: method and `scheme://host[:port]/path`, never the query; SSH: host name and
-//! command), `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name),
-//! `status` (HTTP), `exit_status` (SSH), `bytes_in` (malformed frames), `bytes_out`,
+//! (`start` `reject` `approval` `intent` `token` `result` `upstream` `end` `recover`), `tool`,
+//! `target` (HTTP: method and `scheme://host[:port]/path`, never the query; SSH: host name
+//! and command; an upstream's tool: upstream, tool and an arguments fingerprint),
+//! `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name), `status`
+//! (HTTP), `exit_status` (SSH), `is_error` (an upstream's tool), `bytes_in` (malformed
+//! frames), `bytes_out`,
 //! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `prev`, `hash`.
 //! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes. Those two fields can
 //! quote outside text (the agent's URL or command, a peer's error), so they alone are

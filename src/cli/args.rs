@@ -12,7 +12,7 @@ sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the c
 
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
-  sp check [--config FILE]
+  sp check [--config FILE] [--probe]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp --version
@@ -30,6 +30,8 @@ Options:
                           ~/.config/sallyport/policy.json, then /etc/sallyport/policy.json)
       --max-line-bytes N  longest accepted request line (default 4194304)
       --close-on-refusal  end the session after any refused request
+      --probe             check: start each upstream, list the tools it would
+                          expose, stop it
   -v, --verbose           more log output on stderr (repeat for more)
   -q, --quiet             no log output on stderr
   -h, --help              this help
@@ -57,6 +59,8 @@ pub(crate) struct Args {
     pub config: Option<PathBuf>,
     pub max_line_bytes: usize,
     pub close_on_refusal: bool,
+    /// `sp check --probe`: start each upstream and list what it would expose.
+    pub probe: bool,
     pub verbose: u8,
     pub quiet: bool,
 }
@@ -81,6 +85,8 @@ pub(crate) enum UsageError {
     UnknownSubcommand { command: &'static str, name: String },
     /// A flag the subcommand `sub` of `sp command` does not take.
     NotFor { flag: &'static str, command: &'static str, sub: String },
+    /// A flag of `sp check` given to another command.
+    CheckOnly { flag: &'static str },
     IdAndAll,
     NoIdNorAll,
     Anchor,
@@ -108,6 +114,7 @@ impl std::fmt::Display for UsageError {
             UsageError::UnknownSubcommand { command: "approve", name } => write!(f, "unknown approve command {name:?} (list or revoke)"),
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
+            UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
             UsageError::IdAndAll => f.write_str("sp approve revoke takes a grant id or --all, not both"),
             UsageError::NoIdNorAll => f.write_str("sp approve revoke needs a grant id or --all"),
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
@@ -132,6 +139,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
         config: None,
         max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         close_on_refusal: false,
+        probe: false,
         verbose: 0,
         quiet: false,
     };
@@ -157,6 +165,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                 args.close_on_refusal = true;
                 mcp_only = Some("--close-on-refusal");
             }
+            Long("probe") => args.probe = true,
             Short('v') | Long("verbose") => args.verbose = args.verbose.saturating_add(1),
             Short('q') | Long("quiet") => args.quiet = true,
             Value(v) if command.is_none() => {
@@ -184,6 +193,9 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     args.command = command.ok_or(UsageError::NoCommand)?;
     if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
         return Err(UsageError::McpOnly { flag });
+    }
+    if args.probe && args.command != Command::Check {
+        return Err(UsageError::CheckOnly { flag: "--probe" });
     }
     if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
         return Err(UsageError::ConfigForAudit);

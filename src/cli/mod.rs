@@ -221,6 +221,8 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     };
     let executors = crate::tools::Executors {
         http: crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref()),
+        // Nothing starts now: each upstream on the first tools/list or call that needs it.
+        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::new(&policy)),
         ..Default::default()
     };
     // Issue #5: no journal, no service. The start row proves the journal takes writes.
@@ -311,6 +313,15 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         return ExitCode::from(EXIT_FATAL);
     }
     s += &crate::tools::ssh::check_summary(&policy.ssh);
+    // `--probe` starts each upstream, lists it, and stops it; a failure prints the
+    // summary, then exits 1 like any check that fails.
+    let probed = if policy.upstreams.is_empty() && !args.probe {
+        Ok(String::new())
+    } else {
+        crate::tools::upstream::check_summary(policy, args.probe)
+    };
+    let probe_failed = probed.is_err();
+    s += &probed.unwrap_or_else(|e| e);
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
     s += &crate::approve::grants::check_summary(&policy.approval.grants, |k| env.get(k));
@@ -320,7 +331,12 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     // Policy text (paths, variable names, host patterns, argv) is shown escaped, like
     // everything else `sp` prints from outside (`escape.rs`).
     let shown: String = s.lines().map(|l| format!("{}\n", crate::escape::escape(l))).collect();
-    text(stdout, &shown)
+    let printed = text(stdout, &shown);
+    if probe_failed {
+        eprintln!("sp: an upstream failed its probe");
+        return ExitCode::from(EXIT_FATAL);
+    }
+    printed
 }
 
 /// Host names of cloud metadata services, which resolve to a metadata or link-local

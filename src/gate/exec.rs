@@ -91,6 +91,8 @@ pub(crate) struct Facts {
     pub redirects: u32,
     /// SSH: the host key's fingerprint.
     pub host_key_fp: Option<String>,
+    /// An upstream MCP server's tool: the `isError` of its result.
+    pub is_error: Option<bool>,
 }
 
 /// The journal could not take an event that must be durable: the action was not run.
@@ -236,6 +238,24 @@ impl<'a> Progress<'a> {
                 "message": format!("running for {secs} s, {output_bytes} bytes of output so far")
             }
         }));
+    }
+
+    /// Passes on an upstream MCP server's own progress report for this call: its numbers
+    /// (increasing, as the upstream client checked) and its message, scrubbed. The
+    /// upstream client already spaces them (`tools/upstream/client.rs`).
+    pub(crate) fn relay(&mut self, progress: f64, total: Option<f64>, message: Option<crate::gate::vault::Scrubbed<String>>) {
+        let (Some(token), Some(sink)) = (&self.token, self.sink.as_mut()) else { return };
+        let mut params = serde_json::Map::new();
+        params.insert("progressToken".into(), token.clone());
+        params.insert("progress".into(), json!(progress));
+        if let Some(t) = total {
+            params.insert("total".into(), json!(t));
+        }
+        if let Some(m) = message {
+            params.insert("message".into(), Value::String(m.into_inner()));
+        }
+        self.sent += 1;
+        sink(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}));
     }
 
     /// Notifications sent so far.

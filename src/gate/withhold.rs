@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::gate::scrubbed::Scrubbed;
 use crate::gate::vault::Vault;
 
 /// What a tool result carries from outside: its error message and its fields (whose
@@ -46,8 +47,8 @@ pub(crate) fn withholds(vault: &Vault, result: &impl Outside) -> bool {
 /// vocabulary (`content`, `structuredContent`, `isError`, each block's keys and its
 /// `type`), which no secret may rewrite. True when, as for a tool's result
 /// ([`withholds`]), a string's JSON escapes alone spell a secret: then the whole result
-/// must be withheld, and the wire replaces it with its `SP_UPSTREAM` error
-/// (`mcp::model::scrub_upstream_result`).
+/// must be withheld, and the tool answers its `SP_UPSTREAM` error instead
+/// ([`scrub_upstream`]).
 #[must_use = "a result whose JSON text spells a secret must be withheld"]
 pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
     if vault.is_empty() {
@@ -87,6 +88,12 @@ pub(crate) fn scrub_result(vault: &Vault, result: &mut Value) -> bool {
         log::warn!("an upstream result's JSON text spelled a secret that no single value showed: the result is withheld");
     }
     found
+}
+
+/// An upstream's result scrubbed ([`scrub_result`]) as the one door lets it out, or
+/// `None` when it must be withheld.
+pub(crate) fn scrub_upstream(vault: &Vault, mut result: Value) -> Option<Scrubbed<Value>> {
+    (!scrub_result(vault, &mut result)).then_some(Scrubbed(result))
 }
 
 fn escaped_echo(vault: &Vault, value: &Value) -> bool {

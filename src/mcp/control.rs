@@ -67,7 +67,8 @@ use serde_json::Value;
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::{Frame, FrameError, FrameReader, Read};
 use crate::mcp::jsonrpc::{self, Id, Message};
-use crate::mcp::model::ToolList;
+use crate::mcp::model::live::{Listing, RawListAnswer};
+use crate::mcp::session::Offer;
 use crate::mcp::out::ProtocolWriter;
 use crate::mcp::session::{Session, Step};
 use crate::signals::Nudge;
@@ -124,8 +125,8 @@ pub(crate) struct Link<'o, W: Write> {
     /// EOF during a call cancels it (`Options::cancel_on_eof`); else it is queued.
     cancel_on_eof: bool,
     /// The `tools/list` the control thread answers (the loop hands it in: the wire
-    /// knows no tool).
-    tools: &'static ToolList,
+    /// knows no tool). A live list not made yet waits behind the call.
+    tools: Listing,
 }
 
 struct Out<'o, W: Write> {
@@ -203,7 +204,7 @@ impl<'o, W: Write + Send> Link<'o, W> {
         nudge: Option<Nudge>,
         max_line_bytes: usize,
         cancel_on_eof: bool,
-        tools: &'static ToolList,
+        tools: Listing,
     ) -> Link<'o, W> {
         let reader = Reader { frames: FrameReader::new(input, max_line_bytes), queue: VecDeque::new(), queued: 0, ended: false };
         Link {
@@ -417,9 +418,21 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
                 call.eof = true;
                 call.cancel.cancel();
             }
-            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue) {
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.tools) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
-                Control::List(id, era) => link.send_for_call(&call.cancel, |w| w.send_typed(&link.tools.answer(id, era))),
+                Control::List(id, era) => match &link.tools {
+                    Listing::Fixed(list) => link.send_for_call(&call.cancel, |w| w.send_typed(&list.answer(id.to_value(), era))),
+                    Listing::Live(live) => match live.get(era) {
+                        Some(result) => link.send_for_call(&call.cancel, |w| w.send_typed(&RawListAnswer { id: id.to_value(), result })),
+                        // Not listed since the last change: listing may start upstreams,
+                        // which only the loop does, after the call (`sp(1)`).
+                        None => {
+                            let bytes = frame.raw_len + 1 + FRAME_OVERHEAD;
+                            reader.queued += bytes;
+                            reader.queue.push_back(Event::Frame { frame: Ok(frame), raw: Vec::new(), bytes, id: Some(id) });
+                        }
+                    },
+                },
                 Control::CancelRunning => {
                     log::info!("the client cancelled the running call {}", call.id.to_value());
                     call.requested = true;
@@ -447,8 +460,8 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
 enum Control {
     Answer(Value),
     /// `tools/list` (to this id, in this era): written like the loop writes it
-    /// (`model::ListAnswer`).
-    List(Value, crate::mcp::session::Era),
+    /// (`model::ListAnswer`), or queued when a live list is not made yet.
+    List(Id, crate::mcp::session::Era),
     CancelRunning,
     CancelQueued(Value),
     /// For the loop, in turn; `id`: a request's id (it is in flight from now on).
@@ -461,7 +474,7 @@ enum Control {
 /// message, or refused, is queued untouched. A request whose id is in flight (the
 /// running call's, or that of a request in `queue`) is refused whatever its method, so
 /// that a cancel or an answer can never reach the wrong request (`sp(1)` SESSION POLICY).
-fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque<Event>) -> Control {
+fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque<Event>, tools: &Listing) -> Control {
     let Ok(value) = crate::json::parse(&frame.text) else { return Control::Queue { id: None } };
     let Ok(message) = jsonrpc::classify(value) else { return Control::Queue { id: None } };
     if let Message::Request { id, .. } = &message
@@ -479,10 +492,10 @@ fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque
             }
         }
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
-            let (next, step) = session.clone().handle(&message);
+            let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes() });
             let control = match step {
                 Step::Reply(result, era) => Control::Answer(crate::mcp::model::era_response(id.to_value(), result, era)),
-                Step::ListTools(era) => Control::List(id.to_value(), era),
+                Step::ListTools(era) => Control::List(id.clone(), era),
                 _ => return Control::Queue { id: Some(id.clone()) },
             };
             *session = next;
@@ -516,8 +529,11 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
+    use crate::mcp::model::ToolList;
+
     /// A tool list for the wire's own tests (the tool table is above the wire).
     static TOOLS: ToolList = ToolList::new(|| json!([{"name": "a_tool"}]));
+    const FIXED: Listing = Listing::Fixed(&TOOLS);
 
     /// Input that counts what was taken from it.
     struct Counted(std::io::Cursor<Vec<u8>>, Arc<AtomicUsize>);
@@ -539,7 +555,7 @@ mod tests {
         let taken = Arc::new(AtomicUsize::new(0));
         let source = std::io::BufReader::with_capacity(4096, Counted(std::io::Cursor::new(text.into_bytes()), taken.clone()));
         let mut out = ProtocolWriter::new(Vec::new());
-        let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false, &TOOLS);
+        let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false, FIXED);
         let (running, cancel) = (Id::Int(-1), Cancel::new());
         let session = Session::Ready { version: "2025-06-18" };
         let mut next = 0;
@@ -605,9 +621,9 @@ mod tests {
     fn only_control_messages_are_answered_during_a_call() {
         let mut session = Session::Ready { version: "2025-06-18" };
         let running = Id::Int(7);
-        let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new()) {
+        let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &FIXED) {
             Control::Answer(v) => Some(v),
-            Control::List(id, era) => serde_json::to_value(TOOLS.answer(id, era)).ok(),
+            Control::List(id, era) => serde_json::to_value(TOOLS.answer(id.to_value(), era)).ok(),
             _ => None,
         };
         let pong = answer(&mut session, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#).unwrap();
@@ -621,14 +637,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
             "not json",
         ] {
-            assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new()), Control::Queue { .. }), "{queued}");
+            assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new(), &FIXED), Control::Queue { .. }), "{queued}");
         }
         let cancel = |id: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#);
-        assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new()), Control::CancelRunning));
-        assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new()), Control::CancelQueued(_)));
+        assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new(), &FIXED), Control::CancelRunning));
+        assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new(), &FIXED), Control::CancelQueued(_)));
         // Before the handshake a ping is refused: queued, answered in turn.
         let mut fresh = Session::AwaitingInit;
-        let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new());
+        let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new(), &FIXED);
         assert!(matches!(pinged, Control::Queue { .. } | Control::Answer(_)));
     }
 
@@ -638,13 +654,13 @@ mod tests {
         let running = Id::Int(7);
         let queued = |id: &str| {
             let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
-            match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new()) {
+            match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new(), &FIXED) {
                 Control::Queue { id } => Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: 0, id },
                 _ => panic!("{text}"),
             }
         };
         let queue: VecDeque<Event> = [queued("8"), queued(r#""9""#)].into_iter().collect();
-        let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue) {
+        let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue, &FIXED) {
             Control::InFlight(id) => Some(id),
             _ => None,
         };
@@ -669,7 +685,7 @@ mod tests {
         // through the queue.
         let mut rest: VecDeque<Event> = [queued("8")].into_iter().collect();
         cancel_queued(&mut rest, &json!(8));
-        assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest), Control::Answer(_)));
+        assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest, &FIXED), Control::Answer(_)));
     }
 
     #[test]

@@ -47,6 +47,26 @@ pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// "Caching"): the tool list is fixed for the life of the binary, so an hour is safe.
 pub(crate) const CACHE_TTL_MS: u64 = 3_600_000;
 
+/// What the server offers beyond the fixed tools: `listChanged` when upstream MCP
+/// servers' tools are listed (they can change, and sp forwards their
+/// `notifications/tools/list_changed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Offer {
+    pub list_changed: bool,
+}
+
+impl Offer {
+    /// `capabilities`: `explicit` spells `listChanged: false` (the handshake answer
+    /// always has); `server/discover` names it only when true.
+    fn capabilities(self, explicit: bool) -> Value {
+        match (self.list_changed, explicit) {
+            (true, _) => json!({"tools": {"listChanged": true}}),
+            (false, true) => json!({"tools": {"listChanged": false}}),
+            (false, false) => json!({"tools": {}}),
+        }
+    }
+}
+
 /// Which revision's rules a request is served under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -132,6 +152,12 @@ impl Session {
     }
 
     pub fn handle(self, msg: &Message) -> (Session, Step) {
+        self.handle_offering(msg, Offer::default())
+    }
+
+    /// [`Session::handle`], declaring what `offer` says in `initialize` and
+    /// `server/discover`.
+    pub(crate) fn handle_offering(self, msg: &Message, offer: Offer) -> (Session, Step) {
         match msg {
             Message::Notification { method, .. } => {
                 let next = match (&self, method.as_str()) {
@@ -142,16 +168,16 @@ impl Session {
                 };
                 (next, Step::Ignore)
             }
-            Message::Request { method, params, .. } => self.request(method, params.as_ref()),
+            Message::Request { method, params, .. } => self.request(method, params.as_ref(), offer),
         }
     }
 
-    fn request(self, method: &str, params: Option<&Value>) -> (Session, Step) {
+    fn request(self, method: &str, params: Option<&Value>, offer: Offer) -> (Session, Step) {
         // 2026-07-28: a request naming its version in `_meta` (and `server/discover`,
         // which exists only there) is served statelessly, in any state, and changes no
         // state. `initialize` always selects the handshake semantics.
         if method == "server/discover" || (method != "initialize" && names_version(params)) {
-            let step = stateless(method, params);
+            let step = stateless(method, params, offer);
             return (self, step);
         }
         let known = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call");
@@ -165,7 +191,7 @@ impl Session {
             };
         }
         match (&self, method) {
-            (Session::AwaitingInit, "initialize") => match initialize(params) {
+            (Session::AwaitingInit, "initialize") => match initialize(params, offer) {
                 Ok((version, result)) => (Session::Initializing { version }, Step::Reply(result, Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
@@ -192,7 +218,7 @@ fn names_version(params: Option<&Value>) -> bool {
 /// `ping` and `logging/setLevel` do not exist in that revision (-32601); a missing
 /// required `_meta` member is -32602 ("Base protocol": a request missing a required
 /// field is malformed); a version other than 2026-07-28 is -32022.
-fn stateless(method: &str, params: Option<&Value>) -> Step {
+fn stateless(method: &str, params: Option<&Value>, offer: Offer) -> Step {
     if !matches!(method, "server/discover" | "tools/list" | "tools/call") {
         return Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() });
     }
@@ -221,7 +247,7 @@ fn stateless(method: &str, params: Option<&Value>) -> Step {
         return Step::Refuse(Refusal::UnsupportedVersion { requested: requested.clone() });
     }
     match method {
-        "server/discover" => Step::Reply(discover(), Era::Stateless),
+        "server/discover" => Step::Reply(discover(offer), Era::Stateless),
         "tools/list" if p.contains_key("cursor") => {
             Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))
         }
@@ -232,10 +258,10 @@ fn stateless(method: &str, params: Option<&Value>) -> Step {
 
 /// The `server/discover` result (2026-07-28 `DiscoverResult`; `resultType` and the
 /// server info are stamped on by the server like on every stateless result).
-fn discover() -> Value {
+fn discover(offer: Offer) -> Value {
     json!({
         "supportedVersions": ALL_VERSIONS,
-        "capabilities": {"tools": {}},
+        "capabilities": offer.capabilities(false),
         "instructions": INSTRUCTIONS,
         "ttlMs": CACHE_TTL_MS,
         "cacheScope": "public",
@@ -256,7 +282,7 @@ fn optional_object<'a>(params: Option<&'a Value>, method: &str) -> Result<Option
     }
 }
 
-fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> {
+fn initialize(params: Option<&Value>, offer: Offer) -> Result<(&'static str, Value), Refusal> {
     let invalid = |m: &str| Refusal::InvalidParams(format!("initialize: {m}"));
     let p = match params {
         Some(Value::Object(p)) => p,
@@ -278,7 +304,7 @@ fn initialize(params: Option<&Value>) -> Result<(&'static str, Value), Refusal> 
     let version = SUPPORTED_VERSIONS.iter().copied().find(|v| *v == requested).unwrap_or(SUPPORTED_VERSIONS[0]);
     let result = json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": offer.capabilities(true),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     });

@@ -113,6 +113,7 @@ impl<E: Executor> Server<'_, E> {
             .set("reason", reason)
             .set("status", f.status)
             .set("exit_status", f.exit_status)
+            .set("is_error", f.is_error)
             .set("bytes_out", f.bytes_out)
             .set("truncated", f.truncated)
             .set("host_key_fp", f.host_key_fp.clone());

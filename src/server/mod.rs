@@ -20,7 +20,6 @@
 //! over input, output and executor, so tests drive it with byte slices, a `Vec<u8>` and
 //! a recording executor through the same code path as stdin.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, Write};
 
@@ -36,11 +35,15 @@ use crate::mcp::frame::FrameError;
 use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
 use crate::mcp::model::{Answer, ErrorCode, ErrorData, Response, ToolResult};
 use crate::mcp::out::ProtocolWriter;
-use crate::mcp::session::{Era, Refusal, Session, Step};
+use crate::mcp::model::live::{LiveList, Listing, RawListAnswer};
+use crate::mcp::session::{Era, Offer, Refusal, Session, Step};
 use crate::policy::Policy;
 use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
 mod journal;
+mod stats;
+mod upstreams;
+use stats::Stats;
 use journal::Journaling;
 
 #[derive(Debug, Clone)]
@@ -166,35 +169,6 @@ impl fmt::Display for RpcError {
     }
 }
 
-/// Rejections and executions, counted apart.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Stats {
-    /// Input refused before any action, by reason.
-    pub rejections: BTreeMap<&'static str, u64>,
-    /// Authorized actions that ran, by `tool:outcome`.
-    pub executions: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    pub fn rejected(&self) -> u64 {
-        self.rejections.values().sum()
-    }
-    pub fn executed(&self) -> u64 {
-        self.executions.values().sum()
-    }
-    /// One line for stderr at exit.
-    pub fn summary(&self) -> String {
-        let list = |m: Vec<(String, u64)>| m.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        format!(
-            "executions={} [{}] rejections={} [{}]",
-            self.executed(),
-            list(self.executions.iter().map(|(k, v)| (k.clone(), *v)).collect()),
-            self.rejected(),
-            list(self.rejections.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
-        )
-    }
-}
-
 pub struct Server<'p, E> {
     policy: &'p Policy,
     executor: E,
@@ -206,6 +180,13 @@ pub struct Server<'p, E> {
     pub journal: crate::audit::Journal,
     /// What the journal rows for the current request carry.
     audit: crate::audit::Context,
+    /// The `tools/list` of a policy with upstreams (`upstreams.rs`); `None`: the fixed
+    /// tools' list, made once per process.
+    live: Option<std::sync::Arc<LiveList>>,
+    /// The upstreams' generation the live list was made at.
+    live_generation: Option<u64>,
+    /// Upstream list changes not yet told to the client.
+    list_changes: u32,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
@@ -219,7 +200,15 @@ impl<'p, E: Executor> Server<'p, E> {
             stats: Stats::default(),
             journal: crate::audit::Journal::off(),
             audit: crate::audit::Context::default(),
+            live: (!policy.upstreams.is_empty()).then(Default::default),
+            live_generation: None,
+            list_changes: 0,
         }
+    }
+
+    /// What `initialize` and `server/discover` offer: `listChanged` with upstreams.
+    fn offer(&self) -> Offer {
+        Offer { list_changed: self.live.is_some() }
     }
 
     /// Journals every decision to `journal`.
@@ -243,9 +232,15 @@ impl<'p, E: Executor> Server<'p, E> {
     /// (`signals::install`); in-memory input needs no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
         let o = &self.options;
-        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, &tools::LIST);
+        let listing = match &self.live {
+            Some(live) => Listing::Live(live.clone()),
+            None => Listing::Fixed(&tools::LIST),
+        };
+        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, listing);
         // The `Input`'s drop ends the control thread before the scope joins it.
-        std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)))
+        let exit = std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)));
+        self.end_upstreams();
+        exit
     }
 
     fn serve_input<W: Write + Send>(&mut self, io: &mut Input<'_, '_, '_, W>) -> Exit {
@@ -333,7 +328,7 @@ impl<'p, E: Executor> Server<'p, E> {
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
         // The journal's `tool` holds only sp's tool names, never an agent's string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
-        self.audit.tool = name.filter(|n| tools::is_tool(n)).map(str::to_owned);
+        self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(str::to_owned);
         self.reject("cancelled");
         self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }
@@ -388,7 +383,7 @@ impl<'p, E: Executor> Server<'p, E> {
             self.audit = crate::audit::Context { request_fp, ..Default::default() };
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
-        let (next, step) = session.handle(&message);
+        let (next, step) = session.handle_offering(&message, self.offer());
         self.session = next;
         let (id, params) = match message {
             Message::Notification { method, .. } => {
@@ -411,12 +406,27 @@ impl<'p, E: Executor> Server<'p, E> {
                 None => return io.gone.then_some(Exit::ClientGone),
             },
         };
-        let sent = io.write(|out| match response {
+        // Listing may start upstreams (seconds): the control thread serves meanwhile.
+        let live = match &response {
+            Outgoing::List(_) if self.live.is_some() => match self.current_list(era) {
+                Some(current) => Some(current),
+                None => {
+                    let live = self.not_deaf(io, &id, |s| s.live_list(era));
+                    if io.cancel_requested {
+                        return io.gone.then_some(Exit::ClientGone);
+                    }
+                    live
+                }
+            },
+            _ => None,
+        };
+        let sent = io.write(|out| match (response, live) {
             // Stamped already for 2026-07-28.
-            Outgoing::List(id) => out.send_typed(&tools::LIST.answer(id, era)),
-            Outgoing::Answer(a) => out.send_typed(&Response::new(id.to_value(), a, era)),
+            (Outgoing::List(id), Some(result)) => out.send_typed(&RawListAnswer { id, result }),
+            (Outgoing::List(id), None) => out.send_typed(&tools::LIST.answer(id, era)),
+            (Outgoing::Answer(a), _) => out.send_typed(&Response::new(id.to_value(), a, era)),
         });
-        if sent.is_err() {
+        if sent.is_err() || self.tell_list_changes(io).is_err() {
             return Some(Exit::ClientGone);
         }
         (refused && self.options.close_on_refusal).then_some(Exit::Refused)
@@ -441,7 +451,7 @@ impl<'p, E: Executor> Server<'p, E> {
     /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
     /// `None`: the client cancelled the call; it gets no answer.
     fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
-        let request = match tools::call_request(params) {
+        let request = match tools::call_request_in(self.policy, params) {
             Ok(r) => r,
             Err(e) => {
                 let (response, refused) = self.refuse_rpc(id, RpcError::Call(e));
@@ -453,7 +463,31 @@ impl<'p, E: Executor> Server<'p, E> {
         if audited {
             self.audit.tool = Some(request.name.clone());
         }
-        let call = match ToolCall::parse(&request) {
+        // An upstream's tool: its upstream listed first (started if needed), so its
+        // name table knows whether the tool exists.
+        if !tools::is_tool(&request.name) && !self.owner_listed(&request.name) {
+            let listed = self.not_deaf(io, id, |s| s.list_owner(&request.name));
+            if io.cancel_requested {
+                self.reject("cancelled");
+                self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+                return None;
+            }
+            if let Err(r) = listed {
+                return Some(self.refuse_tool(id, r));
+            }
+        }
+        if !tools::is_tool(&request.name) {
+            let listed = self.executor.upstreams().is_some_and(|u| u.tables().resolve(&request.name).is_some());
+            if !listed {
+                let (response, refused) = self.refuse_rpc(id, RpcError::Call(CallError::UnknownTool { name: request.name }));
+                return Some((Outgoing::Answer(response), refused));
+            }
+        }
+        let parsed = {
+            let catalog = tools::Catalog { upstreams: self.executor.upstreams().map(|u| u.tables()) };
+            ToolCall::parse_in(&request, catalog)
+        };
+        let call = match parsed {
             Ok(c) => c,
             Err(e) => return Some(self.refuse_tool(id, Rejection { reason: "bad_arguments", code: ToolCode::BadArguments, message: e.to_string() })),
         };
@@ -471,6 +505,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let token = request.progress_token.clone();
         let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
         self.session = session;
+        self.upstream_aftermath();
         // After `notifications/cancelled` nothing more is sent for the call, whatever it
         // ended with; after EOF (or a client that went away) a call that was not
         // interrupted is still answered, best effort.
@@ -515,11 +550,11 @@ impl<'p, E: Executor> Server<'p, E> {
         progress_token: Option<Value>,
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
-    ) -> Result<(&'static str, ToolResult), Rejection> {
+    ) -> Result<(String, ToolResult), Rejection> {
         // The approver for approve-flagged actions, then the intent row, durable before
         // anything runs; if it cannot be written, nothing runs.
         self.audit_gate(&action, cancel)?;
-        let tool = action.name();
+        let tool = action.name().to_owned();
         // The run gets only this: progress notifications for this call's token (written
         // at once, none once the call is cancelled, `control.rs`), the cancel to
         // observe, the Vault, and the journal as an event sink.
@@ -557,26 +592,4 @@ fn error_data(err: &RpcError) -> ErrorData {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes_and_session_policy() {
-        let cases: Vec<(RpcError, i32, bool)> = vec![
-            (RpcError::Frame(FrameError::TooLong { limit: 1 }), -32600, true),
-            (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
-            (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
-            (RpcError::Json(JsonError::DuplicateKey { key: "a".into() }), -32700, true),
-            (RpcError::Json(JsonError::TooLarge { limit: 1 }), -32600, true),
-            (RpcError::Shape(ShapeError::Batch), -32600, true),
-            (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
-            (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
-            (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
-            (RpcError::Lifecycle(Refusal::IdInFlight { id: Id::Int(7) }), -32600, false),
-            (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
-        ];
-        for (e, code, _) in cases {
-            assert_eq!(e.code(), ErrorCode(code), "{e:?}");
-        }
-    }
-}
+mod tests;

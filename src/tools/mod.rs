@@ -10,7 +10,12 @@
 //! gives its name, definition, argument parser, journal target, denial code, audit facts
 //! (rule, credential), approval question and run. The [`table!`] line for each kind
 //! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
-//! the loop (`server.rs`) calls only these and names no tool. An effect a kind needs from
+//! the loop (`server.rs`) calls only these and names no tool. A kind whose names are
+//! decided at run time (`upstream/`: other MCP servers' tools) sits in the table's
+//! `dynamic` part and implements [`DynamicTool`]: the policy says which names it may
+//! own ([`call_request_in`]), the [`Catalog`] of what its upstreams listed says which it
+//! does ([`ToolCall::parse_in`]); the loop lists an upstream through the executor's
+//! `upstreams` head before it parses a call of its name. An effect a kind needs from
 //! outside has one head in [`Executor`], the seam tests put a recording executor behind.
 //!
 //! Two levels of refusal (MCP 2025-11-25, "Tools: error handling"):
@@ -26,7 +31,6 @@
 pub(crate) mod http;
 pub(crate) mod inventory;
 pub(crate) mod ssh;
-#[allow(dead_code, reason = "wired into the tool table in the next step of upstream support")]
 pub(crate) mod upstream;
 
 use std::convert::Infallible;
@@ -48,6 +52,8 @@ use http::result::HttpOutcome;
 use inventory::Inventory;
 use ssh::result::{SshError, SshOutcome};
 use ssh::{SshAction, SshDenial, SshExec};
+use upstream::tool::{UpstreamAction, UpstreamRequest};
+use upstream::{Tables, UpstreamCall, UpstreamDenial, UpstreamError, Upstreams};
 
 /// What one kind of tool provides to the table. `Call` is its typed arguments, `Action`
 /// what its rules make of them (`gate::authorize::Rules`), `Denial` why they refuse.
@@ -73,6 +79,35 @@ pub(crate) trait Tool {
     /// Runs the authorized action (its effects through `executor`) and shapes its result;
     /// every outside piece of it is scrubbed by `ctx`'s Vault.
     fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> ToolResult;
+}
+
+/// A kind whose names are decided at run time (the upstream MCP servers' tools,
+/// `upstream/`): the policy says which names it may own before anything runs
+/// ([`DynamicTool::owns`]); the [`Catalog`] of what was listed says which it does. The
+/// rest is [`Tool`]'s, per call.
+pub(crate) trait DynamicTool {
+    type Call;
+    type Action: Rules<Self::Call, Denial = Self::Denial>;
+    type Denial;
+
+    /// Whether `name` may be one of its tools under `policy` (nothing listed yet).
+    fn owns(policy: &Policy, name: &str) -> bool;
+    /// The call, when `catalog` holds `name` (`None`: not one of its tools).
+    fn parse(name: &str, arguments: &Map<String, Value>, catalog: Catalog<'_>) -> Option<Result<Self::Call, ArgError>>;
+    /// The call's tool name (the journal's `tool`, the counters' key): a listed name.
+    fn name(action: &Self::Action) -> &str;
+    fn target(call: &Self::Call) -> Option<String>;
+    fn code(denial: &Self::Denial) -> ToolCode;
+    fn audit(action: &Self::Action) -> Audit;
+    fn approval(policy: &Policy, action: &Self::Action) -> Option<Ask>;
+    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> ToolResult;
+}
+
+/// The names decided at run time, as listed so far: the upstreams' name tables (none
+/// for a policy without upstreams, or before any listing).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Catalog<'a> {
+    pub upstreams: Option<&'a Tables>,
 }
 
 /// The journal's `rule` and `credential` of an authorized action.
@@ -106,15 +141,34 @@ pub trait Executor {
         let _ = (action, ctx);
         Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
     }
+
+    /// Sends one authorized `tools/call` to an upstream MCP server (started if it is not
+    /// running), with the arguments as the agent gave them; the upstream's progress goes
+    /// to the context's progress, its secrets are read through the context's Vault.
+    /// When the context's cancel fires, `notifications/cancelled` goes upstream and the
+    /// call ends. The result is not yet scrubbed (the tool's run does it).
+    fn upstream(&mut self, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
+        let _ = ctx;
+        let upstream = action.action().route().upstream().to_owned();
+        Err(UpstreamError::Unsupported { upstream, what: "this executor does not run upstream tools: they are" })
+    }
+
+    /// The upstream servers, for what carries no input of the agent: listing their
+    /// tools (for `tools/list`, or to resolve a called name), their process events,
+    /// ending them. `None`: this executor has none.
+    fn upstreams(&mut self) -> Option<&mut Upstreams> {
+        None
+    }
 }
 
 /// What `sp mcp` runs with: the real effects, one executor per kind that has any. The
 /// HTTP executor keeps its connection pool and OAuth2 token cache, the SSH executor its
-/// sessions, across calls.
+/// sessions, the upstreams their processes and listings, across calls.
 #[derive(Default)]
 pub(crate) struct Executors {
     pub http: http::exec::HttpExecutor,
     pub ssh: ssh::exec::SshExecutor,
+    pub upstream: Option<Upstreams>,
 }
 
 impl Executor for Executors {
@@ -125,6 +179,17 @@ impl Executor for Executors {
     fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
         self.ssh.run(action, ctx.vault, ctx.progress)
     }
+
+    fn upstream(&mut self, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
+        match &mut self.upstream {
+            Some(u) => upstream::tool::call(u, action, ctx),
+            None => Err(UpstreamError::Unknown { upstream: action.action().route().upstream().to_owned() }),
+        }
+    }
+
+    fn upstreams(&mut self) -> Option<&mut Upstreams> {
+        self.upstream.as_mut()
+    }
 }
 
 /// The table: one line per kind of tool, `Variant(call, action, denial) => its Tool`,
@@ -133,12 +198,16 @@ impl Executor for Executors {
 /// spelled out because the public enums cannot name them through the crate-private
 /// [`Tool`]; the compiler holds them equal to the kind's own.)
 macro_rules! table {
-    ($($kind:ident($call:ty, $action:ty, $denial:ty) => $tool:ty;)*) => {
+    (
+        fixed { $($kind:ident($call:ty, $action:ty, $denial:ty) => $tool:ty;)* }
+        dynamic { $($dkind:ident($dcall:ty, $daction:ty, $ddenial:ty) => $dtool:ty;)* }
+    ) => {
         /// A fully typed tool call. Only [`ToolCall::parse`] builds one.
         #[derive(Debug, Clone, PartialEq)]
         #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
         pub enum ToolCall {
             $($kind($call),)*
+            $($dkind($dcall),)*
         }
 
         /// An authorized call. Only [`authorize`] builds one, through `gate::authorize`.
@@ -146,15 +215,22 @@ macro_rules! table {
         #[allow(clippy::large_enum_variant, reason = "one per request, never stored in bulk")]
         pub enum Action {
             $($kind(Authorized<$action>),)*
+            $($dkind(Authorized<$daction>),)*
         }
 
         /// Why a call is not authorized: its kind's rules refused it.
         #[derive(Debug, PartialEq, Eq)]
         pub enum Denial {
             $($kind($denial),)*
+            $($dkind($ddenial),)*
         }
 
-        /// Every tool's name, in `tools/list` order.
+        /// Whether `name` is a fixed tool's or one a dynamic kind may own under `policy`.
+        pub(crate) fn known(policy: &Policy, name: &str) -> bool {
+            NAMES.contains(&name) $(|| <$dtool as DynamicTool>::owns(policy, name))*
+        }
+
+        /// Every fixed tool's name, in `tools/list` order.
         pub(crate) const NAMES: &[&str] = &[$(<$tool as Tool>::NAME,)*];
 
         /// The tools offered by `tools/list`.
@@ -163,10 +239,22 @@ macro_rules! table {
         }
 
         impl ToolCall {
+            /// The call of a fixed tool (a dynamic kind's names need [`ToolCall::parse_in`]).
             pub fn parse(call: &CallRequest) -> Result<ToolCall, ArgError> {
+                ToolCall::parse_in(call, Catalog::default())
+            }
+
+            /// The call of any tool: a fixed one by its name, a dynamic kind's when
+            /// `catalog` lists it.
+            pub(crate) fn parse_in(call: &CallRequest, catalog: Catalog<'_>) -> Result<ToolCall, ArgError> {
                 $(
                     if call.name == <$tool as Tool>::NAME {
                         return <$tool as Tool>::parse(&call.arguments).map(ToolCall::$kind);
+                    }
+                )*
+                $(
+                    if let Some(parsed) = <$dtool as DynamicTool>::parse(&call.name, &call.arguments, catalog) {
+                        return parsed.map(ToolCall::$dkind);
                     }
                 )*
                 // call_request admits only known names.
@@ -177,6 +265,7 @@ macro_rules! table {
             pub(crate) fn target(&self) -> Option<String> {
                 match self {
                     $(ToolCall::$kind(c) => <$tool as Tool>::target(c),)*
+                    $(ToolCall::$dkind(c) => <$dtool as DynamicTool>::target(c),)*
                 }
             }
         }
@@ -186,32 +275,37 @@ macro_rules! table {
         pub fn authorize(policy: &Policy, call: ToolCall) -> Result<Action, Denial> {
             match call {
                 $(ToolCall::$kind(c) => crate::gate::authorize::authorize::<$action, $call>(policy, c).map(Action::$kind).map_err(Denial::$kind),)*
+                $(ToolCall::$dkind(c) => crate::gate::authorize::authorize::<$daction, $dcall>(policy, c).map(Action::$dkind).map_err(Denial::$dkind),)*
             }
         }
 
         impl Action {
             /// The tool's name (the journal's `tool`, the execution counters' key).
-            pub(crate) fn name(&self) -> &'static str {
+            pub(crate) fn name(&self) -> &str {
                 match self {
                     $(Action::$kind(_) => <$tool as Tool>::NAME,)*
+                    $(Action::$dkind(a) => <$dtool as DynamicTool>::name(a.action()),)*
                 }
             }
 
             pub(crate) fn audit(&self) -> Audit {
                 match self {
                     $(Action::$kind(a) => <$tool as Tool>::audit(a.action()),)*
+                    $(Action::$dkind(a) => <$dtool as DynamicTool>::audit(a.action()),)*
                 }
             }
 
             pub(crate) fn approval(&self, policy: &Policy) -> Option<Ask> {
                 match self {
                     $(Action::$kind(a) => <$tool as Tool>::approval(policy, a.action()),)*
+                    $(Action::$dkind(a) => <$dtool as DynamicTool>::approval(policy, a.action()),)*
                 }
             }
 
             pub(crate) fn run(self, executor: &mut dyn Executor, policy: &Policy, ctx: &mut RunContext<'_, '_>) -> ToolResult {
                 match self {
                     $(Action::$kind(a) => <$tool as Tool>::run(executor, policy, a, ctx),)*
+                    $(Action::$dkind(a) => <$dtool as DynamicTool>::run(executor, policy, a, ctx),)*
                 }
             }
         }
@@ -222,6 +316,7 @@ macro_rules! table {
             pub(crate) fn code(&self) -> ToolCode {
                 match self {
                     $(Denial::$kind(d) => <$tool as Tool>::code(d),)*
+                    $(Denial::$dkind(d) => <$dtool as DynamicTool>::code(d),)*
                 }
             }
         }
@@ -230,6 +325,7 @@ macro_rules! table {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 match self {
                     $(Denial::$kind(d) => fmt::Display::fmt(d, f),)*
+                    $(Denial::$dkind(d) => fmt::Display::fmt(d, f),)*
                 }
             }
         }
@@ -237,9 +333,14 @@ macro_rules! table {
 }
 
 table! {
-    Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
-    Inventory((), Inventory, Infallible) => inventory::InventoryTool;
-    Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
+    fixed {
+        Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
+        Inventory((), Inventory, Infallible) => inventory::InventoryTool;
+        Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
+    }
+    dynamic {
+        Upstream(UpstreamRequest, UpstreamAction, UpstreamDenial) => upstream::tool::UpstreamTool;
+    }
 }
 
 impl std::error::Error for Denial {}
@@ -258,8 +359,8 @@ impl Denial {
 /// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
 pub(crate) static LIST: ToolList = ToolList::new(definitions);
 
-/// Whether `name` is one of the table's tools (the journal's `tool` holds only these,
-/// never an agent's string).
+/// Whether `name` is one of the table's fixed tools (the journal's `tool` holds only
+/// sp's names and those a configured upstream may own, never an agent's other string).
 pub(crate) fn is_tool(name: &str) -> bool {
     NAMES.contains(&name)
 }
@@ -303,7 +404,18 @@ fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
 }
 
+/// A `tools/call` of a fixed tool ([`call_request_in`] admits the upstreams' too).
 pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
+    call_request_with(params, |name| NAMES.contains(&name))
+}
+
+/// A `tools/call` of a fixed tool, or of a name a configured upstream may own (whether
+/// it does is known once that upstream is listed: [`ToolCall::parse_in`]).
+pub(crate) fn call_request_in(policy: &Policy, params: Option<Value>) -> Result<CallRequest, CallError> {
+    call_request_with(params, |name| known(policy, name))
+}
+
+fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Result<CallRequest, CallError> {
     let mut map = match params {
         Some(Value::Object(m)) => m,
         Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
@@ -334,7 +446,7 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
         },
         Some(_) => return Err(CallError::BadMeta),
     };
-    if !NAMES.contains(&name.as_str()) {
+    if !known(&name) {
         return Err(CallError::UnknownTool { name });
     }
     Ok(CallRequest { name, arguments, progress_token })

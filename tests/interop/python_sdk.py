@@ -390,6 +390,44 @@ async def client_pinned_checks(params: StdioServerParameters, errlog, up: Upstre
                      secret not in text, "the result contains the secret")
 
 
+async def upstream_checks(params: StdioServerParameters, errlog, secret: str, transcript: list[str]) -> None:
+    """An upstream MCP server behind sp (the stdlib fixture misbehave.py in `echo` mode,
+    which answers with its SECRET in many spellings, given to it through the policy's
+    `env`): its tool is listed as `echo_act` beside sp's own, with listChanged declared;
+    a call comes back as the upstream shaped it, scrubbed; a pinned argument with
+    another value is SP_DENIED. Through ClientSession (handshake) and, when the SDK has
+    it, mcp.Client pinned to 2026-07-28."""
+    async with traced(stdio_client(params, errlog=errlog), transcript) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT_S) as session:
+            init = await session.initialize()
+            listed = await session.list_tools()
+            names = {t.name for t in listed.tools}
+            echoed = await session.call_tool("echo_act", {"mode": "loud"})
+            denied = await session.call_tool("echo_act", {"mode": "quiet"})
+            text = dump(echoed)
+            REPORT.check(
+                "upstream (ClientSession): listChanged declared, echo_act listed, its answer scrubbed, a pin denies",
+                any(getattr(init.capabilities.tools, k, None) for k in ("listChanged", "list_changed"))
+                and {"http_request", "sp_inventory", "echo_act"} <= names
+                and is_error(echoed) is False and "[REDACTED:" in text and secret not in text
+                and is_error(denied) is True and error_code(denied) == "SP_DENIED",
+                f"tools {sorted(names)}, echoed {short(text)}, denied {short(dump(denied))}",
+            )
+    if not hasattr(mcp, "Client"):
+        print("skip  upstream (mcp.Client, mode=2026-07-28): this SDK has no high-level Client", flush=True)
+        return
+    async with mcp.Client(traced(stdio_client(params, errlog=errlog), transcript), mode=STATELESS,
+                          read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
+        listed = await client.list_tools()
+        echoed = await client.call_tool("echo_act", {"mode": "loud"})
+        text = dump(echoed)
+        REPORT.check(
+            "upstream (mcp.Client, mode=2026-07-28): echo_act listed and called, its answer scrubbed",
+            "echo_act" in {t.name for t in listed.tools} and is_error(echoed) is False and secret not in text,
+            f"tools {[t.name for t in listed.tools]}, echoed {short(text)}",
+        )
+
+
 # ---------------------------------------------------------------- main
 
 def main() -> int:
@@ -452,6 +490,22 @@ def main() -> int:
         with open(policy_path, "w") as f:
             json.dump(policy, f, indent=2)
 
+        # The same secret, given to an upstream MCP server through `env` (upstream_checks).
+        fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "upstreams", "misbehave.py")
+        up_policy = {
+            "credentials": {CREDENTIAL: dict(policy["credentials"][CREDENTIAL])},
+            "upstreams": {"echo": {
+                "command": [sys.executable, os.path.abspath(fixture), "echo"],
+                "env": {"SECRET": {"credential": CREDENTIAL}},
+                "tools": {"allow": ["*"]},
+                "arguments": {"act": {"mode": ["loud"]}},
+            }},
+        }
+        up_policy_path = os.path.join(tmp, "policy-upstream.json")
+        with open(up_policy_path, "w") as f:
+            json.dump(up_policy, f, indent=2)
+        up_params = StdioServerParameters(command=sp, args=["mcp", "--config", up_policy_path], cwd=tmp)
+
         # env=None: the SDK passes only its filtered default environment, as real clients do.
         params = StdioServerParameters(command=sp, args=["mcp", "--config", policy_path], cwd=tmp)
         stderr_path = os.path.join(tmp, "sp.stderr")
@@ -462,6 +516,7 @@ def main() -> int:
                     await session_checks(params, errlog, up, secret, capture, transcript)
                     await client_auto_checks(params, errlog, transcript)
                     await client_pinned_checks(params, errlog, up, secret, transcript)
+                    await upstream_checks(up_params, errlog, secret, transcript)
 
         try:
             anyio.run(run_all)

@@ -14,7 +14,7 @@
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,6 +61,41 @@ for (const [label, mode, era] of [
     );
   } catch (e) {
     check(`TS client (${label}): session ran`, false, String(e?.stack ?? e));
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
+
+// An upstream MCP server behind sp (the stdlib fixture misbehave.py, `ok` mode: it
+// answers with the arguments it got): listed as `up_act` beside sp's tools with
+// listChanged declared, called through sp with its answer as the upstream shaped it,
+// and a pinned argument with another value SP_DENIED.
+const upstreamPolicy = join(dir, 'policy-upstream.json');
+const python = ['/usr/bin/python3', '/usr/local/bin/python3'].find((p) => existsSync(p)) ?? 'python3';
+writeFileSync(upstreamPolicy, JSON.stringify({
+  upstreams: { up: {
+    command: [python, resolve(here, '..', 'support', 'upstreams', 'misbehave.py'), 'ok'],
+    tools: { allow: ['*'] },
+    arguments: { act: { x: ['ok-*'] } },
+  } },
+}), { mode: 0o600 });
+for (const [label, mode] of [['legacy', 'legacy'], [`pin ${STATELESS}`, { pin: STATELESS }]]) {
+  const client = new Client({ name: 'sp-interop', version: '1.0.0' }, { versionNegotiation: { mode } });
+  try {
+    await client.connect(new StdioClientTransport({ command: sp, args: ['mcp', '--config', upstreamPolicy], stderr: 'pipe' }));
+    const names = (await client.listTools()).tools.map((t) => t.name).sort();
+    const ok = await client.callTool({ name: 'up_act', arguments: { x: 'ok-1' } });
+    const denied = await client.callTool({ name: 'up_act', arguments: { x: 'other' } });
+    const listChanged = mode === 'legacy' ? client.getServerCapabilities()?.tools?.listChanged === true : true;
+    check(
+      `TS client (${label}) with an upstream: up_act listed, called through sp, a pin denies`,
+      listChanged && JSON.stringify(names) === JSON.stringify([...TOOLS, 'up_act'].sort())
+        && ok.isError === false && ok.content?.[0]?.text === '{"arguments": {"x": "ok-1"}, "tool": "act"}'
+        && denied.isError === true && code(denied) === 'SP_DENIED',
+      `tools ${names}, capabilities ${JSON.stringify(client.getServerCapabilities())}, ok ${JSON.stringify(ok).slice(0, 200)}, denied ${JSON.stringify(denied).slice(0, 200)}`,
+    );
+  } catch (e) {
+    check(`TS client (${label}) with an upstream: session ran`, false, String(e?.stack ?? e));
   } finally {
     await client.close().catch(() => {});
   }

@@ -106,10 +106,12 @@ fn the_parser_takes_every_listed_flag() {
     };
     for (short, long, value) in usage_flags(USAGE) {
         for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
-            let mut argv = vec!["mcp".to_owned(), name.clone()];
+            // `--probe` is `sp check`'s; the rest are `sp mcp`'s (or both commands').
+            let command = if long == "probe" { "check" } else { "mcp" };
+            let mut argv = vec![command.to_owned(), name.clone()];
             argv.extend(value.as_deref().map(value_for));
             let got = parse(argv.iter().map(OsString::from));
-            assert!(got.is_ok(), "sp mcp {name}: {got:?}");
+            assert!(got.is_ok(), "sp {command} {name}: {got:?}");
         }
     }
     for (short, long, value) in usage_flags(AUDIT_USAGE) {

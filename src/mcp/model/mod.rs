@@ -28,6 +28,8 @@ use crate::gate::outcome::ToolCode;
 use crate::gate::scrubbed::Scrubbed;
 use crate::mcp::session::Era;
 
+pub(crate) mod live;
+
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
 #[derive(Debug, PartialEq, Eq)]
@@ -339,17 +341,25 @@ pub(crate) struct ToolResult {
     /// `structuredContent`: the tool's fields. An error's partial output (the output of
     /// a timed-out command) sits next to its `error` member.
     fields: Scrubbed<Map<String, Value>>,
+    /// An upstream MCP server's own result, scrubbed and checked whole
+    /// (`gate::withhold::scrub_upstream`): written as the upstream shaped it.
+    passed: Option<Scrubbed<live::PassedResult>>,
 }
 
 impl ToolResult {
     /// Success with these fields (`Vault::scrub_fields`).
     pub(crate) fn ok(fields: Scrubbed<Map<String, Value>>) -> ToolResult {
-        ToolResult { error: None, fields }
+        ToolResult { error: None, fields, passed: None }
+    }
+
+    /// An upstream's result, as it sent it (its `isError` is its own: the call ran).
+    pub(crate) fn upstream(result: Scrubbed<live::PassedResult>) -> ToolResult {
+        ToolResult { error: None, fields: Scrubbed::default(), passed: Some(result) }
     }
 
     /// An error result: `code` is a `ToolCode` string.
     pub(crate) fn error(code: ToolCode, message: Scrubbed<String>) -> ToolResult {
-        ToolResult { error: Some((code, message)), fields: Scrubbed::default() }
+        ToolResult { error: Some((code, message)), fields: Scrubbed::default(), passed: None }
     }
 
     /// The same error, carrying partial output fields.
@@ -370,8 +380,12 @@ impl ToolResult {
 
     /// The MCP `CallToolResult`.
     pub(crate) fn into_call(self) -> CallToolResult {
-        let ToolResult { error, fields } = self;
-        CallToolResult { error: error.map(|(code, message)| (code, message.into_inner())), fields: fields.into_inner() }
+        let ToolResult { error, fields, passed } = self;
+        CallToolResult {
+            error: error.map(|(code, message)| (code, message.into_inner())),
+            fields: fields.into_inner(),
+            passed: passed.map(Scrubbed::into_inner),
+        }
     }
 }
 
@@ -394,13 +408,15 @@ pub(crate) struct CallToolResult {
     /// The other members of `structuredContent` (an `error` among them is not written:
     /// the result's own takes its place).
     fields: Map<String, Value>,
+    /// An upstream's own result: written instead of the above.
+    passed: Option<live::PassedResult>,
 }
 
 impl CallToolResult {
     /// A refused call (bad arguments, a policy denial, a refused approval): `message` is
     /// sp's words about the agent's own request, not outside text.
     pub(crate) fn refusal(code: ToolCode, message: impl fmt::Display) -> CallToolResult {
-        CallToolResult { error: Some((code, message.to_string())), fields: Map::new() }
+        CallToolResult { error: Some((code, message.to_string())), fields: Map::new(), passed: None }
     }
 
     /// The error's message (a refusal's, for the log and the journal).
@@ -432,6 +448,9 @@ struct CallWire<'a>(&'a CallToolResult, bool);
 impl Serialize for CallWire<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (r, stateless) = (self.0, self.1);
+        if let Some(passed) = &r.passed {
+            return live::PassedWire(passed, stateless).serialize(s);
+        }
         let mut m = s.serialize_map(Some(if stateless { 5 } else { 3 }))?;
         // Keys in the order a `Value`'s map writes them (sorted).
         if stateless {
@@ -448,7 +467,7 @@ impl Serialize for CallWire<'_> {
 }
 
 /// `_meta` of a 2026-07-28 answer: the server info.
-struct Meta;
+pub(super) struct Meta;
 
 impl Serialize for Meta {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -543,20 +562,6 @@ impl std::io::Write for FmtWriter<'_, '_> {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// An upstream MCP server's `CallToolResult` (`tools/upstream`), scrubbed in place by the
-/// gate (`gate::withhold::scrub_result`); when its JSON text alone spells a secret it is
-/// replaced, whole, by the `SP_UPSTREAM` error in sp's own words. True when withheld.
-#[cfg_attr(not(test), expect(dead_code, reason = "upstream results are not served yet (tools/upstream tests use the gate's scrub)"))]
-pub(crate) fn scrub_upstream_result(vault: &crate::gate::vault::Vault, result: &mut Value) -> bool {
-    let withheld = crate::gate::withhold::scrub_result(vault, result);
-    if withheld {
-        let code = ToolCode::Upstream;
-        let call = ToolResult::error(code, Scrubbed::own(crate::gate::withhold::WITHHELD)).into_call();
-        *result = serde_json::to_value(CallWire(&call, false)).unwrap_or(Value::Null);
-    }
-    withheld
 }
 
 #[cfg(test)]

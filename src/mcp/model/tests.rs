@@ -258,27 +258,27 @@ fn a_short_secret_never_touches_the_envelope() {
     }
 }
 
-/// An upstream's result (`tools/upstream`, not yet served): MCP's members, block keys and
-/// `type` stay; what the upstream wrote is scrubbed, keys of its structured content
-/// included.
+/// An upstream's result (`tools/upstream`): MCP's members, block keys and `type` stay;
+/// what the upstream wrote is scrubbed, keys of its structured content included; it is
+/// written as the upstream shaped it, stamped for 2026-07-28 only by sp's members.
 #[test]
 fn an_upstream_result_keeps_mcps_own_members() {
     let mut vault = Vault::new();
     vault.remember("x", "text");
-    let mut r = json!({"content": [{"type": "text", "text": "the text"}], "structuredContent": {"text": "text!", "isError": 1}, "isError": false});
-    assert!(!scrub_upstream_result(&vault, &mut r));
-    assert_eq!(
-        r,
-        json!({"content": [{"type": "text", "text": "the [REDACTED:x]"}], "structuredContent": {"[REDACTED:x]": "[REDACTED:x]!", "isError": 1}, "isError": false})
-    );
+    let r = json!({"content": [{"type": "text", "text": "the text"}], "structuredContent": {"text": "text!", "isError": 1}, "isError": false});
+    let passed = crate::gate::withhold::scrub_upstream(&vault, r).unwrap();
+    let want = json!({"content": [{"type": "text", "text": "the [REDACTED:x]"}], "structuredContent": {"[REDACTED:x]": "[REDACTED:x]!", "isError": 1}, "isError": false});
+    assert_eq!(passed.get(), &want);
+    let call = ToolResult::upstream(passed).into_call();
+    let wire = |era| serde_json::to_value(Response::new(json!(1), Answer::Call(call.clone()), era)).unwrap()["result"].take();
+    assert_eq!(wire(Era::Handshake), want);
+    let mut stamped = want.clone();
+    stamped["resultType"] = json!("complete");
+    stamped["_meta"] = json!({crate::mcp::session::META_SERVER_INFO: crate::mcp::session::server_info()});
+    assert_eq!(wire(Era::Stateless), stamped);
     vault.remember("q", r#"a\"b-31415"#);
-    let mut r = json!({"content": [{"type": "text", "text": "a\"b-31415"}], "isError": false});
-    assert!(scrub_upstream_result(&vault, &mut r));
-    let text = format!("SP_UPSTREAM: {WITHHELD}");
-    assert_eq!(
-        r,
-        json!({"content": [{"text": text, "type": "text"}], "isError": true, "structuredContent": {"error": {"code": "SP_UPSTREAM", "message": WITHHELD}}})
-    );
+    let r = json!({"content": [{"type": "text", "text": "a\"b-31415"}], "isError": false});
+    assert_eq!(crate::gate::withhold::scrub_upstream(&vault, r), None);
 }
 
 /// A secret that only the JSON text spells (an escape inside one value)

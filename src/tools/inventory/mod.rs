@@ -3,7 +3,9 @@
 //! region and service, OAuth2 scopes) and binding, and each SSH host's name, user,
 //! command patterns (`null` = any command) and, unless `hide_address`, its address;
 //! `"approve": true` marks what waits for the operator's approver. Never a secret, a
-//! secret's source, an SSH auth method or a key path.
+//! secret's source, an SSH auth method or a key path. Upstream MCP servers: each one's
+//! name, transport (`stdio`, or `http` with its host) and exposed tools, never its
+//! environment, command line or URL beyond the host.
 //!
 //! The call takes no arguments and runs nothing: its "action" is the rendered inventory,
 //! authorized like any other (`Rules<()>`), so it is journaled as intent and result.
@@ -75,8 +77,15 @@ impl Tool for InventoryTool {
         None
     }
 
-    fn run(_: &mut dyn Executor, _: &Policy, action: Authorized<Inventory>, _: &mut RunContext<'_, '_>) -> ToolResult {
-        ToolResult::ok(Scrubbed::from_policy(action.action().0.clone()))
+    /// The policy's part as rendered; with upstreams, each one listed (started if it
+    /// is not running) for the tools it exposes, whose names are the upstream's words.
+    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Inventory>, ctx: &mut RunContext<'_, '_>) -> ToolResult {
+        let mut fields = Scrubbed::from_policy(action.action().0.clone());
+        if !policy.upstreams.is_empty() {
+            let listed = crate::tools::upstream::inventory(policy, executor.upstreams(), ctx.vault());
+            fields.extend(ctx.vault().scrub_fields(json!({"upstreams": listed})));
+        }
+        ToolResult::ok(fields)
     }
 }
 

@@ -177,10 +177,7 @@ impl<T: Transport> Client<T> {
         Ok(client)
     }
 
-    pub(crate) fn info(&self) -> &Initialized {
-        &self.info
-    }
-
+    #[cfg(test)]
     pub(crate) fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -355,6 +352,31 @@ impl<T: Transport> Client<T> {
         }
         self.abandoned.push_back(id);
         let _ = self.notify("notifications/cancelled", Some(json!({"requestId": id, "reason": reason})));
+    }
+
+    /// Reads, without waiting, what the upstream wrote while no request of sp's was
+    /// open: a `notifications/tools/list_changed` is noted, a ping answered, a late
+    /// answer dropped; anything else is handled as during a request (a broken line or
+    /// an answer to no request ends the upstream).
+    pub(crate) fn poll(&mut self) -> Result<(), ClientError> {
+        if self.closed {
+            return Ok(());
+        }
+        let cancel = Cancel::new();
+        loop {
+            let got = match self.transport.recv(Instant::now(), &cancel) {
+                Ok(Recv::Message(v)) => v,
+                Ok(_) => return Ok(()),
+                Err(e) => return Err(self.fail(ClientError::Transport(e))),
+            };
+            match wire::classify(got) {
+                Err(e) => return Err(self.fail(ClientError::Wire(e))),
+                Ok(Inbound::Response { id, .. }) => self.late(id)?,
+                Ok(Inbound::Request { id, method, .. }) => self.answer(id, &method)?,
+                Ok(Inbound::Notification { method, .. }) if method == "notifications/progress" => self.counters.dropped_notifications += 1,
+                Ok(Inbound::Notification { method, .. }) => self.notification(&method),
+            }
+        }
     }
 
     /// Whether the upstream answers a `ping` within [`PING_GRACE`].

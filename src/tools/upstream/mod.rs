@@ -24,10 +24,14 @@
 //! (exposed names). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
+mod check;
 mod client;
 mod http;
 mod names;
+pub(crate) mod replay;
+mod route;
 mod stdio;
+pub(crate) mod tool;
 mod transport;
 mod wire;
 #[cfg(test)]
@@ -39,9 +43,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+pub(crate) use check::{check_summary, inventory};
 pub(crate) use client::ProgressNote;
 use client::{Client, ClientError};
 pub(crate) use names::NameTable;
+pub use route::UpstreamDenial;
+#[cfg(test)]
+pub(crate) use route::authorize;
+pub(crate) use route::{Route, Tables};
 #[cfg(test)]
 use names::MAX_EXPOSED_LEN;
 use stdio::{Launch, StdioTransport};
@@ -69,7 +78,7 @@ pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
 /// Codes (later, in the tool table): `Timeout` is SP_TIMEOUT, `Cancelled` the
 /// cancelled code, the rest SP_UPSTREAM.
 #[derive(Debug, PartialEq)]
-pub(crate) enum UpstreamError {
+pub enum UpstreamError {
     /// No upstream of that name in the policy.
     Unknown { upstream: String },
     /// What the upstream needs is not available yet.
@@ -148,105 +157,6 @@ impl UpstreamError {
     }
 }
 
-/// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum UpstreamDenial {
-    /// No listed upstream exposes this name.
-    UnknownTool { exposed: String },
-    /// The filter does not expose it (checked again: the table is one proof, the policy
-    /// the other).
-    NotAllowed { exposed: String },
-    /// A pinned argument is absent: the upstream's default could be anything.
-    ArgumentMissing { exposed: String, argument: String },
-    /// A pinned argument is not a string.
-    ArgumentNotString { exposed: String, argument: String },
-    /// A pinned argument's value matches none of its globs.
-    ArgumentMismatch { exposed: String, argument: String },
-}
-
-impl fmt::Display for UpstreamDenial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let short = |s: &str| crate::sys::short(s, 64, crate::sys::Ellipsis::Marked);
-        match self {
-            UpstreamDenial::UnknownTool { exposed } => write!(f, "no upstream tool {:?}", short(exposed)),
-            UpstreamDenial::NotAllowed { exposed } => write!(f, "the policy does not expose {exposed}"),
-            UpstreamDenial::ArgumentMissing { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be given", short(argument))
-            }
-            UpstreamDenial::ArgumentNotString { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be a string", short(argument))
-            }
-            UpstreamDenial::ArgumentMismatch { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is not a value the policy allows", short(argument))
-            }
-        }
-    }
-}
-
-impl std::error::Error for UpstreamDenial {}
-
-/// An authorized call: only [`authorize`] builds one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Route {
-    upstream: String,
-    tool: String,
-    exposed: String,
-    approve: bool,
-}
-
-impl Route {
-    pub(crate) fn upstream(&self) -> &str {
-        &self.upstream
-    }
-    /// The upstream's own tool name.
-    pub(crate) fn tool(&self) -> &str {
-        &self.tool
-    }
-    pub(crate) fn exposed(&self) -> &str {
-        &self.exposed
-    }
-    /// `tools.approve` matches: the call waits for the approver.
-    pub(crate) fn needs_approval(&self) -> bool {
-        self.approve
-    }
-}
-
-/// The name tables of the upstreams listed so far, by upstream.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Tables(BTreeMap<String, NameTable>);
-
-impl Tables {
-    /// `(upstream, its own tool name)` of an exposed name.
-    pub(crate) fn resolve<'a>(&'a self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
-        let upstream = names::upstream_of(exposed)?;
-        let tool = self.0.get(upstream)?.tool(exposed)?;
-        Some((upstream, tool))
-    }
-}
-
-/// Decides a call to `exposed` with `args`, touching nothing: the name must be in a
-/// table (a listing made it), the filter must expose the tool, and every pinned
-/// argument must be present, a string, and match one of its globs.
-pub(crate) fn authorize(policy: &BTreeMap<String, Upstream>, tables: &Tables, exposed: &str, args: &Map<String, Value>) -> Result<Route, UpstreamDenial> {
-    let (upstream, tool) = tables.resolve(exposed).ok_or_else(|| UpstreamDenial::UnknownTool { exposed: exposed.to_owned() })?;
-    let Some(u) = policy.get(upstream) else {
-        return Err(UpstreamDenial::UnknownTool { exposed: exposed.to_owned() });
-    };
-    if !u.tools.exposes(tool) {
-        return Err(UpstreamDenial::NotAllowed { exposed: exposed.to_owned() });
-    }
-    for (argument, globs) in u.arguments.get(tool).into_iter().flatten() {
-        let denial = |make: fn(String, String) -> UpstreamDenial| make(exposed.to_owned(), argument.clone());
-        match args.get(argument) {
-            None => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMissing { exposed, argument })),
-            Some(Value::String(s)) if crate::policy::upstreams::any_match(globs, s) => {}
-            Some(Value::String(_)) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMismatch { exposed, argument })),
-            Some(_) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentNotString { exposed, argument })),
-        }
-    }
-    Ok(Route { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: exposed.to_owned(), approve: u.tools.needs_approval(tool) })
-}
-
 /// One exposed tool: its names and the definition the agent sees (`name` is the exposed
 /// name; the upstream's description, schemas, title and annotations, scrubbed of every
 /// secret this session has read).
@@ -261,11 +171,11 @@ pub(crate) struct ExposedTool {
 
 /// A finished call: the checked result as the upstream sent it, NOT yet scrubbed.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct UpstreamCall {
-    pub result: CallResult,
+pub struct UpstreamCall {
+    pub(crate) result: CallResult,
     /// The upstream was (re)started for this call.
-    pub started: bool,
-    pub duration: Duration,
+    pub(crate) started: bool,
+    pub(crate) duration: Duration,
 }
 
 /// What happened to an upstream's process, for the journal (oldest first).
@@ -281,16 +191,21 @@ struct Slot {
     listing: Option<Vec<ExposedTool>>,
     deaths: VecDeque<Instant>,
     starts: u32,
+    /// Its `list_changed` since the last listing was reported ([`Upstreams::take_news`]).
+    announced: bool,
 }
 
 /// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
-pub(crate) struct Upstreams {
+pub struct Upstreams {
     slots: BTreeMap<String, Slot>,
     credentials: BTreeMap<String, Credential>,
     /// `http.ca_file`'s certificates, trusted for https upstreams too.
     roots: Option<Vec<Vec<u8>>>,
     tables: Tables,
     events: Vec<UpstreamEvent>,
+    /// Counts every change of a listing (made, or dropped with its upstream): a list
+    /// built from the listings is current while this has not moved.
+    generation: u64,
 }
 
 impl Upstreams {
@@ -298,11 +213,11 @@ impl Upstreams {
         let slots = policy
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0 }))
+            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false }))
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
-        Upstreams { slots, credentials, roots, tables: Tables::default(), events: Vec::new() }
+        Upstreams { slots, credentials, roots, tables: Tables::default(), events: Vec::new(), generation: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -322,6 +237,42 @@ impl Upstreams {
     /// of each lists again.
     pub(crate) fn list_changed(&self) -> Vec<&str> {
         self.slots.iter().filter(|(_, s)| s.client.as_ref().is_some_and(|c| c.list_changed())).map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// Changes whenever a listing is made or dropped (module docs of `server/`'s list).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The listing of `upstream` as cached (nothing is started or listed).
+    pub(crate) fn cached(&self, upstream: &str) -> Option<&[ExposedTool]> {
+        self.slots.get(upstream)?.listing.as_deref()
+    }
+
+    /// Reads, without waiting, what each running upstream wrote while sp asked nothing
+    /// (a `notifications/tools/list_changed`, a ping); one that broke meanwhile is ended.
+    pub(crate) fn poll(&mut self) {
+        let names: Vec<String> = self.slots.iter().filter(|(_, s)| s.client.is_some()).map(|(n, _)| n.clone()).collect();
+        for name in names {
+            let Some(client) = self.slots.get_mut(&name).and_then(|s| s.client.as_mut()) else { continue };
+            if let Err(e) = client.poll() {
+                let e = client_error(&name, e, Duration::ZERO);
+                self.note_death(&name, &e);
+            }
+        }
+    }
+
+    /// The upstreams that announced `notifications/tools/list_changed` and were not
+    /// reported since their last listing: sp tells its client once for each.
+    pub(crate) fn take_news(&mut self) -> Vec<String> {
+        let mut news = Vec::new();
+        for (name, slot) in &mut self.slots {
+            if !slot.announced && slot.client.as_ref().is_some_and(|c| c.list_changed()) {
+                slot.announced = true;
+                news.push(name.clone());
+            }
+        }
+        news
     }
 
     /// The name tables of the upstreams listed so far: [`authorize`]'s input.
@@ -348,6 +299,7 @@ impl Upstreams {
         let client = slot.client.as_mut().expect("started above");
         if client.take_list_changed() {
             slot.listing = None;
+            slot.announced = false;
         }
         if slot.listing.is_none() {
             let (tools, table) = match list_tools(slot, vault, &cancel) {
@@ -359,6 +311,7 @@ impl Upstreams {
             };
             self.tables.0.insert(upstream.to_owned(), table);
             self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
+            self.generation += 1;
         }
         Ok(())
     }
@@ -388,12 +341,12 @@ impl Upstreams {
         vault: &mut Vault,
     ) -> Result<UpstreamCall, UpstreamError> {
         let started = Instant::now();
-        let name = route.upstream.as_str();
+        let name = route.upstream();
         let fresh = self.ensure_started(name, vault, cancel)?;
         let slot = self.slots.get_mut(name).ok_or_else(|| UpstreamError::Unknown { upstream: name.to_owned() })?;
         let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
         let client = slot.client.as_mut().expect("started above");
-        let answer = client.call_tool(&route.tool, arguments, timeout, cancel, progress);
+        let answer = client.call_tool(route.tool(), arguments, timeout, cancel, progress);
         let result = answer.map_err(|e| client_error(name, e, timeout)).and_then(|r| {
             wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })
         });
@@ -434,6 +387,8 @@ impl Upstreams {
         if slot.client.as_ref().is_some_and(|c| c.is_closed()) {
             slot.client = None;
             slot.listing = None;
+            slot.announced = false;
+            self.generation += 1;
             slot.deaths.push_back(Instant::now());
             log::warn!("{e}");
             self.events.push(UpstreamEvent::Ended { upstream: upstream.to_owned(), why: e.to_string() });

@@ -88,6 +88,7 @@ impl NameTable {
         self.map.get(exposed).map(String::as_str)
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }

@@ -4,6 +4,9 @@ what real published servers do not do, for src/upstream/tests.rs.
 
 Usage: misbehave.py MODE
 
+With RECORD set (a file path, given through the policy's `env`), every line it reads is
+appended to that file as read: the evidence of what reached the upstream.
+
 It answers initialize and tools/list like a normal server (one tool, "act", unless the
 mode changes the listing); the misbehaviour happens on tools/call unless said otherwise.
 Modes:
@@ -115,6 +118,9 @@ def read(timeout=None):
         inbuf.extend(chunk)
     line, _, rest = bytes(inbuf).partition(b"\n")
     inbuf[:] = rest
+    if os.environ.get("RECORD"):
+        with open(os.environ["RECORD"], "ab") as f:
+            f.write(line + b"\n")
     return json.loads(line)
 
 

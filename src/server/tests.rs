@@ -1,0 +1,95 @@
+//! The loop's error codes and counter keys.
+
+use super::*;
+
+#[test]
+fn codes_and_session_policy() {
+    let cases: Vec<(RpcError, i32, bool)> = vec![
+        (RpcError::Frame(FrameError::TooLong { limit: 1 }), -32600, true),
+        (RpcError::Frame(FrameError::InvalidUtf8 { offset: 0 }), -32700, true),
+        (RpcError::Frame(FrameError::EofMidLine { len: 1 }), -32700, true),
+        (RpcError::Json(JsonError::DuplicateKey { key: "a".into() }), -32700, true),
+        (RpcError::Json(JsonError::TooLarge { limit: 1 }), -32600, true),
+        (RpcError::Shape(ShapeError::Batch), -32600, true),
+        (RpcError::Lifecycle(Refusal::MethodNotFound { method: "x".into() }), -32601, false),
+        (RpcError::Lifecycle(Refusal::InvalidParams("x".into())), -32602, false),
+        (RpcError::Lifecycle(Refusal::NotInitialized { method: "x".into() }), -32600, false),
+        (RpcError::Lifecycle(Refusal::IdInFlight { id: Id::Int(7) }), -32600, false),
+        (RpcError::Call(CallError::UnknownTool { name: "x".into() }), -32602, false),
+    ];
+    for (e, code, _) in cases {
+        assert_eq!(e.code(), ErrorCode(code), "{e:?}");
+    }
+}
+
+/// Records every upstream call that reaches the executor; lists through real upstreams
+/// (listing carries no input of the agent) and forwards each recorded call.
+struct Recording {
+    ups: crate::tools::upstream::Upstreams,
+    calls: Vec<String>,
+}
+
+impl Executor for Recording {
+    fn upstream(
+        &mut self,
+        action: &crate::gate::authorize::Authorized<crate::tools::upstream::tool::UpstreamAction>,
+        ctx: &mut crate::gate::exec::RunContext<'_, '_>,
+    ) -> Result<crate::tools::upstream::UpstreamCall, crate::tools::upstream::UpstreamError> {
+        self.calls.push(action.action().route().exposed().to_owned());
+        crate::tools::upstream::tool::call(&mut self.ups, action, ctx)
+    }
+
+    fn upstreams(&mut self) -> Option<&mut crate::tools::upstream::Upstreams> {
+        Some(&mut self.ups)
+    }
+}
+
+/// Through the loop with a recording executor: every refused upstream call (unknown
+/// name, pin refused, arguments not an object, another upstream's prefix) leaves the
+/// executor untouched; the one that passes reaches it once.
+#[test]
+fn rejected_upstream_calls_never_reach_the_executor() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/upstreams/misbehave.py");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"].into_iter().find(|p| std::path::Path::new(p).exists()).unwrap_or("python3");
+    let policy = Policy::from_text(
+        &serde_json::json!({"upstreams": {"m": {
+            "command": [python, script, "ok"],
+            "tools": {"allow": ["*"]},
+            "arguments": {"act": {"path": ["/srv/*"]}}
+        }}})
+        .to_string(),
+        std::path::Path::new("t.json"),
+    )
+    .unwrap();
+    let exec = Recording { ups: crate::tools::upstream::Upstreams::new(&policy), calls: Vec::new() };
+    let mut server = Server::new(&policy, exec, Options { cancel_on_eof: false, ..Options::default() });
+    let call = |id: u32, params: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
+    let input = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        call(1, r#"{"name":"m_act","arguments":{"path":"/etc/passwd"}}"#),
+        call(2, r#"{"name":"m_act","arguments":{"path":"/srv/../etc/passwd"}}"#),
+        call(3, r#"{"name":"m_act","arguments":{}}"#),
+        call(4, r#"{"name":"m_act","arguments":"x"}"#),
+        call(5, r#"{"name":"m_act ","arguments":{"path":"/srv/a"}}"#),
+        call(6, r#"{"name":"m_nope","arguments":{}}"#),
+        call(7, r#"{"name":"q_act","arguments":{"path":"/srv/a"}}"#),
+        call(8, r#"{"name":"m_act","arguments":{"path":"/srv/a"}}"#),
+    ]
+    .join("\n")
+        + "\n";
+    let mut out = crate::mcp::out::ProtocolWriter::new(Vec::new());
+    let exit = server.serve(std::io::Cursor::new(input.into_bytes()), &mut out);
+    assert_eq!(exit, Exit::Eof);
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.into_inner()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let codes: Vec<String> = answers[1..]
+        .iter()
+        .map(|a| match a["result"]["structuredContent"]["error"]["code"].as_str() {
+            Some(code) => code.to_owned(),
+            None if a["error"].is_object() => a["error"]["code"].to_string(),
+            None => "ok".to_owned(),
+        })
+        .collect();
+    assert_eq!(codes, ["SP_DENIED", "SP_DENIED", "SP_DENIED", "-32602", "-32602", "-32602", "-32602", "ok"]);
+    assert_eq!(server.executor().calls, ["m_act"]);
+}

@@ -1,0 +1,164 @@
+//! The loop's part in the upstream MCP servers (`tools/upstream/`, `sp-policy(5)`
+//! UPSTREAMS): their tools in `tools/list`, a called name resolved, their process
+//! events as journal rows, their `notifications/tools/list_changed` passed on.
+//!
+//! ```text
+//!  tools/list ──> poll each running upstream (a list_changed it sent meanwhile)
+//!    ──> list each upstream (started lazily; cached until its list_changed or its death)
+//!    ──> generation moved? ── no ──> the live list as made before
+//!                          └─ yes ─> fixed tools + each upstream's exposed tools ──> LiveList::set
+//!  after each request that touched upstreams:
+//!    events (start, restart, exit) ──> `upstream` journal rows
+//!    generation moved ──> LiveList::clear (the control thread stops answering from it)
+//!    list_changed news ──> notifications/tools/list_changed to the client, once each
+//! ```
+//!
+//! Everything here carries no input of the agent but a tool name whose first part
+//! names a configured upstream: listing it starts nothing else, and no call is sent.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::gate::outcome::Rejection;
+use crate::mcp::session::Era;
+use crate::tools::upstream::{tool::error_code, UpstreamEvent};
+use crate::tools::{self, Executor};
+
+use super::Server;
+
+impl<E: Executor> Server<'_, E> {
+    /// The live `tools/list` result in `era` when it is current: every upstream listed,
+    /// none announcing a change (read without waiting), nothing changed since it was
+    /// made. `None`: [`Server::live_list`] makes it (it may start upstreams).
+    pub(super) fn current_list(&mut self, era: Era) -> Option<Arc<RawValue>> {
+        let live = self.live.clone()?;
+        let ups = self.executor.upstreams()?;
+        ups.poll();
+        let listed = ups.names().all(|n| ups.cached(n).is_some()) && ups.list_changed().is_empty();
+        let current = listed && self.live_generation == Some(ups.generation());
+        let answer = live.get(era).filter(|_| current);
+        self.upstream_aftermath();
+        answer
+    }
+
+    /// The `tools/list` result in `era` for a policy with upstreams: `None` when the
+    /// executor has no upstreams (the fixed list is answered).
+    pub(super) fn live_list(&mut self, era: Era) -> Option<Arc<RawValue>> {
+        let live = self.live.clone()?;
+        let ups = self.executor.upstreams()?;
+        ups.poll();
+        let names: Vec<String> = ups.names().map(str::to_owned).collect();
+        for name in &names {
+            // An upstream that cannot be listed is left out of this answer (its error
+            // is logged, scrubbed); the next tools/list tries again, within the crash
+            // loop's limit.
+            if let Err(e) = ups.list(name, &mut self.vault) {
+                log::warn!("tools/list: {e}");
+            }
+        }
+        let generation = ups.generation();
+        let current = self.live_generation == Some(generation);
+        let answer = match live.get(era).filter(|_| current) {
+            Some(raw) => Some(raw),
+            None => {
+                if !current {
+                    live.clear();
+                }
+                let mut definitions = match tools::definitions() {
+                    Value::Array(d) => d,
+                    other => vec![other],
+                };
+                for name in &names {
+                    definitions.extend(ups.cached(name).unwrap_or_default().iter().map(|t| t.definition.clone()));
+                }
+                self.live_generation = Some(generation);
+                live.set(era, Value::Array(definitions))
+            }
+        };
+        self.upstream_aftermath();
+        answer
+    }
+
+    /// Whether the upstream that may own `name` is listed and announced no change: its
+    /// name table can decide at once, nothing needs to start.
+    pub(super) fn owner_listed(&mut self, name: &str) -> bool {
+        let Some(ups) = self.executor.upstreams() else { return true };
+        let Some(owner) = ups.owner(name) else { return true };
+        ups.cached(owner).is_some() && !ups.list_changed().contains(&owner)
+    }
+
+    /// Before a call of a name a configured upstream may own: that upstream listed
+    /// (started if needed), so the name table can resolve the name. `Err`: the listing
+    /// failed; the call is refused with its code.
+    pub(super) fn list_owner(&mut self, name: &str) -> Result<(), Rejection> {
+        let Some(ups) = self.executor.upstreams() else { return Ok(()) };
+        ups.poll();
+        let Some(owner) = ups.owner(name).map(str::to_owned) else { return Ok(()) };
+        let listed = ups.list(&owner, &mut self.vault).map(drop);
+        self.upstream_aftermath();
+        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: error_code(&e), message: e.to_string() })
+    }
+
+    /// After anything that touched the upstreams: their events journaled, a live list
+    /// made before a change forgotten, and the client told of list changes.
+    pub(super) fn upstream_aftermath(&mut self) {
+        let Some(ups) = self.executor.upstreams() else { return };
+        let events = ups.take_events();
+        let generation = ups.generation();
+        let news = ups.take_news();
+        if self.live_generation.is_some_and(|g| g != generation)
+            && let Some(live) = &self.live
+        {
+            live.clear();
+            self.live_generation = None;
+        }
+        for event in events {
+            let row = match event {
+                UpstreamEvent::Started { upstream, pid, restart } => self
+                    .audit
+                    .row("upstream")
+                    .set("target", upstream)
+                    .set("decision", if restart { "restart" } else { "start" })
+                    .set("reason", format!("process group {pid}")),
+                UpstreamEvent::Ended { upstream, why } => self.audit.row("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
+            };
+            self.journal.record(row);
+        }
+        for upstream in news {
+            log::info!("upstream {upstream}: its tools changed; the client is told");
+            self.list_changes += 1;
+        }
+    }
+
+    /// Sends the client one `notifications/tools/list_changed` for the changes noted
+    /// since the last one.
+    pub(super) fn tell_list_changes<W: std::io::Write + Send>(&mut self, io: &crate::mcp::control::Input<'_, '_, '_, W>) -> std::io::Result<()> {
+        if self.list_changes == 0 {
+            return Ok(());
+        }
+        self.list_changes = 0;
+        io.write(|out| out.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})))
+    }
+
+    /// `work` (listing upstreams, which may start them) with the control thread serving
+    /// the client meanwhile, as during a call (`control.rs`): pings answered, a cancel of
+    /// request `id` noted (`io.cancel_requested`).
+    pub(super) fn not_deaf<W: std::io::Write + Send, T>(&mut self, io: &mut crate::mcp::control::Input<'_, '_, '_, W>, id: &crate::mcp::jsonrpc::Id, work: impl FnOnce(&mut Self) -> T) -> T {
+        let cancel = crate::gate::exec::Cancel::new();
+        let session = std::mem::replace(&mut self.session, crate::mcp::session::Session::AwaitingInit);
+        let (out, session) = io.during(session, id, &cancel, |_| work(self));
+        self.session = session;
+        out
+    }
+
+    /// At the end of the session: every upstream ended (TERM, then KILL after the
+    /// grace), and their `exit` rows written.
+    pub(super) fn end_upstreams(&mut self) {
+        if let Some(ups) = self.executor.upstreams() {
+            ups.shutdown();
+        }
+        self.upstream_aftermath();
+    }
+}

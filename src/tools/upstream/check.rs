@@ -1,0 +1,90 @@
+//! `sp_inventory`'s `upstreams` ([`inventory`]) and `sp check`'s lines about them: what each is (a program or a URL, never its
+//! environment's values or the URL's query and credentials), its filter, its pinned
+//! arguments; with `--probe`, each is started, listed (what it would expose), and stopped.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use super::Upstreams;
+use crate::gate::vault::Vault;
+use crate::policy::upstreams::{Glob, UpstreamTransport};
+use crate::policy::Policy;
+
+/// The `upstreams:` section of `sp check`; `probe` starts each upstream. `Err`: a probe
+/// failed (the text says which, and why).
+pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Result<String, String> {
+    let globs = |g: &[Glob]| g.iter().map(Glob::as_str).collect::<Vec<_>>().join(",");
+    let mut s = format!("upstreams: {}\n", policy.upstreams.len());
+    for u in policy.upstreams.values() {
+        let what = match &u.transport {
+            UpstreamTransport::Stdio { command, env, .. } => {
+                let names: Vec<&str> = env.keys().map(String::as_str).collect();
+                format!("stdio {} (env: {})", command.first().map_or("", String::as_str), if names.is_empty() { "none".into() } else { names.join(",") })
+            }
+            UpstreamTransport::Http { url, credential } => {
+                let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+                let cred = credential.as_deref().map(|c| format!(", credential {c}")).unwrap_or_default();
+                format!("{}://{}{port}{}{cred}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
+            }
+        };
+        let _ = writeln!(s, "  {}: {what}", u.name);
+        let _ = writeln!(s, "    tools: allow {} deny {} approve {}", globs(&u.tools.allow), or_none(globs(&u.tools.deny)), or_none(globs(&u.tools.approve)));
+        for (tool, args) in &u.arguments {
+            let pins: Vec<String> = args.iter().map(|(a, g)| format!("{a}={}", globs(g))).collect();
+            let _ = writeln!(s, "    arguments of {tool}: {}", pins.join(" "));
+        }
+        let _ = writeln!(s, "    timeout {}s, start-up {}s, max output {} bytes", u.timeout.as_secs(), u.startup_timeout.as_secs(), u.max_output_bytes);
+    }
+    if !probe {
+        return Ok(s);
+    }
+    let mut ups = Upstreams::new(policy);
+    let mut vault = Vault::for_policy(policy);
+    let mut failed = Vec::new();
+    let names: Vec<String> = ups.names().map(str::to_owned).collect();
+    for name in names {
+        match ups.list(&name, &mut vault) {
+            Ok(tools) => {
+                let exposed: Vec<&str> = tools.iter().map(|t| t.exposed.as_str()).collect();
+                let approve = tools.iter().filter(|t| t.approve).count();
+                let _ = writeln!(s, "  probe {name}: {} tool(s) exposed ({approve} wait for approval): {}", exposed.len(), or_none(exposed.join(" ")));
+            }
+            Err(e) => {
+                let _ = writeln!(s, "  probe {name}: FAILED: {e}");
+                failed.push(name);
+            }
+        }
+    }
+    ups.shutdown();
+    if failed.is_empty() { Ok(s) } else { Err(s) }
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() { "none".into() } else { s }
+}
+
+/// `sp_inventory`'s `upstreams`: each upstream's name, transport (`stdio`, or `http` and
+/// its host), and the tools it exposes (listed now if need be) with their approval
+/// flag, or the listing's error. Never its environment, command line or URL beyond the
+/// host. The upstream's tool names are outside text: the caller scrubs the whole.
+pub(crate) fn inventory(policy: &Policy, mut ups: Option<&mut Upstreams>, vault: &mut Vault) -> Value {
+    let mut out = Vec::new();
+    for u in policy.upstreams.values() {
+        let mut v = json!({"name": u.name});
+        match &u.transport {
+            UpstreamTransport::Stdio { .. } => v["transport"] = json!("stdio"),
+            UpstreamTransport::Http { url, .. } => {
+                v["transport"] = json!("http");
+                v["host"] = json!(url.host_str().unwrap_or_default());
+            }
+        }
+        match ups.as_deref_mut().map(|ups| ups.list(&u.name, vault)) {
+            Some(Ok(tools)) => v["tools"] = tools.iter().map(|t| json!({"name": t.exposed, "approve": t.approve})).collect(),
+            Some(Err(e)) => v["error"] = json!(e.to_string()),
+            None => v["error"] = json!("not available in this session"),
+        }
+        out.push(v);
+    }
+    Value::Array(out)
+}

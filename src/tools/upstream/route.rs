@@ -1,0 +1,126 @@
+//! A call's route: the pure decision whether an exposed name may be called with these
+//! arguments ([`authorize`]: the name table, the filter, the argument pins), and the
+//! [`Route`] it makes, which is all `Upstreams::call` takes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use super::names::{self, NameTable};
+use crate::policy::upstreams::Upstream;
+
+/// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamDenial {
+    /// No listed upstream exposes this name.
+    UnknownTool { exposed: String },
+    /// The filter does not expose it (checked again: the table is one proof, the policy
+    /// the other).
+    NotAllowed { exposed: String },
+    /// A pinned argument is absent: the upstream's default could be anything.
+    ArgumentMissing { exposed: String, argument: String },
+    /// A pinned argument is not a string.
+    ArgumentNotString { exposed: String, argument: String },
+    /// A pinned argument's value matches none of its globs.
+    ArgumentMismatch { exposed: String, argument: String },
+}
+
+impl fmt::Display for UpstreamDenial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = |s: &str| crate::sys::short(s, 64, crate::sys::Ellipsis::Marked);
+        match self {
+            UpstreamDenial::UnknownTool { exposed } => write!(f, "no upstream tool {:?}", short(exposed)),
+            UpstreamDenial::NotAllowed { exposed } => write!(f, "the policy does not expose {exposed}"),
+            UpstreamDenial::ArgumentMissing { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be given", short(argument))
+            }
+            UpstreamDenial::ArgumentNotString { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be a string", short(argument))
+            }
+            UpstreamDenial::ArgumentMismatch { exposed, argument } => {
+                write!(f, "{exposed}: argument {:?} is not a value the policy allows", short(argument))
+            }
+        }
+    }
+}
+
+impl std::error::Error for UpstreamDenial {}
+
+/// An authorized call: only [`authorize`] builds one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    upstream: String,
+    tool: String,
+    exposed: String,
+    approve: bool,
+}
+
+impl Route {
+    pub(crate) fn upstream(&self) -> &str {
+        &self.upstream
+    }
+    /// The upstream's own tool name.
+    pub(crate) fn tool(&self) -> &str {
+        &self.tool
+    }
+    pub(crate) fn exposed(&self) -> &str {
+        &self.exposed
+    }
+    /// `tools.approve` matches: the call waits for the approver.
+    pub(crate) fn needs_approval(&self) -> bool {
+        self.approve
+    }
+}
+
+/// The name tables of the upstreams listed so far, by upstream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tables(pub(super) BTreeMap<String, NameTable>);
+
+impl Tables {
+    /// `(upstream, its own tool name)` of an exposed name.
+    pub(crate) fn resolve<'a>(&'a self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+        let upstream = names::upstream_of(exposed)?;
+        let tool = self.0.get(upstream)?.tool(exposed)?;
+        Some((upstream, tool))
+    }
+}
+
+/// Decides a call to `exposed` with `args`, touching nothing: the name must be in a
+/// table (a listing made it), the filter must expose the tool, and every pinned
+/// argument must be present, a string, and match one of its globs.
+#[cfg(test)]
+pub(crate) fn authorize(policy: &BTreeMap<String, Upstream>, tables: &Tables, exposed: &str, args: &Map<String, Value>) -> Result<Route, UpstreamDenial> {
+    let (upstream, tool) = tables.resolve(exposed).ok_or_else(|| UpstreamDenial::UnknownTool { exposed: exposed.to_owned() })?;
+    authorize_resolved(policy, upstream, tool, exposed, args)
+}
+
+/// [`authorize`] of a name already resolved in a table (the tool table's parse did it).
+pub(crate) fn authorize_resolved(
+    policy: &BTreeMap<String, Upstream>,
+    upstream: &str,
+    tool: &str,
+    exposed: &str,
+    args: &Map<String, Value>,
+) -> Result<Route, UpstreamDenial> {
+    if names::upstream_of(exposed) != Some(upstream) {
+        return Err(UpstreamDenial::UnknownTool { exposed: exposed.to_owned() });
+    }
+    let Some(u) = policy.get(upstream) else {
+        return Err(UpstreamDenial::UnknownTool { exposed: exposed.to_owned() });
+    };
+    if !u.tools.exposes(tool) {
+        return Err(UpstreamDenial::NotAllowed { exposed: exposed.to_owned() });
+    }
+    for (argument, globs) in u.arguments.get(tool).into_iter().flatten() {
+        let denial = |make: fn(String, String) -> UpstreamDenial| make(exposed.to_owned(), argument.clone());
+        match args.get(argument) {
+            None => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMissing { exposed, argument })),
+            Some(Value::String(s)) if crate::policy::upstreams::any_match(globs, s) => {}
+            Some(Value::String(_)) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMismatch { exposed, argument })),
+            Some(_) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentNotString { exposed, argument })),
+        }
+    }
+    Ok(Route { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: exposed.to_owned(), approve: u.tools.needs_approval(tool) })
+}
+
