@@ -85,8 +85,8 @@ const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 pub(crate) fn check_summary(policy: &Policy) -> String {
     let p = &policy.approval;
     let list = |names: Vec<&String>| if names.is_empty() { "none".to_owned() } else { names.into_iter().cloned().collect::<Vec<_>>().join(",") };
-    let credentials = policy.credentials.values().filter(|c| c.approve).map(|c| &c.name).collect();
-    let ssh_hosts = policy.ssh.hosts.values().filter(|h| h.approve).map(|h| &h.name).collect();
+    let credentials = policy.credentials.values().filter(|c| c.approve.needed()).map(|c| &c.name).collect();
+    let ssh_hosts = policy.ssh.hosts.values().filter(|h| h.approve.needed()).map(|h| &h.name).collect();
     let command = p.command.as_ref().map_or("none".to_owned(), |c| match crate::sys::check_program(std::path::Path::new(&c[0])) {
         Ok(()) => c[0].clone(),
         // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.

@@ -121,7 +121,7 @@ fn render(policy: &Policy) -> Value {
                 v["methods"] = json!(m.iter().map(|m| m.as_str()).collect::<Vec<_>>());
             }
             // The agent learns which calls wait for a human's approval.
-            if c.approve {
+            if c.approve.needed() {
                 v["approve"] = json!(true);
             }
             v
@@ -138,7 +138,7 @@ fn render(policy: &Policy) -> Value {
                 v["address"] = json!(h.address);
                 v["port"] = json!(h.port);
             }
-            if h.approve {
+            if h.approve.needed() {
                 v["approve"] = json!(true);
             }
             v
