@@ -446,7 +446,7 @@ mod tests {
             (json!({"approval": {"command": ["/a"], "grants": {"path": "/state/"}}}), "approval.grants.path", "must be an absolute path to a file"),
             (json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}), "approval.grants.once_max_s", "unknown field (expected one of: exact_max_s, session_max_s, path)"),
             (json!({"approval": {"command": ["/a"], "grants": []}}), "approval.grants", "must be an object"),
-            (json!({"approval": {}}), "approval.command", "is required"),
+            (json!({"approval": {}}), "approval.command", "is required (or \"via\": [\"elicitation\"])"),
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true, false or \"command\""),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
