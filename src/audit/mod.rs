@@ -39,7 +39,9 @@
 //! (HTTP: method and `scheme://host[:port]/path`, never the query; SSH: host name and
 //! command), `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name),
 //! `status` (HTTP), `exit_status` (SSH), `bytes_in` (malformed frames), `bytes_out`,
-//! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `prev`, `hash`.
+//! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `channel` (an approval
+//! row: `command` or `elicitation`), `grant` (the id of the grant made or used), `prev`,
+//! `hash`.
 //! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes. Those two fields can
 //! quote outside text (the agent's URL or command, a peer's error), so they alone are
 //! scrubbed of every secret read in this process ([`OUTSIDE_TEXT`], `Row`'s own slot);

@@ -189,6 +189,8 @@ pub struct Progress<'a> {
 
 impl<'a> Progress<'a> {
     pub const INTERVAL: Duration = Duration::from_secs(1);
+    /// While a call waits for approval: well inside the 10 s hosts are promised.
+    pub const WAIT_INTERVAL: Duration = Duration::from_secs(5);
 
     pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(&Value)) -> Progress<'a> {
         Progress { cancel: Cancel::new(), token, sink: Some(sink), started: Instant::now(), last: None, sent: 0 }
@@ -235,6 +237,28 @@ impl<'a> Progress<'a> {
                 "progress": secs.max(self.sent),
                 "message": format!("running for {secs} s, {output_bytes} bytes of output so far")
             }
+        }));
+    }
+
+    /// Called often while the call waits for approval; sends a notification when
+    /// [`Progress::WAIT_INTERVAL`] has passed since the start or the previous one, with
+    /// `message` (sp's own words: who is asked). Hosts that reset their request timeout
+    /// on progress (TypeScript SDK `resetTimeoutOnProgress`) keep waiting (sp(1),
+    /// APPROVAL). The same count as [`Progress::tick`], so `progress` keeps increasing
+    /// when the run starts.
+    pub fn waiting(&mut self, message: &str) {
+        let (Some(token), Some(sink)) = (&self.token, self.sink.as_mut()) else { return };
+        let now = Instant::now();
+        if now.duration_since(self.last.unwrap_or(self.started)) < Self::WAIT_INTERVAL {
+            return;
+        }
+        self.last = Some(now);
+        self.sent += 1;
+        let secs = now.duration_since(self.started).as_secs();
+        sink(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": secs.max(self.sent), "message": format!("{message} ({secs} s so far)")}
         }));
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::fields::{err, flag, int, list, object, string, Check};
+use super::fields::{err, int, list, object, string, Check};
 use super::http::{hosts, is_hop_header, is_routing_header, is_token, methods, paths, HostPattern, Method, PathPattern};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

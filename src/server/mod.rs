@@ -40,8 +40,9 @@ use crate::mcp::session::{Era, Refusal, Session, Step};
 use crate::policy::Policy;
 use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
+mod elicit;
 mod journal;
-use journal::Journaling;
+use journal::{Halt, Journaling};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -206,6 +207,14 @@ pub struct Server<'p, E> {
     pub journal: crate::audit::Journal,
     /// What the journal rows for the current request carry.
     audit: crate::audit::Context,
+    /// Approval grants (`approve/grants.rs`), when the operator allows any.
+    grants: Option<crate::approve::grants::Grants>,
+    /// Seals a 2026-07-28 call's `requestState` (`approve/elicit.rs`).
+    state_key: crate::approve::elicit::StateKey,
+    /// The client's `initialize` capabilities (handshake eras).
+    client_caps: Option<Value>,
+    /// The current 2026-07-28 call's MRTR members, taken out of its params.
+    retry: crate::approve::elicit::Retry,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
@@ -219,7 +228,17 @@ impl<'p, E: Executor> Server<'p, E> {
             stats: Stats::default(),
             journal: crate::audit::Journal::off(),
             audit: crate::audit::Context::default(),
+            grants: None,
+            state_key: crate::approve::elicit::StateKey::new(),
+            client_caps: None,
+            retry: Default::default(),
         }
+    }
+
+    /// Finds and keeps approval grants in `grants` (`sp mcp`: when the policy allows any).
+    pub(crate) fn with_grants(mut self, grants: Option<crate::approve::grants::Grants>) -> Self {
+        self.grants = grants;
+        self
     }
 
     /// Journals every decision to `journal`.
@@ -361,7 +380,7 @@ impl<'p, E: Executor> Server<'p, E> {
     /// Is anybody told about requests: the journal, or the approver (which also gets
     /// the request's fingerprint, tool and target)?
     fn audited(&self) -> bool {
-        self.journal.is_on() || self.policy.approval.command.is_some()
+        self.journal.is_on() || self.policy.approval.command.is_some() || self.policy.approval.via.contains(&crate::policy::approval::Via::Elicitation)
     }
 
     fn reject(&mut self, reason: &'static str) {
@@ -380,7 +399,22 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
-    fn message<W: Write + Send>(&mut self, message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
+    fn message<W: Write + Send>(&mut self, mut message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
+        // A call's MRTR members (2026-07-28) are the answer to sp's own question, not
+        // part of the call: out before the fingerprint, so the retry has the first call's.
+        self.retry = Default::default();
+        let mut caps = None;
+        if let Message::Request { method, params: Some(Value::Object(p)), .. } = &mut message {
+            match method.as_str() {
+                "tools/call" => {
+                    self.retry.input_responses = p.remove("inputResponses");
+                    self.retry.request_state = p.remove("requestState");
+                    self.retry.capabilities = p.get("_meta").and_then(|m| m.get(crate::mcp::session::META_CLIENT_CAPABILITIES)).cloned();
+                }
+                "initialize" => caps = p.get("capabilities").cloned(),
+                _ => {}
+            }
+        }
         // Every row written for this request, and the approver, get its fingerprint
         // (not computed when neither exists: it is a canonical JSON and a hash).
         if let Message::Request { method, params, .. } = &message {
@@ -389,6 +423,9 @@ impl<'p, E: Executor> Server<'p, E> {
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let (next, step) = session.handle(&message);
+        if matches!((&self.session, &next), (Session::AwaitingInit, Session::Initializing { .. })) {
+            self.client_caps = caps;
+        }
         self.session = next;
         let (id, params) = match message {
             Message::Notification { method, .. } => {
@@ -405,7 +442,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Answer(response), refused, Era::Handshake)
             }
-            Step::CallTool(era) => match self.call_tool(&id, params, io) {
+            Step::CallTool(era) => match self.call_tool(&id, params, era, io) {
                 Some((response, refused)) => (response, refused, era),
                 // Cancelled: never answered.
                 None => return io.gone.then_some(Exit::ClientGone),
@@ -415,6 +452,7 @@ impl<'p, E: Executor> Server<'p, E> {
             // Stamped already for 2026-07-28.
             Outgoing::List(id) => out.send_typed(&tools::LIST.answer(id, era)),
             Outgoing::Answer(a) => out.send_typed(&Response::new(id.to_value(), a, era)),
+            Outgoing::Message(m) => out.send(&m),
         });
         if sent.is_err() {
             return Some(Exit::ClientGone);
@@ -440,7 +478,7 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
     /// `None`: the client cancelled the call; it gets no answer.
-    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
+    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, era: Era, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
         let request = match tools::call_request(params) {
             Ok(r) => r,
             Err(e) => {
@@ -469,8 +507,13 @@ impl<'p, E: Executor> Server<'p, E> {
         let cancel = Cancel::new();
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
-        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
+        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, era, &cancel, notes));
         self.session = session;
+        let ran = match ran {
+            Err(Halt::Input(params)) => return Some((Outgoing::Message(self.input_required(id, params)), false)),
+            Err(Halt::Refuse(r)) => Err(r),
+            Ok(done) => Ok(done),
+        };
         // After `notifications/cancelled` nothing more is sent for the call, whatever it
         // ended with; after EOF (or a client that went away) a call that was not
         // interrupted is still answered, best effort.
@@ -508,23 +551,53 @@ impl<'p, E: Executor> Server<'p, E> {
         Some((Outgoing::Answer(Answer::Call(result.into_call())), false))
     }
 
+    /// The answer to a 2026-07-28 call that needs its user's approval first (MRTR,
+    /// `approve/elicit.rs`): `input_required` with sp's form and a sealed `requestState`.
+    fn input_required(&mut self, id: &Id, params: Value) -> Value {
+        let fp = self.audit.request_fp.clone().unwrap_or_default();
+        let state = self.state_key.seal(&fp, crate::approve::grants::now(), self.policy.approval.timeout.as_secs());
+        log::info!("approval asked of the client: answered input_required");
+        let mut inputs = serde_json::Map::new();
+        inputs.insert(crate::approve::elicit::INPUT_KEY.into(), serde_json::json!({"method": "elicitation/create", "params": params}));
+        let result = serde_json::json!({"inputRequests": inputs, "requestState": state});
+        let mut message = crate::mcp::model::era_response(id.to_value(), result, Era::Stateless);
+        message["result"]["resultType"] = Value::from("input_required");
+        message
+    }
+
     /// Approval, intent row, run: the part of a call that may block.
     fn gated_run(
         &mut self,
         action: Action,
         progress_token: Option<Value>,
+        era: Era,
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
-    ) -> Result<(&'static str, ToolResult), Rejection> {
-        // The approver for approve-flagged actions, then the intent row, durable before
-        // anything runs; if it cannot be written, nothing runs.
-        self.audit_gate(&action, cancel)?;
-        let tool = action.name();
+    ) -> Result<(&'static str, ToolResult), Halt> {
         // The run gets only this: progress notifications for this call's token (written
         // at once, none once the call is cancelled, `control.rs`), the cancel to
-        // observe, the Vault, and the journal as an event sink.
+        // observe, the Vault, and the journal as an event sink. Progress starts here:
+        // a wait for approval sends it too.
         let mut send = |note: &Value| notes.note(note);
         let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
+        // The approval for approve-flagged actions, then the intent row, durable before
+        // anything runs; if it cannot be written, nothing runs.
+        let mut live;
+        let mut stateless;
+        let elicitor: &mut dyn crate::approve::elicit::Elicitor = match era {
+            Era::Handshake => {
+                live = elicit::Live { notes, capable: elicit::Live::capable(self.session.version(), self.client_caps.as_ref()) };
+                &mut live
+            }
+            Era::Stateless => {
+                let fp = self.audit.request_fp.clone().unwrap_or_default();
+                stateless = crate::approve::elicit::Stateless { key: &self.state_key, retry: std::mem::take(&mut self.retry), fp };
+                &mut stateless
+            }
+        };
+        let mut asking = crate::approve::Asking { cancel, progress: &mut progress, elicitor, grants: self.grants.as_ref() };
+        journal::audit_gate(self.policy, &mut self.journal, &mut self.audit, &action, &mut asking)?;
+        let tool = action.name();
         let mut output = Journaling { journal: &mut self.journal, audit: &mut self.audit };
         let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output);
         Ok((tool, action.run(&mut self.executor, self.policy, &mut ctx)))
@@ -540,6 +613,8 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 /// An answer as it is sent: typed (`mcp::model::Response`), or the cached `tools/list`.
 enum Outgoing {
     Answer(Answer),
+    /// A message built whole (2026-07-28 `input_required`).
+    Message(Value),
     /// `tools/list`, to this id (`tools::LIST`).
     List(Value),
 }
