@@ -422,8 +422,9 @@ impl<'p, E: Executor> Server<'p, E> {
             self.audit = crate::audit::Context { request_fp, ..Default::default() };
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
+        let was_waiting = session == Session::AwaitingInit;
         let (next, step) = session.handle(&message);
-        if matches!((&self.session, &next), (Session::AwaitingInit, Session::Initializing { .. })) {
+        if was_waiting && matches!(next, Session::Initializing { .. }) {
             self.client_caps = caps;
         }
         self.session = next;
@@ -505,9 +506,11 @@ impl<'p, E: Executor> Server<'p, E> {
         // The approval wait and the run go on while the control thread answers pings
         // and watches for a cancel (`control.rs`).
         let cancel = Cancel::new();
+        // Whether this client can be asked through elicitation in the handshake eras.
+        let elicits = elicit::Live::capable(self.session.version(), self.client_caps.as_ref());
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
-        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, era, &cancel, notes));
+        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, (era, elicits), &cancel, notes));
         self.session = session;
         let ran = match ran {
             Err(Halt::Input(params)) => return Some((Outgoing::Message(self.input_required(id, params)), false)),
@@ -570,7 +573,7 @@ impl<'p, E: Executor> Server<'p, E> {
         &mut self,
         action: Action,
         progress_token: Option<Value>,
-        era: Era,
+        (era, elicits): (Era, bool),
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
     ) -> Result<(&'static str, ToolResult), Halt> {
@@ -586,7 +589,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let mut stateless;
         let elicitor: &mut dyn crate::approve::elicit::Elicitor = match era {
             Era::Handshake => {
-                live = elicit::Live { notes, capable: elicit::Live::capable(self.session.version(), self.client_caps.as_ref()) };
+                live = elicit::Live { notes, capable: elicits };
                 &mut live
             }
             Era::Stateless => {
