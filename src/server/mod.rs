@@ -262,7 +262,7 @@ impl<'p, E: Executor> Server<'p, E> {
     /// (`signals::install`); in-memory input needs no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
         let o = &self.options;
-        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, &tools::LIST);
+        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, tools::list_for(self.policy));
         // The `Input`'s drop ends the control thread before the scope joins it.
         std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)))
     }
@@ -451,7 +451,7 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let sent = io.write(|out| match response {
             // Stamped already for 2026-07-28.
-            Outgoing::List(id) => out.send_typed(&tools::LIST.answer(id, era)),
+            Outgoing::List(id) => out.send_typed(&tools::list_for(self.policy).answer(id, era)),
             Outgoing::Answer(a) => out.send_typed(&Response::new(id.to_value(), a, era)),
             Outgoing::Message(m) => out.send(&m),
         });
@@ -618,7 +618,7 @@ enum Outgoing {
     Answer(Answer),
     /// A message built whole (2026-07-28 `input_required`).
     Message(Value),
-    /// `tools/list`, to this id (`tools::LIST`).
+    /// `tools/list`, to this id (`tools::list_for`).
     List(Value),
 }
 

@@ -238,6 +238,7 @@ macro_rules! table {
 
 table! {
     Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
+    HttpGet(http::get::HttpGet, HttpAction, HttpDenial) => http::get::HttpGetTool;
     Inventory((), Inventory, Infallible) => inventory::InventoryTool;
     Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
 }
@@ -256,7 +257,19 @@ impl Denial {
 
 /// `tools/list`, answered by the loop and by the control thread during a call: the
 /// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
+/// [`LIST`] lists every kind; [`LIST_NO_GET`] leaves out `http_get` for a policy that
+/// allows no GET or HEAD ([`list_for`]).
 pub(crate) static LIST: ToolList = ToolList::new(definitions);
+pub(crate) static LIST_NO_GET: ToolList = ToolList::new(|| {
+    let Value::Array(all) = definitions() else { return Value::Array(Vec::new()) };
+    Value::Array(all.into_iter().filter(|d| d["name"] != http::get::HTTP_GET).collect())
+});
+
+/// The `tools/list` a session under `policy` answers: `http_get` only when the policy
+/// allows GET or HEAD somewhere (`http::get::listed`).
+pub(crate) fn list_for(policy: &Policy) -> &'static ToolList {
+    if http::get::listed(policy) { &LIST } else { &LIST_NO_GET }
+}
 
 /// Whether `name` is one of the table's tools (the journal's `tool` holds only these,
 /// never an agent's string).

@@ -8,6 +8,7 @@ pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod coding;
 pub(crate) mod exec;
+pub(crate) mod get;
 pub(crate) mod result;
 pub(crate) mod run;
 pub(crate) mod url;
