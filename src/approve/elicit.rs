@@ -114,7 +114,7 @@ pub(crate) fn offers(grants: &GrantsPolicy) -> Vec<Offer> {
 }
 
 fn minutes(s: u64) -> String {
-    if s % 60 == 0 { format!("{} min", s / 60) } else { format!("{s} s") }
+    if s.is_multiple_of(60) { format!("{} min", s / 60) } else { format!("{s} s") }
 }
 
 /// The `elicitation/create` params for the action `description` (`approve::describe`:
@@ -187,7 +187,8 @@ pub(crate) fn read_answer(result: &Value, offers: &[Offer]) -> Reply {
         _ => return Reply::Malformed("action is not accept, decline or cancel"),
     }
     let Some(Value::Object(content)) = m.get("content") else { unreachable!("matched above") };
-    if content.keys().any(|k| k != FIELD_APPROVE && !(k == FIELD_GRANT && !offers.is_empty())) {
+    let asked = |k: &str| k == FIELD_APPROVE || (k == FIELD_GRANT && !offers.is_empty());
+    if content.keys().any(|k| !asked(k)) {
         return Reply::Malformed("content has a field the form did not ask for");
     }
     match content.get(FIELD_APPROVE) {

@@ -81,29 +81,6 @@ impl fmt::Display for ToolCode {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The codes sp(1) documents under "Tool results" are exactly this table.
-    #[test]
-    fn the_table_is_the_documented_list() {
-        let page = include_str!("../../man/sp.1");
-        let start = page.find(".SS Tool results").expect("sp(1) has Tool results");
-        let rest = &page[start + 1..];
-        let section = &rest[..rest.find("\n.SS ").or_else(|| rest.find("\n.SH ")).unwrap_or(rest.len())];
-        let mut documented: Vec<&str> =
-            section.split(".TP\n.B ").skip(1).filter_map(|s| s.lines().next()).filter(|w| w.starts_with("SP_")).collect();
-        documented.sort_unstable();
-        let mut ours: Vec<&str> = ToolCode::ALL.iter().map(|c| c.as_str()).collect();
-        ours.sort_unstable();
-        assert_eq!(documented, ours);
-        for c in ToolCode::ALL {
-            assert_eq!(c.to_string(), c.as_str());
-        }
-    }
-}
-
 /// A tool's `outputSchema` (MCP 2025-06-18 "Structured content"): its result's
 /// `properties`, of which a success has every one of `required`; or a refusal's
 /// `{"error": {"code", "message"}}`, which may come with some of the result's fields
@@ -126,4 +103,27 @@ pub(crate) fn result_schema(mut properties: serde_json::Map<String, serde_json::
         "additionalProperties": false,
         "anyOf": [{"required": required}, {"required": ["error"]}]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes sp(1) documents under "Tool results" are exactly this table.
+    #[test]
+    fn the_table_is_the_documented_list() {
+        let page = include_str!("../../man/sp.1");
+        let start = page.find(".SS Tool results").expect("sp(1) has Tool results");
+        let rest = &page[start + 1..];
+        let section = &rest[..rest.find("\n.SS ").or_else(|| rest.find("\n.SH ")).unwrap_or(rest.len())];
+        let mut documented: Vec<&str> =
+            section.split(".TP\n.B ").skip(1).filter_map(|s| s.lines().next()).filter(|w| w.starts_with("SP_")).collect();
+        documented.sort_unstable();
+        let mut ours: Vec<&str> = ToolCode::ALL.iter().map(|c| c.as_str()).collect();
+        ours.sort_unstable();
+        assert_eq!(documented, ours);
+        for c in ToolCode::ALL {
+            assert_eq!(c.to_string(), c.as_str());
+        }
+    }
 }
