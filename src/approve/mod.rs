@@ -1,15 +1,21 @@
-//! Out-of-band approval (issue #5): a human's yes, asked by a program the operator
-//! chose, for each call that uses an approve-flagged credential or SSH host.
+//! Approval: a human's yes for each call that uses an approve-flagged credential or SSH
+//! host, asked through the channels the operator lists in `approval.via`: a program the
+//! operator chose (the approver command), and MCP elicitation (`elicit.rs`).
 //!
 //! ```text
-//!  Ask (or none) ─────── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
-//!                          │yes
-//!                          ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
-//!                          └─ mode enforce ─> approver(argv, stdin = description)
-//!                                │ exit 0 ──────────> approval "approved" ─> intent "approved" ─> execute
-//!                                │ exit ≠ 0 ────────> approval "refused"  ─┐
-//!                                │ timeout ─────────> approval "timeout"  ─┼─> SP_NOT_APPROVED, nothing runs
-//!                                └ signal / no start > approval "failed"  ─┘
+//!  Ask (or none) ─── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
+//!                      │yes
+//!                      ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
+//!                      └─ mode enforce ─> a live grant (grants.rs)? ─yes─> approval "granted" ─> run
+//!                           │ no: each channel of via in turn (only "command" when the
+//!                           │     subject's approve is "command")
+//!                           ├─ elicitation: no capability / error answer / no answer in time ─> next channel
+//!                           │    accept+approve ─> "approved"     decline ─> "declined"
+//!                           │    cancel ─> "dismissed"            2026-07-28 first call ─> "asked" (input_required)
+//!                           └─ command: approver(argv, stdin = description)
+//!                                exit 0 ─> "approved" (+ a grant from its last stdout line)
+//!                                exit ≠ 0 ─> "refused"   timeout ─> "timeout"   signal / no start ─> "failed"
+//!  "approved" ─> intent "approved" ─> execute; the rest: SP_NOT_APPROVED (or SP_CANCELLED), nothing runs
 //! ```
 //!
 //! Before it runs, `argv[0]` must be a regular file (links followed) owned by root or
@@ -38,16 +44,20 @@
 //! Its stdout and stderr are its own pipes, read by `sp` and logged at info level on
 //! stderr (at most 16 KiB each); they never reach the protocol stream.
 //! Exit 0 is yes; any other exit, death by a signal, failure to start, or no answer
-//! within `approval.timeout_s` (the whole process group is then killed) is no. Each
-//! approval covers one call. The decision, the approver's exit status and the time
-//! taken are journaled before anything runs.
+//! within `approval.timeout_s` (the whole process group is then killed) is no. A yes
+//! covers one call unless it asks for a grant the policy allows (`grants.rs`). The
+//! decision, the channel, the approver's exit status, the grant and the time taken are
+//! journaled before anything runs. While it waits the call sends progress (when the
+//! client gave a token), so a client that resets its timeout on progress keeps waiting.
 //!
-//! MCP elicitation is not approval: the client could answer it itself, so the model's
-//! side would be approving its own action.
+//! An elicitation is answered by the MCP client, which runs the model: the operator
+//! opts in per policy (`via`) and keeps chosen subjects on the command
+//! (`"approve": "command"`); a grant an elicitation made never covers those.
 //!
 //! Policy (parsed in `policy/approval.rs`): `"mode": "enforce" | "observe"`,
-//! `"approval": {"command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120}`, and
-//! `"approve": true`, an ordinary field of a credential or an SSH host.
+//! `"approval": {"via": [...], "command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120,
+//! "grants": {...}}`, and `"approve": true | "command"`, an ordinary field of a
+//! credential or an SSH host.
 
 pub(crate) mod elicit;
 pub(crate) mod grants;
@@ -89,16 +99,25 @@ const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 /// `sp check`'s lines.
 pub(crate) fn check_summary(policy: &Policy) -> String {
     let p = &policy.approval;
-    let list = |names: Vec<&String>| if names.is_empty() { "none".to_owned() } else { names.into_iter().cloned().collect::<Vec<_>>().join(",") };
-    let credentials = policy.credentials.values().filter(|c| c.approve.needed()).map(|c| &c.name).collect();
-    let ssh_hosts = policy.ssh.hosts.values().filter(|h| h.approve.needed()).map(|h| &h.name).collect();
+    let list = |names: Vec<String>| if names.is_empty() { "none".to_owned() } else { names.join(",") };
+    // A subject that requires the command says so: `name (command only)`.
+    let named = |name: &String, a: crate::policy::approval::Approve| match a {
+        crate::policy::approval::Approve::Command => format!("{name} (command only)"),
+        _ => name.clone(),
+    };
+    let credentials: Vec<String> = policy.credentials.values().filter(|c| c.approve.needed()).map(|c| named(&c.name, c.approve)).collect();
+    let ssh_hosts: Vec<String> = policy.ssh.hosts.values().filter(|h| h.approve.needed()).map(|h| named(&h.name, h.approve)).collect();
+    let via = match p.via.as_slice() {
+        [Via::Command] => String::new(),
+        list => format!(", via {}", list.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(" then ")),
+    };
     let command = p.command.as_ref().map_or("none".to_owned(), |c| match crate::sys::check_program(std::path::Path::new(&c[0])) {
         Ok(()) => c[0].clone(),
         // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.
         Err(e) => format!("{} (REFUSED when asked: {e})", c[0]),
     });
     format!(
-        "mode: {}\napproval: command {command}, timeout {}s; credentials: {}; ssh hosts: {}\n",
+        "mode: {}\napproval: command {command}, timeout {}s{via}; credentials: {}; ssh hosts: {}\n",
         p.mode.as_str(),
         p.timeout.as_secs(),
         list(credentials),
@@ -569,6 +588,24 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
         (dir, vec![path.display().to_string()])
+    }
+
+    /// `sp check` names the channels when they are not the default, and the subjects that
+    /// require the command.
+    #[test]
+    fn check_summary_names_channels_and_command_only_subjects() {
+        let cred = |approve: Value| json!({"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve});
+        let text = json!({
+            "approval": {"via": ["elicitation", "command"], "command": ["/nonexistent/approver"], "timeout_s": 30},
+            "credentials": {"a": cred(json!(true)), "b": cred(json!("command")), "c": cred(json!(false))}
+        });
+        let p = Policy::from_text(&text.to_string(), std::path::Path::new("p.json")).unwrap();
+        let summary = check_summary(&p);
+        let approval = summary.lines().nth(1).unwrap();
+        assert!(approval.starts_with("approval: command /nonexistent/approver (REFUSED when asked: "), "{approval}");
+        assert!(approval.ends_with(", timeout 30s, via elicitation then command; credentials: a,b (command only); ssh hosts: none"), "{approval}");
+        let p = Policy::from_text(&json!({"approval": {"via": ["elicitation"]}}).to_string(), std::path::Path::new("p.json")).unwrap();
+        assert_eq!(check_summary(&p), "mode: enforce\napproval: command none, timeout 120s, via elicitation; credentials: none; ssh hosts: none\n");
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //!   request's), whatever its method: it is queued as [`Event::IdInFlight`], never run,
 //!   and the loop answers it in turn with -32600 and `id: null` (the id's one answer
 //!   is its first request's), so a cancel can never hit the wrong call;
+//! - hands the client's response to sp's own request (an `elicitation/create` for
+//!   approval, `Notes::request`) to the waiting call, when its id is exactly the one
+//!   the call waits on (`jsonrpc::response_to`); any other response is queued and
+//!   stays malformed input for the loop;
 //! - on stdin EOF cancels the call the same way and the loop then ends;
 //! - queues everything else in arrival order (another `tools/call`, refused requests,
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
@@ -43,8 +47,8 @@
 //! costs the loop no wait for the other thread: it marks the call over, nudges (a byte on
 //! a socket pair the control thread polls with stdin) and takes the reader back at once;
 //! the control thread wakes on its own time, sees the call over and parks. Progress notes
-//! are written by the call's own thread, under the writer's mutex, none once the call is
-//! cancelled. A source without a nudge must never block (the in-memory input of tests
+//! (and sp's own requests) are written by the call's own thread, under the writer's
+//! mutex, none once the call is cancelled. A source without a nudge must never block (the in-memory input of tests
 //! and the fuzz target): the control thread then reads it on until it ends.
 //!
 //! Why not `poll(2)` on stdin inside the executors: the blocking calls live inside

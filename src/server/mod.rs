@@ -16,7 +16,11 @@
 //! outcome) are counted apart in [`Stats`]. A rejection never reaches the executor.
 //!
 //! The loop names no tool: the tool table (`tools/`) parses, authorizes and runs each
-//! call; the loop adds approval and the intent row between (`journal.rs`). It is generic
+//! call; the loop adds approval and the intent row between (`journal.rs`). Approval may
+//! ask the client (`approve/elicit.rs`): in the handshake eras through the control
+//! thread (`elicit.rs` here), under 2026-07-28 by answering the call `input_required`
+//! and checking the retry's `inputResponses` and `requestState`, which are taken out of
+//! the params before the fingerprint. It is generic
 //! over input, output and executor, so tests drive it with byte slices, a `Vec<u8>` and
 //! a recording executor through the same code path as stdin.
 
