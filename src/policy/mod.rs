@@ -228,7 +228,11 @@ fn parse(root: &Value) -> Check<Policy> {
     let flagged = policy.credentials.values().filter(|c| by_command(c.approve)).map(|c| format!("credentials.{}.approve", c.name));
     let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| by_command(h.approve)).map(|h| format!("ssh.hosts.{}.approve", h.name)));
     let mut flagged = flagged.chain(
-        policy.upstreams.values().filter(|u| !u.tools.approve.is_empty() && policy.approval.via.contains(&approval::Via::Command)).map(|u| format!("upstreams.{}.tools.approve", u.name)),
+        policy
+            .upstreams
+            .values()
+            .filter(|u| !u.tools.approve.is_empty() && (u.approve_command_only || policy.approval.via.contains(&approval::Via::Command)))
+            .map(|u| format!("upstreams.{}.tools.approve", u.name)),
     );
     if let (Some(field), None, approval::Mode::Enforce) = (flagged.next(), &policy.approval.command, policy.approval.mode) {
         return err(&field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
@@ -393,6 +397,12 @@ mod tests {
         let need = "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)".to_owned();
         for (v, field, message) in [
             (json!({"approval": {"via": ["elicitation"]}, "credentials": {"a": cred(json!("command"))}}), "credentials.a.approve", need.clone()),
+            (
+                json!({"approval": {"via": ["elicitation"]}, "upstreams": {"u": {"command": ["/a"], "approve": "command", "tools": {"allow": ["*"], "approve": ["x"]}}}}),
+                "upstreams.u.tools.approve",
+                need.clone(),
+            ),
+            (json!({"upstreams": {"u": {"command": ["/a"], "approve": true}}}), "upstreams.u.approve", "must be \"command\" (tools.approve chooses the tools)".to_owned()),
             (json!({"approval": {"via": []}}), "approval.via", "must name at least one channel".to_owned()),
             (json!({"approval": {"via": "command"}}), "approval.via", "must be an array of \"elicitation\" and \"command\"".to_owned()),
             (json!({"approval": {"via": ["command", "command"], "command": ["/a"]}}), "approval.via[1]", "names a channel twice".to_owned()),
