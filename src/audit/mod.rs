@@ -56,7 +56,9 @@
 //!
 //! # `request_fp`
 //! For a well-formed request: SHA-256 of the compact JSON, keys sorted, of
-//! `{"method": M, "params": P}` with `params._meta` removed. The JSON-RPC `id` and
+//! `{"method": M, "params": P}` with `params._meta` removed (and a `tools/call`'s
+//! 2026-07-28 `inputResponses` and `requestState`, taken out by the loop before: a
+//! retry that carries an approval has its first call's). The JSON-RPC `id` and
 //! `_meta` are left out, so the same request sent twice has the same fingerprint. It is
 //! taken from what the agent sent, before authorization, so it never covers an injected
 //! secret (the agent never has one). For a malformed frame: SHA-256 of the raw bytes
