@@ -590,6 +590,120 @@ mod tests {
         (dir, vec![path.display().to_string()])
     }
 
+    /// A client as the gate sees it: whether it can be asked, and its one answer.
+    struct Stub {
+        can: bool,
+        reply: Elicited,
+        asked: usize,
+    }
+
+    impl Elicitor for Stub {
+        fn can_ask(&self) -> bool {
+            self.can
+        }
+        fn ask(&mut self, params: &Value, _: Instant, _: &Cancel, _: &mut Progress<'_>) -> Elicited {
+            assert_eq!(params["requestedSchema"]["required"], json!(["approve"]));
+            self.asked += 1;
+            self.reply.clone()
+        }
+    }
+
+    /// The gate over every channel outcome, with an approver that counts its runs: which
+    /// channel is asked, in which order, what falls back and what refuses. Attacks tried
+    /// (all held): a subject that requires the command with a client that would say yes
+    /// (never asked); elicitation alone with a client that cannot ask (refused, not run);
+    /// an answer of the wrong shape (refused, no fallback to a friendlier channel).
+    #[test]
+    fn the_gate_asks_each_channel_in_turn() {
+        let (dir, argv) = script("cat >/dev/null; echo x >> \"$0.runs\"; exit 0");
+        let runs = || std::fs::read_to_string(format!("{}.runs", argv[0])).map(|s| s.lines().count()).unwrap_or(0);
+        let policy = |via: Value, approve: Value| {
+            let text = json!({
+                "approval": {"via": via, "command": argv, "timeout_s": 5},
+                "credentials": {"api": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve}}
+            });
+            Policy::from_text(&text.to_string(), std::path::Path::new("p.json")).unwrap()
+        };
+        let ask = |only_command| Ask { subject: "api".into(), host: "x".into(), request: json!({}), raw: json!({}), only_command };
+        let ctx = Context { tool: Some("http_request".into()), target: Some("GET https://x/".into()), request_fp: Some("fp".into()), ..Default::default() };
+        let both = json!(["elicitation", "command"]);
+        let refuse = |reason, code, message: &str| Gate::Refuse(Rejection { reason, code, message: message.into() });
+        let accept = Elicited::Result(json!({"action": "accept", "content": {"approve": true}}));
+        let cases = [
+            // (via, approve, can ask, the client's reply, the gate, client asked, approver runs)
+            (both.clone(), json!(true), true, accept.clone(), Gate::Run { intent: "approved" }, 1, 0),
+            (both.clone(), json!(true), false, accept.clone(), Gate::Run { intent: "approved" }, 0, 1),
+            (both.clone(), json!(true), true, Elicited::Error("it answered with error -32601".into()), Gate::Run { intent: "approved" }, 1, 1),
+            (both.clone(), json!(true), true, Elicited::TimedOut, Gate::Run { intent: "approved" }, 1, 1),
+            (both.clone(), json!("command"), true, accept.clone(), Gate::Run { intent: "approved" }, 0, 1),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "decline"})),
+                refuse("declined", ToolCode::NotApproved, "the user declined this call: the user declined it (elicitation)"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "cancel"})),
+                refuse("dismissed", ToolCode::NotApproved, "the user dismissed the approval form: the user dismissed the form (elicitation cancel)"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "accept", "content": {"approve": 1}})),
+                refuse("not_approved", ToolCode::NotApproved, "this call was not approved: the client's answer is malformed: approve is not a boolean"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Cancelled,
+                refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while approval was asked"),
+                1,
+                0,
+            ),
+            (
+                json!(["elicitation"]),
+                json!(true),
+                false,
+                accept.clone(),
+                refuse("not_approved", ToolCode::NotApproved, "this call was not approved: nobody could be asked: the client did not declare form elicitation"),
+                0,
+                0,
+            ),
+        ];
+        for (i, (via, approve, can, reply, want, asked, ran)) in cases.into_iter().enumerate() {
+            let p = policy(via, approve.clone());
+            let only_command = approve == json!("command");
+            let before = runs();
+            let mut stub = Stub { can, reply, asked: 0 };
+            let mut progress = Progress::none();
+            let cancel = Cancel::new();
+            let mut asking = Asking { cancel: &cancel, progress: &mut progress, elicitor: &mut stub, grants: None };
+            let got = gate(&p, &mut Journal::off(), &ctx, Some(&ask(only_command)), &mut asking);
+            assert_eq!((got, stub.asked, runs() - before), (want, asked, ran), "case {i}");
+        }
+        // 2026-07-28: the first call is answered input_required with the form.
+        let mut stub = Stub { can: true, reply: Elicited::Deferred, asked: 0 };
+        let (mut progress, cancel) = (Progress::none(), Cancel::new());
+        let mut asking = Asking { cancel: &cancel, progress: &mut progress, elicitor: &mut stub, grants: None };
+        match gate(&policy(both, json!(true)), &mut Journal::off(), &ctx, Some(&ask(false)), &mut asking) {
+            Gate::InputRequired(params) => assert!(params["message"].as_str().unwrap().starts_with("Approve this action?\ntool: http_request\n")),
+            other => panic!("{other:?}"),
+        }
+        drop(dir);
+    }
+
     /// `sp check` names the channels when they are not the default, and the subjects that
     /// require the command.
     #[test]
