@@ -69,7 +69,9 @@ tests/interop/node_modules/.stamp: tests/interop/package.json tests/interop/pack
 
 interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
+	$(VENV)/bin/python tests/interop/python_elicit.py $(SP)
 	node tests/interop/ts_client.mjs $(SP)
+	node tests/interop/ts_elicit.mjs $(SP)
 
 # Real published MCP servers that src/upstream/tests.rs drives as upstreams (issue #22),
 # pinned: server-everything and server-filesystem from npm (package-lock.json), and

@@ -158,7 +158,7 @@ fn tools_list_offers_http_request_and_inventory() {
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     // ssh_exec joins them once the SSH issue lands.
     assert!(names.contains(&"http_request") && names.contains(&"sp_inventory"), "{list}");
-    assert!(names.iter().all(|n| ["http_request", "sp_inventory", "ssh_exec"].contains(n)), "{list}");
+    assert!(names.iter().all(|n| ["http_request", "http_get", "sp_inventory", "ssh_exec"].contains(n)), "{list}");
     for t in tools {
         let schema = &t["inputSchema"];
         assert_eq!(schema["type"], "object", "{t}");

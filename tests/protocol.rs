@@ -58,7 +58,8 @@ fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
     let msgs = run.protocol();
     assert_eq!(msgs.len(), 7, "{}", run.context());
     assert_eq!((msgs[1]["id"].clone(), msgs[1]["result"].clone()), (json!(2), json!({})), "{}", run.context());
-    assert!(msgs[2]["result"]["tools"].as_array().is_some_and(|t| t.len() == 3), "{}", run.context());
+    // The policy allows GET: http_get is listed beside the other three.
+    assert!(msgs[2]["result"]["tools"].as_array().is_some_and(|t| t.len() == 4), "{}", run.context());
     assert_eq!(msgs[3]["result"]["isError"], false, "task-augmented call runs as an ordinary one\n{}", run.context());
     assert!(msgs[3]["result"]["structuredContent"].is_object(), "{}", run.context());
     assert_eq!(tool_error_code(&msgs[4]["result"]), Some("SP_DENIED"), "{}", run.context());
@@ -160,9 +161,9 @@ fn tool_names_match_the_pattern_hosts_enforce_and_dotted_names_are_gone() {
     assert_eq!(msgs.len(), 7, "{}", run.context());
     for list in [&msgs[0], &msgs[2]] {
         let names: Vec<&str> = list["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
-        assert_eq!(names.len(), 3, "{}", run.context());
+        assert_eq!(names.len(), 4, "{}", run.context());
         assert!(names.iter().all(|n| host_accepts(n)), "a name a host would refuse: {names:?}");
-        for want in ["http_request", "ssh_exec", "sp_inventory"] {
+        for want in ["http_request", "http_get", "ssh_exec", "sp_inventory"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
     }

@@ -383,8 +383,14 @@ fn the_inventory_lists_upstreams_and_their_tools_and_nothing_secret() {
     );
     let mut s = Session::start(Launch::mcp(&config, &[]));
     s.ready("2025-06-18");
+    let list = s.call(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/list"}));
     let inv = s.tool(1, "sp_inventory", json!({}));
     let run = s.finish();
+    // What it writes is what its outputSchema declares, upstreams included.
+    let def = list["result"]["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "sp_inventory")).expect("listed");
+    let schema = jsonschema::validator_for(&def["outputSchema"]).expect("a schema");
+    let errors: Vec<String> = schema.iter_errors(&inv["structuredContent"]).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let ups = &inv["structuredContent"]["upstreams"];
     assert_eq!(ups, &json!([{"name": "m", "transport": "stdio", "tools": [{"name": "m_act", "approve": true}]}]));

@@ -58,10 +58,6 @@
 //! as it is now, so a grant added by another session applies at once and a revoked one
 //! stops at once.
 
-// Until the approval gate calls `find`, `add` and `parse_answer` (approve.rs): then this
-// expectation fails the build and goes (with it, the re-exports of those unused yet).
-#![cfg_attr(not(test), expect(dead_code, unused_imports, reason = "the approval gate does not call the grants yet"))]
-
 mod answer;
 mod form;
 mod store;
@@ -75,9 +71,9 @@ use serde_json::json;
 use crate::policy::approval::GrantsPolicy;
 use crate::sys::{self, SysError};
 
-pub(crate) use answer::{parse_answer, AnswerError};
+pub(crate) use answer::parse_answer;
 pub(crate) use form::FormError;
-pub(crate) use store::{Grants, RevokedAll};
+pub(crate) use store::Grants;
 
 /// Largest grants file read or written.
 pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;

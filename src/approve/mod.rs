@@ -1,15 +1,21 @@
-//! Out-of-band approval (issue #5): a human's yes, asked by a program the operator
-//! chose, for each call that uses an approve-flagged credential or SSH host.
+//! Approval: a human's yes for each call that uses an approve-flagged credential or SSH
+//! host, asked through the channels the operator lists in `approval.via`: a program the
+//! operator chose (the approver command), and MCP elicitation (`elicit.rs`).
 //!
 //! ```text
-//!  Ask (or none) ─────── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
-//!                          │yes
-//!                          ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
-//!                          └─ mode enforce ─> approver(argv, stdin = description)
-//!                                │ exit 0 ──────────> approval "approved" ─> intent "approved" ─> execute
-//!                                │ exit ≠ 0 ────────> approval "refused"  ─┐
-//!                                │ timeout ─────────> approval "timeout"  ─┼─> SP_NOT_APPROVED, nothing runs
-//!                                └ signal / no start > approval "failed"  ─┘
+//!  Ask (or none) ─── flagged? ──no──────────────────────────────> intent "allow" (enforce) / "observe"
+//!                      │yes
+//!                      ├─ mode observe ─> approval row "observed" ─> intent "observe"   (nothing asked)
+//!                      └─ mode enforce ─> a live grant (grants.rs)? ─yes─> approval "granted" ─> run
+//!                           │ no: each channel of via in turn (only "command" when the
+//!                           │     subject's approve is "command")
+//!                           ├─ elicitation: no capability / error answer / no answer in time ─> next channel
+//!                           │    accept+approve ─> "approved"     decline ─> "declined"
+//!                           │    cancel ─> "dismissed"            2026-07-28 first call ─> "asked" (input_required)
+//!                           └─ command: approver(argv, stdin = description)
+//!                                exit 0 ─> "approved" (+ a grant from its last stdout line)
+//!                                exit ≠ 0 ─> "refused"   timeout ─> "timeout"   signal / no start ─> "failed"
+//!  "approved" ─> intent "approved" ─> execute; the rest: SP_NOT_APPROVED (or SP_CANCELLED), nothing runs
 //! ```
 //!
 //! Before it runs, `argv[0]` must be a regular file (links followed) owned by root or
@@ -38,17 +44,22 @@
 //! Its stdout and stderr are its own pipes, read by `sp` and logged at info level on
 //! stderr (at most 16 KiB each); they never reach the protocol stream.
 //! Exit 0 is yes; any other exit, death by a signal, failure to start, or no answer
-//! within `approval.timeout_s` (the whole process group is then killed) is no. Each
-//! approval covers one call. The decision, the approver's exit status and the time
-//! taken are journaled before anything runs.
+//! within `approval.timeout_s` (the whole process group is then killed) is no. A yes
+//! covers one call unless it asks for a grant the policy allows (`grants.rs`). The
+//! decision, the channel, the approver's exit status, the grant and the time taken are
+//! journaled before anything runs. While it waits the call sends progress (when the
+//! client gave a token), so a client that resets its timeout on progress keeps waiting.
 //!
-//! MCP elicitation is not approval: the client could answer it itself, so the model's
-//! side would be approving its own action.
+//! An elicitation is answered by the MCP client, which runs the model: the operator
+//! opts in per policy (`via`) and keeps chosen subjects on the command
+//! (`"approve": "command"`); a grant an elicitation made never covers those.
 //!
 //! Policy (parsed in `policy/approval.rs`): `"mode": "enforce" | "observe"`,
-//! `"approval": {"command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120}`, and
-//! `"approve": true`, an ordinary field of a credential or an SSH host.
+//! `"approval": {"via": [...], "command": [ABSOLUTE_PATH, ARGS...], "timeout_s": 120,
+//! "grants": {...}}`, and `"approve": true | "command"`, an ordinary field of a
+//! credential or an SSH host.
 
+pub(crate) mod elicit;
 pub(crate) mod grants;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -59,8 +70,12 @@ use serde_json::{json, Value};
 
 use crate::audit::{Context, Journal};
 use crate::escape;
+use crate::gate::exec::{Cancel, Progress};
 use crate::gate::outcome::{Rejection, ToolCode};
+use crate::policy::approval::Via;
 use crate::policy::{Policy, SecretSource};
+use elicit::{Elicited, Elicitor};
+use grants::{ActionKey, Channel, GrantRequest, Grants};
 
 pub(crate) use crate::policy::approval::Mode;
 
@@ -84,16 +99,25 @@ const MAX_LOGGED_BYTES: u64 = 16 * 1024;
 /// `sp check`'s lines.
 pub(crate) fn check_summary(policy: &Policy) -> String {
     let p = &policy.approval;
-    let list = |names: Vec<&String>| if names.is_empty() { "none".to_owned() } else { names.into_iter().cloned().collect::<Vec<_>>().join(",") };
-    let credentials = policy.credentials.values().filter(|c| c.approve).map(|c| &c.name).collect();
-    let ssh_hosts = policy.ssh.hosts.values().filter(|h| h.approve).map(|h| &h.name).collect();
+    let list = |names: Vec<String>| if names.is_empty() { "none".to_owned() } else { names.join(",") };
+    // A subject that requires the command says so: `name (command only)`.
+    let named = |name: &String, a: crate::policy::approval::Approve| match a {
+        crate::policy::approval::Approve::Command => format!("{name} (command only)"),
+        _ => name.clone(),
+    };
+    let credentials: Vec<String> = policy.credentials.values().filter(|c| c.approve.needed()).map(|c| named(&c.name, c.approve)).collect();
+    let ssh_hosts: Vec<String> = policy.ssh.hosts.values().filter(|h| h.approve.needed()).map(|h| named(&h.name, h.approve)).collect();
+    let via = match p.via.as_slice() {
+        [Via::Command] => String::new(),
+        list => format!(", via {}", list.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(" then ")),
+    };
     let command = p.command.as_ref().map_or("none".to_owned(), |c| match crate::sys::check_program(std::path::Path::new(&c[0])) {
         Ok(()) => c[0].clone(),
         // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.
         Err(e) => format!("{} (REFUSED when asked: {e})", c[0]),
     });
     format!(
-        "mode: {}\napproval: command {command}, timeout {}s; credentials: {}; ssh hosts: {}\n",
+        "mode: {}\napproval: command {command}, timeout {}s{via}; credentials: {}; ssh hosts: {}\n",
         p.mode.as_str(),
         p.timeout.as_secs(),
         list(credentials),
@@ -105,25 +129,30 @@ pub(crate) fn check_summary(policy: &Policy) -> String {
 // The gate
 
 /// What the server does next.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) enum Gate {
     /// Run it; the intent row's `decision`.
     Run { intent: &'static str },
     /// Do not run it.
     Refuse(Rejection),
+    /// 2026-07-28: answer the call `input_required` with this `elicitation/create`
+    /// params; the retry carries the user's answer (`elicit.rs`).
+    InputRequired(Value),
 }
 
 /// What the approver is asked about one call: plain data the tool table builds
 /// (`tools/`) for an action the policy flags. `subject` is the flagged credential or
 /// SSH host; `host` where the call goes (shown as punycode, Unicode beside it);
 /// `request` the call as a person reads it, each string escaped and cut ([`line`],
-/// [`text`]); `raw` the exact values (bodies and stdin cut at [`MAX_SHOWN_BYTES`], [`cut`]).
+/// [`text`]); `raw` the exact values (bodies and stdin cut at [`MAX_SHOWN_BYTES`], [`cut`]);
+/// `only_command`: the subject's `approve` is `"command"` (never an elicitation).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Ask {
     pub subject: String,
     pub host: String,
     pub request: Value,
     pub raw: Value,
+    pub only_command: bool,
 }
 
 /// A one-line field as the approver is shown it: escaped, cut visibly.
@@ -143,53 +172,220 @@ pub(crate) fn cut(s: &str) -> (String, bool) {
     (kept.to_owned(), kept.len() < s.len())
 }
 
+/// What the gate is lent besides the policy and the journal: the call's cancel, its
+/// progress (sent while it waits), the client to elicit from, and the grants store
+/// (`None`: the operator allows no grant, or its file has no location).
+pub(crate) struct Asking<'a, 'p> {
+    pub cancel: &'a Cancel,
+    pub progress: &'a mut Progress<'p>,
+    pub elicitor: &'a mut dyn Elicitor,
+    pub grants: Option<&'a Grants>,
+}
+
+/// The channels a subject may be approved through, in the operator's order.
+fn channels(policy: &Policy, ask: &Ask) -> Vec<Channel> {
+    if ask.only_command {
+        return vec![Channel::Command];
+    }
+    policy
+        .approval
+        .via
+        .iter()
+        .map(|v| match v {
+            Via::Command => Channel::Command,
+            Via::Elicitation => Channel::Elicitation,
+        })
+        .collect()
+}
+
 /// Asks for approval when the policy flags the action (`ask` is `Some`) and journals the
-/// answer. A journal that cannot take the approval row refuses the action
-/// (`SP_UNAVAILABLE`). A cancel (issue #10) kills the approver's process group; the call
-/// is then refused with `SP_CANCELLED` and never answered.
-pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: Option<&Ask>, cancel: &crate::gate::exec::Cancel) -> Gate {
+/// answer (module docs). A live grant answers first; then each channel of
+/// `approval.via` in turn, an elicitation falling back to the next when the client
+/// cannot be asked, could not show the form or did not answer in time. A journal that
+/// cannot take the approval row refuses the action (`SP_UNAVAILABLE`). A cancel (issue
+/// #10) kills the approver's process group or stops waiting for the client; the call is
+/// then refused with `SP_CANCELLED` and never answered.
+pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: Option<&Ask>, asking: &mut Asking<'_, '_>) -> Gate {
     let p = &policy.approval;
     let plain = if p.mode == Mode::Observe { "observe" } else { "allow" };
     let Some(ask) = ask else {
         return Gate::Run { intent: plain };
     };
-    let subject = &ask.subject;
-    let (answer, intent) = match (p.mode, &p.command) {
-        (Mode::Enforce, Some(argv)) => {
-            let Input { line, env } = input(ask, ctx, journal.session());
-            let hidden: Vec<&str> = policy
-                .credentials
-                .values()
-                .filter_map(|c| match &c.source {
-                    SecretSource::Env(v) => Some(v.as_str()),
-                    _ => None,
-                })
-                .collect();
-            log::info!("asking the approver about {} ({subject})", ctx.target.as_deref().unwrap_or("an action"));
-            (ask_cancellable(argv, p.timeout, &line, &env, &hidden, cancel), "approved")
+    if p.mode == Mode::Observe {
+        let answer = Answer::new("observed", None, "approval would be asked (mode observe): not asked".into(), 0);
+        return record(journal, ctx, &answer, None).unwrap_or(Gate::Run { intent: "observe" });
+    }
+    let accept = channels(policy, ask);
+    let key = ActionKey::new(
+        ctx.tool.as_deref().unwrap_or_default(),
+        ctx.target.as_deref().unwrap_or_default(),
+        &ask.subject,
+        ctx.request_fp.as_deref().unwrap_or_default(),
+    );
+    let store = asking.grants.zip(policy.hash.as_deref());
+    if let Some((store, hash)) = store {
+        match store.find(hash, &key, &accept, grants::now()) {
+            Ok(Some(g)) => {
+                let left = g.expires.saturating_sub(grants::now());
+                let why = format!("{} grant {} (given through {}), {left} s left", g.scope.as_str(), g.id, g.channel.as_str());
+                log::info!("approval: granted ({why})");
+                let mut answer = Answer::new("granted", None, why, 0);
+                answer.channel = Some(g.channel);
+                return record(journal, ctx, &answer, Some(&g.id)).unwrap_or(Gate::Run { intent: "approved" });
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("approval grants not consulted: {e}"),
         }
-        _ => (
-            Answer { decision: "observed", exit: None, why: "approval would be asked (mode observe): not asked".into(), duration_ms: 0 },
-            "observe",
-        ),
-    };
+    }
+    let mut answer = None;
+    let mut skipped = Vec::new();
+    for channel in &accept {
+        match channel {
+            Channel::Elicitation => match elicit(policy, ask, ctx, journal.session(), asking) {
+                Ok(a) => {
+                    answer = Some(a);
+                    break;
+                }
+                Err(Elsewhere::Deferred(params)) => {
+                    let asked = Answer::new("asked", None, "the client is asked (input_required); its retry carries the answer".into(), 0);
+                    let asked = Answer { channel: Some(Channel::Elicitation), ..asked };
+                    return record(journal, ctx, &asked, None).unwrap_or(Gate::InputRequired(params));
+                }
+                Err(Elsewhere::Fallback(why)) => {
+                    log::info!("approval: elicitation not possible ({why})");
+                    skipped.push(why);
+                }
+            },
+            Channel::Command => {
+                let Some(argv) = &p.command else {
+                    skipped.push("no approval.command".into());
+                    continue;
+                };
+                answer = Some(command(policy, argv, ask, ctx, journal.session(), asking));
+                break;
+            }
+        }
+    }
+    let mut answer = answer.unwrap_or_else(|| Answer::new("unavailable", None, format!("nobody could be asked: {}", skipped.join("; ")), 0));
+    if !skipped.is_empty() && answer.decision != "unavailable" {
+        answer.why = format!("{} (after: {})", answer.why, skipped.join("; "));
+    }
+    // A yes that asks for a lasting grant: stored, and the row names it.
+    let mut grant_id = None;
+    if let (true, Some(GrantRequest::Lasting { scope, ttl_s }), Some(channel)) = (answer.decision == "approved", answer.grant, answer.channel) {
+        match store {
+            Some((store, hash)) => match store.add(scope, ttl_s, hash, &key, channel, grants::now()) {
+                Ok(g) => {
+                    answer.why = format!("{}; {} grant {} for {} s", answer.why, g.scope.as_str(), g.id, g.ttl_s);
+                    grant_id = Some(g.id);
+                }
+                Err(e) => {
+                    log::warn!("approval grant not stored (this approval covers one call): {e}");
+                    answer.why = format!("{}; no grant: {e}", answer.why);
+                }
+            },
+            None => answer.why = format!("{}; no grant: the policy allows none", answer.why),
+        }
+    }
     log::info!("approval: {} ({})", answer.decision, answer.why);
+    if let Some(refused) = record(journal, ctx, &answer, grant_id.as_deref()) {
+        return refused;
+    }
+    let refuse = |reason, code, message| Gate::Refuse(Rejection { reason, code, message });
+    match answer.decision {
+        "approved" => Gate::Run { intent: "approved" },
+        "cancelled" => refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while approval was asked".into()),
+        "declined" => refuse("declined", ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
+        "dismissed" => refuse("dismissed", ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
+        _ => refuse("not_approved", ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
+    }
+}
+
+/// The approval row; `Some(refusal)` when the journal cannot take it (nothing runs).
+fn record(journal: &mut Journal, ctx: &Context, answer: &Answer, grant: Option<&str>) -> Option<Gate> {
     let row = ctx
         .row("approval")
         .set("decision", answer.decision)
         .set("reason", answer.why.clone())
         .set("approver_exit", answer.exit)
-        .set("duration_ms", answer.duration_ms);
-    if let Err(e) = journal.write(row) {
-        log::error!("{e}");
-        return Gate::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message: format!("the action was not run: {e}") });
+        .set("duration_ms", answer.duration_ms)
+        .set("channel", answer.channel.map(Channel::as_str))
+        .set("grant", grant.map(str::to_owned));
+    match journal.write(row) {
+        Ok(_) => None,
+        Err(e) => {
+            log::error!("{e}");
+            Some(Gate::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message: format!("the action was not run: {e}") }))
+        }
     }
-    let refuse = |reason, code, message| Gate::Refuse(Rejection { reason, code, message });
-    match answer.decision {
-        "approved" | "observed" => Gate::Run { intent },
-        "cancelled" => refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while the approver was asked".into()),
-        _ => refuse("not_approved", ToolCode::NotApproved, format!("the operator's approver did not approve this call: {}", answer.why)),
+}
+
+/// Why an elicitation gave no answer here.
+enum Elsewhere {
+    /// 2026-07-28: answer `input_required` with these params.
+    Deferred(Value),
+    /// The client cannot be asked, could not show the form, or did not answer in time:
+    /// the next channel, if any.
+    Fallback(String),
+}
+
+/// Asks the client through its elicitor (`elicit.rs`).
+fn elicit(policy: &Policy, ask: &Ask, ctx: &Context, session: &str, asking: &mut Asking<'_, '_>) -> Result<Answer, Elsewhere> {
+    if !asking.elicitor.can_ask() {
+        return Err(Elsewhere::Fallback("the client did not declare form elicitation".into()));
     }
+    let offers = if asking.grants.is_some() { elicit::offers(&policy.approval.grants) } else { Vec::new() };
+    let params = elicit::form(&describe(ask, ctx, session), &ask.subject, &offers);
+    let started = Instant::now();
+    log::info!("asking the client's user about {} ({})", ctx.target.as_deref().unwrap_or("an action"), ask.subject);
+    let asked = asking.elicitor.ask(&params, started + policy.approval.timeout, asking.cancel, asking.progress);
+    let answer = |decision, why: String, grant| Answer {
+        channel: Some(Channel::Elicitation),
+        grant,
+        ..Answer::new(decision, None, why, started.elapsed().as_millis() as u64)
+    };
+    let result = match asked {
+        Elicited::Result(v) => v,
+        Elicited::Deferred => return Err(Elsewhere::Deferred(params)),
+        Elicited::Error(why) => return Err(Elsewhere::Fallback(format!("the client did not show the form: {why}"))),
+        Elicited::TimedOut => {
+            return Err(Elsewhere::Fallback(format!("the client did not answer within {}s", policy.approval.timeout.as_secs())));
+        }
+        Elicited::Cancelled => return Ok(answer("cancelled", "the client cancelled the call while its user was asked".into(), None)),
+        Elicited::BadState(e) => return Ok(answer("refused", e.to_string(), None)),
+    };
+    Ok(match elicit::read_answer(&result, &offers) {
+        elicit::Reply::Approved(grant) => answer("approved", "the user approved it (elicitation)".into(), grant),
+        elicit::Reply::Declined => answer("declined", "the user declined it (elicitation)".into(), None),
+        elicit::Reply::Dismissed => answer("dismissed", "the user dismissed the form (elicitation cancel)".into(), None),
+        elicit::Reply::Malformed(why) => answer("refused", format!("the client's answer is malformed: {why}"), None),
+    })
+}
+
+/// Asks the operator's approver command; its yes may ask for a grant on its last line
+/// of stdout (`grants::parse_answer`).
+fn command(policy: &Policy, argv: &[String], ask: &Ask, ctx: &Context, session: &str, asking: &mut Asking<'_, '_>) -> Answer {
+    let Input { line, env } = input(ask, ctx, session);
+    let hidden: Vec<&str> = policy
+        .credentials
+        .values()
+        .filter_map(|c| match &c.source {
+            SecretSource::Env(v) => Some(v.as_str()),
+            _ => None,
+        })
+        .collect();
+    log::info!("asking the approver about {} ({})", ctx.target.as_deref().unwrap_or("an action"), ask.subject);
+    let progress = &mut *asking.progress;
+    let mut waiting = || progress.waiting("waiting for approval from the operator's approver");
+    let mut answer = ask_waiting(argv, policy.approval.timeout, &line, &env, &hidden, asking.cancel, &mut waiting);
+    answer.channel = Some(Channel::Command);
+    if answer.decision == "approved" {
+        match grants::parse_answer(&answer.stdout) {
+            Ok(g) => answer.grant = g,
+            Err(e) => log::warn!("{e}"),
+        }
+    }
+    answer
 }
 
 /// What the approver is given: its stdin line and its `SP_APPROVAL_*` variables.
@@ -236,29 +432,54 @@ pub(crate) fn describe(ask: &Ask, ctx: &Context, session: &str) -> Value {
     })
 }
 
-/// The approver's answer.
+/// The answer of a channel (or of a grant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Answer {
-    /// `approved`, `refused`, `timeout`, `failed` (or `observed`, never asked).
+    /// `approved`, `refused`, `timeout`, `failed`, `cancelled`; an elicitation's
+    /// `declined` and `dismissed`; `granted` (a live grant), `asked` (2026-07-28
+    /// `input_required`), `unavailable` (no channel could ask), `observed` (never asked).
     pub decision: &'static str,
     pub exit: Option<i32>,
     pub why: String,
     pub duration_ms: u64,
+    /// Who answered.
+    pub channel: Option<Channel>,
+    /// The grant asked for with a yes.
+    pub grant: Option<GrantRequest>,
+    /// The approver's standard output, its last line kept (for a grant request).
+    pub stdout: Vec<u8>,
+}
+
+impl Answer {
+    fn new(decision: &'static str, exit: Option<i32>, why: String, duration_ms: u64) -> Answer {
+        Answer { decision, exit, why, duration_ms, channel: None, grant: None, stdout: Vec::new() }
+    }
 }
 
 /// Runs the approver once. Never panics, never blocks past `timeout` (plus the kill).
 #[cfg(test)]
 fn ask(argv: &[String], timeout: Duration, description: &Value, env: &[(&str, String)], hidden_env: &[&str]) -> Answer {
-    ask_cancellable(argv, timeout, &description.to_string(), env, hidden_env, &crate::gate::exec::Cancel::new())
+    ask_waiting(argv, timeout, &description.to_string(), env, hidden_env, &Cancel::new(), &mut || {})
 }
 
 /// [`ask`], and when `cancel` fires the approver's process group is killed at once
-/// (decision `cancelled`).
-pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &str, env: &[(&str, String)], hidden_env: &[&str], cancel: &crate::gate::exec::Cancel) -> Answer {
+/// (decision `cancelled`); `waiting` is called every few milliseconds meanwhile (it sends
+/// progress). The approver's stdout is logged, and its last line kept in
+/// [`Answer::stdout`] (at most [`grants::MAX_ANSWER_BYTES`] + 1 bytes: a longer line
+/// is refused as a grant request anyway).
+pub(crate) fn ask_waiting(
+    argv: &[String],
+    timeout: Duration,
+    description: &str,
+    env: &[(&str, String)],
+    hidden_env: &[&str],
+    cancel: &Cancel,
+    waiting: &mut dyn FnMut(),
+) -> Answer {
     use crate::sys::Waited;
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
-    let answer = |decision, exit, why: String| Answer { decision, exit, why, duration_ms: started.elapsed().as_millis() as u64 };
+    let answer = |decision, exit, why: String| Answer::new(decision, exit, why, started.elapsed().as_millis() as u64);
     // Issue 8 points 7 and 10: whoever can write the approver approves everything, and
     // a FIFO or device is refused here, before anything waits on it.
     if let Err(e) = crate::sys::check_program(std::path::Path::new(&argv[0])) {
@@ -278,27 +499,39 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
         Err(e) => return answer("failed", None, format!("{} could not be started: {}", argv[0], crate::sys::io_reason(&e))),
     };
     let child = &mut running.child;
+    // The last non-blank line of its stdout, handed over when the pipe ends.
+    let (last_tx, last_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     // Its own pipes, drained by threads so a chatty approver never blocks on them.
     for (name, pipe) in [("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>))] {
         if let Some(pipe) = pipe {
+            let last_tx = (name == "stdout").then(|| last_tx.clone());
             std::thread::spawn(move || {
                 // Logged up to a cap, then drained unread: a chatty approver never blocks.
-                let (mut reader, mut logged) = (BufReader::new(pipe), 0u64);
+                let (mut reader, mut logged, mut last) = (BufReader::new(pipe), 0u64, Vec::new());
                 loop {
                     let mut line = Vec::new();
                     match (&mut reader).take(4096).read_until(b'\n', &mut line) {
                         Ok(0) | Err(_) => break,
-                        Ok(n) if logged < MAX_LOGGED_BYTES => {
-                            logged += n as u64;
-                            let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
-                            log::info!("approver {name}: {}", text.escape_debug());
+                        Ok(n) => {
+                            if !line.iter().all(u8::is_ascii_whitespace) {
+                                line.truncate(grants::MAX_ANSWER_BYTES + 2);
+                                last.clone_from(&line);
+                            }
+                            if logged < MAX_LOGGED_BYTES {
+                                logged += n as u64;
+                                let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
+                                log::info!("approver {name}: {}", text.escape_debug());
+                            }
                         }
-                        Ok(_) => {}
                     }
+                }
+                if let Some(tx) = last_tx {
+                    let _ = tx.send(last);
                 }
             });
         }
     }
+    drop(last_tx);
     if let Some(mut stdin) = child.stdin.take() {
         let mut line = description.as_bytes().to_vec();
         line.push(b'\n');
@@ -308,12 +541,20 @@ pub(crate) fn ask_cancellable(argv: &[String], timeout: Duration, description: &
         });
     }
     // Polled every few milliseconds, so a cancel is seen at once.
-    match running.wait_until(started + timeout, || cancel.is_cancelled()) {
+    let stop = || {
+        waiting();
+        cancel.is_cancelled()
+    };
+    match running.wait_until(started + timeout, stop) {
         Waited::Exited(status) => {
             // Nothing it started outlives the call.
             running.kill_group();
             match (status.code(), status.signal()) {
-                (Some(0), _) => answer("approved", Some(0), "the approver exited 0".into()),
+                (Some(0), _) => {
+                    // The group is dead, so its stdout has ended: the line comes at once.
+                    let stdout = last_rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
+                    Answer { stdout, ..answer("approved", Some(0), "the approver exited 0".into()) }
+                }
                 (Some(code), _) => answer("refused", Some(code), format!("the approver exited {code}")),
                 (None, Some(sig)) => answer("failed", None, format!("the approver was killed by signal {sig}")),
                 (None, None) => answer("failed", None, "the approver ended without a status".into()),
@@ -347,6 +588,138 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
         (dir, vec![path.display().to_string()])
+    }
+
+    /// A client as the gate sees it: whether it can be asked, and its one answer.
+    struct Stub {
+        can: bool,
+        reply: Elicited,
+        asked: usize,
+    }
+
+    impl Elicitor for Stub {
+        fn can_ask(&self) -> bool {
+            self.can
+        }
+        fn ask(&mut self, params: &Value, _: Instant, _: &Cancel, _: &mut Progress<'_>) -> Elicited {
+            assert_eq!(params["requestedSchema"]["required"], json!(["approve"]));
+            self.asked += 1;
+            self.reply.clone()
+        }
+    }
+
+    /// The gate over every channel outcome, with an approver that counts its runs: which
+    /// channel is asked, in which order, what falls back and what refuses. Attacks tried
+    /// (all held): a subject that requires the command with a client that would say yes
+    /// (never asked); elicitation alone with a client that cannot ask (refused, not run);
+    /// an answer of the wrong shape (refused, no fallback to a friendlier channel).
+    #[test]
+    fn the_gate_asks_each_channel_in_turn() {
+        let (dir, argv) = script("cat >/dev/null; echo x >> \"$0.runs\"; exit 0");
+        let runs = || std::fs::read_to_string(format!("{}.runs", argv[0])).map(|s| s.lines().count()).unwrap_or(0);
+        let policy = |via: Value, approve: Value| {
+            let text = json!({
+                "approval": {"via": via, "command": argv, "timeout_s": 5},
+                "credentials": {"api": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve}}
+            });
+            Policy::from_text(&text.to_string(), std::path::Path::new("p.json")).unwrap()
+        };
+        let ask = |only_command| Ask { subject: "api".into(), host: "x".into(), request: json!({}), raw: json!({}), only_command };
+        let ctx = Context { tool: Some("http_request".into()), target: Some("GET https://x/".into()), request_fp: Some("fp".into()), ..Default::default() };
+        let both = json!(["elicitation", "command"]);
+        let refuse = |reason, code, message: &str| Gate::Refuse(Rejection { reason, code, message: message.into() });
+        let accept = Elicited::Result(json!({"action": "accept", "content": {"approve": true}}));
+        let cases = [
+            // (via, approve, can ask, the client's reply, the gate, client asked, approver runs)
+            (both.clone(), json!(true), true, accept.clone(), Gate::Run { intent: "approved" }, 1, 0),
+            (both.clone(), json!(true), false, accept.clone(), Gate::Run { intent: "approved" }, 0, 1),
+            (both.clone(), json!(true), true, Elicited::Error("it answered with error -32601".into()), Gate::Run { intent: "approved" }, 1, 1),
+            (both.clone(), json!(true), true, Elicited::TimedOut, Gate::Run { intent: "approved" }, 1, 1),
+            (both.clone(), json!("command"), true, accept.clone(), Gate::Run { intent: "approved" }, 0, 1),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "decline"})),
+                refuse("declined", ToolCode::NotApproved, "the user declined this call: the user declined it (elicitation)"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "cancel"})),
+                refuse("dismissed", ToolCode::NotApproved, "the user dismissed the approval form: the user dismissed the form (elicitation cancel)"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Result(json!({"action": "accept", "content": {"approve": 1}})),
+                refuse("not_approved", ToolCode::NotApproved, "this call was not approved: the client's answer is malformed: approve is not a boolean"),
+                1,
+                0,
+            ),
+            (
+                both.clone(),
+                json!(true),
+                true,
+                Elicited::Cancelled,
+                refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while approval was asked"),
+                1,
+                0,
+            ),
+            (
+                json!(["elicitation"]),
+                json!(true),
+                false,
+                accept.clone(),
+                refuse("not_approved", ToolCode::NotApproved, "this call was not approved: nobody could be asked: the client did not declare form elicitation"),
+                0,
+                0,
+            ),
+        ];
+        for (i, (via, approve, can, reply, want, asked, ran)) in cases.into_iter().enumerate() {
+            let p = policy(via, approve.clone());
+            let only_command = approve == json!("command");
+            let before = runs();
+            let mut stub = Stub { can, reply, asked: 0 };
+            let mut progress = Progress::none();
+            let cancel = Cancel::new();
+            let mut asking = Asking { cancel: &cancel, progress: &mut progress, elicitor: &mut stub, grants: None };
+            let got = gate(&p, &mut Journal::off(), &ctx, Some(&ask(only_command)), &mut asking);
+            assert_eq!((got, stub.asked, runs() - before), (want, asked, ran), "case {i}");
+        }
+        // 2026-07-28: the first call is answered input_required with the form.
+        let mut stub = Stub { can: true, reply: Elicited::Deferred, asked: 0 };
+        let (mut progress, cancel) = (Progress::none(), Cancel::new());
+        let mut asking = Asking { cancel: &cancel, progress: &mut progress, elicitor: &mut stub, grants: None };
+        match gate(&policy(both, json!(true)), &mut Journal::off(), &ctx, Some(&ask(false)), &mut asking) {
+            Gate::InputRequired(params) => assert!(params["message"].as_str().unwrap().starts_with("Approve this action?\ntool: http_request\n")),
+            other => panic!("{other:?}"),
+        }
+        drop(dir);
+    }
+
+    /// `sp check` names the channels when they are not the default, and the subjects that
+    /// require the command.
+    #[test]
+    fn check_summary_names_channels_and_command_only_subjects() {
+        let cred = |approve: Value| json!({"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve});
+        let text = json!({
+            "approval": {"via": ["elicitation", "command"], "command": ["/nonexistent/approver"], "timeout_s": 30},
+            "credentials": {"a": cred(json!(true)), "b": cred(json!("command")), "c": cred(json!(false))}
+        });
+        let p = Policy::from_text(&text.to_string(), std::path::Path::new("p.json")).unwrap();
+        let summary = check_summary(&p);
+        let approval = summary.lines().nth(1).unwrap();
+        assert!(approval.starts_with("approval: command /nonexistent/approver (REFUSED when asked: "), "{approval}");
+        assert!(approval.ends_with(", timeout 30s, via elicitation then command; credentials: a,b (command only); ssh hosts: none"), "{approval}");
+        let p = Policy::from_text(&json!({"approval": {"via": ["elicitation"]}}).to_string(), std::path::Path::new("p.json")).unwrap();
+        assert_eq!(check_summary(&p), "mode: enforce\napproval: command none, timeout 120s, via elicitation; credentials: none; ssh hosts: none\n");
     }
 
     #[test]

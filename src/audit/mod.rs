@@ -40,8 +40,9 @@
 //! and command; an upstream's tool: upstream, tool and an arguments fingerprint),
 //! `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name), `status`
 //! (HTTP), `exit_status` (SSH), `is_error` (an upstream's tool), `bytes_in` (malformed
-//! frames), `bytes_out`,
-//! `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`, `prev`, `hash`.
+//! frames), `bytes_out`, `truncated`, `duration_ms`, `host_key_fp`, `approver_exit`,
+//! `channel` (an approval row: `command` or `elicitation`), `grant` (the id of the grant
+//! made or used), `prev`, `hash`.
 //! Free text (`target`, `reason`) is cut at [`MAX_TEXT`] bytes. Those two fields can
 //! quote outside text (the agent's URL or command, a peer's error), so they alone are
 //! scrubbed of every secret read in this process ([`OUTSIDE_TEXT`], `Row`'s own slot);
@@ -56,7 +57,9 @@
 //!
 //! # `request_fp`
 //! For a well-formed request: SHA-256 of the compact JSON, keys sorted, of
-//! `{"method": M, "params": P}` with `params._meta` removed. The JSON-RPC `id` and
+//! `{"method": M, "params": P}` with `params._meta` removed (and a `tools/call`'s
+//! 2026-07-28 `inputResponses` and `requestState`, taken out by the loop before: a
+//! retry that carries an approval has its first call's). The JSON-RPC `id` and
 //! `_meta` are left out, so the same request sent twice has the same fingerprint. It is
 //! taken from what the agent sent, before authorization, so it never covers an injected
 //! secret (the agent never has one). For a malformed frame: SHA-256 of the raw bytes

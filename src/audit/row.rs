@@ -12,9 +12,10 @@ use sha2::{Digest, Sha256};
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The order fields are written in; unknown fields (none today) would follow, sorted.
-pub(crate) const FIELDS: [&str; 23] = [
+pub(crate) const FIELDS: [&str; 25] = [
     "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
-    "exit_status", "is_error", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
+    "exit_status", "is_error", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "channel",
+    "grant", "prev", "hash",
 ];
 
 /// Longest `target` or `reason` written (bytes, cut at a character boundary).

@@ -246,7 +246,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     if let Some(p) = journal.path() {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
-    let mut server = Server::new(&policy, executors, options).with_journal(journal);
+    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env));
     // Issue #10: stdin is read by the loop, and while a call runs by the session's control thread
     // (`control.rs`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
@@ -256,6 +256,26 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         eprintln!("sp: session ended ({exit:?}): {}", server.stats.summary());
     }
     ExitCode::from(exit.code())
+}
+
+/// The approval grants file, when the policy allows a grant (`approve/grants.rs`); a
+/// file without a location is logged and no grant is made or used.
+fn grants_store(policy: &crate::policy::Policy, env: &Env) -> Option<crate::approve::grants::Grants> {
+    let limits = &policy.approval.grants;
+    if limits.exact_max_s.is_none() && limits.session_max_s.is_none() {
+        return None;
+    }
+    let store = crate::approve::grants::location(limits, |k| env.get(k)).and_then(|p| crate::approve::grants::Grants::open(&p, limits));
+    match store {
+        Ok(s) => {
+            log::info!("approval grants in {}", s.path().display());
+            Some(s)
+        }
+        Err(e) => {
+            log::warn!("approval grants are off: {e}");
+            None
+        }
+    }
 }
 
 fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {

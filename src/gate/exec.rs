@@ -187,13 +187,19 @@ pub struct Progress<'a> {
     started: Instant,
     last: Option<Instant>,
     sent: u64,
+    /// The last `progress` sent; [`Progress::relay`] shifts an upstream's numbers past it
+    /// when the first of them arrives (`base`).
+    high: f64,
+    base: Option<f64>,
 }
 
 impl<'a> Progress<'a> {
     pub const INTERVAL: Duration = Duration::from_secs(1);
+    /// While a call waits for approval: well inside the 10 s hosts are promised.
+    pub const WAIT_INTERVAL: Duration = Duration::from_secs(5);
 
     pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(&Value)) -> Progress<'a> {
-        Progress { cancel: Cancel::new(), token, sink: Some(sink), started: Instant::now(), last: None, sent: 0 }
+        Progress { cancel: Cancel::new(), token, sink: Some(sink), started: Instant::now(), last: None, sent: 0, high: 0.0, base: None }
     }
 
     /// The same handle, observing `cancel` (the running call's).
@@ -214,7 +220,7 @@ impl<'a> Progress<'a> {
 
     /// A handle that reports nothing.
     pub fn none() -> Progress<'static> {
-        Progress { cancel: Cancel::new(), token: None, sink: None, started: Instant::now(), last: None, sent: 0 }
+        Progress { cancel: Cancel::new(), token: None, sink: None, started: Instant::now(), last: None, sent: 0, high: 0.0, base: None }
     }
 
     /// Called often by a running executor; sends a notification when a second has passed
@@ -229,12 +235,14 @@ impl<'a> Progress<'a> {
         self.last = Some(now);
         self.sent += 1;
         let secs = now.duration_since(self.started).as_secs();
+        let progress = secs.max(self.sent);
+        self.high = progress as f64;
         sink(&json!({
             "jsonrpc": "2.0",
             "method": "notifications/progress",
             "params": {
                 "progressToken": token,
-                "progress": secs.max(self.sent),
+                "progress": progress,
                 "message": format!("running for {secs} s, {output_bytes} bytes of output so far")
             }
         }));
@@ -242,20 +250,53 @@ impl<'a> Progress<'a> {
 
     /// Passes on an upstream MCP server's own progress report for this call: its numbers
     /// (increasing, as the upstream client checked) and its message, scrubbed. The
-    /// upstream client already spaces them (`tools/upstream/client.rs`).
+    /// upstream client already spaces them (`tools/upstream/client.rs`). The upstream's
+    /// numbers are shifted past what this call already reported (while it waited for
+    /// approval), so `progress` keeps increasing as MCP requires; `total` moves with it.
     pub(crate) fn relay(&mut self, progress: f64, total: Option<f64>, message: Option<crate::gate::vault::Scrubbed<String>>) {
         let (Some(token), Some(sink)) = (&self.token, self.sink.as_mut()) else { return };
+        let (sent, high) = (self.sent, self.high);
+        let base = *self.base.get_or_insert(if sent > 0 { high + 1.0 } else { 0.0 });
+        let progress = base + progress;
+        if sent > 0 && progress <= high {
+            return;
+        }
         let mut params = serde_json::Map::new();
         params.insert("progressToken".into(), token.clone());
         params.insert("progress".into(), json!(progress));
         if let Some(t) = total {
-            params.insert("total".into(), json!(t));
+            params.insert("total".into(), json!(base + t));
         }
         if let Some(m) = message {
             params.insert("message".into(), Value::String(m.into_inner()));
         }
         self.sent += 1;
+        self.high = progress;
         sink(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}));
+    }
+
+    /// Called often while the call waits for approval; sends a notification when
+    /// [`Progress::WAIT_INTERVAL`] has passed since the start or the previous one, with
+    /// `message` (sp's own words: who is asked). Hosts that reset their request timeout
+    /// on progress (TypeScript SDK `resetTimeoutOnProgress`) keep waiting (sp(1),
+    /// APPROVAL). The same count as [`Progress::tick`], so `progress` keeps increasing
+    /// when the run starts.
+    pub fn waiting(&mut self, message: &str) {
+        let (Some(token), Some(sink)) = (&self.token, self.sink.as_mut()) else { return };
+        let now = Instant::now();
+        if now.duration_since(self.last.unwrap_or(self.started)) < Self::WAIT_INTERVAL {
+            return;
+        }
+        self.last = Some(now);
+        self.sent += 1;
+        let secs = now.duration_since(self.started).as_secs();
+        let progress = secs.max(self.sent);
+        self.high = progress as f64;
+        sink(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": progress, "message": format!("{message} ({secs} s so far)")}
+        }));
     }
 
     /// Notifications sent so far.
@@ -309,5 +350,44 @@ impl fmt::Display for ExecError {
             ExecError::Blocked(m) | ExecError::Timeout(m) | ExecError::Unavailable(m) | ExecError::Upstream(m) => f.write_str(m),
             ExecError::Cancelled => f.write_str("cancelled by the client"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress_of(notes: &[Value]) -> Vec<f64> {
+        notes.iter().map(|n| n["params"]["progress"].as_f64().expect("a number")).collect()
+    }
+
+    /// An upstream's own numbers start again from 0; after a wait for approval already
+    /// reported up to some value they are shifted past it, `total` with them, so the
+    /// client sees `progress` increase as MCP requires.
+    #[test]
+    fn relayed_progress_keeps_increasing_after_a_wait() {
+        let mut notes = Vec::new();
+        let mut sink = |v: &Value| notes.push(v.clone());
+        let mut p = Progress::new(Some(json!("t")), &mut sink);
+        p.started -= Duration::from_secs(12);
+        p.waiting("asking the approver");
+        p.relay(0.0, Some(10.0), None);
+        p.relay(3.0, Some(10.0), None);
+        drop(p);
+        assert_eq!(progress_of(&notes), [12.0, 13.0, 16.0]);
+        assert_eq!(notes[2]["params"]["total"], json!(23.0));
+    }
+
+    /// Without a wait the upstream's numbers pass unchanged.
+    #[test]
+    fn relayed_progress_passes_unchanged_when_first() {
+        let mut notes = Vec::new();
+        let mut sink = |v: &Value| notes.push(v.clone());
+        let mut p = Progress::new(Some(json!(7)), &mut sink);
+        p.relay(0.0, None, None);
+        p.relay(0.5, Some(1.0), None);
+        drop(p);
+        assert_eq!(progress_of(&notes), [0.0, 0.5]);
+        assert_eq!(notes[1]["params"]["total"], json!(1.0));
     }
 }

@@ -81,6 +81,30 @@ impl fmt::Display for ToolCode {
     }
 }
 
+/// A tool's `outputSchema` (MCP 2025-06-18 "Structured content"): its result's
+/// `properties`, of which a success has every one of `required`; or a refusal's
+/// `{"error": {"code", "message"}}`, which may come with some of the result's fields
+/// (an SSH command stopped at its timeout). No other member, so a host that validates
+/// `structuredContent` against it finds each one sp writes (`tools/tests.rs` validates
+/// real results).
+pub(crate) fn result_schema(mut properties: serde_json::Map<String, serde_json::Value>, required: &[&str]) -> serde_json::Value {
+    properties.insert(
+        "error".into(),
+        serde_json::json!({
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^SP_[A-Z_]+$"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+            "additionalProperties": false
+        }),
+    );
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": false,
+        "anyOf": [{"required": required}, {"required": ["error"]}]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

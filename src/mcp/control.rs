@@ -27,6 +27,10 @@
 //!   request's), whatever its method: it is queued as [`Event::IdInFlight`], never run,
 //!   and the loop answers it in turn with -32600 and `id: null` (the id's one answer
 //!   is its first request's), so a cancel can never hit the wrong call;
+//! - hands the client's response to sp's own request (an `elicitation/create` for
+//!   approval, `Notes::request`) to the waiting call, when its id is exactly the one
+//!   the call waits on (`jsonrpc::response_to`); any other response is queued and
+//!   stays malformed input for the loop;
 //! - on stdin EOF cancels the call the same way and the loop then ends;
 //! - queues everything else in arrival order (another `tools/call`, refused requests,
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
@@ -43,8 +47,8 @@
 //! costs the loop no wait for the other thread: it marks the call over, nudges (a byte on
 //! a socket pair the control thread polls with stdin) and takes the reader back at once;
 //! the control thread wakes on its own time, sees the call over and parks. Progress notes
-//! are written by the call's own thread, under the writer's mutex, none once the call is
-//! cancelled. A source without a nudge must never block (the in-memory input of tests
+//! (and sp's own requests) are written by the call's own thread, under the writer's
+//! mutex, none once the call is cancelled. A source without a nudge must never block (the in-memory input of tests
 //! and the fuzz target): the control thread then reads it on until it ends.
 //!
 //! Why not `poll(2)` on stdin inside the executors: the blocking calls live inside
@@ -58,7 +62,8 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::{Scope, ScopedJoinHandle};
 
@@ -97,15 +102,44 @@ pub(crate) enum Event {
     Eof,
 }
 
-/// How a running call writes its progress notifications (none once it is cancelled).
+/// How a running call writes its progress notifications (none once it is cancelled),
+/// and asks the client (an `elicitation/create` for approval).
 pub(crate) struct Notes<'a> {
     sink: &'a (dyn Fn(&Value) + Sync),
+    /// Sets (or clears) the one response the control thread waits for.
+    awaiting: &'a (dyn Fn(Option<(Id, Sender<Value>)>) + Sync),
+    next_id: &'a AtomicU64,
+}
+
+/// A request sp sent to the client during a call, waiting for its response.
+pub(crate) struct Pending {
+    pub id: Id,
+    /// The client's whole response (`result` or `error`), checked by
+    /// `jsonrpc::response_to`.
+    pub response: Receiver<Value>,
 }
 
 impl Notes<'_> {
     /// Writes a progress notification unless the call is cancelled by then.
     pub(crate) fn note(&self, note: &Value) {
         (self.sink)(note);
+    }
+
+    /// Sends the request `method` to the client with a fresh id (`sp-N`) and has the
+    /// control thread hand its response over. Only that id's response is taken, while
+    /// it is awaited ([`Notes::forget`]); any other response read meanwhile stays
+    /// malformed input (`jsonrpc.rs`) and closes the session after the call.
+    pub(crate) fn request(&self, method: &str, params: &Value) -> Pending {
+        let id = Id::Str(format!("sp-{}", self.next_id.fetch_add(1, Ordering::SeqCst) + 1));
+        let (tx, rx) = std::sync::mpsc::channel();
+        (self.awaiting)(Some((id.clone(), tx)));
+        self.note(&serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params}));
+        Pending { id, response: rx }
+    }
+
+    /// Stops waiting for a response: a late one is malformed input.
+    pub(crate) fn forget(&self) {
+        (self.awaiting)(None);
     }
 }
 
@@ -127,6 +161,8 @@ pub(crate) struct Link<'o, W: Write> {
     /// The `tools/list` the control thread answers (the loop hands it in: the wire
     /// knows no tool). A live list not made yet waits behind the call.
     tools: Listing,
+    /// The last id of a request sp sent to the client (`Notes::request`).
+    next_id: AtomicU64,
 }
 
 struct Out<'o, W: Write> {
@@ -153,6 +189,8 @@ struct Running {
     eof: bool,
     /// The client cancelled the call with `notifications/cancelled`.
     requested: bool,
+    /// The response the call waits for: sp's request id, and where it goes.
+    awaiting: Option<(Id, Sender<Value>)>,
 }
 
 /// stdin's frames, and those a control thread queued for the loop.
@@ -215,6 +253,7 @@ impl<'o, W: Write + Send> Link<'o, W> {
             nudge,
             cancel_on_eof,
             tools,
+            next_id: AtomicU64::new(0),
         }
     }
 
@@ -295,7 +334,7 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         {
             let mut state = locked(&link.state);
             state.session = session;
-            state.call = Some(Running { id: running.clone(), cancel: cancel.clone(), eof: false, requested: false });
+            state.call = Some(Running { id: running.clone(), cancel: cancel.clone(), eof: false, requested: false, awaiting: None });
         }
         let control = self.control();
         link.active.store(true, Ordering::SeqCst);
@@ -316,7 +355,12 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
                 link.send_for_call(cancel, |w| w.send(note));
             }
         };
-        let result = work(&Notes { sink: &sink });
+        let awaiting = |a: Option<(Id, Sender<Value>)>| {
+            if let Some(call) = locked(&link.state).call.as_mut() {
+                call.awaiting = a;
+            }
+        };
+        let result = work(&Notes { sink: &sink, awaiting: &awaiting, next_id: &link.next_id });
         drop(over);
         let (call, session) = {
             let mut state = locked(&link.state);
@@ -418,6 +462,8 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
                 call.eof = true;
                 call.cancel.cancel();
             }
+            // The response to sp's own request, while it waits: handed over, never queued.
+            Some(Event::Frame { frame: Ok(frame), .. }) if awaited(call, &frame) => {}
             Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.tools) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
                 Control::List(id, era) => match &link.tools {
@@ -455,6 +501,17 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
             Some(other) => reader.queue.push_back(other),
         }
     }
+}
+
+/// Whether `frame` is the response the call waits for; if so it is handed over and no
+/// longer awaited.
+fn awaited(call: &mut Running, frame: &Frame) -> bool {
+    let Some((id, _)) = &call.awaiting else { return false };
+    let Some(response) = jsonrpc::response_to(&frame.text, id) else { return false };
+    if let Some((_, tx)) = call.awaiting.take() {
+        let _ = tx.send(response);
+    }
+    true
 }
 
 enum Control {

@@ -15,7 +15,9 @@
 //! object that is not a response), else `id: null` (JSON-RPC 2.0 section 5.1: "If there
 //! was an error in detecting the id in the Request object ... it MUST be Null"; issue #10).
 //! A response from the client carries the id of a request we never sent, so it is
-//! answered with `id: null` too.
+//! answered with `id: null` too. The one exception is [`response_to`]: while a call
+//! waits for the answer to sp's own request (an `elicitation/create` for approval,
+//! `control.rs`), the response with exactly that id is taken.
 
 use std::fmt;
 
@@ -120,6 +122,38 @@ fn readable_id(obj: &Map<String, Value>) -> Option<Id> {
     }
 }
 
+/// The client's response to sp's request `awaited`, if `text` is exactly that: one JSON
+/// value (`json::parse`: no duplicate keys, depth cap), an object whose members are
+/// `jsonrpc` ("2.0"), `id` (equal to `awaited`, type included) and one of `result` (an
+/// object) or `error` (an object with an integer `code`, a string `message`, and
+/// optionally `data`). Anything else is `None`: not an answer sp waits for, so it stays
+/// malformed input.
+pub(crate) fn response_to(text: &str, awaited: &Id) -> Option<Value> {
+    let value = crate::json::parse(text).ok()?;
+    let obj = value.as_object()?;
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") || obj.keys().any(|k| !matches!(k.as_str(), "jsonrpc" | "id" | "result" | "error")) {
+        return None;
+    }
+    let id = match obj.get("id")? {
+        Value::Number(n) if !n.is_f64() => Id::Int(n.as_i64()?),
+        Value::String(s) => Id::Str(s.clone()),
+        _ => return None,
+    };
+    if &id != awaited {
+        return None;
+    }
+    let ok = match (obj.get("result"), obj.get("error")) {
+        (Some(Value::Object(_)), None) => true,
+        (None, Some(Value::Object(e))) => {
+            e.keys().all(|k| matches!(k.as_str(), "code" | "message" | "data"))
+                && e.get("code").is_some_and(|c| c.is_i64())
+                && e.get("message").is_some_and(Value::is_string)
+        }
+        _ => false,
+    };
+    ok.then_some(value)
+}
+
 pub(crate) fn classify(value: Value) -> Result<Message, Malformed> {
     let obj: Map<String, Value> = match value {
         Value::Object(o) => o,
@@ -181,6 +215,35 @@ mod tests {
             classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})),
             Ok(Message::Notification { method: "notifications/initialized".into(), params: None })
         );
+    }
+
+    /// Only the exact response to the awaited id is taken. Attacks tried (all held): the
+    /// id as a number when sp sent a string, another id, both result and error, neither,
+    /// a result that is not an object, an extra member, a duplicate key, an error
+    /// without code, `jsonrpc` 1.0, a request that carries the id, trailing text.
+    #[test]
+    fn responses_to_sp_requests() {
+        let sp = Id::Str("sp-1".into());
+        let ok = [r#"{"jsonrpc":"2.0","id":"sp-1","result":{"action":"accept"}}"#, r#"{"jsonrpc":"2.0","id":"sp-1","error":{"code":-32601,"message":"no"}}"#];
+        for text in ok {
+            assert_eq!(response_to(text, &sp), Some(serde_json::from_str(text).unwrap()), "{text}");
+        }
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-2","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","result":{},"error":{"code":1,"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1"}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","result":true}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","result":{},"x":1}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","result":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","error":{"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","error":{"code":1.5,"message":"x"}}"#,
+            r#"{"jsonrpc":"1.0","id":"sp-1","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":"sp-1","result":{}} x"#,
+        ] {
+            assert_eq!(response_to(text, &sp), None, "{text}");
+        }
     }
 
     #[test]

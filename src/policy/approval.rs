@@ -10,9 +10,15 @@
 //!              "grants": {"exact_max_s": 3600, "session_max_s": 900}}
 //! ```
 //!
-//! `grants`: how long a yes may last when the approver asks for it (the
-//! state file and the rules are `grants.rs`). A scope without its `*_max_s` is never
-//! granted; no `grants` at all means every approval covers one call, as before.
+//! `grants`: how long a yes may last when the approver asks for it (the state file and
+//! the rules are `approve/grants.rs`). A scope without its `*_max_s` is never granted;
+//! no `grants` at all means every approval covers one call, as before.
+//!
+//! `via`: the channels a flagged call is asked through, in order: `"command"` (the
+//! operator's out-of-band approver, the default) and `"elicitation"` (a form the MCP
+//! client shows its user, `approve/elicit.rs`). A subject (credential, SSH host) whose
+//! `approve` is `"command"` is asked through the command only, whatever `via` says:
+//! the agent's own host answers an elicitation.
 
 use std::time::Duration;
 
@@ -51,6 +57,52 @@ pub struct ApprovalPolicy {
     pub timeout: Duration,
     /// `approval.grants`: none by default (every approval covers one call).
     pub grants: GrantsPolicy,
+    /// `approval.via`: the channels asked, in order; `[Command]` by default.
+    pub via: Vec<Via>,
+}
+
+/// One approval channel of `approval.via`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The operator's approver program (`approval.command`).
+    Command,
+    /// An `elicitation/create` form the MCP client shows its user.
+    Elicitation,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Command => "command",
+            Via::Elicitation => "elicitation",
+        }
+    }
+}
+
+/// A credential's or SSH host's `approve`: `false` (never asked), `true` (asked through
+/// `approval.via`), or `"command"` (asked through the approver command only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Approve {
+    #[default]
+    No,
+    Yes,
+    Command,
+}
+
+impl Approve {
+    pub fn needed(self) -> bool {
+        self != Approve::No
+    }
+}
+
+/// The `approve` field of a credential or SSH host at `field` (absent: [`Approve::No`]).
+pub(crate) fn approve_flag(map: &serde_json::Map<String, Value>, field: &str) -> Check<Approve> {
+    match map.get("approve") {
+        None | Some(Value::Bool(false)) => Ok(Approve::No),
+        Some(Value::Bool(true)) => Ok(Approve::Yes),
+        Some(Value::String(s)) if s == "command" => Ok(Approve::Command),
+        Some(_) => err(&format!("{field}.approve"), "must be true, false or \"command\""),
+    }
 }
 
 /// `approval.grants`: the longest grant of each scope the operator allows (`None`: that
@@ -65,7 +117,13 @@ pub struct GrantsPolicy {
 
 impl Default for ApprovalPolicy {
     fn default() -> ApprovalPolicy {
-        ApprovalPolicy { mode: Mode::Enforce, command: None, timeout: Duration::from_secs(DEFAULT_TIMEOUT_S), grants: GrantsPolicy::default() }
+        ApprovalPolicy {
+            mode: Mode::Enforce,
+            command: None,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            grants: GrantsPolicy::default(),
+            via: vec![Via::Command],
+        }
     }
 }
 
@@ -80,7 +138,10 @@ pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<App
         };
     }
     let Some(a) = approval else { return Ok(p) };
-    let map = object(a, "approval", &["command", "timeout_s", "grants"])?;
+    let map = object(a, "approval", &["command", "timeout_s", "grants", "via"])?;
+    if let Some(v) = map.get("via") {
+        p.via = via(v)?;
+    }
     let argv = match map.get("command") {
         Some(Value::Array(items)) if !items.is_empty() => items
             .iter()
@@ -92,9 +153,12 @@ pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<App
             })
             .collect::<Check<Vec<String>>>()?,
         Some(_) => return err("approval.command", "must be a non-empty array: [PROGRAM, ARGS...]"),
-        None => return err("approval.command", "is required"),
+        // Elicitation alone needs no program (a subject that requires the command does:
+        // checked once the whole document is parsed, `mod.rs`).
+        None if !p.via.contains(&Via::Command) => Vec::new(),
+        None => return err("approval.command", "is required (or \"via\": [\"elicitation\"])"),
     };
-    p.command = Some(argv);
+    p.command = (!argv.is_empty()).then_some(argv);
     if let Some(t) = map.get("timeout_s") {
         p.timeout = Duration::from_secs(int(t, "approval.timeout_s", 1, MAX_TIMEOUT_S)?);
     }
@@ -102,6 +166,27 @@ pub(crate) fn parse(mode: Option<&Value>, approval: Option<&Value>) -> Check<App
         p.grants = grants(g)?;
     }
     Ok(p)
+}
+
+/// `approval.via`: a non-empty list of distinct channels.
+fn via(v: &Value) -> Check<Vec<Via>> {
+    let Value::Array(items) = v else { return err("approval.via", "must be an array of \"elicitation\" and \"command\"") };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let channel = match item.as_str() {
+            Some("command") => Via::Command,
+            Some("elicitation") => Via::Elicitation,
+            _ => return err(&format!("approval.via[{i}]"), "must be \"elicitation\" or \"command\""),
+        };
+        if out.contains(&channel) {
+            return err(&format!("approval.via[{i}]"), "names a channel twice");
+        }
+        out.push(channel);
+    }
+    if out.is_empty() {
+        return err("approval.via", "must name at least one channel");
+    }
+    Ok(out)
 }
 
 /// `approval.grants`: `{"exact_max_s": N, "session_max_s": N, "path": ABSOLUTE_FILE}`,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::fields::{err, flag, int, list, object, string, Check};
+use super::fields::{err, int, list, object, string, Check};
 use super::http::{hosts, is_hop_header, is_routing_header, is_token, methods, paths, HostPattern, Method, PathPattern};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +80,9 @@ pub struct Credential {
     pub methods: Option<Vec<Method>>,
     /// What to do when a response echoes this credential's secret in any spelling.
     pub on_echo: OnEcho,
-    /// `"approve": true`: every call using it waits for the operator's approver.
-    pub approve: bool,
+    /// `"approve": true`: every call using it waits for approval (`approval.via`);
+    /// `"command"`: for the operator's approver command only.
+    pub approve: super::approval::Approve,
     /// Routing headers (`ROUTING_HEADERS`) the agent may send with it, lowercase.
     pub allow_routing_headers: Vec<String>,
     /// The shortest secret accepted from the source (and, for `oauth2`, from the token
@@ -115,7 +116,7 @@ pub enum OnEcho {
 
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
     let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
-    let approve = flag(map, "approve", field, false)?;
+    let approve = super::approval::approve_flag(map, field)?;
     let min_secret_bytes = match map.get("min_secret_bytes") {
         None => MIN_SECRET_BYTES,
         Some(n) => int(n, &format!("{field}.min_secret_bytes"), 1, MAX_MIN_SECRET_BYTES)? as usize,

@@ -69,14 +69,15 @@ pub(crate) fn hash(bytes: &[u8]) -> String {
 }
 
 impl Policy {
-    /// Whether calls using this credential wait for the approver (`"approve": true`).
+    /// Whether calls using this credential wait for approval (`"approve": true` or
+    /// `"command"`).
     pub fn credential_needs_approval(&self, name: &str) -> bool {
-        self.credentials.get(name).is_some_and(|c| c.approve)
+        self.credentials.get(name).is_some_and(|c| c.approve.needed())
     }
 
-    /// Whether calls to this SSH host wait for the approver (`"approve": true`).
+    /// Whether calls to this SSH host wait for approval (`"approve": true` or `"command"`).
     pub fn ssh_host_needs_approval(&self, name: &str) -> bool {
-        self.ssh.hosts.get(name).is_some_and(|h| h.approve)
+        self.ssh.hosts.get(name).is_some_and(|h| h.approve.needed())
     }
 
     /// The policy in force when no file is found: nothing is allowed.
@@ -221,9 +222,18 @@ fn parse(root: &Value) -> Check<Policy> {
     };
     let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, hash: None };
     // An `approve` flag in enforce mode needs someone to ask.
-    let flagged = policy.credentials.values().filter(|c| c.approve).map(|c| format!("credentials.{}.approve", c.name));
-    let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| h.approve).map(|h| format!("ssh.hosts.{}.approve", h.name)));
-    let mut flagged = flagged.chain(policy.upstreams.values().filter(|u| !u.tools.approve.is_empty()).map(|u| format!("upstreams.{}.tools.approve", u.name)));
+    // An `approve` flag in enforce mode needs someone to ask: the approver command, unless
+    // `approval.via` is elicitation alone and the subject does not require the command.
+    let by_command = |a: approval::Approve| a == approval::Approve::Command || (a.needed() && policy.approval.via.contains(&approval::Via::Command));
+    let flagged = policy.credentials.values().filter(|c| by_command(c.approve)).map(|c| format!("credentials.{}.approve", c.name));
+    let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| by_command(h.approve)).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let mut flagged = flagged.chain(
+        policy
+            .upstreams
+            .values()
+            .filter(|u| !u.tools.approve.is_empty() && (u.approve_command_only || policy.approval.via.contains(&approval::Via::Command)))
+            .map(|u| format!("upstreams.{}.tools.approve", u.name)),
+    );
     if let (Some(field), None, approval::Mode::Enforce) = (flagged.next(), &policy.approval.command, policy.approval.mode) {
         return err(&field, "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)");
     }
@@ -371,6 +381,40 @@ mod tests {
         }
     }
 
+    /// `approval.via` and `"approve": "command"` (sp-policy(5), APPROVAL): who must be
+    /// able to ask, checked at load.
+    #[test]
+    fn approval_channels() {
+        use approval::{Approve, Via};
+        let cred = |approve: Value| json!({"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve});
+        assert_eq!(parse(&json!({})).unwrap().approval.via, vec![Via::Command]);
+        let p = parse(&json!({"approval": {"via": ["elicitation"]}, "credentials": {"a": cred(json!(true))}})).unwrap();
+        assert_eq!((p.approval.via.clone(), p.approval.command.clone()), (vec![Via::Elicitation], None));
+        assert_eq!(p.credentials["a"].approve, Approve::Yes);
+        let p = parse(&json!({"approval": {"via": ["elicitation", "command"], "command": ["/a"]}, "credentials": {"a": cred(json!("command"))}})).unwrap();
+        assert_eq!((p.approval.via.clone(), p.credentials["a"].approve), (vec![Via::Elicitation, Via::Command], Approve::Command));
+        assert!(p.credential_needs_approval("a"));
+        let need = "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)".to_owned();
+        for (v, field, message) in [
+            (json!({"approval": {"via": ["elicitation"]}, "credentials": {"a": cred(json!("command"))}}), "credentials.a.approve", need.clone()),
+            (
+                json!({"approval": {"via": ["elicitation"]}, "upstreams": {"u": {"command": ["/a"], "approve": "command", "tools": {"allow": ["*"], "approve": ["x"]}}}}),
+                "upstreams.u.tools.approve",
+                need.clone(),
+            ),
+            (json!({"upstreams": {"u": {"command": ["/a"], "approve": true}}}), "upstreams.u.approve", "must be \"command\" (tools.approve chooses the tools)".to_owned()),
+            (json!({"approval": {"via": []}}), "approval.via", "must name at least one channel".to_owned()),
+            (json!({"approval": {"via": "command"}}), "approval.via", "must be an array of \"elicitation\" and \"command\"".to_owned()),
+            (json!({"approval": {"via": ["command", "command"], "command": ["/a"]}}), "approval.via[1]", "names a channel twice".to_owned()),
+            (json!({"approval": {"via": ["email"]}}), "approval.via[0]", "must be \"elicitation\" or \"command\"".to_owned()),
+            (json!({"approval": {"via": ["command"]}}), "approval.command", "is required (or \"via\": [\"elicitation\"])".to_owned()),
+            (json!({"credentials": {"a": cred(json!("elicitation"))}}), "credentials.a.approve", "must be true, false or \"command\"".to_owned()),
+        ] {
+            let shown = v.to_string();
+            assert_eq!(parse_err(v), (field.to_owned(), message), "{shown}");
+        }
+    }
+
     #[test]
     fn approve_is_a_field_of_credentials_and_ssh_hosts() {
         let cred = |approve: Value| json!({"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["x"], "approve": approve});
@@ -404,7 +448,7 @@ mod tests {
             (json!({"approval": {"command": ["sp-approve"]}}), "approval.command[0]", "must be an absolute path to the approver"),
             (json!({"approval": {"command": ["/a", 1]}}), "approval.command[1]", "must be a string"),
             (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s", "must be an integer from 1 to 3600"),
-            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s, grants)"),
+            (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s, grants, via)"),
             (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 0}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
             (json!({"approval": {"command": ["/a"], "grants": {"session_max_s": 86401}}}), "approval.grants.session_max_s", "must be an integer from 1 to 86400"),
             (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": "900"}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
@@ -412,8 +456,8 @@ mod tests {
             (json!({"approval": {"command": ["/a"], "grants": {"path": "/state/"}}}), "approval.grants.path", "must be an absolute path to a file"),
             (json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}), "approval.grants.once_max_s", "unknown field (expected one of: exact_max_s, session_max_s, path)"),
             (json!({"approval": {"command": ["/a"], "grants": []}}), "approval.grants", "must be an object"),
-            (json!({"approval": {}}), "approval.command", "is required"),
-            (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true or false"),
+            (json!({"approval": {}}), "approval.command", "is required (or \"via\": [\"elicitation\"])"),
+            (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true, false or \"command\""),
             (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
             (json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}), "upstreams.u.tools.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),

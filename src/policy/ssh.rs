@@ -87,8 +87,9 @@ pub struct SshHost {
     pub hide_address: bool,
     /// Run commands on a pseudo-terminal (default), so that a timeout stops them.
     pub pty: bool,
-    /// `"approve": true`: every call to it waits for the operator's approver.
-    pub approve: bool,
+    /// `"approve": true`: every call to it waits for approval (`approval.via`);
+    /// `"command"`: for the operator's approver command only.
+    pub approve: super::approval::Approve,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,7 +202,7 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
 
 fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
     let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve"])?;
-    let approve = flag(map, "approve", field, false)?;
+    let approve = super::approval::approve_flag(map, field)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
         .ok_or_else(|| (af.clone(), "must be a host name or an IP address (no port, no user@)".to_owned()))?;

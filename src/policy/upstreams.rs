@@ -196,6 +196,9 @@ pub struct Upstream {
     pub startup_timeout: Duration,
     /// The longest line the upstream may write (an answer is one line).
     pub max_output_bytes: u64,
+    /// `"approve": "command"`: the calls `tools.approve` flags are asked through the
+    /// approver command only, never MCP elicitation (sp-policy(5), APPROVAL).
+    pub approve_command_only: bool,
 }
 
 /// An upstream name: `[a-z0-9-]`, 1 to [`MAX_NAME_LEN`] characters, no `_`.
@@ -209,7 +212,7 @@ fn is_env_name(s: &str) -> bool {
 }
 
 const KEYS: &[&str] =
-    &["command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes"];
+    &["command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve"];
 
 /// Parses the section; credentials it names must be in `credentials`.
 pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Check<BTreeMap<String, Upstream>> {
@@ -230,6 +233,12 @@ pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Ch
 
 fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<Upstream> {
     let map = object(def, field, KEYS)?;
+    // Which tools wait is `tools.approve`; this says only through which channel.
+    let approve_command_only = match map.get("approve") {
+        None => false,
+        Some(Value::String(s)) if s == "command" => true,
+        Some(_) => return err(&format!("{field}.approve"), "must be \"command\" (tools.approve chooses the tools)"),
+    };
     let credential_ref = |v: &Value, at: &str| -> Check<String> {
         let c = string(v, at)?;
         if !credentials.contains_key(c) {
@@ -338,6 +347,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         .transpose()?;
     Ok(Upstream {
         name: name.to_owned(),
+        approve_command_only,
         transport,
         tools,
         arguments,
@@ -492,7 +502,7 @@ mod tests {
             (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
             (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
             (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
-            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes)"),
+            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve)"),
             (json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}), "upstreams.u.arguments.get_secret", "names a tool that tools.allow does not expose (or tools.deny removes): the pin could never apply"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {}}}), "upstreams.u.arguments.t", "must pin 1 to 256 arguments"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {"a": "x"}}}), "upstreams.u.arguments.t.a", "must be an array"),

@@ -3,8 +3,9 @@
 //! token rows, the result row's facts), and the result row.
 
 use crate::audit::{Context, Journal};
-use crate::gate::exec::{Cancel, Event as RunEvent, Output, Unavailable};
+use crate::gate::exec::{Event as RunEvent, Output, Unavailable};
 use crate::gate::outcome::{Rejection, ToolCode};
+use crate::policy::Policy;
 use crate::tools::{Action, Executor};
 
 use super::Server;
@@ -35,6 +36,32 @@ impl Output for Journaling<'_> {
             }
         }
     }
+}
+
+/// Why a call stops at the gate.
+pub(super) enum Halt {
+    Refuse(Rejection),
+    /// 2026-07-28: answer `input_required` with this `elicitation/create` params.
+    Input(serde_json::Value),
+}
+
+/// Approval (when the action's kind flags it), then the first intent row. A function of
+/// the fields it uses (not a method), so the server's other fields stay lent to the
+/// elicitor meanwhile.
+pub(super) fn audit_gate(policy: &Policy, journal: &mut Journal, audit: &mut Context, action: &Action, asking: &mut crate::approve::Asking<'_, '_>) -> Result<(), Halt> {
+    let facts = action.audit();
+    audit.rule = facts.rule;
+    audit.credential = facts.credential;
+    let ask = action.approval(policy);
+    match crate::approve::gate(policy, journal, audit, ask.as_ref(), asking) {
+        crate::approve::Gate::Run { intent } => audit.intent = Some(intent),
+        crate::approve::Gate::Refuse(r) => return Err(Halt::Refuse(r)),
+        crate::approve::Gate::InputRequired(params) => return Err(Halt::Input(params)),
+    }
+    intent(journal, audit, None, None, None)
+        .map_err(|Unavailable(message)| Halt::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message }))?;
+    audit.started = Some(std::time::Instant::now());
+    Ok(())
 }
 
 /// An `intent` row, durable before the effect. `Err` carries the agent's message.
@@ -74,21 +101,6 @@ impl<E: Executor> Server<'_, E> {
         self.journal.record(row);
     }
 
-    /// Approval (when the action's kind flags it), then the first intent row.
-    pub(super) fn audit_gate(&mut self, action: &Action, cancel: &Cancel) -> Result<(), Rejection> {
-        let audit = action.audit();
-        self.audit.rule = audit.rule;
-        self.audit.credential = audit.credential;
-        let ask = action.approval(self.policy);
-        match crate::approve::gate(self.policy, &mut self.journal, &self.audit, ask.as_ref(), cancel) {
-            crate::approve::Gate::Run { intent } => self.audit.intent = Some(intent),
-            crate::approve::Gate::Refuse(r) => return Err(r),
-        }
-        intent(&mut self.journal, &self.audit, None, None, None)
-            .map_err(|Unavailable(message)| Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message })?;
-        self.audit.started = Some(std::time::Instant::now());
-        Ok(())
-    }
 
     /// The `result` row of an execution (after scrubbing: it reads the error message).
     pub(super) fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {

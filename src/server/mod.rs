@@ -16,7 +16,11 @@
 //! outcome) are counted apart in [`Stats`]. A rejection never reaches the executor.
 //!
 //! The loop names no tool: the tool table (`tools/`) parses, authorizes and runs each
-//! call; the loop adds approval and the intent row between (`journal.rs`). It is generic
+//! call; the loop adds approval and the intent row between (`journal.rs`). Approval may
+//! ask the client (`approve/elicit.rs`): in the handshake eras through the control
+//! thread (`elicit.rs` here), under 2026-07-28 by answering the call `input_required`
+//! and checking the retry's `inputResponses` and `requestState`, which are taken out of
+//! the params before the fingerprint. It is generic
 //! over input, output and executor, so tests drive it with byte slices, a `Vec<u8>` and
 //! a recording executor through the same code path as stdin.
 
@@ -40,11 +44,12 @@ use crate::mcp::session::{Era, Offer, Refusal, Session, Step};
 use crate::policy::Policy;
 use crate::tools::{self, Action, CallError, Executor, ToolCall};
 
+mod elicit;
 mod journal;
 mod stats;
 mod upstreams;
 use stats::Stats;
-use journal::Journaling;
+use journal::{Halt, Journaling};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -187,6 +192,14 @@ pub struct Server<'p, E> {
     live_generation: Option<u64>,
     /// Upstream list changes not yet told to the client.
     list_changes: u32,
+    /// Approval grants (`approve/grants.rs`), when the operator allows any.
+    grants: Option<crate::approve::grants::Grants>,
+    /// Seals a 2026-07-28 call's `requestState` (`approve/elicit.rs`).
+    state_key: crate::approve::elicit::StateKey,
+    /// The client's `initialize` capabilities (handshake eras).
+    client_caps: Option<Value>,
+    /// The current 2026-07-28 call's MRTR members, taken out of its params.
+    retry: crate::approve::elicit::Retry,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
@@ -200,6 +213,10 @@ impl<'p, E: Executor> Server<'p, E> {
             stats: Stats::default(),
             journal: crate::audit::Journal::off(),
             audit: crate::audit::Context::default(),
+            grants: None,
+            state_key: crate::approve::elicit::StateKey::new(),
+            client_caps: None,
+            retry: Default::default(),
             live: (!policy.upstreams.is_empty()).then(Default::default),
             live_generation: None,
             list_changes: 0,
@@ -209,6 +226,12 @@ impl<'p, E: Executor> Server<'p, E> {
     /// What `initialize` and `server/discover` offer: `listChanged` with upstreams.
     fn offer(&self) -> Offer {
         Offer { list_changed: self.live.is_some() }
+    }
+
+    /// Finds and keeps approval grants in `grants` (`sp mcp`: when the policy allows any).
+    pub(crate) fn with_grants(mut self, grants: Option<crate::approve::grants::Grants>) -> Self {
+        self.grants = grants;
+        self
     }
 
     /// Journals every decision to `journal`.
@@ -234,7 +257,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let o = &self.options;
         let listing = match &self.live {
             Some(live) => Listing::Live(live.clone()),
-            None => Listing::Fixed(&tools::LIST),
+            None => Listing::Fixed(tools::list_for(self.policy)),
         };
         let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, listing);
         // The `Input`'s drop ends the control thread before the scope joins it.
@@ -356,7 +379,7 @@ impl<'p, E: Executor> Server<'p, E> {
     /// Is anybody told about requests: the journal, or the approver (which also gets
     /// the request's fingerprint, tool and target)?
     fn audited(&self) -> bool {
-        self.journal.is_on() || self.policy.approval.command.is_some()
+        self.journal.is_on() || self.policy.approval.command.is_some() || self.policy.approval.via.contains(&crate::policy::approval::Via::Elicitation)
     }
 
     fn reject(&mut self, reason: &'static str) {
@@ -375,7 +398,22 @@ impl<'p, E: Executor> Server<'p, E> {
     }
 
     /// Handles one well-formed message; `Some(exit)` ends the session.
-    fn message<W: Write + Send>(&mut self, message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
+    fn message<W: Write + Send>(&mut self, mut message: Message, io: &mut Input<'_, '_, '_, W>) -> Option<Exit> {
+        // A call's MRTR members (2026-07-28) are the answer to sp's own question, not
+        // part of the call: out before the fingerprint, so the retry has the first call's.
+        self.retry = Default::default();
+        let mut caps = None;
+        if let Message::Request { method, params: Some(Value::Object(p)), .. } = &mut message {
+            match method.as_str() {
+                "tools/call" => {
+                    self.retry.input_responses = p.remove("inputResponses");
+                    self.retry.request_state = p.remove("requestState");
+                    self.retry.capabilities = p.get("_meta").and_then(|m| m.get(crate::mcp::session::META_CLIENT_CAPABILITIES)).cloned();
+                }
+                "initialize" => caps = p.get("capabilities").cloned(),
+                _ => {}
+            }
+        }
         // Every row written for this request, and the approver, get its fingerprint
         // (not computed when neither exists: it is a canonical JSON and a hash).
         if let Message::Request { method, params, .. } = &message {
@@ -383,7 +421,11 @@ impl<'p, E: Executor> Server<'p, E> {
             self.audit = crate::audit::Context { request_fp, ..Default::default() };
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
+        let was_waiting = session == Session::AwaitingInit;
         let (next, step) = session.handle_offering(&message, self.offer());
+        if was_waiting && matches!(next, Session::Initializing { .. }) {
+            self.client_caps = caps;
+        }
         self.session = next;
         let (id, params) = match message {
             Message::Notification { method, .. } => {
@@ -400,7 +442,7 @@ impl<'p, E: Executor> Server<'p, E> {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Answer(response), refused, Era::Handshake)
             }
-            Step::CallTool(era) => match self.call_tool(&id, params, io) {
+            Step::CallTool(era) => match self.call_tool(&id, params, era, io) {
                 Some((response, refused)) => (response, refused, era),
                 // Cancelled: never answered.
                 None => return io.gone.then_some(Exit::ClientGone),
@@ -423,8 +465,9 @@ impl<'p, E: Executor> Server<'p, E> {
         let sent = io.write(|out| match (response, live) {
             // Stamped already for 2026-07-28.
             (Outgoing::List(id), Some(result)) => out.send_typed(&RawListAnswer { id, result }),
-            (Outgoing::List(id), None) => out.send_typed(&tools::LIST.answer(id, era)),
+            (Outgoing::List(id), None) => out.send_typed(&tools::list_for(self.policy).answer(id, era)),
             (Outgoing::Answer(a), _) => out.send_typed(&Response::new(id.to_value(), a, era)),
+            (Outgoing::Message(m), _) => out.send(&m),
         });
         if sent.is_err() || self.tell_list_changes(io).is_err() {
             return Some(Exit::ClientGone);
@@ -450,7 +493,7 @@ impl<'p, E: Executor> Server<'p, E> {
 
     /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
     /// `None`: the client cancelled the call; it gets no answer.
-    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
+    fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, era: Era, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
         let request = match tools::call_request_in(self.policy, params) {
             Ok(r) => r,
             Err(e) => {
@@ -501,11 +544,18 @@ impl<'p, E: Executor> Server<'p, E> {
         // The approval wait and the run go on while the control thread answers pings
         // and watches for a cancel (`control.rs`).
         let cancel = Cancel::new();
+        // Whether this client can be asked through elicitation in the handshake eras.
+        let elicits = elicit::Live::capable(self.session.version(), self.client_caps.as_ref());
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
-        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, &cancel, notes));
+        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, (era, elicits), &cancel, notes));
         self.session = session;
         self.upstream_aftermath();
+        let ran = match ran {
+            Err(Halt::Input(params)) => return Some((Outgoing::Message(self.input_required(id, params)), false)),
+            Err(Halt::Refuse(r)) => Err(r),
+            Ok(done) => Ok(done),
+        };
         // After `notifications/cancelled` nothing more is sent for the call, whatever it
         // ended with; after EOF (or a client that went away) a call that was not
         // interrupted is still answered, best effort.
@@ -543,23 +593,53 @@ impl<'p, E: Executor> Server<'p, E> {
         Some((Outgoing::Answer(Answer::Call(result.into_call())), false))
     }
 
+    /// The answer to a 2026-07-28 call that needs its user's approval first (MRTR,
+    /// `approve/elicit.rs`): `input_required` with sp's form and a sealed `requestState`.
+    fn input_required(&mut self, id: &Id, params: Value) -> Value {
+        let fp = self.audit.request_fp.clone().unwrap_or_default();
+        let state = self.state_key.seal(&fp, crate::approve::grants::now(), self.policy.approval.timeout.as_secs());
+        log::info!("approval asked of the client: answered input_required");
+        let mut inputs = serde_json::Map::new();
+        inputs.insert(crate::approve::elicit::INPUT_KEY.into(), serde_json::json!({"method": "elicitation/create", "params": params}));
+        let result = serde_json::json!({"inputRequests": inputs, "requestState": state});
+        let mut message = crate::mcp::model::era_response(id.to_value(), result, Era::Stateless);
+        message["result"]["resultType"] = Value::from("input_required");
+        message
+    }
+
     /// Approval, intent row, run: the part of a call that may block.
     fn gated_run(
         &mut self,
         action: Action,
         progress_token: Option<Value>,
+        (era, elicits): (Era, bool),
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
-    ) -> Result<(String, ToolResult), Rejection> {
-        // The approver for approve-flagged actions, then the intent row, durable before
-        // anything runs; if it cannot be written, nothing runs.
-        self.audit_gate(&action, cancel)?;
-        let tool = action.name().to_owned();
+    ) -> Result<(String, ToolResult), Halt> {
         // The run gets only this: progress notifications for this call's token (written
         // at once, none once the call is cancelled, `control.rs`), the cancel to
-        // observe, the Vault, and the journal as an event sink.
+        // observe, the Vault, and the journal as an event sink. Progress starts here:
+        // a wait for approval sends it too.
         let mut send = |note: &Value| notes.note(note);
         let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
+        // The approval for approve-flagged actions, then the intent row, durable before
+        // anything runs; if it cannot be written, nothing runs.
+        let mut live;
+        let mut stateless;
+        let elicitor: &mut dyn crate::approve::elicit::Elicitor = match era {
+            Era::Handshake => {
+                live = elicit::Live { notes, capable: elicits };
+                &mut live
+            }
+            Era::Stateless => {
+                let fp = self.audit.request_fp.clone().unwrap_or_default();
+                stateless = crate::approve::elicit::Stateless { key: &self.state_key, retry: std::mem::take(&mut self.retry), fp };
+                &mut stateless
+            }
+        };
+        let mut asking = crate::approve::Asking { cancel, progress: &mut progress, elicitor, grants: self.grants.as_ref() };
+        journal::audit_gate(self.policy, &mut self.journal, &mut self.audit, &action, &mut asking)?;
+        let tool = action.name().to_owned();
         let mut output = Journaling { journal: &mut self.journal, audit: &mut self.audit };
         let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output);
         Ok((tool, action.run(&mut self.executor, self.policy, &mut ctx)))
@@ -575,7 +655,9 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 /// An answer as it is sent: typed (`mcp::model::Response`), or the cached `tools/list`.
 enum Outgoing {
     Answer(Answer),
-    /// `tools/list`, to this id (`tools::LIST`).
+    /// A message built whole (2026-07-28 `input_required`).
+    Message(Value),
+    /// `tools/list`, to this id (`tools::list_for`).
     List(Value),
 }
 

@@ -180,7 +180,7 @@ impl Child {
 
     /// Polls every few milliseconds until the child exits, `deadline` passes or `stop`
     /// returns true; nothing is killed here (the caller decides).
-    pub(crate) fn wait_until(&mut self, deadline: std::time::Instant, stop: impl Fn() -> bool) -> Waited {
+    pub(crate) fn wait_until(&mut self, deadline: std::time::Instant, mut stop: impl FnMut() -> bool) -> Waited {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return Waited::Exited(status),

@@ -335,6 +335,7 @@ macro_rules! table {
 table! {
     fixed {
         Http(HttpRequest, HttpAction, HttpDenial) => http::HttpTool;
+        HttpGet(http::get::HttpGet, HttpAction, HttpDenial) => http::get::HttpGetTool;
         Inventory((), Inventory, Infallible) => inventory::InventoryTool;
         Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
     }
@@ -357,7 +358,27 @@ impl Denial {
 
 /// `tools/list`, answered by the loop and by the control thread during a call: the
 /// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
+/// [`LIST`] lists every kind; [`LIST_NO_GET`] leaves out `http_get` for a policy that
+/// allows no GET or HEAD ([`list_for`]).
 pub(crate) static LIST: ToolList = ToolList::new(definitions);
+pub(crate) static LIST_NO_GET: ToolList = ToolList::new(|| without_get(definitions()));
+
+fn without_get(definitions: Value) -> Value {
+    let Value::Array(all) = definitions else { return Value::Array(Vec::new()) };
+    Value::Array(all.into_iter().filter(|d| d["name"] != http::get::HTTP_GET).collect())
+}
+
+/// The fixed tools' definitions a session under `policy` lists (the live list of a
+/// policy with upstreams starts with them).
+pub(crate) fn definitions_for(policy: &Policy) -> Value {
+    if http::get::listed(policy) { definitions() } else { without_get(definitions()) }
+}
+
+/// The `tools/list` a session under `policy` answers: `http_get` only when the policy
+/// allows GET or HEAD somewhere (`http::get::listed`).
+pub(crate) fn list_for(policy: &Policy) -> &'static ToolList {
+    if http::get::listed(policy) { &LIST } else { &LIST_NO_GET }
+}
 
 /// Whether `name` is one of the table's fixed tools (the journal's `tool` holds only
 /// sp's names and those a configured upstream may own, never an agent's other string).

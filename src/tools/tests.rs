@@ -24,10 +24,11 @@ fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
     )
     .unwrap();
     let listed: Vec<Value> = definitions().as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
-    assert_eq!(listed, [json!("http_request"), json!("sp_inventory"), json!("ssh_exec")]);
-    assert_eq!(NAMES, ["http_request", "sp_inventory", "ssh_exec"]);
+    assert_eq!(listed, [json!("http_request"), json!("http_get"), json!("sp_inventory"), json!("ssh_exec")]);
+    assert_eq!(NAMES, ["http_request", "http_get", "sp_inventory", "ssh_exec"]);
     let args = |name: &str| match name {
         "http_request" => json!({"method": "GET", "url": "https://api.example.com/x"}),
+        "http_get" => json!({"url": "https://api.example.com/x"}),
         "ssh_exec" => json!({"host": "web1", "command": "uptime"}),
         _ => json!({}),
     };
@@ -39,7 +40,10 @@ fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
         assert_eq!(action.name(), *name);
         let again = ToolCall::parse(&request).unwrap();
         match (&again, &action) {
-            (ToolCall::Http(_), Action::Http(_)) | (ToolCall::Inventory(()), Action::Inventory(_)) | (ToolCall::Ssh(_), Action::Ssh(_)) => {}
+            (ToolCall::Http(_), Action::Http(_))
+            | (ToolCall::HttpGet(_), Action::HttpGet(_))
+            | (ToolCall::Inventory(()), Action::Inventory(_))
+            | (ToolCall::Ssh(_), Action::Ssh(_)) => {}
             other => panic!("{name}: {other:?}"),
         }
         assert_eq!(std::mem::discriminant(&again), kind);
@@ -208,6 +212,11 @@ fn each_tools_input_schema_and_parser_agree() {
             ("http_request", "query") => json!({"q": "1"}),
             ("http_request", "body") => json!("{}"),
             ("http_request", "credential") => json!("api"),
+            ("http_get", "method") => json!("HEAD"),
+            ("http_get", "url") => json!("https://api.example.com/x"),
+            ("http_get", "headers") => json!({"x-a": "1"}),
+            ("http_get", "query") => json!({"q": "1"}),
+            ("http_get", "credential") => json!("api"),
             ("ssh_exec", "host") => json!("web1"),
             ("ssh_exec", "command") => json!("uptime"),
             ("ssh_exec", "timeout_s") => json!(5),
@@ -216,7 +225,7 @@ fn each_tools_input_schema_and_parser_agree() {
         }
     };
     let tools = definitions();
-    assert_eq!(tools.as_array().unwrap().len(), 3);
+    assert_eq!(tools.as_array().unwrap().len(), 4);
     for tool in tools.as_array().unwrap() {
         let name = tool["name"].as_str().unwrap();
         let schema = &tool["inputSchema"];

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const TOOLS = ['http_request', 'ssh_exec', 'sp_inventory'];
+const TOOLS = ['http_request', 'http_get', 'ssh_exec', 'sp_inventory'];
 const STATELESS = '2026-07-28';
 const here = dirname(fileURLToPath(import.meta.url));
 const sp = resolve(process.argv[2] ?? 'target/release/sp');

@@ -322,8 +322,10 @@ pub fn py_bytes(bytes: &[u8]) -> String {
 }
 
 /// Is `line` (without its `\n`) one complete JSON-RPC 2.0 message that a server may
-/// send: a response (`id` string, integer or null, exactly one of `result`/`error`) or a
-/// notification (`method`, optional `params`, no `id`)? Compact: no surrounding space.
+/// send: a response (`id` string, integer or null, exactly one of `result`/`error`), a
+/// notification (`method`, optional `params`, no `id`), or the one request sp sends
+/// (`elicitation/create` with an `sp-N` id and params, for approval)? Compact: no
+/// surrounding space.
 pub fn protocol_message(line: &[u8]) -> Option<Value> {
     if line.first() != Some(&b'{') || line.last() != Some(&b'}') {
         return None;
@@ -334,7 +336,11 @@ pub fn protocol_message(line: &[u8]) -> Option<Value> {
         return None;
     }
     let keys: Vec<&str> = m.keys().map(String::as_str).collect();
-    let ok = if m.contains_key("method") {
+    let ok = if m.get("method").is_some_and(|v| v == "elicitation/create") {
+        m.get("id").and_then(Value::as_str).is_some_and(|id| id.starts_with("sp-"))
+            && keys.iter().all(|k| matches!(*k, "jsonrpc" | "id" | "method" | "params"))
+            && m.get("params").is_some_and(Value::is_object)
+    } else if m.contains_key("method") {
         m["method"].is_string()
             && !m.contains_key("id")
             && keys.iter().all(|k| matches!(*k, "jsonrpc" | "method" | "params"))

@@ -24,6 +24,8 @@
 //!   file): nothing lost; no temporary file left behind.
 
 use super::form::{parse_file, render_file, BadGrant};
+use super::answer::AnswerError;
+use super::store::RevokedAll;
 use super::*;
 use crate::policy::approval::MAX_GRANT_S;
 use serde_json::Value;

@@ -180,7 +180,9 @@ pub(crate) fn definition() -> Value {
             "required": ["method", "url"],
             "additionalProperties": false
         },
-        "annotations": {"openWorldHint": true}
+        "outputSchema": super::result::output_schema(),
+        // Any method, so a write: hosts ask before it (`http_get` is the read).
+        "annotations": {"title": "HTTP request", "readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}
     })
 }
 

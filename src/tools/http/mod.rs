@@ -8,6 +8,7 @@ pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod coding;
 pub(crate) mod exec;
+pub(crate) mod get;
 pub(crate) mod result;
 pub(crate) mod run;
 pub(crate) mod url;
@@ -64,6 +65,7 @@ impl Tool for HttpTool {
     /// Asked when the credential the call carries is approve-flagged.
     fn approval(policy: &Policy, a: &HttpAction) -> Option<Ask> {
         let subject = a.credential.as_ref().map(|c| c.name.clone()).filter(|n| policy.credential_needs_approval(n))?;
+        let only_command = policy.credentials.get(&subject).is_some_and(|c| c.approve == crate::policy::approval::Approve::Command);
         let line = crate::approve::line;
         let ascii = a.url.host_str().unwrap_or_default();
         let (host, unicode) = escape::host(ascii);
@@ -80,7 +82,7 @@ impl Tool for HttpTool {
             raw["body"] = json!(b);
             raw["body_truncated"] = json!(cut);
         }
-        Some(Ask { subject, host: ascii.to_owned(), request, raw })
+        Some(Ask { subject, host: ascii.to_owned(), request, raw, only_command })
     }
 
     fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<HttpAction>, ctx: &mut RunContext<'_, '_>) -> ToolResult {

@@ -131,7 +131,8 @@ impl HttpResult {
 
     /// `{status, headers, json | body | body_base64 | body_withheld, truncated,
     /// final_url, redirects, redirect_refused[, redirect_reason, location]
-    /// [, headers_withheld, withheld, withheld_parts]}` (sp(1), "http_request").
+    /// [, headers_withheld, withheld, withheld_parts]}` (sp(1), "http_request";
+    /// [`output_schema`]).
     pub(crate) fn into_fields(self) -> Value {
         let mut headers = Map::new();
         for (name, value) in self.headers {
@@ -179,6 +180,31 @@ impl HttpResult {
         }
         Value::Object(r)
     }
+}
+
+/// The `outputSchema` of `http_request` and `http_get`: what [`HttpResult::into_fields`]
+/// writes.
+pub(crate) fn output_schema() -> Value {
+    let s = |d: &str| serde_json::json!({"type": "string", "description": d});
+    let props = serde_json::json!({
+        "status": {"type": "integer", "minimum": 100, "maximum": 999},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Response headers, names lowercase; repeated ones joined with \", \""},
+        "truncated": {"type": "boolean", "description": "The body was cut at the response limit"},
+        "json": {"description": "The body, when it is JSON"},
+        "body": s("The body as text, when it is not JSON"),
+        "body_base64": s("The body, when it is not UTF-8"),
+        "body_withheld": s("Why the body is not given"),
+        "final_url": s("The URL of the last response"),
+        "redirects": {"type": "integer", "minimum": 0},
+        "redirect_refused": {"type": "boolean"},
+        "redirect_reason": s("Why a redirect was not followed"),
+        "location": s("The Location of a redirect not followed"),
+        "headers_withheld": s("Why the headers are not given"),
+        "withheld": {"type": "string", "enum": ["secret_echo"]},
+        "withheld_parts": {"type": "array", "items": {"type": "string", "enum": ["body", "headers"]}}
+    });
+    let Value::Object(props) = props else { unreachable!("an object literal") };
+    crate::gate::outcome::result_schema(props, &["status", "headers", "truncated", "final_url", "redirects", "redirect_refused"])
 }
 
 /// A truncated body may end inside a UTF-8 sequence: that tail alone is no reason to fall

@@ -50,7 +50,8 @@ impl Tool for InventoryTool {
             "title": "What this gateway allows",
             "description": "List what the operator allows: HTTP destinations (hosts, methods, paths) and credential names with the hosts, paths and (when limited) methods they are bound to, and SSH host names with their users and allowed commands (null = any). Never returns a secret.",
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+            "outputSchema": output_schema(),
+            "annotations": {"title": "What this gateway allows", "readOnlyHint": true, "openWorldHint": false}
         })
     }
 
@@ -87,6 +88,73 @@ impl Tool for InventoryTool {
         }
         ToolResult::ok(fields)
     }
+}
+
+/// The `outputSchema` of `sp_inventory`: what [`render`] writes.
+pub(crate) fn output_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let credential = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"}, "hosts": strings, "paths": strings, "methods": strings,
+            "scheme": {"type": "string", "enum": ["bearer", "basic", "header", "query", "aws_sigv4", "oauth2"]},
+            "region": {"type": "string"}, "service": {"type": "string"}, "scopes": strings,
+            "approve": {"type": "boolean", "description": "Calls with it wait for a human's approval"}
+        },
+        "required": ["name", "hosts", "paths", "scheme"],
+        "additionalProperties": false
+    });
+    let host = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"}, "user": {"type": "string"},
+            "commands": {"type": ["array", "null"], "items": {"type": "string"}, "description": "null: any command"},
+            "address": {"type": "string"}, "port": {"type": "integer"},
+            "approve": {"type": "boolean", "description": "Calls to it wait for a human's approval"}
+        },
+        "required": ["name", "user", "commands"],
+        "additionalProperties": false
+    });
+    let allow = json!({
+        "type": "object",
+        "properties": {"hosts": strings, "methods": strings, "paths": strings},
+        "required": ["hosts", "methods", "paths"],
+        "additionalProperties": false
+    });
+    let upstream = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "transport": {"type": "string", "enum": ["stdio", "http"]},
+            "host": {"type": "string"},
+            "tools": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "approve": {"type": "boolean"}},
+                "required": ["name", "approve"],
+                "additionalProperties": false
+            }},
+            "error": {"type": "string", "description": "Why its tools could not be listed"}
+        },
+        "required": ["name", "transport"],
+        "additionalProperties": false
+    });
+    let props = json!({
+        "upstreams": {"type": "array", "items": upstream, "description": "Only with upstreams in the policy"},
+        "http": {
+            "type": "object",
+            "properties": {"allow": {"type": "array", "items": allow}, "credentials": {"type": "array", "items": credential}},
+            "required": ["allow", "credentials"],
+            "additionalProperties": false
+        },
+        "ssh": {
+            "type": "object",
+            "properties": {"hosts": {"type": "array", "items": host}},
+            "required": ["hosts"],
+            "additionalProperties": false
+        }
+    });
+    let Value::Object(props) = props else { unreachable!("an object literal") };
+    crate::gate::outcome::result_schema(props, &["http", "ssh"])
 }
 
 /// The inventory of `policy` (module docs).
@@ -130,7 +198,7 @@ fn render(policy: &Policy) -> Value {
                 v["methods"] = json!(m.iter().map(|m| m.as_str()).collect::<Vec<_>>());
             }
             // The agent learns which calls wait for a human's approval.
-            if c.approve {
+            if c.approve.needed() {
                 v["approve"] = json!(true);
             }
             v
@@ -147,7 +215,7 @@ fn render(policy: &Policy) -> Value {
                 v["address"] = json!(h.address);
                 v["port"] = json!(h.port);
             }
-            if h.approve {
+            if h.approve.needed() {
                 v["approve"] = json!(true);
             }
             v

@@ -46,7 +46,8 @@ pub(crate) fn definition() -> Value {
             "required": ["host", "command"],
             "additionalProperties": false
         },
-        "annotations": {"destructiveHint": true, "openWorldHint": true}
+        "outputSchema": super::result::output_schema(),
+        "annotations": {"title": "Run a command over SSH", "readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}
     })
 }
 

@@ -96,7 +96,8 @@ impl Tool for SshTool {
             raw["stdin"] = json!(s);
             raw["stdin_truncated"] = json!(cut);
         }
-        Some(Ask { subject: a.host.clone(), host: a.address.clone(), request, raw })
+        let only_command = policy.ssh.hosts.get(&a.host).is_some_and(|h| h.approve == crate::policy::approval::Approve::Command);
+        Some(Ask { subject: a.host.clone(), host: a.address.clone(), request, raw, only_command })
     }
 
     fn run(executor: &mut dyn Executor, _: &Policy, action: Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> ToolResult {

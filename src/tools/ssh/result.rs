@@ -45,6 +45,26 @@ impl SshOutcome {
     }
 }
 
+/// The `outputSchema` of `ssh_exec`: what [`SshOutcome::to_json`] writes.
+pub(crate) fn output_schema() -> Value {
+    let n = json!({"type": "integer", "minimum": 0});
+    let props = json!({
+        "host": {"type": "string", "description": "The inventory host name"},
+        "exit_status": {"type": ["integer", "null"], "description": "null when the command ended by a signal or was stopped"},
+        "exit_signal": {"type": "string"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "truncated": {"type": "boolean", "description": "The shared output budget was reached"},
+        "stdout_bytes": n,
+        "stderr_bytes": n,
+        "duration_ms": n,
+        "host_key_fingerprint": {"type": "string"}
+    });
+    let Value::Object(props) = props else { unreachable!("an object literal") };
+    let required = ["host", "exit_status", "stdout", "stderr", "truncated", "stdout_bytes", "stderr_bytes", "duration_ms", "host_key_fingerprint"];
+    crate::gate::outcome::result_schema(props, &required)
+}
+
 fn text(bytes: &[u8], truncated: bool) -> String {
     match std::str::from_utf8(bytes) {
         Ok(t) => t.to_owned(),

@@ -122,15 +122,18 @@ impl DynamicTool for UpstreamTool {
             return None;
         }
         let arguments = serde_json::to_string(&a.arguments).unwrap_or_default();
-        let host = match policy.upstreams.get(a.route.upstream()).map(|u| &u.transport) {
+        let upstream = policy.upstreams.get(a.route.upstream());
+        let host = match upstream.map(|u| &u.transport) {
             Some(UpstreamTransport::Http { url, .. }) => url.host_str().unwrap_or_default().to_owned(),
             _ => String::new(),
         };
+        // `"approve": "command"`: the agent's own host never answers for this upstream.
+        let only_command = upstream.is_some_and(|u| u.approve_command_only);
         let line = crate::approve::line;
         let request = json!({"upstream": line(a.route.upstream()), "tool": line(a.route.tool()), "arguments": crate::approve::text(&arguments)});
         let (kept, cut) = crate::approve::cut(&arguments);
         let raw = json!({"upstream": a.route.upstream(), "tool": a.route.tool(), "arguments": kept, "arguments_truncated": cut});
-        Some(Ask { subject: a.route.exposed().to_owned(), host, request, raw })
+        Some(Ask { subject: a.route.exposed().to_owned(), host, request, raw, only_command })
     }
 
     fn run(executor: &mut dyn Executor, _: &Policy, action: Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> ToolResult {
