@@ -268,6 +268,14 @@ pub(crate) fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysE
 /// ([`LOCAL_FILE_SYSTEMS`]); then it is opened and checked on this thread, and read
 /// here only if the descriptor is still on such a file system (else on a helper thread).
 pub(crate) fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
+    if HERE.get() {
+        let (file, info) = open(path, Access::Read, rules)?;
+        let bytes = read_sized(&file, rules.max_bytes, info.size)?;
+        if local::is_local(&file) {
+            local::note(path.to_owned());
+        }
+        return Ok(bytes);
+    }
     if local::known(path) {
         let (file, info) = open(path, Access::Read, rules)?;
         if local::is_local(&file) {
@@ -285,6 +293,22 @@ pub(crate) fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Resul
         }
         Ok(bytes)
     })
+}
+
+thread_local! {
+    /// Inside [`at_startup`]: [`read_within`] reads on the caller's thread.
+    static HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every [`read_within`] on this thread done here, without the helper
+/// thread: for the checks before a session serves (`vault::check_static`), where there is
+/// no session to keep answering yet, as for the policy file (module docs). A file read
+/// here from a local file system is remembered as such (the first call reads it here too).
+pub(crate) fn at_startup<T>(f: impl FnOnce() -> T) -> T {
+    HERE.set(true);
+    let t = f();
+    HERE.set(false);
+    t
 }
 
 /// `statfs(2)` types of the file systems whose files are read on the caller's thread
