@@ -100,7 +100,8 @@ demo: build
 # Figures (latency, memory, size), printed, never asserted. bench_compare sets sp (glibc,
 # and static when `make static` built it) beside a floor and the official Python and
 # TypeScript SDKs (their runtimes from `make interop`'s pins; skipped when missing);
-# bench_parts times what a denied call cannot skip, and sp's pipeline in process.
+# bench_parts times what a denied call cannot skip, and sp's pipeline in process;
+# bench_cpu prints sp's own CPU per call (denial, proxied HTTP, ssh_exec) and its targets.
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
@@ -108,6 +109,7 @@ bench: build
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 	$(CARGO) run --quiet --release --locked --example bench_parts
+	$(CARGO) run --quiet --release --locked --example bench_cpu -- $(SP)
 
 # Fuzzing (issue #12): the cargo-fuzz targets in fuzz/ (own workspace and Cargo.lock;
 # needs `cargo +nightly` and `cargo install cargo-fuzz --locked`). `make fuzz`: every
