@@ -701,6 +701,17 @@ fn main() {
     }
     target("cold start, static, journal off", st_off.and_then(|r| r.cold), 1.5);
     target("cold start, static, journal on", get("sp static, journal on").and_then(|r| r.cold), 2.5);
+    for (label, row) in [("journal off", sp_off), ("journal on", sp_on), ("static, journal off", st_off), ("static, journal on", get("sp static, journal on"))] {
+        if let Some((d, p)) = row.and_then(|r| Some((r.refused?, r.ping?))) {
+            let x = d.median.as_secs_f64() / p.median.as_secs_f64();
+            println!(
+                "  denied call / ping, {label:19} {x:.2}x ({} vs {})   target <= 1.3x   {}",
+                fmt_d(d.median),
+                fmt_d(p.median),
+                if x <= 1.3 { "met" } else { "NOT met" }
+            );
+        }
+    }
     println!("Targets (issue 24)");
     if let (Some(st), Some(fl)) = (st_off.and_then(|r| r.cold), floor.and_then(|r| r.cold)) {
         let x = st.median.as_secs_f64() / fl.median.as_secs_f64();
@@ -721,18 +732,6 @@ fn main() {
         );
     }
     println!("  (sp's CPU per call and its targets: examples/bench_cpu.rs)");
-    println!("Targets (issue 12)");
-    for (label, row) in [("journal off", sp_off), ("journal on", sp_on), ("static, journal off", st_off), ("static, journal on", get("sp static, journal on"))] {
-        if let Some((d, p)) = row.and_then(|r| Some((r.refused?, r.ping?))) {
-            let x = d.median.as_secs_f64() / p.median.as_secs_f64();
-            println!(
-                "  denied call / ping, {label:19} {x:.2}x ({} vs {})   target <= 1.3x   {}",
-                fmt_d(d.median),
-                fmt_d(p.median),
-                if x <= 1.3 { "met" } else { "NOT met" }
-            );
-        }
-    }
     println!();
     println!("http_request vs a direct keep-alive client, same loopback HTTP/1.1 keep-alive server (median / p99, M={http_rounds})");
     let n = http_rounds + 20;
