@@ -105,6 +105,7 @@ demo: build upstreams
 # bench_parts times what a denied call cannot skip, and sp's pipeline in process;
 # bench_upstream a proxied upstream tools/call against the direct one, and tools/list
 # with three upstreams.
+# bench_cpu prints sp's own CPU per call (denial, proxied HTTP, ssh_exec) and its targets.
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
@@ -113,6 +114,7 @@ bench: build
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 	$(CARGO) run --quiet --release --locked --example bench_parts
+	$(CARGO) run --quiet --release --locked --example bench_cpu -- $(SP)
 
 # Fuzzing (issue #12): the cargo-fuzz targets in fuzz/ (own workspace and Cargo.lock;
 # needs `cargo +nightly` and `cargo install cargo-fuzz --locked`). `make fuzz`: every

@@ -712,6 +712,26 @@ fn main() {
             );
         }
     }
+    println!("Targets (issue 24)");
+    if let (Some(st), Some(fl)) = (st_off.and_then(|r| r.cold), floor.and_then(|r| r.cold)) {
+        let x = st.median.as_secs_f64() / fl.median.as_secs_f64();
+        println!(
+            "  cold start, static / floor (same run)   {x:.2}x ({} vs {})   target <= 2x   {}",
+            fmt_d(st.median),
+            fmt_d(fl.median),
+            if x <= 2.0 { "met" } else { "NOT met" }
+        );
+    }
+    if let (Some(via), Some(direct)) = (http_off, ureq_d) {
+        let x = via.median.as_secs_f64() / direct.median.as_secs_f64();
+        println!(
+            "  http_request via sp / direct ureq       {x:.2}x ({} vs {})   target <= 1.5x   {}",
+            fmt_d(via.median),
+            fmt_d(direct.median),
+            if x <= 1.5 { "met" } else { "NOT met" }
+        );
+    }
+    println!("  (sp's CPU per call and its targets: examples/bench_cpu.rs)");
     println!();
     println!("http_request vs a direct keep-alive client, same loopback HTTP/1.1 keep-alive server (median / p99, M={http_rounds})");
     let n = http_rounds + 20;

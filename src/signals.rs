@@ -77,12 +77,15 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
     nudge.set_nonblocking(true)?;
     let no_wait = Arc::new(AtomicBool::new(false));
     let stdin = StoppableStdin { flag, wake: wake.try_clone()?, no_wait: no_wait.clone() };
-    Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait }))))
+    let timer = std::sync::OnceLock::new();
+    Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait, timer }))))
 }
 
 /// `control.rs`: how the thread that serves stdin while a call runs waits for it without
 /// holding the reader ([`Nudge::wait`]), reads it without waiting ([`Nudge::no_wait`]),
-/// and is woken when the call ends or the session does ([`Nudge::nudge`]).
+/// and is woken when the call ends or the session does ([`Nudge::nudge`]); between calls
+/// it waits for a nudge or for the timer a call arms when it starts ([`Nudge::arm`],
+/// [`Nudge::idle`]), so that a call that ends before the timer costs it no wake-up.
 #[derive(Debug, Clone)]
 pub struct Nudge(Arc<NudgeInner>);
 
@@ -95,6 +98,9 @@ struct NudgeInner {
     wake: UnixStream,
     /// Shared with [`StoppableStdin`]: a read that would wait returns `WouldBlock`.
     no_wait: Arc<AtomicBool>,
+    /// A one-shot `timerfd` (monotonic, non-blocking), made at the first [`Nudge::arm`]
+    /// (a session of refusals never needs it); `None` if it could not be made.
+    timer: std::sync::OnceLock<Option<std::os::fd::OwnedFd>>,
 }
 
 impl Nudge {
@@ -119,6 +125,69 @@ impl Nudge {
         if !fds[0].revents().is_empty() {
             let mut drain = [0u8; 64];
             while matches!((&self.0.nudged).read(&mut drain), Ok(n) if n > 0) {}
+        }
+    }
+
+    /// Makes [`Nudge::idle`] return `after` from now (a pending time is replaced).
+    /// `false` if there is no timer: the caller nudges instead.
+    pub(crate) fn arm(&self, after: std::time::Duration) -> bool {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags};
+        let Some(fd) = self.timer() else { return false };
+        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let value = rustix::time::Timespec {
+            tv_sec: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(after.subsec_nanos()).max(1),
+        };
+        timerfd_settime(fd, TimerfdTimerFlags::empty(), &Itimerspec { it_interval: zero, it_value: value }).is_ok()
+    }
+
+    /// The timer, made by whichever thread needs it first (the control thread may wait
+    /// in [`Nudge::idle`] before the first call arms it).
+    fn timer(&self) -> Option<&std::os::fd::OwnedFd> {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        self.0
+            .timer
+            .get_or_init(|| {
+                timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC)
+                    .inspect_err(|e| log::warn!("no timer for the control thread ({e}): it is woken at every call"))
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Cancels a time set by [`Nudge::arm`] that has not come yet.
+    pub(crate) fn disarm(&self) {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags};
+        if let Some(Some(fd)) = self.0.timer.get() {
+            let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+            // On failure the timer comes: the control thread wakes, finds no call, waits again.
+            let _ = timerfd_settime(fd, TimerfdTimerFlags::empty(), &Itimerspec { it_interval: zero, it_value: zero });
+        }
+    }
+
+    /// Waits in `poll(2)` for a nudge or the armed time, whichever comes first.
+    pub(crate) fn idle(&self) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let timer = self.timer();
+        let mut fds = [PollFd::new(&self.0.nudged, PollFlags::IN), PollFd::new(&self.0.nudged, PollFlags::IN)];
+        let n = match timer {
+            Some(t) => {
+                fds[1] = PollFd::new(t, PollFlags::IN);
+                2
+            }
+            None => 1,
+        };
+        // EINTR or an error: the caller looks again and comes back.
+        let _ = poll(&mut fds[..n], None);
+        if !fds[0].revents().is_empty() {
+            let mut drain = [0u8; 64];
+            while matches!((&self.0.nudged).read(&mut drain), Ok(n) if n > 0) {}
+        }
+        if let Some(t) = timer
+            && !fds[1].revents().is_empty()
+        {
+            let mut expirations = [0u8; 8];
+            let _ = rustix::io::read(t, &mut expirations);
         }
     }
 

@@ -9,8 +9,8 @@
 //! `user:password` (from 4 bytes) or the key of `key:`; and each of those wrapped
 //! across a line break at a position the bytes choose. Also (issue #20) the secret's
 //! UTF-16LE and UTF-16BE bytes, and a run of `min_run(n)` bytes of it (as is and
-//! upper-cased) at an offset the bytes choose. After `redact`, with each marker taken
-//! out, the planted spelling is nowhere in the text, in any letter case.
+//! upper-cased) at an offset the bytes choose. After `redact`, the planted spelling
+//! is nowhere in the text between the markers, in any letter case.
 
 #![no_main]
 
@@ -124,19 +124,23 @@ fuzz_target!(|data: &[u8]| {
     };
     let check = |what: &str, text: &[u8], needle: &[u8]| {
         let out = r.redact(text).unwrap_or_else(|| text.to_vec());
-        let mut stripped = Vec::with_capacity(out.len());
-        let mut i = 0;
+        // The text between markers, piece by piece: a needle that would span a marker is
+        // not an echo (a stand-in byte for the marker could complete one: the UTF-16BE
+        // spelling of U+0188 is 01 88, and 01 stood for the marker).
+        let mut pieces: Vec<&[u8]> = Vec::new();
+        let (mut from, mut i) = (0, 0);
         while i < out.len() {
             if out[i..].starts_with(MARKER) {
-                stripped.push(1);
+                pieces.push(&out[from..i]);
                 i += MARKER.len();
+                from = i;
             } else {
-                stripped.push(out[i]);
                 i += 1;
             }
         }
+        pieces.push(&out[from..]);
         assert!(
-            !contains_ci(&stripped, needle),
+            !pieces.iter().any(|p| contains_ci(p, needle)),
             "{what} spelling {:?} of secret {secret:?} survived:\n in:  {:?}\n out: {:?}",
             String::from_utf8_lossy(needle),
             String::from_utf8_lossy(text),

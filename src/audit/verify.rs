@@ -91,6 +91,95 @@ pub(crate) struct Verified {
     pub last_hash: String,
     /// Line number of the row whose hash is the anchor (0: the anchor is the start).
     pub anchor_row: Option<u64>,
+    /// Calls whose outcome the journal does not hold (at most [`MAX_UNKNOWN_LISTED`];
+    /// `unknown_count` counts them all).
+    pub unknown: Vec<Unknown>,
+    pub unknown_count: u64,
+}
+
+/// Outcome-unknown calls listed by [`verify_reader`]; more are counted only.
+pub(crate) const MAX_UNKNOWN_LISTED: usize = 100;
+
+/// A call whose `intent` row has no `result` row after it in its session: the `intent`
+/// is flushed to the disk before the action runs, the `result` row only with the next
+/// flush (the next `intent`, or the session's `end`), so a crash, a kill or a power loss
+/// after the action started can leave the action done (or not) and no row saying so.
+/// Not a break in the chain: `sp audit verify` names each such call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unknown {
+    /// Line number of the call's first `intent` row.
+    pub row: u64,
+    pub seq: u64,
+    pub session: String,
+    pub target: Option<String>,
+    /// The session has an `end` row (else: it stopped without one, or it still runs).
+    pub ended: bool,
+}
+
+impl std::fmt::Display for Unknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "row {} (seq {}, session {}", self.row, self.seq, self.session)?;
+        if let Some(t) = &self.target {
+            write!(f, ", {}", crate::escape::escape(t))?;
+        }
+        let why = if self.ended {
+            "its session ended without a result row"
+        } else {
+            "no result row: sp stopped after the action may have run (a crash, a kill, a power loss), or the call still runs"
+        };
+        write!(f, "): outcome unknown, {why}")
+    }
+}
+
+/// Per session, the call whose `intent` has no `result` yet (module docs of [`Unknown`]).
+#[derive(Default)]
+struct Outcomes {
+    open: std::collections::HashMap<String, Unknown>,
+    listed: Vec<Unknown>,
+    count: u64,
+}
+
+impl Outcomes {
+    fn see(&mut self, n: u64, row: &ParsedRow) {
+        let field = |k: &str| row.fields.get(k).and_then(Value::as_str);
+        let (Some(kind), Some(session)) = (field("kind"), field("session")) else { return };
+        match kind {
+            // A redirect hop's intent belongs to the call already open.
+            "intent" if !self.open.contains_key(session) => {
+                let target = field("target").map(str::to_owned);
+                let u = Unknown { row: n, seq: row.seq, session: session.to_owned(), target, ended: false };
+                self.open.insert(session.to_owned(), u);
+            }
+            "result" => {
+                self.open.remove(session);
+            }
+            "end" => {
+                if let Some(mut u) = self.open.remove(session) {
+                    u.ended = true;
+                    self.add(u);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn add(&mut self, u: Unknown) {
+        self.count += 1;
+        if self.listed.len() < MAX_UNKNOWN_LISTED {
+            self.listed.push(u);
+        }
+    }
+
+    /// Every call still open at the end of the file, in file order.
+    fn finish(mut self) -> (Vec<Unknown>, u64) {
+        let mut open: Vec<Unknown> = self.open.drain().map(|(_, u)| u).collect();
+        open.sort_by_key(|u| u.row);
+        for u in open {
+            self.add(u);
+        }
+        self.listed.sort_by_key(|u| u.row);
+        (self.listed, self.count)
+    }
 }
 
 /// The first defect found: its 1-based line number and what is wrong.
@@ -144,6 +233,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
     }
     let mut prev_hash: Option<String> = None;
     let (mut prev_seq, mut first_seq, mut anchor_row, mut n) = (0, None, None, 0u64);
+    let mut outcomes = Outcomes::default();
     loop {
         let line = read_line(&mut r).map_err(|e| Broken { row: n + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
         let Some((line, terminated)) = line else { break };
@@ -201,6 +291,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
         if Some(row.hash.as_str()) == anchor {
             anchor_row = Some(n);
         }
+        outcomes.see(n, &row);
         prev_hash = Some(row.hash);
         prev_seq = row.seq;
     }
@@ -210,12 +301,15 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
             why: format!("the anchor {a} is neither the first row's prev nor any row's hash: the rows it pinned were removed or rewritten"),
         });
     }
+    let (unknown, unknown_count) = outcomes.finish();
     Ok(Verified {
         rows: n,
         first_seq,
         last_seq: (n > 0).then_some(prev_seq),
         last_hash: prev_hash.unwrap_or_else(|| anchor.unwrap_or(GENESIS).to_owned()),
         anchor_row,
+        unknown,
+        unknown_count,
     })
 }
 
@@ -297,6 +391,43 @@ mod tests {
         assert!(e.why.contains("torn"), "{}", e.why);
         let anchor = "ab".repeat(32);
         assert!(verify(&bytes, Some(&anchor)).unwrap_err().why.contains("anchor"));
+    }
+
+    /// The class: a call whose durable `intent` has no `result` in its session, whatever
+    /// came after it (its session's `end`, another session's rows, the end of the file),
+    /// is listed as outcome unknown and the chain still verifies; a call with a result is
+    /// not listed, however many intent rows (redirect hops) and token rows it has.
+    #[test]
+    fn an_intent_without_a_result_is_an_unknown_outcome_not_a_break() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let intent = |t: &str| Row::new("intent").set("decision", "allow").set("target", t.to_owned());
+        let result = || Row::new("result").set("decision", "ok");
+        let mut one = Journal::open(&path, false).unwrap();
+        let mut two = Journal::open(&path, false).unwrap();
+        one.write(intent("GET http://a/")).unwrap();
+        one.write(intent("GET http://a/hop")).unwrap();
+        one.write(Row::new("token").set("decision", "ok")).unwrap();
+        one.write(result()).unwrap();
+        one.write(intent("GET http://b/\u{1b}[2J")).unwrap();
+        two.write(intent("GET http://c/")).unwrap();
+        one.write(Row::new("end").set("decision", "eof")).unwrap();
+        let mut three = Journal::open(&path, false).unwrap();
+        three.write(intent("GET http://d/")).unwrap();
+        three.write(result()).unwrap();
+        let v = verify(&std::fs::read(&path).unwrap(), None).unwrap();
+        assert_eq!(v.rows, 9);
+        let unknown = |row: u64, seq: u64, j: &Journal, t: &str, ended: bool| Unknown {
+            row,
+            seq,
+            session: j.session().to_owned(),
+            target: Some(t.into()),
+            ended,
+        };
+        assert_eq!(v.unknown, vec![unknown(5, 5, &one, "GET http://b/\u{1b}[2J", true), unknown(6, 6, &two, "GET http://c/", false)]);
+        assert_eq!(v.unknown_count, 2);
+        let shown = v.unknown[0].to_string();
+        assert!(shown.starts_with("row 5 (seq 5, session ") && shown.contains("http://b/\\u{1b}[2J): outcome unknown"), "{shown}");
     }
 
     /// Each way a line fails to be a row, named as a value.

@@ -9,7 +9,9 @@
 //! `verify` checks the whole chain from the first row (see `audit/mod.rs` for the hash),
 //! names the first broken row by its line number and why (edited, out of order, a gap,
 //! a torn last row after a crash, a chain that does not start at genesis or the anchor),
-//! and on success prints the row count and the last hash: record that hash elsewhere
+//! and on success prints the row count, the last hash, and each call whose outcome the
+//! journal does not hold (an `intent` row with no `result` row after it in its session:
+//! "outcome unknown", not a break; `audit::Unknown`): record that hash elsewhere
 //! (or rely on the syslog copy) and pass it as `--anchor` next time, so that a file
 //! rewritten from scratch or cut at its end is caught too.
 //!
@@ -71,7 +73,14 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
                     Some(n) => format!(", anchor found at row {n}"),
                     None => String::new(),
                 };
-                let text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
+                let mut text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
+                // Not a break: the intent is durable, the result row was not yet (sp-audit(1)).
+                for u in &v.unknown {
+                    text.push_str(&format!("{u}\n"));
+                }
+                if v.unknown_count > v.unknown.len() as u64 {
+                    text.push_str(&format!("... {} more call(s) with outcome unknown\n", v.unknown_count - v.unknown.len() as u64));
+                }
                 finish(out.write_all(text.as_bytes()))
             }
             Err(b) => {

@@ -51,6 +51,17 @@
 //! mutex, none once the call is cancelled. A source without a nudge must never block (the in-memory input of tests
 //! and the fuzz target): the control thread then reads it on until it ends.
 //!
+//! Woken only for a call that lasts (issue #24: the wake-up and the hand-over were most
+//! of a fast proxied call's cost). A call's start does not wake the control thread: it
+//! arms a timer ([`Nudge::arm`], a `timerfd`) for [`SERVE_AFTER`], and the control
+//! thread waits between calls for that timer or a nudge ([`Nudge::idle`]). A call that
+//! ends first cancels the timer and the control thread never ran for it; what arrived on
+//! stdin meanwhile is read by the loop after the call, as if it had arrived then. A call
+//! still running when the timer fires is served as above from then on, and its end
+//! nudges the control thread (`serving`). So a control message waits at most
+//! [`SERVE_AFTER`] longer than before, and a cancel or EOF reaches a call that lasts
+//! within it.
+//!
 //! Why not `poll(2)` on stdin inside the executors: the blocking calls live inside
 //! libraries (ureq's reads, libssh2, the approver child), so a poll there is not
 //! reachable everywhere; a control thread keeps the executors as they are.
@@ -143,6 +154,15 @@ impl Notes<'_> {
     }
 }
 
+/// How long a call runs before the control thread starts serving stdin (module docs,
+/// "Woken only for a call that lasts"): the most a control message waits for a call
+/// that has not ended by then. Long enough for what most calls wait for to end first
+/// (a loopback or LAN request, the intent row's `fdatasync`, 1-5 ms on a VM's disk,
+/// a command on a kept SSH session): at 1 ms, a tenth of the proxied calls of
+/// `examples/bench_cpu.rs` and most journaled ones woke the control thread (22 -> 36 µs
+/// and 125 -> 240 µs of sp's CPU per call); short enough that no client notices.
+pub(crate) const SERVE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// What the loop and the control thread share: the writer, the reader with the session
 /// state, and the flags that say whether a call runs (module docs).
 pub(crate) struct Link<'o, W: Write> {
@@ -153,6 +173,9 @@ pub(crate) struct Link<'o, W: Write> {
     active: AtomicBool,
     /// The session is over: the control thread ends.
     shutdown: AtomicBool,
+    /// The control thread serves the running call (it saw `active`): the call's end
+    /// must wake it. Clear while it waits for a call's timer.
+    serving: AtomicBool,
     /// What wakes the control thread from its wait for stdin; `None` only for input
     /// that never blocks.
     nudge: Option<Nudge>,
@@ -250,6 +273,7 @@ impl<'o, W: Write + Send> Link<'o, W> {
             state: Mutex::new(State { reader, session: Session::AwaitingInit, call: None }),
             active: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            serving: AtomicBool::new(false),
             nudge,
             cancel_on_eof,
             tools,
@@ -265,6 +289,34 @@ impl<'o, W: Write + Send> Link<'o, W> {
             log::warn!("writing to the client failed while a call ran: cancelling it");
             out.gone = true;
             cancel.cancel();
+        }
+    }
+
+    /// At a call's start: the control thread serves stdin from [`SERVE_AFTER`] on, or
+    /// at once without a timer (or a nudge).
+    fn call_started(&self, control: Option<&std::thread::Thread>) {
+        match &self.nudge {
+            Some(n) if control.is_some() => {
+                if !n.arm(SERVE_AFTER) {
+                    n.nudge();
+                }
+            }
+            _ => {
+                if let Some(t) = control {
+                    t.unpark();
+                }
+            }
+        }
+    }
+
+    /// At a call's end (after `active` is cleared): the control thread, if it serves
+    /// the call, is woken to stop; if not, the timer that would have woken it is
+    /// cancelled. (`serving` is set before the control thread reads `active`, and
+    /// `active` cleared before this reads `serving`: one of them sees the other.)
+    fn call_ended(&self, control: Option<&std::thread::Thread>) {
+        match &self.nudge {
+            Some(n) if !self.serving.load(Ordering::SeqCst) => n.disarm(),
+            _ => self.wake(control),
         }
     }
 
@@ -343,13 +395,11 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         impl<W: Write + Send> Drop for Over<'_, '_, W> {
             fn drop(&mut self) {
                 self.0.active.store(false, Ordering::SeqCst);
-                self.0.wake(self.1);
+                self.0.call_ended(self.1);
             }
         }
         let over = Over(link, control.as_ref());
-        if let Some(t) = &control {
-            t.unpark();
-        }
+        link.call_started(control.as_ref());
         let sink = |note: &Value| {
             if !cancel.is_cancelled() {
                 link.send_for_call(cancel, |w| w.send(note));
@@ -421,7 +471,15 @@ fn control<W: Write + Send>(link: &Link<'_, W>) {
             return;
         }
         if !link.active.load(Ordering::SeqCst) {
-            std::thread::park();
+            link.serving.store(false, Ordering::SeqCst);
+            match &link.nudge {
+                Some(n) => n.idle(),
+                None => std::thread::park(),
+            }
+            continue;
+        }
+        link.serving.store(true, Ordering::SeqCst);
+        if !link.active.load(Ordering::SeqCst) {
             continue;
         }
         let mut state = match link.state.try_lock() {

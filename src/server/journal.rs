@@ -21,6 +21,7 @@ impl Output for Journaling<'_> {
     fn emit(&mut self, event: RunEvent) -> Result<(), Unavailable> {
         match event {
             RunEvent::Intent { target, rule, note } => intent(self.journal, self.audit, Some(target), Some(rule), Some(note)),
+            RunEvent::Token(_) if !self.journal.is_on() => Ok(()),
             RunEvent::Token(f) => {
                 let row = self.audit.row("token").set("target", f.target).set("credential", f.credential);
                 let row = match f.outcome {
@@ -66,6 +67,11 @@ pub(super) fn audit_gate(policy: &Policy, journal: &mut Journal, audit: &mut Con
 
 /// An `intent` row, durable before the effect. `Err` carries the agent's message.
 pub(super) fn intent(journal: &mut Journal, audit: &Context, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), Unavailable> {
+    // No file and no syslog copy: nothing to build (the row's outside text would be
+    // scrubbed for nothing; issue #24).
+    if !journal.is_on() {
+        return Ok(());
+    }
     let mut row = audit.row("intent").set("decision", audit.intent.unwrap_or("allow")).set("reason", note);
     if let Some(t) = target {
         row = row.set("target", t);
@@ -104,6 +110,9 @@ impl<E: Executor> Server<'_, E> {
 
     /// The `result` row of an execution (after scrubbing: it reads the error message).
     pub(super) fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
+        if !self.journal.is_on() {
+            return;
+        }
         let decision = match code {
             None => "ok",
             Some(ToolCode::Cancelled) => "cancelled",

@@ -22,7 +22,14 @@
 //! `open(2)` or `read(2)` alike, and no flag prevents that. [`read_within`] therefore
 //! does the open and the read on a helper thread and gives up after a timeout: the
 //! caller (one call of the session) fails with a clear reason and the session answers
-//! the next request; the stuck thread is left to the kernel. Files read at start-up
+//! the next request; the stuck thread is left to the kernel. A thread per read cost a
+//! proxied call a fifth of its time (issue #24), so once a path's file was found on a
+//! disk or in memory (`fstatfs(2)` on the descriptor: [`LOCAL_FILE_SYSTEMS`]), later
+//! reads of that path run on the caller's thread, the read itself only after `fstatfs`
+//! says the descriptor is still on such a file system. What that leaves: a mount of a
+//! network file system over that path during the session, that then stops answering,
+//! hangs the call in `open(2)` (the session still answers control messages meanwhile,
+//! `control.rs`). Files read at start-up
 //! (the policy, `http.ca_file`) are read with [`read`] on the main thread: there is no
 //! session to keep answering yet, the `stat`s of their directories already ran on that
 //! thread, and a helper thread cost every start.
@@ -55,9 +62,11 @@ pub(crate) struct Rules {
     pub owner: bool,
     /// Longer files are refused.
     pub max_bytes: u64,
-    /// Resolve symbolic links first (`realpath`), then open the file reached with
-    /// `O_NOFOLLOW`: the checks apply to that file, and a link swapped in after the
-    /// resolution is refused. Without it a symbolic link is refused.
+    /// Follow symbolic links: the file they reach must be a regular file before it is
+    /// opened (`stat`), the descriptor opened must be that file (device and inode: a
+    /// file swapped in between is refused), and the checks apply to it. (Creating
+    /// opens resolve the path first, `realpath`, and open the result with
+    /// `O_NOFOLLOW`.) Without it a symbolic link is refused.
     pub follow: bool,
 }
 
@@ -171,6 +180,9 @@ pub(crate) enum Access {
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
 pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, Info), SysError> {
+    if rules.follow && access == Access::Read {
+        return open_following(path, rules);
+    }
     let resolved;
     let path = if rules.follow {
         resolved = match std::fs::canonicalize(path) {
@@ -200,6 +212,26 @@ pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, I
     };
     let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(mode as _)).map_err(errno)?;
     let info = check(&fd, rules)?;
+    Ok((File::from(fd), info))
+}
+
+/// [`open`] for reading through symbolic links: `stat(2)` (links followed) refuses what
+/// is not a regular file without opening it, the open follows the same links, and the
+/// descriptor must be the file `stat` saw (device and inode), so a file swapped in
+/// between is refused; then the checks of `rules` on the descriptor. Equivalent to
+/// resolving the path first (`realpath`, a `readlink` per component) and opening the
+/// result with `O_NOFOLLOW`, in three system calls (issue #24: a secret is read per call).
+fn open_following(path: &Path, rules: Rules) -> Result<(File, Info), SysError> {
+    let st = rustix::fs::stat(path).map_err(errno)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(SysError::NotRegular { kind: kind_name(st.st_mode) });
+    }
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(errno)?;
+    let info = check(&fd, rules)?;
+    if (info.dev, info.ino) != (st.st_dev as u64, st.st_ino as u64) {
+        return Err(SysError::Io { why: "was replaced while it was being opened".into() });
+    }
     Ok((File::from(fd), info))
 }
 
@@ -256,10 +288,98 @@ pub(crate) fn read(path: &Path, rules: Rules) -> Result<Zeroizing<Vec<u8>>, SysE
     read_sized(&file, rules.max_bytes, info.size)
 }
 
-/// [`read`] on a helper thread, given up after `timeout` (module docs).
+/// [`read`], given up after `timeout` (module docs): on a helper thread, unless an
+/// earlier read of `path` in this process found a regular file on a local file system
+/// ([`LOCAL_FILE_SYSTEMS`]); then it is opened and checked on this thread, and read
+/// here only if the descriptor is still on such a file system (else on a helper thread).
 pub(crate) fn read_within(path: &Path, rules: Rules, timeout: Duration) -> Result<Zeroizing<Vec<u8>>, SysError> {
+    if HERE.get() {
+        let (file, info) = open(path, Access::Read, rules)?;
+        let bytes = read_sized(&file, rules.max_bytes, info.size)?;
+        if local::is_local(&file) {
+            local::note(path.to_owned());
+        }
+        return Ok(bytes);
+    }
+    if local::known(path) {
+        let (file, info) = open(path, Access::Read, rules)?;
+        if local::is_local(&file) {
+            return read_sized(&file, rules.max_bytes, info.size);
+        }
+        local::forget(path);
+        return within(timeout, move || read_sized(&file, rules.max_bytes, info.size));
+    }
     let owned = path.to_owned();
-    within(timeout, move || read(&owned, rules))
+    within(timeout, move || {
+        let (file, info) = open(&owned, Access::Read, rules)?;
+        let bytes = read_sized(&file, rules.max_bytes, info.size)?;
+        if local::is_local(&file) {
+            local::note(owned);
+        }
+        Ok(bytes)
+    })
+}
+
+thread_local! {
+    /// Inside [`at_startup`]: [`read_within`] reads on the caller's thread.
+    static HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every [`read_within`] on this thread done here, without the helper
+/// thread: for the checks before a session serves (`vault::check_static`), where there is
+/// no session to keep answering yet, as for the policy file (module docs). A file read
+/// here from a local file system is remembered as such (the first call reads it here too).
+pub(crate) fn at_startup<T>(f: impl FnOnce() -> T) -> T {
+    HERE.set(true);
+    let t = f();
+    HERE.set(false);
+    t
+}
+
+/// `statfs(2)` types of the file systems whose files are read on the caller's thread
+/// after a first read on a helper thread ([`read_within`]): disks and memory, never a
+/// network or FUSE file system (NFS, CIFS, 9p, sshfs, ...), where `open(2)` or `read(2)`
+/// can wait for a server that does not answer. ext2/3/4, XFS, Btrfs, tmpfs, ramfs,
+/// overlayfs (containers), F2FS, ZFS, bcachefs, EROFS, SquashFS.
+pub(crate) const LOCAL_FILE_SYSTEMS: [u64; 11] = [
+    0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58F6, 0x794C_7630, 0xF2F5_2010, 0x2FC1_2FC1, 0xCA45_1A4E,
+    0xE0F5_E1E2, 0x7371_7368,
+];
+
+/// The paths [`read_within`] reads on the caller's thread (module docs).
+mod local {
+    use std::fs::File;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// Paths read from a local file system, at most [`MAX`] (the policy names a few).
+    static KNOWN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    const MAX: usize = 64;
+
+    fn known_paths() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+        KNOWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn known(path: &Path) -> bool {
+        known_paths().iter().any(|p| p == path)
+    }
+
+    pub(super) fn note(path: PathBuf) {
+        let mut k = known_paths();
+        if !k.contains(&path) && k.len() < MAX {
+            k.push(path);
+        }
+    }
+
+    pub(super) fn forget(path: &Path) {
+        known_paths().retain(|p| p != path);
+    }
+
+    /// The open file lies on one of [`super::LOCAL_FILE_SYSTEMS`].
+    #[allow(clippy::unnecessary_cast, reason = "f_type is i64 with glibc, u64 with musl")]
+    pub(super) fn is_local(file: &File) -> bool {
+        rustix::fs::fstatfs(file).is_ok_and(|st| super::LOCAL_FILE_SYSTEMS.contains(&((st.f_type as u64) & 0xFFFF_FFFF)))
+    }
 }
 
 /// Runs `f` on a helper thread and waits at most `timeout` for its answer; a thread
@@ -434,6 +554,46 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(2));
         assert!(SysError::TimedOut { after: READ_TIMEOUT }.to_string().contains("within 5s"));
         drop(release);
+    }
+
+    /// A path read once from a local file system is read on the caller's thread after
+    /// that, with every check of the first read still applied to what is there now.
+    /// Attacks tried (held): the file swapped for a FIFO, a symbolic link to a device, a
+    /// file too open or too large, or removed, between two reads: each refused as on a
+    /// first read; a FIFO is never remembered as local.
+    #[test]
+    fn a_local_file_read_again_is_read_here_and_checked_again() {
+        let tmp = dir("local");
+        let d = tmp.path().to_path_buf();
+        let rules = Rules::owned(0o077, 100).following();
+        let p = file(&d, "secret", 0o600);
+        // Where the test's temporary directory is not on a disk or in memory (an NFS
+        // home), nothing is remembered and every read takes the helper thread.
+        let local = local::is_local(&File::open(&p).unwrap());
+        assert_eq!(&read_within(&p, rules, READ_TIMEOUT).unwrap()[..], b"content\n");
+        assert_eq!(local::known(&p), local);
+        assert_eq!(&read_within(&p, rules, READ_TIMEOUT).unwrap()[..], b"content\n");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(read_within(&p, rules, READ_TIMEOUT).unwrap_err(), SysError::TooOpen { mode: 0o644, forbidden: 0o077 });
+        std::fs::write(&p, vec![b'x'; 101]).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_within(&p, rules, READ_TIMEOUT).unwrap_err(), SysError::TooLarge { max: 100 });
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(read_within(&p, rules, READ_TIMEOUT).unwrap_err(), SysError::Missing);
+        rustix::fs::mknodat(rustix::fs::CWD, &p, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let started = Instant::now();
+        assert_eq!(read_within(&p, rules, READ_TIMEOUT).unwrap_err(), SysError::NotRegular { kind: "FIFO (named pipe)" });
+        assert!(started.elapsed() < Duration::from_secs(2));
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        assert_eq!(read_within(&p, rules, READ_TIMEOUT).unwrap_err(), SysError::NotRegular { kind: "character device" });
+        // A FIFO read first is never remembered.
+        let fifo = d.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let _ = read_within(&fifo, rules, READ_TIMEOUT);
+        assert!(!local::known(&fifo));
+        // /proc is not a disk: a file there is never read on the caller's thread.
+        assert!(!local::is_local(&File::open("/proc/self/status").unwrap()));
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod text;
 
 pub(crate) use child::{become_subreaper, command, Child, Waited};
 pub(crate) use fs::{
-    check, check_dirs, check_program, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir,
+    at_startup, check, check_dirs, check_program, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir,
     READ_TIMEOUT,
 };
 pub(crate) use lock::{lock_exclusive, FileLock, LockError};

@@ -194,11 +194,19 @@ pub(super) struct Decoded {
 
 /// One decoding pass over `t`: `None` if nothing in it decodes.
 pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
+    // Nothing is built before the first unit that decodes (a second pass over a view
+    // usually finds none: issue #24).
+    let first = first_decoding(t)?;
     let mut out = Vec::with_capacity(t.len());
     let mut starts: Vec<u32> = Vec::with_capacity(t.len() + 1);
+    out.extend_from_slice(&t[..first]);
+    starts.extend(0..first as u32);
     let mut changed = false;
-    let mut reaches_break = false;
-    let mut i = 0;
+    // What the bytes before `first` looked at, as the loop below would have seen it.
+    let mut reaches_break = t[..first].iter().enumerate().any(|(i, &b)| {
+        SPECIAL[b as usize] && !is_break(b) && t[i + 1..looked_at(t, i, None).min(t.len())].iter().copied().any(is_break)
+    });
+    let mut i = first;
     let mut utf8 = [0u8; 4];
     while i < t.len() {
         // Plain runs are copied whole, up to the next byte that can start an escape.
@@ -244,6 +252,27 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
         }
     }
     changed.then_some(Decoded { bytes: out, starts, reaches_break })
+}
+
+/// Where the first unit of `t` that the decoder changes begins (an escape that decodes,
+/// or a line break), if any.
+fn first_decoding(t: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < t.len() {
+        i += t[i..].iter().position(|b| SPECIAL[*b as usize])?;
+        let decodes = match t[i] {
+            b'\n' | b'\r' => true,
+            b'%' => hex_at(t, i + 1, 2).is_some(),
+            b'&' => html_ref(t, i).is_some(),
+            b'\\' => backslash(t, i).is_some(),
+            _ => false,
+        };
+        if decodes {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// End (exclusive) of the bytes whose being a line break could change how the escape
@@ -313,5 +342,24 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
         b'x' | b'X' => hex_at(t, i + 2, 2).map(|v| (4, DecodedUnit::Byte(v as u8))),
         b @ (b'"' | b'\\' | b'/' | b'\'') => Some((2, DecodedUnit::Byte(*b))),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `decode` builds nothing before the first unit that decodes; what it returns is what
+    /// a pass from the first byte gives: the bytes, each byte's start, and whether an
+    /// escape-looking byte before that unit reached a line break.
+    #[test]
+    fn decoding_from_the_first_unit_that_changes_is_decoding_from_the_start() {
+        assert!(decode(b"100% &zz; \\q %4").is_none());
+        let d = decode(b"a%z\nb%41").unwrap();
+        assert_eq!((d.bytes.as_slice(), d.starts.as_slice(), d.reaches_break), (&b"a%zbA"[..], &[0, 1, 2, 4, 5][..], true));
+        let d = decode(b"a%zz b%41").unwrap();
+        assert_eq!((d.bytes.as_slice(), d.starts.as_slice(), d.reaches_break), (&b"a%zz bA"[..], &[0, 1, 2, 3, 4, 5, 6][..], false));
+        let d = decode(b"&#x\n41;&amp;").unwrap();
+        assert_eq!((d.bytes.as_slice(), d.reaches_break), (&b"&#x41;&"[..], true));
     }
 }

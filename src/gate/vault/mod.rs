@@ -375,7 +375,8 @@ pub(crate) fn check_static(policy: &crate::policy::Policy, env: &dyn Fn(&str) ->
             continue;
         }
         let json = matches!(c.inject, crate::policy::Injection::AwsSigV4(_));
-        if let Ok(value) = source::read(&c.name, &c.source, json, env)
+        // Before the session serves: read on this thread (`sys::at_startup`).
+        if let Ok(value) = crate::sys::at_startup(|| source::read(&c.name, &c.source, json, env))
             && let Err(e) = Admission::of(c).check(&c.name, value.expose())
         {
             out.refused.push(e);

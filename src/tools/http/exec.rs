@@ -38,9 +38,10 @@ use std::time::{Duration, Instant};
 
 use ureq::http::Request;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
-use ureq::unversioned::transport::DefaultConnector;
+use ureq::unversioned::transport::{Connector, RustlsConnector};
 
 use super::coding;
+use super::dial::{Deadline, Dialer};
 use crate::net::dest::{self, Checked, DestError, Lookup, PinnedResolver, SystemLookup};
 use crate::gate::exec::{Cancel, Event, ExecError, RunContext};
 use crate::tools::http::result::HttpOutcome;
@@ -100,6 +101,9 @@ struct Pool {
     /// Set when a cancelled call shut the agent down (issue #10): it takes no more
     /// requests, so the pool is replaced.
     shut: Arc<AtomicBool>,
+    /// The running call's deadline, which every socket of the agent waits within
+    /// (`dial.rs`).
+    deadline: Arc<Deadline>,
 }
 
 impl Pool {
@@ -121,8 +125,12 @@ impl Pool {
             .user_agent(USER_AGENT)
             .build();
         let resolver = PinnedResolver::new();
-        let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver.clone());
-        Pool { agent, resolver, opened_under: HashMap::new(), shut: Arc::new(AtomicBool::new(false)) }
+        let deadline = Deadline::new();
+        // TCP by `dial.rs` (no timeout set per request, no probe that toggles the socket
+        // mode), then TLS for `https`. No proxy connector: no proxy, ever.
+        let connector = ().chain(Dialer { deadline: deadline.clone() }).chain(RustlsConnector::default());
+        let agent = ureq::Agent::with_parts(config, connector, resolver.clone());
+        Pool { agent, resolver, opened_under: HashMap::new(), shut: Arc::new(AtomicBool::new(false)), deadline }
     }
 }
 
@@ -175,7 +183,7 @@ impl HttpExecutor {
 
     /// The agent, with `checked` pinned as the only destination it may resolve, and the
     /// flag a cancel sets when it shuts that agent down.
-    fn agent_for(&mut self, checked: Checked) -> (&ureq::Agent, &Arc<AtomicBool>) {
+    fn agent_for(&mut self, checked: Checked) -> (&ureq::Agent, &Arc<AtomicBool>, &Deadline) {
         let key = (checked.host().to_owned(), checked.port());
         let mut set = checked.addrs().to_vec();
         set.sort();
@@ -191,7 +199,7 @@ impl HttpExecutor {
         let pool = self.pool.get_or_insert_with(|| Pool::new(roots.as_ref()));
         pool.opened_under.insert(key, set);
         pool.resolver.pin(checked);
-        (&pool.agent, &pool.shut)
+        (&pool.agent, &pool.shut, &pool.deadline)
     }
 }
 
@@ -424,7 +432,9 @@ impl HttpExecutor {
         if remaining.is_zero() {
             return Err(ExecError::Timeout(format!("{target}: timed out")));
         }
-        let (agent, shut) = self.agent_for(checked);
+        let (agent, shut, deadline) = self.agent_for(checked);
+        // Connect, send and the whole answer, body included, within the time left.
+        deadline.set(remaining);
         // Issue #10: a cancel shuts down every connection of this agent at once: a read or
         // write blocked on the socket returns (ureq `Agent::shutdown`). A TCP connect in
         // progress is not interrupted (bounded by the policy timeout).
@@ -437,9 +447,9 @@ impl HttpExecutor {
             return Err(ExecError::Cancelled);
         }
         let sent = match wire.body {
-            Some(body) => builder.body(body).map(|r| run(agent, r, remaining)),
-            None if !out.body.is_empty() => builder.body(&out.body[..]).map(|r| run(agent, r, remaining)),
-            None => builder.body(()).map(|r| run(agent, r, remaining)),
+            Some(body) => builder.body(body).map(|r| agent.run(r)),
+            None if !out.body.is_empty() => builder.body(&out.body[..]).map(|r| agent.run(r)),
+            None => builder.body(()).map(|r| agent.run(r)),
         };
         let response = sent
             .map_err(|_| ExecError::Upstream("the request could not be built".into()))?
@@ -533,16 +543,6 @@ fn sign_aws(
     };
     out.headers.extend(signed.headers().map(|(n, v)| (n.to_owned(), Zeroizing::new(v.to_owned()))));
     Ok(Zeroizing::new(signed.signature().to_owned()))
-}
-
-/// Runs `request` with the time left of the policy timeout (the lookup spent the rest).
-fn run<S: ureq::AsSendBody>(
-    agent: &ureq::Agent,
-    request: Request<S>,
-    remaining: Duration,
-) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
-    let request = agent.configure_request(request).timeout_global(Some(remaining)).timeout_connect(Some(remaining)).build();
-    agent.run(request)
 }
 
 fn dest_error(e: DestError) -> ExecError {

@@ -7,6 +7,7 @@
 pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod coding;
+mod dial;
 pub(crate) mod exec;
 pub(crate) mod get;
 pub(crate) mod result;
