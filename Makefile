@@ -53,7 +53,7 @@ build:
 
 lint:
 	$(CARGO) clippy --all-targets --locked -- -D warnings
-	@$(PYTHON) .ci/module-direction.py
+	@$(PYTHON) .ci/module-direction.py --sizes
 
 # The official Python MCP SDK, pinned, in a local venv (created on first use).
 $(VENV)/.stamp: tests/interop/requirements.txt

@@ -6,7 +6,7 @@
 //!   record the signal number and wake a socket pair;
 //! - a message being written is finished (writes retry `EINTR`, see `out.rs`);
 //! - an action already running is cancelled: [`StoppableStdin`] reads as end of input,
-//!   which `control.rs` treats as the client's shutdown (issue #10), so the HTTP
+//!   which `mcp/control` treats as the client's shutdown (issue #10), so the HTTP
 //!   connection is closed, the remote command killed, the approver killed, no answer;
 //! - reading stops: [`StoppableStdin`] waits in `poll(2)` for stdin *or* the wake-up, so
 //!   a signal ends even a read that is blocked waiting for the client; a request that
@@ -81,7 +81,7 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
     Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait, timer }))))
 }
 
-/// `control.rs`: how the thread that serves stdin while a call runs waits for it without
+/// `mcp/control`: how the thread that serves stdin while a call runs waits for it without
 /// holding the reader ([`Nudge::wait`]), reads it without waiting ([`Nudge::no_wait`]),
 /// and is woken when the call ends or the session does ([`Nudge::nudge`]); between calls
 /// it waits for a nudge or for the timer a call arms when it starts ([`Nudge::arm`],

@@ -248,7 +248,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env));
     // Issue #10: stdin is read by the loop, and while a call runs by the session's control thread
-    // (`control.rs`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
+    // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
     let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
     server.journal.record(end);

@@ -17,7 +17,7 @@
 //! A response from the client carries the id of a request we never sent, so it is
 //! answered with `id: null` too. The one exception is [`response_to`]: while a call
 //! waits for the answer to sp's own request (an `elicitation/create` for approval,
-//! `control.rs`), the response with exactly that id is taken.
+//! `mcp/control`), the response with exactly that id is taken.
 
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! The handshake eras' elicitor (`approve/elicit.rs`): sp sends `elicitation/create`
 //! while the call waits, and the control thread hands the response to exactly that id
-//! over (`control.rs`, `Notes::request`). A timeout or a cancel stops waiting: a
+//! over (`mcp/control`, `Notes::request`). A timeout or a cancel stops waiting: a
 //! `notifications/cancelled` for sp's request is sent on a timeout, and a response that
 //! comes after is malformed input.
 

@@ -143,7 +143,7 @@ impl<E: Executor> Server<'_, E> {
     }
 
     /// `work` (listing upstreams, which may start them) with the control thread serving
-    /// the client meanwhile, as during a call (`control.rs`): pings answered, a cancel of
+    /// the client meanwhile, as during a call (`mcp/control`): pings answered, a cancel of
     /// request `id` noted (`io.cancel_requested`).
     pub(super) fn not_deaf<W: std::io::Write + Send, T>(&mut self, io: &mut crate::mcp::control::Input<'_, '_, '_, W>, id: &crate::mcp::jsonrpc::Id, work: impl FnOnce(&mut Self) -> T) -> T {
         let cancel = crate::gate::exec::Cancel::new();
