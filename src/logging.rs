@@ -1,4 +1,4 @@
-//! The stderr logger (issue 8, points 3 and 4): one record is one line, with no secret
+//! The stderr logger (points 3 and 4): one record is one line, with no secret
 //! and no control character in it, whatever the verbosity and whoever supplied the text.
 //!
 //! Log lines carry server- and agent-supplied text (URL paths, redirect targets, error

@@ -1,4 +1,4 @@
-//! SIGTERM, SIGINT and SIGHUP in `sp mcp` (issue 8 point 8): stop between messages.
+//! SIGTERM, SIGINT and SIGHUP in `sp mcp`: stop between messages.
 //!
 //! The default action of these signals kills the process wherever it is, cutting a
 //! large answer mid-line and skipping the journal's `end` row. Instead:
@@ -6,7 +6,7 @@
 //!   record the signal number and wake a socket pair;
 //! - a message being written is finished (writes retry `EINTR`, see `out.rs`);
 //! - an action already running is cancelled: [`StoppableStdin`] reads as end of input,
-//!   which `mcp/control` treats as the client's shutdown (issue #10), so the HTTP
+//!   which `mcp/control` treats as the client's shutdown, so the HTTP
 //!   connection is closed, the remote command killed, the approver killed, no answer;
 //! - reading stops: [`StoppableStdin`] waits in `poll(2)` for stdin *or* the wake-up, so
 //!   a signal ends even a read that is blocked waiting for the client; a request that

@@ -19,8 +19,8 @@
 //! ```
 //!
 //! Before it runs, `argv[0]` must be a regular file (links followed) owned by root or
-//! the user `sp` runs as and not writable by group or others (`sys::check_program`,
-//! issue 8): whoever can write it approves everything, and a FIFO or device is refused
+//! the user `sp` runs as and not writable by group or others (`sys::check_program`):
+//! whoever can write it approves everything, and a FIFO or device is refused
 //! without anything waiting on it. Otherwise the answer is "failed".
 //!
 //! The approver runs with argv (no shell) in its own process group; its stdin is one
@@ -480,7 +480,7 @@ pub(crate) fn ask_waiting(
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
     let answer = |decision, exit, why: String| Answer::new(decision, exit, why, started.elapsed().as_millis() as u64);
-    // Issue 8 points 7 and 10: whoever can write the approver approves everything, and
+    // Whoever can write the approver approves everything, and
     // a FIFO or device is refused here, before anything waits on it.
     if let Err(e) = crate::sys::check_program(std::path::Path::new(&argv[0])) {
         return answer("failed", None, format!("the approver {} is refused: {e}", argv[0]));

@@ -107,7 +107,7 @@ impl std::error::Error for Tamper {
 }
 
 pub(super) struct FileJournal {
-    /// Shared with the lock guard of an append (issue #12: not a `dup` and a `close`
+    /// Shared with the lock guard of an append (not a `dup` and a `close`
     /// per row); never handed out otherwise.
     file: Arc<File>,
     pub(super) path: PathBuf,
@@ -146,8 +146,8 @@ impl FileJournal {
         if !path.is_absolute() {
             return Err(fail("must be an absolute path".into()));
         }
-        // Not opened at all when the name is something else than a regular file now
-        // (issue 8 point 7): opening a device for writing can have effects.
+        // Not opened at all when the name is something else than a regular file now:
+        // opening a device for writing can have effects.
         if let Ok(st) = rustix::fs::lstat(path) {
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::RegularFile => {}
@@ -169,7 +169,7 @@ impl FileJournal {
         if st.st_nlink > 1 {
             return Err(fail(format!("has {} hard links (refused: a second name could be used to edit it)", st.st_nlink)));
         }
-        // Issue 8 point 10: the journal records what the agent sent (URLs, commands):
+        // The journal records what the agent sent (URLs, commands):
         // no group or other access at all, owned by this user (or root).
         if st.st_mode & 0o077 != 0 {
             return Err(fail(format!(
@@ -332,7 +332,7 @@ impl FileJournal {
 
 /// The end of a journal of `size` bytes that holds its last complete row and anything
 /// after it (a torn row), and where that window starts. Read backwards in steps of
-/// [`TAIL_STEP`] until the row before the last one ends inside the window (issue #12: a
+/// [`TAIL_STEP`] until the row before the last one ends inside the window (a
 /// start costs a few KiB of reading, not 1 MiB), never more than `MAX_ROW_BYTES + 1`
 /// bytes, the most a window needs: [`FileJournal::load_tail`] refuses what does not fit.
 fn tail_window(file: &File, size: u64) -> std::io::Result<(u64, Vec<u8>)> {
@@ -366,7 +366,7 @@ mod tests {
     use super::*;
 
     /// The window read backwards gives the same last row and torn part as reading the
-    /// whole last `MAX_ROW_BYTES + 1` bytes did (issue #12), for rows shorter and longer
+    /// whole last `MAX_ROW_BYTES + 1` bytes did, for rows shorter and longer
     /// than a step, one row or many, a torn end or none, and no newline at all.
     #[test]
     fn the_backward_tail_finds_what_the_whole_window_found() {

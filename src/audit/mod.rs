@@ -1,4 +1,4 @@
-//! The audit journal (issue #5): every decision `sp` takes, one JSON line each,
+//! The audit journal: every decision `sp` takes, one JSON line each,
 //! hash-chained, written before the effect it announces.
 //!
 //! ```text
@@ -18,7 +18,7 @@
 //! JSON Lines, append-only (`O_APPEND`), created `0600`, opened with `O_NOFOLLOW`: a
 //! symbolic link, a hard link (link count > 1), a FIFO, a device (so `/dev/full` and
 //! `/dev/null` too), a file with any group or other permission bit, or one owned by
-//! neither root nor the user `sp` runs as is refused (issue 8 point 10). It is opened
+//! neither root nor the user `sp` runs as is refused. It is opened
 //! with `O_NONBLOCK`, so a FIFO is refused at once, never waited on (point 7). Each row is
 //! appended with one `write` under an exclusive `flock`, taken for that append only, so
 //! several `sp mcp` processes (one per agent session) can share one journal and one
@@ -30,7 +30,7 @@
 //! waited for at most `file::LOCK_WAIT` (2 s); an `sp` that cannot get it refuses the action too.
 //! With `fsync` (the default) the `intent` row, and with it every row before it, is
 //! `fdatasync`ed before the action runs, and the `end` row at exit; other rows wait for
-//! the next such flush (issue #12: starting and refusing cost no flush).
+//! the next such flush (starting and refusing cost no flush).
 //!
 //! # Rows
 //! Fields, in this order, absent ones left out ([`FIELDS`]): `seq` (one sequence per
@@ -71,7 +71,7 @@
 //!   `$HOME/.local/state/sallyport/audit.jsonl` (the XDG default), the directories
 //!   created `0700`. With neither variable set (MCP clients and `env -i` launchers often
 //!   pass a filtered environment; images often have no `HOME`), `sp mcp` refuses to serve,
-//!   exactly as for a journal it cannot open (issue 11: one rule, never a silent "no
+//!   exactly as for a journal it cannot open (one rule, never a silent "no
 //!   journal"). A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory spec
 //!   says, and the messages say so. `"path": null` turns the journal off explicitly (a syslog copy, if set, still gets each row, without
 //!   `seq`, `prev` and `hash`). A journal that is configured or defaulted but cannot be
@@ -207,7 +207,7 @@ impl Journal {
     }
 
     /// Whether rows go anywhere (a file or the syslog copy). When not, the server skips
-    /// building them (issue #12: a request's fingerprint is a canonical JSON and a hash).
+    /// building them (a request's fingerprint is a canonical JSON and a hash).
     pub fn is_on(&self) -> bool {
         self.file.is_some() || self.syslog.is_some()
     }
@@ -222,7 +222,7 @@ impl Journal {
                 None
             }
             JournalPath::Path(path) => Some(path.clone()),
-            // Issue 11: no location is refused like an unwritable one.
+            // No location is refused like an unwritable one.
             JournalPath::Default => match default_location(&env) {
                 Ok(path) => {
                     if let Some(note) = relative_xdg_note(&env) {
@@ -261,13 +261,13 @@ impl Journal {
     /// Appends one row (durably when `fsync` is on) and copies it to syslog. `Ok` with
     /// no journal configured. Returns the row as written.
     pub fn write(&mut self, row: Row) -> Result<Option<String>, AuditError> {
-        // Issue 8 point 3: the outside text of every row goes through the answers'
+        // The outside text of every row goes through the answers'
         // redactor, against every secret read in this process; sp's own fields never do.
         let mut m = row.finish(crate::gate::vault::scrub_journal_text);
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
         let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
-        // Issue #12: only the rows an action waits for are flushed at once (`intent`,
+        // Only the rows an action waits for are flushed at once (`intent`,
         // and `end`, the last); a flush carries every row before it, so `start`,
         // `reject`, `approval`, `token` and `result` rows reach the disk with the next
         // action's intent row or the end row, and starting or refusing costs no flush.

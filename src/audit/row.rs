@@ -50,7 +50,7 @@ pub(crate) fn canonical_json(v: &Value) -> String {
     String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
-/// Where canonical JSON goes: a buffer (tests) or straight into a hash (issue #12: no
+/// Where canonical JSON goes: a buffer (tests) or straight into a hash (no
 /// copy of the request and no text of it are built to fingerprint it).
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
@@ -58,7 +58,7 @@ trait Sink {
 
 impl Sink for Vec<u8> {
     /// A row is written in some 150 pieces, most of them a few bytes: as the answers are
-    /// (issue #12: ~80 fewer `memcpy` calls per row in the static build).
+    /// (~80 fewer `memcpy` calls per row in the static build).
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         crate::sys::put_bytes(self, bytes);
@@ -151,7 +151,7 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     // Digit by digit rather than through `format!`: a dozen pieces, each a `memcpy` call
-    // in the static build, for every journal row (issue #12).
+    // in the static build, for every journal row.
     let mut out = String::with_capacity(24);
     push_padded(&mut out, u64::try_from(year).unwrap_or_default(), 4);
     out.push('-');
@@ -206,7 +206,7 @@ pub(crate) fn session_id() -> String {
 }
 
 /// Cuts `s` to at most [`MAX_TEXT`] bytes at a character boundary, saying how much went.
-/// In place: a text within the cap (nearly all) is left as it is, not copied (issue #12).
+/// In place: a text within the cap (nearly all) is left as it is, not copied.
 pub(crate) fn cap(s: &mut String) {
     let kept = crate::sys::cut(s, MAX_TEXT).len();
     if kept < s.len() {
@@ -242,7 +242,7 @@ pub(crate) fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
 
 /// A row whose `prev` is set, sealed: its `hash` and its line (`serialize_row` with that
 /// hash, and a newline). One serialisation instead of two, and no copy of the line
-/// (issue #12: the row of a refused call cost more than the refusal); a test holds it
+/// (the row of a refused call cost more than the refusal); a test holds it
 /// equal to [`row_hash`] and [`serialize_row`].
 pub(crate) fn seal_row(prev: &str, row: &Map<String, Value>) -> (String, Vec<u8>) {
     let mut out = Vec::with_capacity(512);

@@ -163,7 +163,7 @@ fn log_level(args: &Args, sp_log: Option<&str>) -> usize {
 
 fn init_logging(args: &Args, env: &Env) {
     // Only our own modules log; every line is scrubbed of secrets and escaped
-    // (issue 8 points 3 and 4: `logging.rs`).
+    // (`logging.rs`).
     crate::logging::init(log_level(args, env.get("SP_LOG").as_deref()), args.quiet);
 }
 
@@ -187,7 +187,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         log::warn!("no policy found (looked in {}); every action is denied", config.searched());
     }
     let policy = config.policy;
-    // Issue 8 point 8: SIGTERM/SIGINT/SIGHUP stop the session between messages.
+    // SIGTERM/SIGINT/SIGHUP stop the session between messages.
     let (stop, stdin, nudge) = match crate::signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -204,7 +204,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     for w in warnings(&policy) {
         log::warn!("{w}");
     }
-    // Issue #20: a static secret too short to be redacted stops sp before it serves.
+    // A static secret too short to be redacted stops sp before it serves.
     let secrets = crate::gate::vault::check_static(&policy, &crate::sys::env_var);
     secrets.warnings.iter().for_each(|w| log::warn!("{w}"));
     if let Some(e) = secrets.refused.first() {
@@ -225,7 +225,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::new(&policy)),
         ..Default::default()
     };
-    // Issue #5: no journal, no service. The start row proves the journal takes writes.
+    // No journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
         let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
             std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()
@@ -247,7 +247,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
     let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env));
-    // Issue #10: stdin is read by the loop, and while a call runs by the session's control thread
+    // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
     let end = crate::audit::Row::new("end").set("decision", exit.name()).set("reason", server.stats.summary());
@@ -326,7 +326,7 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
             _ => {}
         }
     }
-    // Issue #20: static secrets are read (not kept) and held to their minimum length.
+    // Static secrets are read (not kept) and held to their minimum length.
     let secrets = crate::gate::vault::check_static(policy, &crate::sys::env_var);
     if !secrets.refused.is_empty() {
         secrets.refused.iter().for_each(|e| eprintln!("sp: {e}"));

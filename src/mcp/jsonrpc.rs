@@ -13,7 +13,7 @@
 //! Every error here is a [`Malformed`]: answered -32600, then the session closes. The
 //! answer echoes the request's `id` when it could be read (an integer or a string on an
 //! object that is not a response), else `id: null` (JSON-RPC 2.0 section 5.1: "If there
-//! was an error in detecting the id in the Request object ... it MUST be Null"; issue #10).
+//! was an error in detecting the id in the Request object ... it MUST be Null").
 //! A response from the client carries the id of a request we never sent, so it is
 //! answered with `id: null` too. The one exception is [`response_to`]: while a call
 //! waits for the answer to sp's own request (an `elicitation/create` for approval,
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn refused_shapes() {
-        // The id is echoed when it could be read (issue #10), never for a client's response.
+        // The id is echoed when it could be read, never for a client's response.
         let cases: Vec<(Value, ShapeError, Option<Id>)> = vec![
             (json!([]), ShapeError::Batch, None),
             (json!([{"jsonrpc":"2.0","id":1,"method":"ping"}]), ShapeError::Batch, None),

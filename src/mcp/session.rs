@@ -14,7 +14,7 @@
 //! nothing from it. Versions (MCP "Lifecycle: version negotiation"): a supported requested
 //! version is echoed, any other gets the newest we support.
 //!
-//! Forward compatibility (issue #10): members of `params` this server does not know are
+//! Forward compatibility: members of `params` this server does not know are
 //! ignored, as the MCP schemas allow new optional members in every revision (`ping
 //! {"x":1}`, `tools/list {"futureParam":true}`, a `tools/call` with 2025-11-25 `task`
 //! augmentation, which runs as an ordinary call since `sp` declares no tasks capability).
@@ -93,7 +93,7 @@ pub enum Step {
     /// Answer with the tool list.
     ListTools(Era),
     /// Run the tool pipeline on the request's `tools/call` params (the caller moves them
-    /// out of the message: no copy of a large call, issue #12).
+    /// out of the message: no copy of a large call).
     CallTool(Era),
     /// A notification: never answered.
     Ignore,
@@ -361,7 +361,7 @@ mod tests {
         assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(_))));
         let (s, step) = s.handle(&req("tools/list", Value::Null));
         assert_eq!(step, Step::ListTools(Era::Handshake));
-        // Issue #10: unknown members of known methods' params are ignored.
+        // Unknown members of known methods' params are ignored.
         let (s, step) = s.handle(&req("tools/list", json!({"futureParam": true, "_meta": {"x": 1}})));
         assert_eq!(step, Step::ListTools(Era::Handshake));
         let (s, step) = s.handle(&req("ping", json!({"x": 1})));
@@ -416,7 +416,7 @@ mod tests {
         req(method, Value::Object(params))
     }
 
-    /// Issue #10: 2026-07-28 requests are served from the request alone, in every state,
+    /// 2026-07-28 requests are served from the request alone, in every state,
     /// and change no state.
     #[test]
     fn stateless_requests_in_every_state() {

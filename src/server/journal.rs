@@ -68,7 +68,7 @@ pub(super) fn audit_gate(policy: &Policy, journal: &mut Journal, audit: &mut Con
 /// An `intent` row, durable before the effect. `Err` carries the agent's message.
 pub(super) fn intent(journal: &mut Journal, audit: &Context, target: Option<String>, rule: Option<String>, note: Option<String>) -> Result<(), Unavailable> {
     // No file and no syslog copy: nothing to build (the row's outside text would be
-    // scrubbed for nothing; issue #24).
+    // scrubbed for nothing).
     if !journal.is_on() {
         return Ok(());
     }

@@ -23,7 +23,7 @@
 //! does the open and the read on a helper thread and gives up after a timeout: the
 //! caller (one call of the session) fails with a clear reason and the session answers
 //! the next request; the stuck thread is left to the kernel. A thread per read cost a
-//! proxied call a fifth of its time (issue #24), so once a path's file was found on a
+//! proxied call a fifth of its time, so once a path's file was found on a
 //! disk or in memory (`fstatfs(2)` on the descriptor: [`LOCAL_FILE_SYSTEMS`]), later
 //! reads of that path run on the caller's thread, the read itself only after `fstatfs`
 //! says the descriptor is still on such a file system. What that leaves: a mount of a
@@ -220,7 +220,7 @@ pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, I
 /// descriptor must be the file `stat` saw (device and inode), so a file swapped in
 /// between is refused; then the checks of `rules` on the descriptor. Equivalent to
 /// resolving the path first (`realpath`, a `readlink` per component) and opening the
-/// result with `O_NOFOLLOW`, in three system calls (issue #24: a secret is read per call).
+/// result with `O_NOFOLLOW`, in three system calls (a secret is read per call).
 fn open_following(path: &Path, rules: Rules) -> Result<(File, Info), SysError> {
     let st = rustix::fs::stat(path).map_err(errno)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {

@@ -2,7 +2,7 @@ use super::*;
 use serde_json::json;
 use std::time::Duration;
 
-// Attacks tried on the one-pass row writer and the in-place cap (issue #12), all held:
+// Attacks tried on the one-pass row writer and the in-place cap, all held:
 // - a row with no FIELDS member, only other keys, both, none at all, and `hash` alone
 //   (the comma around the spliced `hash` member): the sealed bytes equal row_hash +
 //   serialize_row, and the former two-pass form, over 256 chosen and 3,000 random rows;

@@ -180,14 +180,14 @@ impl Redactor {
         }
         let windows = self.windows.iter().map(|w| &self.runs[w.run].raw[w.offset..w.offset + w.len]);
         // A DFA searches about twice as fast as the contiguous NFA aho-corasick picks past
-        // 100 patterns (issue #24), at a table of states x byte classes: only while the
+        // 100 patterns, at a table of states x byte classes: only while the
         // patterns are small enough for that table to stay within about a MiB.
         let pattern_bytes: usize = self.patterns.iter().map(|(_, p)| p.len()).sum::<usize>() + self.windows.iter().map(|w| w.len).sum::<usize>();
         let kind = if cfg!(fuzzing) {
             // Under cargo-fuzz every comparison is instrumented, and the DFA's
             // construction was 70 % of a fuzz run (a Redactor per input): the contiguous
             // NFA finds exactly the same matches (aho-corasick's contract) and is built
-            // in a fraction of the time, so the fuzzer reaches depth (issue #24).
+            // in a fraction of the time, so the fuzzer reaches depth.
             Some(aho_corasick::AhoCorasickKind::ContiguousNFA)
         } else {
             (pattern_bytes <= DFA_MAX_PATTERN_BYTES).then_some(aho_corasick::AhoCorasickKind::DFA)

@@ -195,7 +195,7 @@ pub(super) struct Decoded {
 /// One decoding pass over `t`: `None` if nothing in it decodes.
 pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
     // Nothing is built before the first unit that decodes (a second pass over a view
-    // usually finds none: issue #24).
+    // usually finds none).
     let first = first_decoding(t)?;
     let mut out = Vec::with_capacity(t.len());
     let mut starts: Vec<u32> = Vec::with_capacity(t.len() + 1);

@@ -1,4 +1,4 @@
-//! Issue #10: the loop never goes deaf while a call runs.
+//! The loop never goes deaf while a call runs.
 //!
 //! ```text
 //!  idle:          stdin ──FrameReader──> the protocol loop (main thread), one frame at a time
@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Between calls the loop reads stdin itself: a request is answered by the thread that
-//! read it, with no hand-over between threads (issue #12: on a machine whose idle CPUs
+//! read it, with no hand-over between threads (on a machine whose idle CPUs
 //! sleep, waking a second thread per message cost 50-300 us of every round trip).
 //!
 //! The blocking work of a call (the approver, each HTTP hop, the SSH command) stays on
@@ -36,7 +36,7 @@
 //!   malformed frames): the loop handles the queue after the call exactly as if it had
 //!   arrived then. One action at a time stays the rule.
 //!
-//! One control thread serves the whole session (issue #12: a thread started and joined
+//! One control thread serves the whole session (a thread started and joined
 //! per call cost 20-60 us of every executed call here). It is started at the first call
 //! that runs (a session of refusals starts none) and parks between calls. The reader and
 //! the session state sit in one mutex ([`Link`]), the writer in another: the loop holds
@@ -51,7 +51,7 @@
 //! mutex, none once the call is cancelled. A source without a nudge must never block (the in-memory input of tests
 //! and the fuzz target): the control thread then reads it on until it ends.
 //!
-//! Woken only for a call that lasts (issue #24: the wake-up and the hand-over were most
+//! Woken only for a call that lasts (the wake-up and the hand-over were most
 //! of a fast proxied call's cost). A call's start does not wake the control thread: it
 //! arms a timer ([`Nudge::arm`], a `timerfd`) for [`SERVE_AFTER`], and the control
 //! thread waits between calls for that timer or a nudge ([`Nudge::idle`]). A call that
@@ -93,7 +93,7 @@ use classify::{awaited, cancel_queued, classify, Control};
 
 /// Bytes of frames a running call's control thread queues for later before it stops
 /// reading stdin: each frame is charged its length plus [`FRAME_OVERHEAD`], so many small
-/// lines cost what they take in memory (issue #12: 16 MiB of 100-byte lines held 36 MiB).
+/// lines cost what they take in memory (16 MiB of 100-byte lines held 36 MiB).
 /// 256 KiB is some 900 queued calls of a typical size. A longer line still passes alone.
 pub(crate) const QUEUE_BYTES: usize = 256 * 1024;
 
@@ -433,7 +433,7 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
     }
 
     /// The control thread, started at the first call; `None` if it cannot be (the call
-    /// then runs deaf, as before issue #10, rather than not at all).
+    /// then runs without one, deaf to stdin until it ends, rather than not at all).
     fn control(&mut self) -> Option<std::thread::Thread> {
         if self.control.is_none() {
             let link = self.link;

@@ -1,6 +1,6 @@
 //! The TCP part of the HTTP executor's ureq connector chain (`Dialer`, then rustls for
 //! `https`): what ureq's own `TcpConnector` does, without the system calls a kept
-//! connection paid on every request (issue #24, measured with `strace -c`).
+//! connection paid on every request (measured with `strace -c`).
 //!
 //! - The addresses dialed are the ones ureq's resolver returns, which is the executor's
 //!   [`PinnedResolver`](crate::net::dest::PinnedResolver): only the checked addresses of

@@ -23,7 +23,7 @@
 //!   checked addresses: when the answer changes, the pool is dropped, so a connection
 //!   opened under an earlier answer is never reused for a later one.
 //!
-//! - a cancelled call (issue #10) shuts down every connection of the agent at once
+//! - a cancelled call shuts down every connection of the agent at once
 //!   (ureq `Agent::shutdown`): a blocked read or write returns; the pool is replaced.
 //!   A name lookup or a TCP connect in progress is not interrupted (policy timeout).
 //!
@@ -75,12 +75,12 @@ pub struct HttpExecutor {
     /// `http.ca_file` roots; `None`: the built-in Mozilla roots (webpki-roots), so a
     /// binary on a minimal container does not depend on the host's CA store.
     roots: Option<Arc<Vec<Vec<u8>>>>,
-    /// Issue #13: OAuth2 tokens per credential, for the life of the executor (one per
+    /// OAuth2 tokens per credential, for the life of the executor (one per
     /// `sp mcp`).
     tokens: oauth2::TokenCache,
     /// Token fetches of the running request, emitted to the journal when it ends.
     token_fetches: Vec<crate::gate::exec::TokenFetch>,
-    /// Issue #13: the last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
+    /// The last [`RECENT_SIGNATURES`] SigV4 signatures (credential, hex) and
     /// a redactor over them, applied to every response (see [`HttpExecutor::http`]).
     signatures: std::collections::VecDeque<(String, Zeroizing<String>)>,
     signature_redactor: crate::gate::redact::Redactor,
@@ -98,7 +98,7 @@ struct Pool {
     resolver: PinnedResolver,
     /// The checked addresses (sorted) each host:port's connections were opened under.
     opened_under: HashMap<(String, u16), Vec<SocketAddr>>,
-    /// Set when a cancelled call shut the agent down (issue #10): it takes no more
+    /// Set when a cancelled call shut the agent down: it takes no more
     /// requests, so the pool is replaced.
     shut: Arc<AtomicBool>,
     /// The running call's deadline, which every socket of the agent waits within
@@ -240,7 +240,7 @@ impl HttpExecutor {
             return self.exchange(&wire, budget, cancel, &mut |_| Ok(()));
         };
         match &cred.inject {
-            // Issue #13: signed after the destination check, with the final URL, headers
+            // Signed after the destination check, with the final URL, headers
             // and body, immediately before sending. A redirect hop comes through here
             // again, so it would be signed anew (today a credentialed request follows none).
             Injection::AwsSigV4(config) => {
@@ -269,7 +269,7 @@ impl HttpExecutor {
         }
     }
 
-    /// Issue #13: a signature just sent, for [`HttpExecutor::scrub_signatures`].
+    /// A signature just sent, for [`HttpExecutor::scrub_signatures`].
     fn remember_signature(&mut self, credential: &str, signature: &str) {
         if self.signatures.len() == RECENT_SIGNATURES {
             self.signatures.pop_front();
@@ -435,7 +435,7 @@ impl HttpExecutor {
         let (agent, shut, deadline) = self.agent_for(checked);
         // Connect, send and the whole answer, body included, within the time left.
         deadline.set(remaining);
-        // Issue #10: a cancel shuts down every connection of this agent at once: a read or
+        // A cancel shuts down every connection of this agent at once: a read or
         // write blocked on the socket returns (ureq `Agent::shutdown`). A TCP connect in
         // progress is not interrupted (bounded by the policy timeout).
         let (interrupt, shut) = (agent.clone(), shut.clone());
@@ -515,7 +515,7 @@ impl Budget {
     }
 }
 
-/// Issue #13: reads the `aws_sigv4` credential (JSON, so pretty-printed output of the
+/// Reads the `aws_sigv4` credential (JSON, so pretty-printed output of the
 /// AWS CLI works), remembers the secret key and session token for redaction, adds the
 /// signer's headers to `out.headers`, which is exactly what will be sent (ureq adds
 /// only unsigned ones: user-agent, content-length, accept), and returns the signature.
