@@ -335,13 +335,12 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     s += &crate::tools::ssh::check_summary(&policy.ssh);
     // `--probe` starts each upstream, lists it, and stops it; a failure prints the
     // summary, then exits 1 like any check that fails.
-    let probed = if policy.upstreams.is_empty() && !args.probe {
-        Ok(String::new())
-    } else {
-        crate::tools::upstream::check_summary(policy, args.probe)
-    };
-    let probe_failed = probed.is_err();
-    s += &probed.unwrap_or_else(|e| e);
+    let mut probe_failed = false;
+    if !policy.upstreams.is_empty() || args.probe {
+        let summary = crate::tools::upstream::check_summary(policy, args.probe);
+        probe_failed = summary.probe_failed;
+        s += &summary.text;
+    }
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
     s += &crate::approve::check_summary(policy);
     s += &crate::approve::grants::check_summary(&policy.approval.grants, |k| env.get(k));

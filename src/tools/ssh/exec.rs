@@ -98,7 +98,7 @@ use crate::gate::authorize::Authorized;
 use crate::gate::vault::Vault;
 use crate::tools::ssh::authorize::SshAction;
 use crate::tools::ssh::connect::connect;
-use crate::tools::ssh::kill::{kill_remote, Marker, KILL_STEP, MARKER_WINDOW};
+use crate::tools::ssh::kill::{kill_remote, KillFailed, Marker, KILL_STEP, MARKER_WINDOW};
 use crate::tools::ssh::pty::{pty_input, pty_modes, PTY_COLUMNS, PTY_ROWS, PTY_TERM};
 use crate::tools::ssh::result::{SshError, SshOutcome, Stop};
 
@@ -408,7 +408,7 @@ fn abort_remote(session: &Session, channel: &mut Channel, a: &SshAction, marker_
     let stop = if marker_seen {
         match kill_remote(session) {
             Ok(processes) => Stop::Killed { processes },
-            Err(why) => Stop::HungUp { pty: a.pty, why },
+            Err(KillFailed(why)) => Stop::HungUp { pty: a.pty, why },
         }
     } else {
         Stop::HungUp { pty: a.pty, why: "the command's start marker had not arrived, so nothing was killed".into() }

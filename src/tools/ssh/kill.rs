@@ -86,11 +86,29 @@ i=0; while :; do left=0; for q in $all; do st $q || continue; case $s in Z) ;; *
 [ $left = 0 ] && break; i=$((i+1)); [ $i -ge 50 ] && break; sleep 0.02 2>/dev/null || sleep 1; done; \
 echo \"sp-stop: killed $n left $left\"'";
 
+/// Why nothing is known killed: sp's own words, with at most 80 printable ASCII
+/// characters the remote side wrote. It becomes the result's and the journal's "may
+/// still run" reason.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct KillFailed(pub(crate) String);
+
+impl From<String> for KillFailed {
+    fn from(why: String) -> Self {
+        KillFailed(why)
+    }
+}
+
+impl From<&str> for KillFailed {
+    fn from(why: &str) -> Self {
+        KillFailed(why.to_owned())
+    }
+}
+
 /// Runs [`KILL_COMMAND`] on a new channel; `Ok(n)`: `n` processes killed, none left.
-pub(crate) fn kill_remote(session: &Session) -> Result<u32, String> {
+pub(crate) fn kill_remote(session: &Session) -> Result<u32, KillFailed> {
     let started = Instant::now();
-    let mut ch = session.channel_session().map_err(|e| format!("no channel for the kill: {}", e.message()))?;
-    ch.exec(KILL_COMMAND).map_err(|e| format!("the kill did not start: {}", e.message()))?;
+    let mut ch = session.channel_session().map_err(|e| KillFailed(format!("no channel for the kill: {}", e.message())))?;
+    ch.exec(KILL_COMMAND).map_err(|e| KillFailed(format!("the kill did not start: {}", e.message())))?;
     let mut out = Vec::new();
     let mut buf = [0u8; 1024];
     loop {
@@ -98,7 +116,7 @@ pub(crate) fn kill_remote(session: &Session) -> Result<u32, String> {
             Ok(0) => break,
             Ok(n) if out.len() < 4096 => out.extend_from_slice(&buf[..n]),
             Ok(_) => {}
-            Err(e) => return Err(format!("the kill did not answer: {e}")),
+            Err(e) => return Err(KillFailed(format!("the kill did not answer: {e}"))),
         }
         if started.elapsed() > KILL_TOTAL {
             return Err("the kill did not answer in time".into());
@@ -112,15 +130,15 @@ pub(crate) fn kill_remote(session: &Session) -> Result<u32, String> {
 }
 
 /// `sp-stop: killed N left 0` -> `Ok(N)`; anything else is why nothing is known killed.
-pub(crate) fn parse_kill_report(line: &str) -> Result<u32, String> {
+pub(crate) fn parse_kill_report(line: &str) -> Result<u32, KillFailed> {
     let words: Vec<&str> = line.split(' ').collect();
     match words.as_slice() {
         ["sp-stop:", "killed", n, "left", "0"] => n.parse().map_err(|_| "the kill's report was garbled".into()),
-        ["sp-stop:", "killed", _, "left", m] => Err(format!("{m} process(es) were still there after SIGKILL")),
+        ["sp-stop:", "killed", _, "left", m] => Err(KillFailed(format!("{m} process(es) were still there after SIGKILL"))),
         // The remote's words (a process name): printable ASCII only, short.
         ["sp-stop:", ..] => {
             let said: String = line["sp-stop: ".len()..].chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(80).collect();
-            Err(format!("the kill did not run ({said})"))
+            Err(KillFailed(format!("the kill did not run ({said})")))
         }
         _ => Err("the kill did not report (is the remote system Linux with /proc?)".into()),
     }

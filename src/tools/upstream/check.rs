@@ -11,9 +11,15 @@ use crate::gate::vault::Vault;
 use crate::policy::upstreams::{Glob, UpstreamTransport};
 use crate::policy::Policy;
 
-/// The `upstreams:` section of `sp check`; `probe` starts each upstream. `Err`: a probe
-/// failed (the text says which, and why).
-pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Result<String, String> {
+/// The `upstreams:` section of `sp check` ([`check_summary`]).
+pub(crate) struct Summary {
+    pub text: String,
+    /// A probe failed (the text says which, and why): `sp check` exits 1.
+    pub probe_failed: bool,
+}
+
+/// The `upstreams:` section of `sp check`; `probe` starts each upstream.
+pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
     let globs = |g: &[Glob]| g.iter().map(Glob::as_str).collect::<Vec<_>>().join(",");
     let mut s = format!("upstreams: {}\n", policy.upstreams.len());
     for u in policy.upstreams.values() {
@@ -37,7 +43,7 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Result<String, Stri
         let _ = writeln!(s, "    timeout {}s, start-up {}s, max output {} bytes", u.timeout.as_secs(), u.startup_timeout.as_secs(), u.max_output_bytes);
     }
     if !probe {
-        return Ok(s);
+        return Summary { text: s, probe_failed: false };
     }
     let mut ups = Upstreams::new(policy);
     let mut vault = Vault::for_policy(policy);
@@ -57,7 +63,7 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Result<String, Stri
         }
     }
     ups.shutdown();
-    if failed.is_empty() { Ok(s) } else { Err(s) }
+    Summary { text: s, probe_failed: !failed.is_empty() }
 }
 
 fn or_none(s: String) -> String {
