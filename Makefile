@@ -73,9 +73,10 @@ interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	node tests/interop/ts_client.mjs $(SP)
 	node tests/interop/ts_elicit.mjs $(SP)
 
-# Real published MCP servers that src/upstream/tests.rs drives as upstreams (issue #22),
-# pinned: server-everything and server-filesystem from npm (package-lock.json), and
-# mcp-server-time from PyPI in its own venv. The tests skip loudly without them.
+# Real published MCP servers that the upstream tests (src/tools/upstream/tests/,
+# tests/upstream_gate.rs) and `make demo` put behind sp, pinned: server-everything and
+# server-filesystem from npm (package-lock.json), and mcp-server-time from PyPI in its
+# own venv. Without them the tests skip loudly, and fail under CI=true.
 UPSTREAMS_VENV ?= .venv-upstreams
 $(UPSTREAMS_VENV)/.stamp: tests/upstreams/requirements.txt
 	$(PYTHON) -m venv $(UPSTREAMS_VENV)

@@ -8,8 +8,9 @@
 //!   server in this process on loopback, journal off and on (fdatasync'ed, as deployed);
 //! - `ssh_exec` of `true` on the session's kept SSH connection (a private loopback
 //!   `sshd`, `tests/support/sshd.rs`; skipped without one);
-//! - a proxied upstream MCP call: [`upstream_call`] is the hook, empty until upstream
-//!   tools land.
+//! - a proxied upstream MCP call: `m_act` of `tests/support/upstreams/misbehave.py ok`
+//!   (a Python stdio upstream that answers with its arguments; its own CPU is its
+//!   process's, not counted), journal off.
 //!
 //! sp, this process and its HTTP server run on one CPU (taskset), so every hand-over is
 //! a task switch on that CPU rather than a wake-up of an idle one (which costs a
@@ -191,11 +192,18 @@ fn direct_ureq_us(port: u16, n: usize) -> f64 {
     (own_cpu_ns() - c) as f64 / n as f64 / 1e3
 }
 
-/// Hook for the proxied upstream call (issue #22): the `tools/call` line that runs one
-/// upstream tool through sp, and the policy section that declares the upstream. `None`
-/// while this build has no upstream tools.
-fn upstream_call() -> Option<(serde_json::Value, String)> {
-    None
+/// The proxied upstream call: its policy (one stdio upstream, `misbehave.py ok`, its
+/// argument pinned), or why it cannot run here.
+fn upstream_policy(dir: &Path) -> Result<std::path::PathBuf, String> {
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"].into_iter().find(|p| Path::new(p).exists()).ok_or("skipped: no python3")?;
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/misbehave.py");
+    let p = dir.join("policy-upstream.json");
+    let text = json!({
+        "upstreams": {"m": {"command": [python, fixture, "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}}}},
+        "audit": {"path": null}
+    });
+    write_private(&p, &text.to_string());
+    Ok(p)
 }
 
 fn main() {
@@ -254,13 +262,9 @@ fn main() {
         r
     };
     figures.push(Figure { name: "ssh_exec `true`, kept session, journal off".into(), per_call: ssh, n: (scale / 5).max(20) });
-    figures.push(Figure {
-        name: "proxied upstream tools/call".into(),
-        per_call: upstream_call().map_or(Err("not measured: no upstream tool in this build (hook: upstream_call)".into()), |_| {
-            Err("hook set but not wired".into())
-        }),
-        n: 0,
-    });
+    let upstream_line = |i: usize| tool_call(i as u64, "m_act", json!({"x": "ok-1"}));
+    let upstream = upstream_policy(&dir).and_then(|p| measure(&sp_cmd, &p, scale, &upstream_line, &|a: &str| a.contains("ok-1") && !a.contains("isError\":true")));
+    figures.push(Figure { name: "proxied upstream tools/call, journal off".into(), per_call: upstream, n: scale });
     let _ = std::fs::remove_dir_all(&dir);
 
     println!("sp's own CPU per call (examples/bench_cpu.rs; sum of sp's threads' run time, /proc/PID/task/*/schedstat)");
@@ -288,6 +292,9 @@ fn main() {
             d + direct,
             (d + direct) / d
         );
+    }
+    if let (Some(d), Some(u)) = (get_fig(0), get_fig(4)) {
+        println!("  proxied upstream call / denied CPU       {:.2}x ({u:.1} vs {d:.1} µs)   (no target; issue 22 compares wall time: bench_upstream)", u / d);
     }
     if let (Some(off), Some(on)) = (get_fig(1), get_fig(2)) {
         let limit = 1.5 * off + sync;
