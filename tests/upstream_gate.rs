@@ -27,6 +27,10 @@
 //!   rather than start upstreams from the control thread;
 //! - an upstream that never finishes its handshake while a tools/list starts it: a
 //!   ping is answered meanwhile, the list comes without it.
+//! - an upstream whose `"approve"` is `"command"`, with a client that can answer
+//!   elicitations and `via` naming elicitation first: no `elicitation/create` is sent,
+//!   the approver command is asked (failed before the merge wired it: the flag was
+//!   parsed but the call asked the client).
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -494,4 +498,50 @@ fn a_ping_is_answered_while_a_tools_list_starts_upstreams() {
     assert_eq!((list["id"].clone(), names(&list)), (json!(1), vec!["http_request".to_owned(), "sp_inventory".into(), "ssh_exec".into()]));
     let run = s.finish();
     assert_eq!(run.code(), Some(0), "{}", run.context());
+}
+
+/// `tools.approve` through the channels of `approval.via`: with an elicitation-capable
+/// client, an upstream without `"approve": "command"` is asked through the client
+/// (`elicitation/create`, then the call runs; the approver is not run), one with it
+/// through the approver command only (no `elicitation/create` is sent; the agent's own
+/// host never answers for it).
+#[test]
+fn an_upstreams_approve_command_keeps_its_calls_off_elicitation() {
+    let dir = TempDir::new("upvia");
+    let count = dir.join("asked");
+    let approver = dir.file("approver", format!("#!/bin/sh\ncat >/dev/null\necho x >> {count}\nexit 0\n").as_bytes(), 0o700);
+    let asked = || std::fs::read_to_string(&count).map(|s| s.lines().count()).unwrap_or(0);
+    let up = |command_only: bool| {
+        let mut u = json!({"command": misbehave("ok"), "tools": {"allow": ["*"], "approve": ["act"]}});
+        if command_only {
+            u["approve"] = json!("command");
+        }
+        u
+    };
+    let approval = json!({"approval": {"via": ["elicitation", "command"], "command": [approver.display().to_string()]}});
+    let config = policy(&dir, json!({"free": up(false), "strict": up(true)}), approval);
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    let mut init = support::process::initialize(json!(0), "2025-06-18");
+    init["params"]["capabilities"] = json!({"elicitation": {}});
+    assert!(s.call(&init)["result"].is_object());
+    s.send(&support::process::initialized());
+
+    // The client is asked; the command is not.
+    s.send(&tool_call(1, "free_act", json!({"x": "ok-1"})));
+    let ask = s.read();
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    s.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"approve": true}}}));
+    let done = s.read();
+    assert_eq!((done["id"].clone(), tool_error_code(&done["result"])), (json!(1), None), "{done}");
+    assert_eq!(asked(), 0);
+
+    // The command is asked, and the answer comes with no elicitation/create before it.
+    s.send(&tool_call(2, "strict_act", json!({"x": "ok-2"})));
+    let done = s.read();
+    assert_eq!((done["id"].clone(), tool_error_code(&done["result"])), (json!(2), None), "{done}");
+    assert_eq!(asked(), 1);
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let channels: Vec<Value> = rows(&journal(&dir), "approval").iter().map(|r| r["channel"].clone()).collect();
+    assert_eq!(channels, [json!("elicitation"), json!("command")]);
 }
