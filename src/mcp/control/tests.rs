@@ -7,7 +7,11 @@ use crate::mcp::model::ToolList;
 
 /// A tool list for the wire's own tests (the tool table is above the wire).
 static TOOLS: ToolList = ToolList::new(|| json!([{"name": "a_tool"}]));
-const FIXED: Listing = Listing::Fixed(&TOOLS);
+/// (A function, not a `const`: Rust 1.88 refuses a `const` holding a reference to a
+/// `static` with interior mutability.)
+fn fixed() -> Listing {
+    Listing::Fixed(&TOOLS)
+}
 
 /// Input that counts what was taken from it.
 struct Counted(std::io::Cursor<Vec<u8>>, Arc<AtomicUsize>);
@@ -29,7 +33,7 @@ fn during_a_call_reading_stops_once_the_queue_is_full_and_the_rest_waits_in_orde
     let taken = Arc::new(AtomicUsize::new(0));
     let source = std::io::BufReader::with_capacity(4096, Counted(std::io::Cursor::new(text.into_bytes()), taken.clone()));
     let mut out = ProtocolWriter::new(Vec::new());
-    let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false, FIXED);
+    let link = Link::new(Box::new(source), &mut out, None, 1 << 20, false, fixed());
     let (running, cancel) = (Id::Int(-1), Cancel::new());
     let session = Session::Ready { version: "2025-06-18" };
     let mut next = 0;
@@ -95,7 +99,7 @@ fn frame(text: &str) -> Frame {
 fn only_control_messages_are_answered_during_a_call() {
     let mut session = Session::Ready { version: "2025-06-18" };
     let running = Id::Int(7);
-    let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &FIXED) {
+    let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &fixed()) {
         Control::Answer(v) => Some(v),
         Control::List(id, era) => serde_json::to_value(TOOLS.answer(id.to_value(), era)).ok(),
         _ => None,
@@ -111,14 +115,14 @@ fn only_control_messages_are_answered_during_a_call() {
         r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
         "not json",
     ] {
-        assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new(), &FIXED), Control::Queue { .. }), "{queued}");
+        assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new(), &fixed()), Control::Queue { .. }), "{queued}");
     }
     let cancel = |id: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#);
-    assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new(), &FIXED), Control::CancelRunning));
-    assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new(), &FIXED), Control::CancelQueued(_)));
+    assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new(), &fixed()), Control::CancelRunning));
+    assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new(), &fixed()), Control::CancelQueued(_)));
     // Before the handshake a ping is refused: queued, answered in turn.
     let mut fresh = Session::AwaitingInit;
-    let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new(), &FIXED);
+    let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new(), &fixed());
     assert!(matches!(pinged, Control::Queue { .. } | Control::Answer(_)));
 }
 
@@ -128,13 +132,13 @@ fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     let running = Id::Int(7);
     let queued = |id: &str| {
         let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
-        match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new(), &FIXED) {
+        match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new(), &fixed()) {
             Control::Queue { id } => Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: 0, id },
             _ => panic!("{text}"),
         }
     };
     let queue: VecDeque<Event> = [queued("8"), queued(r#""9""#)].into_iter().collect();
-    let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue, &FIXED) {
+    let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue, &fixed()) {
         Control::InFlight(id) => Some(id),
         _ => None,
     };
@@ -159,7 +163,7 @@ fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     // through the queue.
     let mut rest: VecDeque<Event> = [queued("8")].into_iter().collect();
     cancel_queued(&mut rest, &json!(8));
-    assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest, &FIXED), Control::Answer(_)));
+    assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest, &fixed()), Control::Answer(_)));
 }
 
 #[test]
