@@ -92,12 +92,6 @@ echo \"sp-stop: killed $n left $left\"'";
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct KillFailed(pub(crate) String);
 
-impl From<String> for KillFailed {
-    fn from(why: String) -> Self {
-        KillFailed(why)
-    }
-}
-
 impl From<&str> for KillFailed {
     fn from(why: &str) -> Self {
         KillFailed(why.to_owned())
