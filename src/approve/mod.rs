@@ -222,7 +222,7 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
         &ask.subject,
         ctx.request_fp.as_deref().unwrap_or_default(),
     );
-    let store = asking.grants.zip(policy.hash.as_deref());
+    let store = asking.grants.zip(policy.hash());
     if let Some((store, hash)) = store {
         match store.find(hash, &key, &accept, grants::now()) {
             Ok(Some(g)) => {

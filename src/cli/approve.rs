@@ -46,7 +46,7 @@ pub(crate) fn run(stdout: StdoutHandle, args: &ApproveArgs, config: Option<std::
     let now = grants::now();
     let text = match &args.sub {
         ApproveSub::List { json } => {
-            let current = policy.as_ref().and_then(|p| p.hash.as_deref());
+            let current = policy.as_ref().and_then(|p| p.hash());
             let list = store.list(now).map_err(|e| fail(e.to_string()))?;
             render_list(&list, now, current, *json)
         }

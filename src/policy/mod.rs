@@ -56,9 +56,9 @@ pub struct Policy {
     pub approval: approval::ApprovalPolicy,
     /// Other MCP servers behind the gate, by name (`policy/upstreams.rs`).
     pub upstreams: BTreeMap<String, upstreams::Upstream>,
-    /// [`hash`] of the text it was parsed from; `None` for the built-in deny-everything
-    /// policy. Approval grants are bound to it: any edit of the file ends them all.
-    pub hash: Option<String>,
+    /// The text it was parsed from, for [`Policy::hash`]; empty for the built-in
+    /// deny-everything policy.
+    pub(crate) text: TextHash,
 }
 
 /// The policy's hash: lower-case hex SHA-256 of the file's bytes, exactly as read (a
@@ -68,7 +68,45 @@ pub(crate) fn hash(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A policy's text and its [`hash`], made at the first [`Policy::hash`]: only approval
+/// grants use it, so a session that never asks pays nothing for it before its first
+/// answer (the SHA-256 implementation's CPU feature probe is two `cpuid`s, which a
+/// virtual machine may trap; bench/cold-start-profile.md). Equal when the texts are.
+#[derive(Clone, Default)]
+pub(crate) struct TextHash {
+    text: Option<std::sync::Arc<str>>,
+    hex: std::sync::OnceLock<String>,
+}
+
+impl TextHash {
+    fn of(text: &str) -> TextHash {
+        TextHash { text: Some(text.into()), hex: std::sync::OnceLock::new() }
+    }
+}
+
+impl PartialEq for TextHash {
+    fn eq(&self, other: &TextHash) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for TextHash {}
+
+impl fmt::Debug for TextHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.text.as_ref().map(|t| t.len());
+        f.debug_struct("TextHash").field("bytes", &bytes).field("hash", &self.hex.get()).finish()
+    }
+}
+
 impl Policy {
+    /// [`hash`] of the text it was parsed from; `None` for the built-in deny-everything
+    /// policy. Approval grants are bound to it: any edit of the file ends them all.
+    pub fn hash(&self) -> Option<&str> {
+        let text = self.text.text.as_deref()?;
+        Some(self.text.hex.get_or_init(|| hash(text.as_bytes())))
+    }
+
     /// Whether calls using this credential wait for approval (`"approve": true` or
     /// `"command"`).
     pub fn credential_needs_approval(&self, name: &str) -> bool {
@@ -97,7 +135,7 @@ impl Policy {
             ssh: ssh::SshPolicy::default(),
             audit: audit::AuditPolicy::default(),
             approval: approval::ApprovalPolicy::default(),
-            hash: None,
+            text: TextHash::default(),
             upstreams: BTreeMap::new(),
         }
     }
@@ -115,7 +153,7 @@ impl Policy {
         let value = json::parse(text).map_err(|e| error(String::new(), e.to_string()))?;
         let mut policy = parse(&value).map_err(|(field, message)| error(field, message))?;
         policy.origin = Some(origin.to_owned());
-        policy.hash = Some(hash(text.as_bytes()));
+        policy.text = TextHash::of(text);
         Ok(policy)
     }
 }
@@ -220,7 +258,7 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => upstreams::parse(v, &credentials)?,
         None => BTreeMap::new(),
     };
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, hash: None };
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, text: TextHash::default() };
     // An `approve` flag in enforce mode needs someone to ask.
     // An `approve` flag in enforce mode needs someone to ask: the approver command, unless
     // `approval.via` is elicitation alone and the subject does not require the command.
@@ -474,10 +512,17 @@ mod tests {
     fn the_hash_is_of_the_bytes_as_read() {
         let a = Policy::from_text("{}", Path::new("/p")).unwrap();
         let b = Policy::from_text("{ }", Path::new("/p")).unwrap();
+        // Made at the first use, not at load (only grants need it).
+        assert!(a.text.hex.get().is_none() && b.text.hex.get().is_none());
         // sha256("{}"), as `printf '{}' | sha256sum` gives it.
-        assert_eq!(a.hash.as_deref(), Some("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"));
-        assert_ne!(a.hash, b.hash);
-        assert_eq!(Policy::deny_all().hash, None);
+        assert_eq!(a.hash(), Some("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"));
+        assert_ne!(a.hash(), b.hash());
+        assert_eq!(Policy::deny_all().hash(), None);
+        // A clone made before the first use hashes alike; equality is the text's.
+        let c = Policy::from_text("{}", Path::new("/p")).unwrap();
+        assert_eq!(c.clone().hash(), a.hash());
+        assert_eq!(c, a);
+        assert_ne!(a, b);
     }
 
     #[test]
