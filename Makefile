@@ -107,12 +107,16 @@ demo: build upstreams
 # bench_upstream a proxied upstream tools/call against the direct one, and tools/list
 # with three upstreams.
 # bench_cpu prints sp's own CPU per call (denial, proxied HTTP, ssh_exec) and its targets.
+# bench/cpuid.c: what one cpuid costs here (a hypervisor may trap it for microseconds;
+# every start runs some: bench/cold-start-profile.md, "Sixth pass").
 bench: build
 	$(CARGO) run --quiet --release --locked --example bench -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_ssh -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_memory -- $(SP)
 	$(CARGO) run --quiet --release --locked --example bench_upstream -- $(SP)
 	@$(MAKE) --no-print-directory $(VENV)/.stamp tests/interop/node_modules/.stamp || echo "make bench: the SDK runtimes could not be installed; those servers are skipped"
+	@mkdir -p target/bench && if $(CC) -O2 bench/cpuid.c -o target/bench/cpuid 2>/dev/null; then target/bench/cpuid; \
+	    else echo "one cpuid instruction: not measured (no C compiler: $(CC))"; fi
 	$(CARGO) run --quiet --release --locked --example bench_compare -- $(SP) --static $(STATIC_SP)
 	$(CARGO) run --quiet --release --locked --example bench_parts
 	$(CARGO) run --quiet --release --locked --example bench_cpu -- $(SP)
