@@ -2,8 +2,11 @@
 //!
 //! - requests within the default line limit (4 MiB), the worst cases for memory: dense
 //!   numbers, one-member objects, escaped quotes (peak RSS, VmHWM);
-//! - answers within the default `max_response_bytes` (8 MiB) from a loopback server:
-//!   plain text, `"` (doubles when escaped), control characters (six times), dense JSON;
+//! - answers within the default `max_response_bytes` (8 MiB) from a loopback server,
+//!   with a credential for the host (its secret is what answers are scrubbed of): plain
+//!   text, `"` (doubles when escaped), control characters (six times), dense JSON, log
+//!   lines (line breaks: the redactor's joined view) and text with an escape every few
+//!   bytes (its decoded views at their densest);
 //! - an idle session, then 1,000,000 mixed requests (ping, tools/list, a denied call,
 //!   sp_inventory) in one session: RSS at the start, every 200,000, at the end, the peak,
 //!   and the number of open descriptors (no growth);
@@ -40,9 +43,13 @@ fn main() {
     let dir = support::scratch_dir("sp-bench-memory");
     let host = format!("127.0.0.1:{}", api.port);
     let policy = dir.join("policy.json");
+    // A credential for the host, as deployed: its secret is what the answers are scrubbed of.
+    let token = dir.join("token");
+    write_private(&token, "bench-memory-secret-0123456789");
     write_private(
         &policy,
         &json!({
+            "credentials": {"k": {"source": {"file": token}, "inject": {"bearer": {}}, "hosts": [host]}},
             "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/big/*"]}]},
             "audit": {"path": dir.join("audit.jsonl")}
         })
@@ -69,11 +76,18 @@ fn main() {
 
     let body = 8 * 1024 * 1024;
     let dense_json = format!("[{}]", vec!["0"; body / 2 - 1].join(","));
-    let bodies: [(&str, String); 4] = [
+    // Log-like lines: line breaks make the redactor's joined view, `&` its decoded view.
+    let log_line = "2026-12-04T06:00:00Z GET /v1/items?page=3 200 ok <a&b> 1234 bytes\n";
+    let log_text = log_line.repeat(body / log_line.len());
+    // Escapes every few bytes: the redactor's decoded views at their densest.
+    let escaped = "a&amp;b\\\"c%41d\\u00e9\n".repeat(body / 20);
+    let bodies: [(&str, String); 6] = [
         ("text x", "x".repeat(body)),
         ("quotes \"", "\"".repeat(body)),
         ("control \\x01", "\u{1}".repeat(body)),
         ("JSON [0,0,...]", dense_json),
+        ("log lines, & \\n", log_text),
+        ("escapes &amp; %41", escaped),
     ];
     for (i, (what, text)) in bodies.iter().enumerate() {
         api.route(&format!("/big/{i}"), http_server::Reply::text(200, text));

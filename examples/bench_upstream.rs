@@ -2,10 +2,14 @@
 //!
 //! - a proxied `tools/call` (client -> sp -> upstream and back) against the same call
 //!   made directly to the same upstream by the same client over stdio: medians, and
-//!   sp's added time per call in µs (10,000 calls each: the issue's 100,000 take minutes
-//!   on a two-core machine with a Python upstream; the memory trend shows by 10,000);
-//! - sp's resident memory after 1,000 proxied calls and after all of them (flat is the
-//!   goal: nothing per call is kept);
+//!   sp's added time per call in µs (10,000 calls each by default; the issue's 100,000
+//!   with `SP_BENCH_UPSTREAM_CALLS=100000`, some minutes on two cores with a Python
+//!   upstream);
+//! - sp's resident memory after 1,000 proxied calls, after 10,000 and after all of them,
+//!   and its peak (flat is the goal: nothing per call is kept);
+//! - sp's peak memory for an upstream's 8 MiB answer (`misbehave.py large`: log-like
+//!   text with a secret given to the upstream in the middle, so the answer is scrubbed as
+//!   deployed), against the 64 MiB that bounds an HTTP answer's peak (issue 12);
 //! - `tools/list` with three upstreams already listed, against the fixed tools alone.
 //!
 //! The upstream is `tests/support/upstreams/misbehave.py ok` (Python, stdlib only): it
@@ -26,6 +30,8 @@ use serde_json::json;
 use support::{scratch_dir, stat, tool_call, write_private, Session};
 
 const CALLS: usize = 10_000;
+/// The large answer's text (`misbehave.py large`).
+const LARGE: usize = 8 << 20;
 const LISTS: usize = 2_000;
 
 fn python() -> String {
@@ -36,21 +42,24 @@ fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/misbehave.py").display().to_string()
 }
 
-/// `n` calls of `name`; the samples, and sp's RSS after the first 1,000 when `rss`.
-fn calls(s: &mut Session, name: &str, n: usize, rss: bool) -> (Vec<Duration>, f64) {
+/// `n` calls of `name`; the samples, and sp's RSS after the first 1,000 and 10,000 when
+/// `rss`.
+fn calls(s: &mut Session, name: &str, n: usize, rss: bool) -> (Vec<Duration>, [f64; 2]) {
     let mut samples = Vec::with_capacity(n);
-    let mut early = f64::NAN;
+    let mut at = [f64::NAN; 2];
     for i in 0..n {
         let line = tool_call(i as u64 + 10, name, json!({"x": "ok-1"}));
         let t = Instant::now();
         let answer = s.round_trip(&line);
         samples.push(t.elapsed());
         assert!(answer.contains("ok-1"), "call {i}: {answer}");
-        if rss && i == 999 {
-            early = s.status_mib("VmRSS:");
+        match i {
+            999 if rss => at[0] = s.status_mib("VmRSS:"),
+            9_999 if rss => at[1] = s.status_mib("VmRSS:"),
+            _ => {}
         }
     }
-    (samples, early)
+    (samples, at)
 }
 
 fn us(d: Duration) -> f64 {
@@ -59,6 +68,7 @@ fn us(d: Duration) -> f64 {
 
 fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
+    let n_calls = std::env::var("SP_BENCH_UPSTREAM_CALLS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(CALLS);
     let dir = scratch_dir("sp-bench-upstream");
     let upstream = |name: &str| json!({name: {"command": [python(), fixture(), "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}}}});
 
@@ -68,7 +78,7 @@ fn main() {
     let mut d = Session::spawn(direct).expect("start the upstream");
     d.initialize();
     calls(&mut d, "act", 500, false);
-    let (direct_samples, _) = calls(&mut d, "act", CALLS, false);
+    let (direct_samples, _) = calls(&mut d, "act", n_calls, false);
     d.finish();
 
     // Proxied through sp.
@@ -78,8 +88,9 @@ fn main() {
     let mut s = Session::sp(&sp, &policy);
     s.initialize();
     calls(&mut s, "m_act", 500, false);
-    let (proxied_samples, early_rss) = calls(&mut s, "m_act", CALLS, true);
+    let (proxied_samples, [rss_1k, rss_10k]) = calls(&mut s, "m_act", n_calls, true);
     let late_rss = s.status_mib("VmRSS:");
+    let peak_rss = s.status_mib("VmHWM:");
     // sp's floor for an executed call in the same session: sp_inventory runs nothing.
     let inventory: Vec<Duration> = (0..2000)
         .map(|i| {
@@ -93,7 +104,7 @@ fn main() {
     s.finish();
 
     let (direct, proxied) = (stat(direct_samples).unwrap(), stat(proxied_samples).unwrap());
-    println!("upstream tools/call, {CALLS} calls each (misbehave.py ok, Python)");
+    println!("upstream tools/call, {n_calls} calls each (misbehave.py ok, Python)");
     println!("  direct to the upstream   median {:>8.1} µs  p99 {:>8.1} µs", us(direct.median), us(direct.p99));
     println!("  proxied through sp       median {:>8.1} µs  p99 {:>8.1} µs", us(proxied.median), us(proxied.p99));
     println!(
@@ -102,7 +113,42 @@ fn main() {
         proxied.median.as_secs_f64() / direct.median.as_secs_f64()
     );
     println!("  sp_inventory, same sp     median {:>8.1} µs (an executed call that runs nothing: sp's floor)", us(inventory.median));
-    println!("  sp RSS after 1,000 calls {early_rss:.1} MiB, after {} calls {late_rss:.1} MiB", CALLS + 500);
+    let after_10k = if rss_10k.is_nan() { String::new() } else { format!(", after 10,000 {rss_10k:.1} MiB") };
+    println!(
+        "  sp RSS after 1,000 calls {rss_1k:.1} MiB{after_10k}, after {} calls {late_rss:.1} MiB; peak {peak_rss:.1} MiB",
+        n_calls + 500
+    );
+
+    // An 8 MiB answer, with a secret given to the upstream in it: sp's peak.
+    let secret_file = dir.join("token");
+    write_private(&secret_file, "bench-upstream-secret-0123456789");
+    let large = dir.join("large.json");
+    let cred = json!({"source": {"file": secret_file}, "inject": {"bearer": {}}, "hosts": ["unused.example"]});
+    let up = json!({"big": {"command": [python(), fixture(), "large"], "env": {"SECRET": {"credential": "k"}, "ANSWER_BYTES": LARGE.to_string()},
+        "tools": {"allow": ["*"]}, "max_output_bytes": 4 * LARGE}});
+    write_private(&large, &json!({"credentials": {"k": cred}, "upstreams": up, "audit": audit}).to_string());
+    let mut s = Session::sp(&sp, &large);
+    s.initialize();
+    s.round_trip(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let before = s.status_mib("VmHWM:");
+    let mut sizes = Vec::new();
+    let t = Instant::now();
+    for i in 0..3 {
+        let answer = s.round_trip(&tool_call(i + 2, "big_act", json!({})));
+        assert!(answer.contains("[REDACTED:k]") && !answer.contains("bench-upstream-secret"), "the large answer was not scrubbed");
+        sizes.push(answer.len());
+    }
+    let took = t.elapsed() / 3;
+    let peak = s.status_mib("VmHWM:");
+    s.finish();
+    println!(
+        "upstream answer of {} MiB of text (a secret in it, scrubbed), 3 calls: sp peak RSS {before:.1} -> {peak:.1} MiB \
+         (bound: 64 MiB, {}); answer line {:.1} MiB; {:.0} ms per call",
+        LARGE >> 20,
+        if peak <= 64.0 { "met" } else { "NOT met" },
+        sizes[0] as f64 / 1048576.0,
+        took.as_secs_f64() * 1e3
+    );
 
     // tools/list: three upstreams already listed, against the fixed tools alone.
     let three = dir.join("three.json");

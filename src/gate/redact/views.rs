@@ -11,7 +11,8 @@ use super::DECODE_PASSES;
 /// - `text` itself, unless it has a line break and no pattern has one
 ///   (`breaks_in_patterns`): then every match in it is in the joined view too;
 /// - the decoded views of `text` (escapes decoded, line breaks dropped), built only when
-///   `text` holds `%`, `&` or `\`;
+///   `text` holds `%`, `&` or `\` and one of them decodes (with only line breaks dropped
+///   the view would be the joined view: it is searched once, as that);
 /// - the *joined* view, `text` with only its line breaks dropped, built only when it
 ///   holds one: a wrapped echo is found here whatever escape-looking bytes the secret
 ///   holds or follows, since nothing is decoded;
@@ -32,9 +33,10 @@ pub(super) fn for_each_view(text: &[u8], breaks_in_patterns: bool, mut f: impl F
     if has_escape
         && let Some(d) = decode(text) {
             reaches_break = d.reaches_break;
-            let mut starts = d.starts;
-            starts.push(text.len() as u32);
-            decoded_views(text.len(), d.bytes, starts, &mut f);
+            // Only line breaks dropped: this view is the joined view, searched below.
+            if d.escapes || !has_break {
+                decoded_views(text.len(), d.bytes, d.starts.ending_at(text.len()), &mut f);
+            }
         }
     if !has_break {
         return;
@@ -53,9 +55,8 @@ pub(super) fn for_each_view(text: &[u8], breaks_in_patterns: bool, mut f: impl F
 pub(super) enum Map<'a> {
     /// The view is the text.
     Same,
-    /// A decoded view: where each byte's unit begins in the text, and a sentinel
-    /// `text.len()` at the end.
-    Starts(&'a [u32]),
+    /// A decoded view: where each byte's unit begins in the text.
+    Starts(&'a Starts),
     /// The joined view: per run of dropped line breaks, the view index after it and how
     /// many bytes were dropped up to there, ascending (no per-byte map: the joined view
     /// is built for most texts, and it is a copy but for its gaps).
@@ -67,7 +68,7 @@ impl Map<'_> {
     pub(super) fn start(&self, i: usize) -> usize {
         match self {
             Map::Same => i,
-            Map::Starts(starts) => starts[i] as usize,
+            Map::Starts(starts) => starts.start(i),
             Map::Joined(gaps) => {
                 let k = gaps.partition_point(|&(at, _)| at as usize <= i);
                 i + k.checked_sub(1).map_or(0, |k| gaps[k].1 as usize)
@@ -82,8 +83,8 @@ impl Map<'_> {
             Map::Same => (start, end),
             Map::Joined(_) => (self.start(start), self.start(end - 1) + 1),
             Map::Starts(starts) => {
-                let start = starts[start] as usize;
-                let mut end = unit_end(starts, end - 1);
+                let start = starts.start(start);
+                let mut end = starts.unit_end(end - 1);
                 // a dropped line break right after the match is not part of it
                 while end > start && is_break(text[end - 1]) {
                     end -= 1;
@@ -94,17 +95,16 @@ impl Map<'_> {
     }
 }
 
-/// Calls `f` with a first decoded view and its map (sentinel included), then with each
-/// further decoding of it, [`DECODE_PASSES`] views at most, while decoding changes it.
-pub(super) fn decoded_views(total: usize, mut view: Vec<u8>, mut starts: Vec<u32>, f: &mut impl FnMut(&[u8], Map<'_>)) {
+/// Calls `f` with a first decoded view and its map, then with each further decoding of
+/// it, [`DECODE_PASSES`] views at most, while decoding changes it.
+pub(super) fn decoded_views(total: usize, mut view: Vec<u8>, mut starts: Starts, f: &mut impl FnMut(&[u8], Map<'_>)) {
     for pass in 1..=DECODE_PASSES {
         f(&view, Map::Starts(&starts));
         if pass == DECODE_PASSES {
             break;
         }
         let Some(next) = decode(&view) else { break };
-        let mut composed: Vec<u32> = next.starts.iter().map(|&i| starts[i as usize]).collect();
-        composed.push(total as u32);
+        let composed = starts.compose(&next.starts, total);
         view = next.bytes;
         starts = composed;
     }
@@ -127,19 +127,171 @@ pub(super) fn drop_breaks(t: &[u8]) -> (Vec<u8>, Vec<(u32, u32)>) {
     (out, gaps)
 }
 
-/// Per-byte starts in the text of positions `local` (ascending) in the joined view with
-/// `gaps`, and the sentinel `total`.
-pub(super) fn joined_starts(gaps: &[(u32, u32)], local: &[u32], total: usize) -> Vec<u32> {
-    let mut out = Vec::with_capacity(local.len() + 1);
+/// The starts in the text of a decoded view of the joined view with `gaps`, whose
+/// starts in the joined view are `local`; the text is `total` bytes long.
+pub(super) fn joined_starts(gaps: &[(u32, u32)], local: &Starts, total: usize) -> Starts {
+    let mut out = Starts::default();
     let mut k = 0;
-    for &i in local {
+    for i in local.iter() {
         while k < gaps.len() && gaps[k].0 <= i {
             k += 1;
         }
         out.push(i + k.checked_sub(1).map_or(0, |k| gaps[k].1));
     }
-    out.push(total as u32);
-    out
+    #[cfg(any(test, fuzzing))]
+    {
+        let mut per_byte = Vec::with_capacity(local.per_byte.len());
+        let mut k = 0;
+        for &i in &local.per_byte {
+            while k < gaps.len() && gaps[k].0 <= i {
+                k += 1;
+            }
+            per_byte.push(i + k.checked_sub(1).map_or(0, |k| gaps[k].1));
+        }
+        assert_eq!(out.per_byte, per_byte, "joined starts");
+    }
+    out.ending_at(total)
+}
+
+/// Where each byte of a decoded view begins in the text, kept as segments rather than
+/// per byte (a per-byte map was 4 bytes per byte: 32 MiB for an 8 MiB answer). A segment
+/// is a run of view bytes whose starts step by a fixed stride: 1 for bytes copied as
+/// they are, 0 for the bytes of one decoded character, more for escapes of one length
+/// in a row (`%41%42`). A new segment begins only where that progression breaks (an
+/// escape, a dropped line break), and every segment but the last holds two bytes at
+/// least, so there are at most half as many segments as bytes. Queries are answered by
+/// binary search; the walks below (composition, the joined view) are linear.
+///
+/// Built for tests and under the fuzzer, it also keeps the per-byte map it replaces,
+/// computed as before, and every query, walk and composition is checked against it.
+#[derive(Clone, Default, Debug, PartialEq, Eq)]
+pub(super) struct Starts {
+    segs: Vec<Seg>,
+    /// Bytes mapped.
+    len: u32,
+    /// Where the text ends: the start of the byte after the last.
+    total: u32,
+    #[cfg(any(test, fuzzing))]
+    per_byte: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seg {
+    /// The view index of its first byte.
+    view: u32,
+    /// Its first byte's start in the text.
+    text: u32,
+    stride: u32,
+}
+
+impl Starts {
+    /// Maps the next byte of the view to text position `t` (positions never decrease).
+    #[inline]
+    pub(super) fn push(&mut self, t: u32) {
+        #[cfg(any(test, fuzzing))]
+        self.per_byte.push(t);
+        let v = self.len;
+        self.len += 1;
+        if let Some(last) = self.segs.last_mut() {
+            let n = v - last.view;
+            if n == 1 && t >= last.text {
+                last.stride = t - last.text;
+                return;
+            }
+            if u64::from(t) == u64::from(last.text) + u64::from(n) * u64::from(last.stride) {
+                return;
+            }
+        }
+        self.segs.push(Seg { view: v, text: t, stride: 0 });
+    }
+
+    /// Maps the next bytes of the view to text positions `from..to`, one each.
+    fn push_run(&mut self, from: u32, to: u32) {
+        let mut t = from;
+        while t < to {
+            self.push(t);
+            t += 1;
+            // Once the last segment steps by 1 through `t - 1`, the rest of the run is in it.
+            if let Some(last) = self.segs.last()
+                && last.stride == 1
+                && self.len - last.view >= 2
+            {
+                #[cfg(any(test, fuzzing))]
+                self.per_byte.extend(t..to);
+                self.len += to - t;
+                return;
+            }
+        }
+    }
+
+    /// Sets where the text ends (the start of "the byte after the last").
+    pub(super) fn ending_at(mut self, total: usize) -> Starts {
+        self.total = total as u32;
+        #[cfg(any(test, fuzzing))]
+        assert!(self.iter().eq(self.per_byte.iter().copied()), "segments differ from the per-byte starts");
+        self
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Where view byte `i` begins in the text; the text's end for `i` = [`Self::len`].
+    pub(super) fn start(&self, i: usize) -> usize {
+        if i >= self.len() {
+            return self.total as usize;
+        }
+        let k = self.segs.partition_point(|s| s.view as usize <= i) - 1;
+        let s = self.segs[k];
+        let at = (u64::from(s.text) + (i as u64 - u64::from(s.view)) * u64::from(s.stride)) as usize;
+        #[cfg(any(test, fuzzing))]
+        assert_eq!(at, self.per_byte[i] as usize, "start of view byte {i}");
+        at
+    }
+
+    /// End (exclusive, in the text) of the unit that view byte `j` came from: where the
+    /// next byte with another start begins.
+    pub(super) fn unit_end(&self, j: usize) -> usize {
+        let s = self.start(j);
+        let mut k = j + 1;
+        loop {
+            let t = self.start(k);
+            if t != s || k >= self.len() {
+                return t;
+            }
+            k += 1;
+        }
+    }
+
+    /// Each byte's start, in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.segs.iter().enumerate().flat_map(move |(k, s)| {
+            let end = self.segs.get(k + 1).map_or(self.len, |n| n.view);
+            (0..end - s.view).map(move |d| (u64::from(s.text) + u64::from(d) * u64::from(s.stride)) as u32)
+        })
+    }
+
+    /// The starts in the text of a further decoding of this view whose starts in this
+    /// view are `next`.
+    fn compose(&self, next: &Starts, total: usize) -> Starts {
+        let mut out = Starts::default();
+        let mut mine = self.iter();
+        let (mut j, mut at) = (0, mine.next());
+        // `next`'s starts never decrease: this map is walked forward once.
+        for i in next.iter() {
+            while j < i {
+                at = mine.next();
+                j += 1;
+            }
+            out.push(at.unwrap_or(self.total));
+        }
+        #[cfg(any(test, fuzzing))]
+        {
+            let per_byte: Vec<u32> = next.per_byte.iter().map(|&i| self.per_byte.get(i as usize).copied().unwrap_or(self.total)).collect();
+            assert_eq!(out.per_byte, per_byte, "composed starts");
+        }
+        out.ending_at(total)
+    }
 }
 
 pub(super) fn is_break(b: u8) -> bool {
@@ -148,16 +300,6 @@ pub(super) fn is_break(b: u8) -> bool {
 
 pub(super) fn is_continuation(b: u8) -> bool {
     b & 0xC0 == 0x80
-}
-
-/// End (exclusive, in the original text) of the unit that decoded byte `j` came from.
-fn unit_end(starts: &[u32], j: usize) -> usize {
-    let s = starts[j];
-    let mut k = j + 1;
-    while starts[k] == s {
-        k += 1;
-    }
-    starts[k] as usize
 }
 
 fn hex_val(b: u8) -> Option<u32> {
@@ -184,7 +326,9 @@ const SPECIAL: [bool; 256] = {
 /// where its unit begins.
 pub(super) struct Decoded {
     pub(super) bytes: Vec<u8>,
-    pub(super) starts: Vec<u32>,
+    pub(super) starts: Starts,
+    /// Whether an escape decoded (not only line breaks dropped).
+    pub(super) escapes: bool,
     /// Whether the reading of some escape (or of bytes that begin like one) looked as far
     /// as a line break: only then can the input with its line breaks dropped decode
     /// differently (an escape split by the break, `%4` `\n` `1`, or joined with what
@@ -198,10 +342,11 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
     // usually finds none).
     let first = first_decoding(t)?;
     let mut out = Vec::with_capacity(t.len());
-    let mut starts: Vec<u32> = Vec::with_capacity(t.len() + 1);
+    let mut starts = Starts::default();
     out.extend_from_slice(&t[..first]);
-    starts.extend(0..first as u32);
+    starts.push_run(0, first as u32);
     let mut changed = false;
+    let mut escapes = false;
     // What the bytes before `first` looked at, as the loop below would have seen it.
     let mut reaches_break = t[..first].iter().enumerate().any(|(i, &b)| {
         SPECIAL[b as usize] && !is_break(b) && t[i + 1..looked_at(t, i, None).min(t.len())].iter().copied().any(is_break)
@@ -213,7 +358,7 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
         let next = t[i..].iter().position(|b| SPECIAL[*b as usize]).map_or(t.len(), |k| i + k);
         if next > i {
             out.extend_from_slice(&t[i..next]);
-            starts.extend(i as u32..next as u32);
+            starts.push_run(i as u32, next as u32);
             i = next;
             continue;
         }
@@ -233,6 +378,7 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
         match decoded {
             Some((len, unit)) => {
                 changed = true;
+                escapes |= !matches!(unit, DecodedUnit::Nothing);
                 let bytes: &[u8] = match unit {
                     DecodedUnit::Nothing => &[],
                     DecodedUnit::Byte(ref b) => std::slice::from_ref(b),
@@ -251,7 +397,7 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
             }
         }
     }
-    changed.then_some(Decoded { bytes: out, starts, reaches_break })
+    changed.then_some(Decoded { bytes: out, starts: starts.ending_at(t.len()), escapes, reaches_break })
 }
 
 /// Where the first unit of `t` that the decoder changes begins (an escape that decodes,
@@ -349,6 +495,60 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
 mod tests {
     use super::*;
 
+    fn per_byte(s: &Starts) -> Vec<u32> {
+        s.iter().collect()
+    }
+
+    /// The segments answer as the per-byte map did (each query is checked against it in
+    /// test builds, `Starts::start`), through every decoding pass and the joined view's,
+    /// and hold at most one segment per two bytes: on texts dense in escapes, escape
+    /// fragments, multi-byte characters and line breaks.
+    #[test]
+    fn segments_answer_as_the_per_byte_map_and_stay_small() {
+        const ALPHABET: &[&[u8]] = &[b"\n", b"\r", b"%", b"%41", b"%2541", b"&", b"&amp;", b"&#x41;", b"&#65", b"\\", b"\\u00e9",
+            b"\\ud83d\\ude00", b"\\x41", b"\\\"", "\u{e9}".as_bytes(), b"a", b"bc", b"4", b"1;", b"#"];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut views = 0;
+        for _ in 0..5_000 {
+            let n = 1 + (next() % 60) as usize;
+            let text: Vec<u8> = (0..n).flat_map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize].iter().copied()).collect();
+            for_each_view(&text, false, |view, map| {
+                let Map::Starts(starts) = map else { return };
+                views += 1;
+                let dense: Vec<u32> = starts.per_byte.iter().copied().chain([starts.total]).collect();
+                assert_eq!(starts.len(), view.len());
+                assert!(starts.segs.len() <= view.len() / 2 + 1, "{} segments for {} bytes", starts.segs.len(), view.len());
+                for j in 0..view.len() {
+                    let mut k = j + 1;
+                    while dense[k] == dense[j] {
+                        k += 1;
+                    }
+                    assert_eq!(starts.unit_end(j), dense[k] as usize, "unit end of {j} in {:?}", String::from_utf8_lossy(&text));
+                    let _ = starts.start(j);
+                }
+            });
+        }
+        assert!(views > 5_000, "{views} decoded views");
+    }
+
+    /// A long text of lines with a few escapes: segments per escape and per line, not per
+    /// byte.
+    #[test]
+    fn a_text_of_lines_maps_in_few_segments() {
+        let text = "GET /items?q=a%20b 200 &quot;ok&quot; <a&b>\n".repeat(10_000);
+        let d = decode(text.as_bytes()).unwrap();
+        assert!(d.escapes);
+        // 3 escapes and one line break per line, two segments each at most
+        assert!(d.starts.segs.len() <= 8 * 10_000 + 1, "{} segments", d.starts.segs.len());
+        assert_eq!(d.starts.len(), d.bytes.len());
+    }
+
     /// `decode` builds nothing before the first unit that decodes; what it returns is what
     /// a pass from the first byte gives: the bytes, each byte's start, and whether an
     /// escape-looking byte before that unit reached a line break.
@@ -356,9 +556,9 @@ mod tests {
     fn decoding_from_the_first_unit_that_changes_is_decoding_from_the_start() {
         assert!(decode(b"100% &zz; \\q %4").is_none());
         let d = decode(b"a%z\nb%41").unwrap();
-        assert_eq!((d.bytes.as_slice(), d.starts.as_slice(), d.reaches_break), (&b"a%zbA"[..], &[0, 1, 2, 4, 5][..], true));
+        assert_eq!((d.bytes.as_slice(), per_byte(&d.starts).as_slice(), d.reaches_break), (&b"a%zbA"[..], &[0, 1, 2, 4, 5][..], true));
         let d = decode(b"a%zz b%41").unwrap();
-        assert_eq!((d.bytes.as_slice(), d.starts.as_slice(), d.reaches_break), (&b"a%zz bA"[..], &[0, 1, 2, 3, 4, 5, 6][..], false));
+        assert_eq!((d.bytes.as_slice(), per_byte(&d.starts).as_slice(), d.reaches_break), (&b"a%zz bA"[..], &[0, 1, 2, 3, 4, 5, 6][..], false));
         let d = decode(b"&#x\n41;&amp;").unwrap();
         assert_eq!((d.bytes.as_slice(), d.reaches_break), (&b"&#x41;&"[..], true));
     }

@@ -32,6 +32,9 @@ Modes:
   sampling      asks sp for sampling/createMessage, elicitation/create and roots/list
                 during a call, and answers the call with the answers it got
   oversize      answers a call with a line of 100000 bytes
+  large         answers every call with a text of ANSWER_BYTES bytes (default 8 MiB) of
+                log-like lines, the SECRET environment variable in the middle of it
+                (examples/bench_upstream.rs: sp's memory peak for a large answer)
   dup-key       answers a call with a duplicate key in the result
   bad-result    answers a call with a content item of an unknown type
   bad-version   answers initialize with protocol version 1999-01-01
@@ -208,6 +211,13 @@ def call(msg):
         return
     if MODE == "oversize":
         send({"jsonrpc": "2.0", "id": rid, "result": text_result("x" * 100000)})
+        return
+    if MODE == "large":
+        size = int(os.environ.get("ANSWER_BYTES", str(8 << 20)))
+        line = "2026-12-04T06:00:00Z GET /v1/items?page=3 200 \"ok\" <a&b> 1234 bytes\n"
+        half = line * (size // 2 // len(line))
+        text = half + "token=" + os.environ.get("SECRET", "") + "\n" + half
+        send({"jsonrpc": "2.0", "id": rid, "result": text_result(text)})
         return
     if MODE == "dup-key":
         raw('{"jsonrpc":"2.0","id":%d,"result":{"content":[],"isError":false,"isError":true}}' % rid)
