@@ -491,6 +491,19 @@ fn backslash(t: &[u8], i: usize) -> Option<(usize, DecodedUnit)> {
     }
 }
 
+// Attacks tried on the segment map (`Starts`), and whether they held:
+// - an answer built to make a segment per byte (an escape after every copied byte, line
+//   breaks between single bytes): at most one segment per two bytes, held
+//   (`segments_answer_as_the_per_byte_map_and_stay_small`), so the map stays within the
+//   per-byte map's 4 bytes per byte at worst (12 bytes per segment of 2);
+// - strides no small integer holds (thousands of line breaks between two escapes): the
+//   stride is a u32 and the arithmetic is in u64, held;
+// - a character decoded in one pass and copied in the next, or an escape decoded from
+//   bytes that were escapes themselves (`%2541`): composed and checked against the
+//   per-byte composition, held;
+// - an escape split by a line break (`%4` `\n` `1`), and texts whose only decoding is
+//   dropping line breaks: the views searched are a superset of the former ones, held
+//   (redact/tests.rs, `every_view_searched_before_is_searched_still`).
 #[cfg(test)]
 mod tests {
     use super::*;
