@@ -521,12 +521,7 @@ mod tests {
         const ALPHABET: &[&[u8]] = &[b"\n", b"\r", b"%", b"%41", b"%2541", b"&", b"&amp;", b"&#x41;", b"&#65", b"\\", b"\\u00e9",
             b"\\ud83d\\ude00", b"\\x41", b"\\\"", "\u{e9}".as_bytes(), b"a", b"bc", b"4", b"1;", b"#"];
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = || super::super::tests::xorshift(&mut state);
         let mut views = 0;
         for _ in 0..5_000 {
             let n = 1 + (next() % 60) as usize;
