@@ -275,15 +275,21 @@ impl Starts {
     /// view are `next`.
     fn compose(&self, next: &Starts, total: usize) -> Starts {
         let mut out = Starts::default();
-        let mut mine = self.iter();
-        let (mut j, mut at) = (0, mine.next());
-        // `next`'s starts never decrease: this map is walked forward once.
-        for i in next.iter() {
-            while j < i {
-                at = mine.next();
-                j += 1;
+        // `next`'s starts never decrease: this map's segments are walked forward once.
+        let mut k = 0;
+        for (n, seg) in next.segs.iter().enumerate() {
+            let end = next.segs.get(n + 1).map_or(next.len, |s| s.view);
+            for d in 0..end - seg.view {
+                let i = u64::from(seg.text) + u64::from(d) * u64::from(seg.stride);
+                while k + 1 < self.segs.len() && u64::from(self.segs[k + 1].view) <= i {
+                    k += 1;
+                }
+                let at = match self.segs.get(k) {
+                    Some(s) if i < u64::from(self.len) => u64::from(s.text) + (i - u64::from(s.view)) * u64::from(s.stride),
+                    _ => u64::from(self.total),
+                };
+                out.push(at as u32);
             }
-            out.push(at.unwrap_or(self.total));
         }
         #[cfg(any(test, fuzzing))]
         {
