@@ -221,30 +221,24 @@ fn main() {
     let host = format!("127.0.0.1:{port}");
     let token = dir.join("token");
     write_private(&token, "bench-token-0123456789\n");
-    let policy = |name: &str, journal: bool| {
+    // The journal's path, or none (`"path": null`).
+    let policy = |name: &str, journal: Option<std::path::PathBuf>| {
         let p = dir.join(name);
-        let audit = if journal { json!({"path": dir.join("audit.jsonl")}) } else { json!({"path": null}) };
         let text = json!({
             "credentials": {"b": {"source": {"file": token}, "inject": {"bearer": {}}, "hosts": [host]}},
             "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]},
-            "audit": audit
+            "audit": {"path": journal}
         });
         write_private(&p, &text.to_string());
         p
     };
-    let (off, on) = (policy("policy-off.json", false), policy("policy-on.json", true));
+    let (off, on) = (policy("policy-off.json", None), policy("policy-on.json", Some(dir.join("audit.jsonl"))));
     // The journal in memory: its rows, locks and checks as on disk, but an fdatasync that
     // returns at once (no I/O to wait for, so no sleep): what the journal's own work costs.
     let shm = Path::new("/dev/shm").is_dir().then(|| {
         let d = Path::new("/dev/shm").join(format!("sp-bench-cpu-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let p = dir.join("policy-shm.json");
-        let text = json!({
-            "credentials": {"b": {"source": {"file": token}, "inject": {"bearer": {}}, "hosts": [host]}},
-            "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]},
-            "audit": {"path": d.join("audit.jsonl")}
-        });
-        write_private(&p, &text.to_string());
+        let p = policy("policy-shm.json", Some(d.join("audit.jsonl")));
         (d, p)
     });
     let url = format!("http://{host}/x");
