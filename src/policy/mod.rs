@@ -58,7 +58,7 @@ pub struct Policy {
     pub upstreams: BTreeMap<String, upstreams::Upstream>,
     /// The text it was parsed from, for [`Policy::hash`]; empty for the built-in
     /// deny-everything policy.
-    pub(crate) text: TextHash,
+    text: TextHash,
 }
 
 /// The policy's hash: lower-case hex SHA-256 of the file's bytes, exactly as read (a
@@ -73,7 +73,7 @@ pub(crate) fn hash(bytes: &[u8]) -> String {
 /// answer (the SHA-256 implementation's CPU feature probe is two `cpuid`s, which a
 /// virtual machine may trap; bench/cold-start-profile.md). Equal when the texts are.
 #[derive(Clone, Default)]
-pub(crate) struct TextHash {
+struct TextHash {
     text: Option<std::sync::Arc<str>>,
     hex: std::sync::OnceLock<String>,
 }
