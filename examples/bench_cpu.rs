@@ -215,6 +215,11 @@ fn main() {
     let pinned = pin_self(&cpu);
     let sp_cmd: Vec<String> = if pinned { vec!["taskset".into(), "-c".into(), cpu.clone(), sp.clone()] } else { vec![sp.clone()] };
     let scale = std::env::var("SP_BENCH_CALLS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(1000);
+    // SP_BENCH_ONLY=text: only the figures whose name holds it (to profile one, e.g. `perf
+    // record` of this process and its children with SP_BENCH_ONLY=/dev/shm).
+    let only = std::env::var("SP_BENCH_ONLY").ok();
+    let want = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+    let skipped = || Err::<(f64, f64, f64, f64), String>("skipped (SP_BENCH_ONLY)".into());
 
     let port = keep_alive_server();
     let dir = support::scratch_dir("sp-bench-cpu");
@@ -247,18 +252,19 @@ fn main() {
     let proxied = |a: &str| a.contains("\"status\":200");
     let denied = |a: &str| a.contains("SP_DENIED");
 
+    let figure = |name: &str, n: usize, run: &dyn Fn() -> Result<(f64, f64, f64, f64), String>| Figure {
+        name: name.into(),
+        per_call: if want(name) { run() } else { skipped() },
+        n,
+    };
     let mut figures = vec![
-        Figure { name: "denied http_request".into(), per_call: measure(&sp_cmd, &off, 20 * scale, &post, &denied), n: 20 * scale },
-        Figure { name: "proxied http_request, journal off".into(), per_call: measure(&sp_cmd, &off, 5 * scale, &get, &proxied), n: 5 * scale },
-        Figure { name: "proxied http_request, journal on".into(), per_call: measure(&sp_cmd, &on, scale, &get, &proxied), n: scale },
-        Figure {
-            name: "proxied http_request, journal in /dev/shm".into(),
-            per_call: match &shm {
-                Some((_, p)) => measure(&sp_cmd, p, 5 * scale, &get, &proxied),
-                None => Err("skipped: no /dev/shm".into()),
-            },
-            n: 5 * scale,
-        },
+        figure("denied http_request", 20 * scale, &|| measure(&sp_cmd, &off, 20 * scale, &post, &denied)),
+        figure("proxied http_request, journal off", 5 * scale, &|| measure(&sp_cmd, &off, 5 * scale, &get, &proxied)),
+        figure("proxied http_request, journal on", scale, &|| measure(&sp_cmd, &on, scale, &get, &proxied)),
+        figure("proxied http_request, journal in /dev/shm", 5 * scale, &|| match &shm {
+            Some((_, p)) => measure(&sp_cmd, p, 5 * scale, &get, &proxied),
+            None => Err("skipped: no /dev/shm".into()),
+        }),
     ];
     if let Some((d, _)) = &shm {
         let _ = std::fs::remove_dir_all(d);
@@ -267,7 +273,10 @@ fn main() {
     let direct = direct_ureq_us(port, 5 * scale);
 
     // ssh_exec on the session's kept connection.
-    let ssh = if !sshd::available() {
+    let ssh_name = "ssh_exec `true`, kept session, journal off";
+    let ssh = if !want(ssh_name) {
+        skipped()
+    } else if !sshd::available() {
         Err(format!("skipped: {} is not installed", sshd::SSHD))
     } else {
         let server = sshd::Sshd::start();
@@ -283,10 +292,11 @@ fn main() {
         drop(server);
         r
     };
-    figures.push(Figure { name: "ssh_exec `true`, kept session, journal off".into(), per_call: ssh, n: (scale / 5).max(20) });
+    figures.push(Figure { name: ssh_name.into(), per_call: ssh, n: (scale / 5).max(20) });
     let upstream_line = |i: usize| tool_call(i as u64, "m_act", json!({"x": "ok-1"}));
-    let upstream = upstream_policy(&dir).and_then(|p| measure(&sp_cmd, &p, scale, &upstream_line, &|a: &str| a.contains("ok-1") && !a.contains("isError\":true")));
-    figures.push(Figure { name: "proxied upstream tools/call, journal off".into(), per_call: upstream, n: scale });
+    figures.push(figure("proxied upstream tools/call, journal off", scale, &|| {
+        upstream_policy(&dir).and_then(|p| measure(&sp_cmd, &p, scale, &upstream_line, &|a: &str| a.contains("ok-1") && !a.contains("isError\":true")))
+    }));
     let _ = std::fs::remove_dir_all(&dir);
 
     println!("sp's own CPU per call (examples/bench_cpu.rs; sum of sp's threads' run time, /proc/PID/task/*/schedstat)");
