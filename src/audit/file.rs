@@ -275,7 +275,9 @@ impl FileJournal {
         if (now.st_dev, now.st_ino) != (self.dev, self.ino) {
             return Err(Tamper::Replaced);
         }
-        let size = self.file.metadata().map_err(|e| Tamper::Io { why: io_why(&e) })?.len();
+        // fstat(2), not std's statx(2) with every field: only the size is read.
+        let st = rustix::fs::fstat(&*self.file).map_err(|e| Tamper::Io { why: io_why(&e.into()) })?;
+        let size = u64::try_from(st.st_size).unwrap_or(0);
         if size < self.size {
             return Err(Tamper::Truncated { size, expected: self.size });
         }

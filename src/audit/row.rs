@@ -34,12 +34,13 @@ pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    let mut s = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
+        s.push(DIGITS[usize::from(b >> 4)]);
+        s.push(DIGITS[usize::from(b & 15)]);
     }
-    s
+    // ASCII digits only: the check cannot fail.
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// Compact JSON with object keys sorted at every depth.
@@ -86,6 +87,19 @@ fn put_json<S: Sink>(out: &mut S, v: &impl serde::Serialize) {
     let _ = serde_json::to_writer(W(out), v);
 }
 
+/// A string as JSON text, into `out`: as [`put_json`] writes it (serde_json escapes `"`,
+/// `\` and the control characters below U+0020, nothing else), in three pieces when
+/// none of those is in it, as in nearly every key and value of a row.
+fn put_str<S: Sink>(out: &mut S, s: &str) {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        put_json(out, &s);
+    } else {
+        out.put(b"\"");
+        out.put(s.as_bytes());
+        out.put(b"\"");
+    }
+}
+
 /// `v` as canonical JSON into `out`, leaving out the member `skip` of a top-level object.
 fn write_canonical<S: Sink>(v: &Value, out: &mut S, skip: Option<&str>) {
     match v {
@@ -97,7 +111,7 @@ fn write_canonical<S: Sink>(v: &Value, out: &mut S, skip: Option<&str>) {
                 if i > 0 {
                     out.put(b",");
                 }
-                put_json(out, k);
+                put_str(out, k);
                 out.put(b":");
                 write_canonical(&m[k], out, None);
             }
@@ -113,6 +127,7 @@ fn write_canonical<S: Sink>(v: &Value, out: &mut S, skip: Option<&str>) {
             }
             out.put(b"]");
         }
+        Value::String(t) => put_str(out, t),
         scalar => put_json(out, scalar),
     }
 }
@@ -292,7 +307,7 @@ fn write_row(row: &Map<String, Value>, out: &mut Vec<u8>) -> usize {
 
 /// `"key":value`, the value canonical: one member of a row.
 fn put_member(out: &mut Vec<u8>, key: &str, value: &Value) {
-    put_json(out, &key);
+    put_str(out, key);
     out.push(b':');
     write_canonical(value, out, None);
 }
@@ -310,7 +325,15 @@ fn insert_member(out: &mut Vec<u8>, at: usize, key: &str, value: &Value) {
     if at == 1 && out.len() > 2 {
         m.push(b',');
     }
-    out.splice(at..at, m);
+    if at + 1 == out.len() {
+        // Only the closing brace after it (a row with no member outside FIELDS): appended,
+        // nothing moved.
+        out.pop();
+        out.extend_from_slice(&m);
+        out.push(b'}');
+    } else {
+        out.splice(at..at, m);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -345,8 +368,8 @@ impl Row {
     pub fn set(mut self, key: &'static str, value: impl Into<Value>) -> Row {
         debug_assert!(FIELDS.contains(&key), "{key} is not a journal field");
         let v = value.into();
-        let (into, other) = if OUTSIDE_TEXT.contains(&key) { (&mut self.outside, &mut self.own) } else { (&mut self.own, &mut self.outside) };
-        other.remove(key);
+        // A key's side is fixed by its name, so it is never in the other map.
+        let into = if OUTSIDE_TEXT.contains(&key) { &mut self.outside } else { &mut self.own };
         if v.is_null() {
             into.remove(key);
         } else {

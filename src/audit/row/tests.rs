@@ -200,3 +200,23 @@ fn cap_cuts_at_a_char_boundary() {
     cap(&mut s);
     assert_eq!(s, format!("{}…[+1 bytes]", "a".repeat(MAX_TEXT)));
 }
+
+/// `put_str`'s short way (no escaping needed) and its fallback write what serde_json
+/// writes: every character of the Basic Multilingual Plane and some beyond it, alone
+/// and between plain text, and strings mixing quotes, backslashes, controls, DEL,
+/// U+2028 and non-ASCII.
+#[test]
+fn put_str_writes_what_serde_json_writes() {
+    let same = |s: &str| {
+        let mut out = Vec::new();
+        put_str(&mut out, s);
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(s).unwrap(), "{s:?}");
+    };
+    for c in (0..0x11_0000u32).step_by(1).filter(|c| *c < 0x1_0000 || c % 251 == 0).filter_map(char::from_u32) {
+        same(&c.to_string());
+        same(&format!("ab{c}cd"));
+    }
+    for s in ["", "plain", "a\"b", "a\\b", "\u{7f}", "\u{0}", "\t\n\r", "\u{1f}x", "é\u{2028}\u{2029}💥", "\\\"", "x\u{1b}[0m"] {
+        same(s);
+    }
+}
