@@ -11,9 +11,9 @@ use std::time::SystemTime;
 use std::fmt;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::row::{line_text, raw_fp, rfc3339, seal_row, Row, GENESIS};
+use super::row::{line_text, raw_fp, rfc3339, seal_fields, Fields, Row, GENESIS};
 use super::verify::{parse_row, read_line, BadRow, MAX_ROW_BYTES};
 use crate::sys::os_reason as io_why;
 
@@ -248,7 +248,7 @@ impl FileJournal {
                 .set("bytes_in", len as u64)
                 .set("request_fp", fp)
                 .finish(crate::gate::vault::scrub_journal_text);
-            m.insert("session".into(), Value::String(session.to_owned()));
+            m.put("session", Value::String(session.to_owned()));
             self.append_locked(m, true).map_err(|e| fail(e.to_string()))?;
         }
         Ok(())
@@ -256,7 +256,7 @@ impl FileJournal {
 
     /// Appends a row; with `fsync` on and `sync` set it is flushed to the disk together
     /// with every row before it.
-    pub(super) fn append(&mut self, row: Map<String, Value>, sync: bool) -> Result<String, AuditError> {
+    pub(super) fn append(&mut self, row: Fields, sync: bool) -> Result<String, AuditError> {
         if let Some(why) = &self.stopped {
             return Err(AuditError::Tampered { path: self.path.clone(), why: why.clone() });
         }
@@ -309,13 +309,13 @@ impl FileJournal {
         Ok(())
     }
 
-    fn append_locked(&mut self, mut row: Map<String, Value>, sync: bool) -> Result<String, AuditError> {
+    fn append_locked(&mut self, mut row: Fields, sync: bool) -> Result<String, AuditError> {
         let write_err = |why: String| AuditError::Write { path: self.path.clone(), why };
         // Stamped under the lock: across writers, `ts` follows `seq`.
-        row.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
-        row.insert("seq".into(), Value::from(self.seq + 1));
-        row.insert("prev".into(), Value::String(self.prev.clone()));
-        let (hash, mut bytes) = seal_row(&self.prev, &row);
+        row.put("ts", Value::String(rfc3339(SystemTime::now())));
+        row.put("seq", Value::from(self.seq + 1));
+        row.put("prev", Value::String(self.prev.clone()));
+        let (hash, mut bytes) = seal_fields(&self.prev, &row);
         if let Err(e) = (&*self.file).write_all(&bytes) {
             // Never leave half a row: take back whatever part was written.
             let _ = self.file.set_len(self.size);

@@ -272,13 +272,13 @@ impl Journal {
         // `reject`, `approval`, `token` and `result` rows reach the disk with the next
         // action's intent row or the end row, and starting or refusing costs no flush.
         let sync = matches!(kind, "intent" | "end");
-        m.insert("session".into(), Value::String(self.session.clone()));
+        m.put("session", Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
-            m.insert("ts".into(), Value::String(rfc3339(SystemTime::now())));
+            m.put("ts", Value::String(rfc3339(SystemTime::now())));
             // No file ("path": null, or no default location): the syslog copy, if any,
             // still gets the row, without the chain fields only a file can give.
             if let Some(s) = self.syslog.as_mut() {
-                s.send(&serialize_row(&m, false), notice);
+                s.send(&m.line(), notice);
             }
             return Ok(None);
         };
