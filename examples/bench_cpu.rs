@@ -219,7 +219,6 @@ fn main() {
     // record` of this process and its children with SP_BENCH_ONLY=/dev/shm).
     let only = std::env::var("SP_BENCH_ONLY").ok();
     let want = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
-    let skipped = || Err::<(f64, f64, f64, f64), String>("skipped (SP_BENCH_ONLY)".into());
 
     let port = keep_alive_server();
     let dir = support::scratch_dir("sp-bench-cpu");
@@ -254,7 +253,7 @@ fn main() {
 
     let figure = |name: &str, n: usize, run: &dyn Fn() -> Result<(f64, f64, f64, f64), String>| Figure {
         name: name.into(),
-        per_call: if want(name) { run() } else { skipped() },
+        per_call: if want(name) { run() } else { Err("skipped (SP_BENCH_ONLY)".into()) },
         n,
     };
     let mut figures = vec![
@@ -273,12 +272,11 @@ fn main() {
     let direct = direct_ureq_us(port, 5 * scale);
 
     // ssh_exec on the session's kept connection.
-    let ssh_name = "ssh_exec `true`, kept session, journal off";
-    let ssh = if !want(ssh_name) {
-        skipped()
-    } else if !sshd::available() {
-        Err(format!("skipped: {} is not installed", sshd::SSHD))
-    } else {
+    let ssh_calls = (scale / 5).max(20);
+    figures.push(figure("ssh_exec `true`, kept session, journal off", ssh_calls, &|| {
+        if !sshd::available() {
+            return Err(format!("skipped: {} is not installed", sshd::SSHD));
+        }
         let server = sshd::Sshd::start();
         let known = dir.join("known_hosts");
         std::fs::write(&known, format!("{}\n", server.known_hosts_line())).unwrap();
@@ -288,11 +286,8 @@ fn main() {
             "audit": {"path": null}});
         write_private(&p, &text.to_string());
         let line = |i: usize| tool_call(i as u64, "ssh_exec", json!({"host": "bench", "command": "true"}));
-        let r = measure(&sp_cmd, &p, (scale / 5).max(20), &line, &|a: &str| a.contains("\"exit_status\":0"));
-        drop(server);
-        r
-    };
-    figures.push(Figure { name: ssh_name.into(), per_call: ssh, n: (scale / 5).max(20) });
+        measure(&sp_cmd, &p, ssh_calls, &line, &|a: &str| a.contains("\"exit_status\":0"))
+    }));
     let upstream_line = |i: usize| tool_call(i as u64, "m_act", json!({"x": "ok-1"}));
     figures.push(figure("proxied upstream tools/call, journal off", scale, &|| {
         upstream_policy(&dir).and_then(|p| measure(&sp_cmd, &p, scale, &upstream_line, &|a: &str| a.contains("ok-1") && !a.contains("isError\":true")))

@@ -10,6 +10,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::sys::hex;
+
 /// `prev` of the first row of a file.
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -37,17 +39,6 @@ pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
         h.update(p);
     }
     hex(&h.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)]);
-        s.push(DIGITS[usize::from(b & 15)]);
-    }
-    // ASCII digits only: the check cannot fail.
-    String::from_utf8(s).unwrap_or_default()
 }
 
 /// Compact JSON with object keys sorted at every depth.
@@ -94,11 +85,10 @@ fn put_json<S: Sink>(out: &mut S, v: &impl serde::Serialize) {
     let _ = serde_json::to_writer(W(out), v);
 }
 
-/// A string as JSON text, into `out`: as [`put_json`] writes it (serde_json escapes `"`,
-/// `\` and the control characters below U+0020, nothing else), in three pieces when
-/// none of those is in it, as in nearly every key and value of a row.
+/// A string as JSON text, into `out`: as [`put_json`] writes it, in three pieces when
+/// it needs no escape, as nearly every key and value of a row.
 fn put_str<S: Sink>(out: &mut S, s: &str) {
-    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+    if crate::sys::json_escapes(s) {
         put_json(out, &s);
     } else {
         out.put(b"\"");
@@ -263,9 +253,8 @@ pub(crate) fn row_hash(prev: &str, row: &Map<String, Value>) -> String {
 }
 
 /// A row whose `prev` is set, sealed: its `hash` and its line (`serialize_row` with that
-/// hash, and a newline). One serialisation instead of two, and no copy of the line
-/// (the row of a refused call cost more than the refusal); a test holds it
-/// equal to [`row_hash`] and [`serialize_row`].
+/// hash, and a newline), in one serialisation. The map form, kept for the tests, which
+/// hold it equal to [`row_hash`] and [`serialize_row`], and [`seal_fields`] equal to it.
 #[cfg(test)]
 pub(crate) fn seal_row(prev: &str, row: &Map<String, Value>) -> (String, Vec<u8>) {
     let mut out = Vec::with_capacity(512);

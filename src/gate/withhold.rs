@@ -123,7 +123,7 @@ impl EchoScan<'_> {
 
     fn spells_a_secret(vault: &Vault, s: &str) -> bool {
         // Only a string that JSON escapes can read differently as JSON text.
-        if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        if !crate::sys::json_escapes(s) {
             return false;
         }
         let overlap = vault.longest_spelling().saturating_add(64).min(Self::WINDOW / 2);

@@ -27,7 +27,7 @@ pub(crate) use fs::{
     READ_TIMEOUT,
 };
 pub(crate) use lock::{lock_exclusive, FileLock, LockError};
-pub(crate) use text::{cut, io_reason, os_reason, put_bytes, short, Ellipsis};
+pub(crate) use text::{cut, hex, io_reason, json_escapes, os_reason, put_bytes, short, Ellipsis};
 #[cfg(test)]
 pub(crate) use text::SHORT_PIECE;
 

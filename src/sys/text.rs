@@ -1,6 +1,7 @@
 //! Text for messages: an I/O error's plain reason, a string cut at a character boundary
-//! ([`cut`]) or to a number of characters ([`short`], for echoed names), and the byte
-//! appender the serialisers share ([`put_bytes`]).
+//! ([`cut`]) or to a number of characters ([`short`], for echoed names), the byte
+//! appender the serialisers share ([`put_bytes`]), whether JSON text of a string differs
+//! from it ([`json_escapes`]), and lowercase hex ([`hex`]).
 
 /// The plain reason of an I/O error, for messages: "no such file", "permission denied", ...
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
@@ -49,6 +50,24 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     } else {
         out.extend_from_slice(bytes);
     }
+}
+
+/// Whether serde_json writes `s` with an escape: it escapes `"`, `\` and the control
+/// characters below U+0020, nothing else (a test in `audit/row` holds this against
+/// serde_json for every character of the BMP).
+pub(crate) fn json_escapes(s: &str) -> bool {
+    s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20)
+}
+
+/// `bytes` as lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
 }
 
 /// Whether [`short`] says that it cut something.

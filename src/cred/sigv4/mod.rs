@@ -63,6 +63,8 @@ use sha2::{Digest, Sha256};
 use url::Url;
 use zeroize::Zeroizing;
 
+use crate::sys::hex;
+
 mod config;
 pub(crate) use config::{Credentials, ValueBox};
 pub(crate) use crate::policy::schemes::{Scope, SigV4Config};
@@ -429,16 +431,6 @@ fn hmac(key: &[u8], data: &[u8]) -> Zeroizing<[u8; 32]> {
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(data);
     Zeroizing::new(mac.finalize().into_bytes().into())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
 }
 
 /// RFC 9110 `tchar`.
