@@ -11,6 +11,9 @@ use std::time::Duration;
 // - the same members held as `Fields` (FIELDS by position, others apart; a key set
 //   twice, a null value, `hash` among them): sealed to the same bytes and hash as the
 //   map, over the 3,000 random rows;
+// - the short way for strings that need no escape (`sys::json_escapes`): every BMP
+//   character and a sample beyond, alone and between text, DEL, U+2028/9, quotes,
+//   backslashes and controls mixed: serde_json's bytes each time;
 // - a text exactly at MAX_TEXT, one byte over, and over by a multi-byte character cut
 //   at the limit: unchanged, cut with "…[+N bytes]", cut at a character boundary;
 // - timestamps at the epoch, on leap days, past year 9999: as `format!` wrote them.
