@@ -202,7 +202,8 @@ fn upstream_policy(dir: &Path) -> Result<std::path::PathBuf, String> {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/misbehave.py");
     let p = dir.join("policy-upstream.json");
     let text = json!({
-        "upstreams": {"m": {"command": [python, fixture, "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}}}},
+        "upstreams": {"m": {"command": [python, fixture, "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}},
+            "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}}},
         "audit": {"path": null}
     });
     write_private(&p, &text.to_string());

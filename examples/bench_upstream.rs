@@ -70,7 +70,8 @@ fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
     let n_calls = std::env::var("SP_BENCH_UPSTREAM_CALLS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(CALLS);
     let dir = scratch_dir("sp-bench-upstream");
-    let upstream = |name: &str| json!({name: {"command": [python(), fixture(), "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}}}});
+    let upstream = |name: &str| json!({name: {"command": [python(), fixture(), "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}},
+        "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}}});
 
     // Direct: the same client, the same upstream, no sp.
     let mut direct = Command::new(python());
@@ -125,7 +126,7 @@ fn main() {
     let large = dir.join("large.json");
     let cred = json!({"source": {"file": secret_file}, "inject": {"bearer": {}}, "hosts": ["unused.example"]});
     let up = json!({"big": {"command": [python(), fixture(), "large"], "env": {"SECRET": {"credential": "k"}, "ANSWER_BYTES": LARGE.to_string()},
-        "tools": {"allow": ["*"]}, "max_output_bytes": 4 * LARGE}});
+        "tools": {"allow": ["*"]}, "max_output_bytes": 4 * LARGE, "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}}});
     write_private(&large, &json!({"credentials": {"k": cred}, "upstreams": up, "audit": audit}).to_string());
     let mut s = Session::sp(&sp, &large);
     s.initialize();

@@ -39,10 +39,17 @@ fn main() {
     // An upstream MCP server (`make upstreams`, which `make demo` runs first).
     let time_server = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-upstreams/bin/mcp-server-time");
     let upstreams = if time_server.exists() {
+        // It starts confined (sp-policy(5), "sandbox"): read-only system directories, plus
+        // what it needs to run: its venv and the Python the venv was made from.
+        let venv = time_server.parent().and_then(|b| b.parent()).expect("the venv");
+        let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).unwrap_or_default();
+        let python_home = cfg.lines().find_map(|l| l.strip_prefix("home = ")).and_then(|h| std::path::Path::new(h.trim()).parent().map(|p| p.to_path_buf()));
+        let read: Vec<std::path::PathBuf> = std::iter::once(venv.to_path_buf()).chain(python_home).collect();
         json!({"time": {
             "command": [time_server, "--local-timezone", "UTC"],
             "tools": {"allow": ["get_current_time"]},
-            "arguments": {"get_current_time": {"timezone": ["Europe/*", "UTC"]}}
+            "arguments": {"get_current_time": {"timezone": ["Europe/*", "UTC"]}},
+            "sandbox": {"read": read, "network": false}
         }})
     } else {
         println!("(no {}: run `make upstreams` for the upstream part of the demo)", time_server.display());

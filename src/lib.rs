@@ -53,6 +53,7 @@ pub use tools::http::args::{OVERRIDE_HEADERS, OVERRIDE_PARAMS};
 pub use net::dest;
 pub use tools::http::exec::HttpExecutor;
 pub use mcp::out::{take_stdout, ProtocolWriter};
+pub use sys::launcher_entry;
 pub use policy::{Policy, SecretSource};
 pub use gate::vault::Vault;
 pub use server::{Exit, Options, Server};

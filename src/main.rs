@@ -4,6 +4,11 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `sp __sp-exec ...`: sp re-executed to start a child (sys/confine.rs); it keeps the
+    // descriptors it was given, so it runs before stdout is taken.
+    if let Some(failed) = sallyport::launcher_entry() {
+        return failed;
+    }
     // First, before anything can print: fd 1 becomes stderr, the protocol stream moves to
     // a private descriptor (see `out.rs`).
     let stdout = match sallyport::take_stdout() {
@@ -18,7 +23,8 @@ fn main() -> ExitCode {
 
 /// The static build's allocator (Cargo.toml, `dlmalloc`): musl's malloc made a denied
 /// call cost twice a ping. No child `sp` starts ever allocates between `fork` and `exec`
-/// (`std::process` prepares everything before; `sys::command` adds no `pre_exec`), so
+/// (`std::process` prepares everything before; no `pre_exec` anywhere: the launcher,
+/// `sys/confine.rs`, does its setup in a fresh process), so
 /// the allocator's one lock cannot be inherited held.
 #[cfg(feature = "static")]
 #[global_allocator]

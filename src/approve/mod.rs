@@ -485,7 +485,11 @@ pub(crate) fn ask_waiting(
     if let Err(e) = crate::sys::check_program(std::path::Path::new(&argv[0])) {
         return answer("failed", None, format!("the approver {} is refused: {e}", argv[0]));
     }
-    let mut cmd = crate::sys::command(&argv[0]);
+    // Through the launcher: the approver dies with sp, even on kill -9 (sys/confine.rs).
+    let mut cmd = match crate::sys::launcher_command(&argv[0], crate::sys::env_var("PATH").as_deref(), &crate::sys::Plan::default()) {
+        Ok(cmd) => cmd,
+        Err(e) => return answer("failed", None, format!("{} could not be started: {e}", argv[0])),
+    };
     cmd.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for var in hidden_env {
         cmd.env_remove(var);

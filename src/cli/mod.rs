@@ -108,6 +108,16 @@ impl McpConfig {
 
 /// Entry point after stdout has been taken over.
 pub fn run(stdout: StdoutHandle) -> ExitCode {
+    // Before any secret is read (issue 31): no process of the same user may read this
+    // one's memory, environment or descriptors through /proc, or attach to it.
+    if let Err(e) = crate::sys::make_undumpable() {
+        eprintln!("sp: warning: cannot make the process non-dumpable: {e}");
+    }
+    // Children start through sp re-executed as their launcher (sys/confine.rs).
+    let me = std::path::Path::new("/proc/self/exe");
+    if me.exists() {
+        crate::sys::set_launcher(me.to_path_buf());
+    }
     let env = Env::read();
     if env.get("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
         panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
@@ -336,9 +346,11 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     // `--probe` starts each upstream, lists it, and stops it; a failure prints the
     // summary, then exits 1 like any check that fails.
     let mut probe_failed = false;
+    let mut upstream_errors = Vec::new();
     if !policy.upstreams.is_empty() || args.probe {
         let summary = crate::tools::upstream::check_summary(policy, args.probe);
         probe_failed = summary.probe_failed;
+        upstream_errors = summary.errors;
         s += &summary.text;
     }
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
@@ -351,6 +363,12 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     // everything else `sp` prints from outside (`escape.rs`).
     let shown: String = s.lines().map(|l| format!("{}\n", crate::escape::escape(l))).collect();
     let printed = text(stdout, &shown);
+    for e in &upstream_errors {
+        eprintln!("sp: error: {}", crate::escape::escape(e));
+    }
+    if !upstream_errors.is_empty() {
+        return ExitCode::from(EXIT_FATAL);
+    }
     if probe_failed {
         eprintln!("sp: an upstream failed its probe");
         return ExitCode::from(EXIT_FATAL);

@@ -164,7 +164,9 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
     use crate::sys::{Child, Waited};
     use std::process::Stdio;
     let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
-    let mut cmd = crate::sys::command(&argv[0]);
+    // Through the launcher: the command dies with sp, even on kill -9 (sys/confine.rs).
+    let mut cmd = crate::sys::launcher_command(&argv[0], crate::sys::env_var("PATH").as_deref(), &crate::sys::Plan::default())
+        .map_err(|e| fail(format!("{:?} could not be started: {e}", argv[0])))?;
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
     let mut stdout = child.child.stdout.take().expect("piped");

@@ -25,6 +25,7 @@ pub(crate) mod fields;
 pub(crate) mod schemes;
 pub(crate) mod http;
 pub(crate) mod ssh;
+mod sandbox;
 pub(crate) mod upstreams;
 
 use std::collections::BTreeMap;

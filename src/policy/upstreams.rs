@@ -34,6 +34,11 @@
 //!   `methods`, with POST): a credential goes nowhere else, upstream or not.
 //! - `max_output_bytes` caps each line the upstream writes (an answer is one line): a
 //!   longer line ends the upstream (its pending call fails), it is never read whole.
+//! - `sandbox` (issue 31): a command upstream is confined unless the policy says
+//!   `"sandbox": "none"`: `{"read": [paths], "write": [paths], "network": bool,
+//!   "memory_mb": n, "processes": n, "files": n}`, each optional ([`Sandbox::default`]);
+//!   paths are absolute. `user` (a name of `/etc/passwd`, never root) runs it as that
+//!   user, which needs `sp` to run as root.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,6 +48,8 @@ use serde_json::Value;
 
 use super::fields::{abs_path, err, int, list, object, string, Check};
 use super::Credential;
+pub(crate) use super::sandbox::Sandbox;
+use super::sandbox::{sandbox, user_name};
 
 pub(crate) const MAX_NAME_LEN: usize = 24;
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -158,8 +165,9 @@ pub enum EnvValue {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamTransport {
-    /// Started by `sp`: argv (no shell), its environment and working directory.
-    Stdio { command: Vec<String>, env: BTreeMap<String, EnvValue>, cwd: Option<PathBuf> },
+    /// Started by `sp`: argv (no shell), its environment and working directory, its
+    /// confinement (`None`: `"sandbox": "none"`) and the user it runs as.
+    Stdio { command: Vec<String>, env: BTreeMap<String, EnvValue>, cwd: Option<PathBuf>, sandbox: Option<Sandbox>, user: Option<String> },
     /// Streamable HTTP; `credential` is injected into each request.
     Http { url: url::Url, credential: Option<String> },
 }
@@ -211,8 +219,9 @@ fn is_env_name(s: &str) -> bool {
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_') && s.len() <= 128
 }
 
-const KEYS: &[&str] =
-    &["command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve"];
+const KEYS: &[&str] = &[
+    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user",
+];
 
 /// Parses the section; credentials it names must be in `credentials`.
 pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Check<BTreeMap<String, Upstream>> {
@@ -253,6 +262,8 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
                     return err(&format!("{field}.{k}"), "only applies to a url upstream (a command upstream takes secrets through env)");
                 }
             }
+            let sandbox = sandbox(map.get("sandbox"), &format!("{field}.sandbox"))?;
+            let user = map.get("user").map(|u| user_name(u, &format!("{field}.user"))).transpose()?;
             let at = format!("{field}.command");
             let argv: Vec<String> = list(command, &at)?
                 .iter()
@@ -289,10 +300,10 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
                 }
             }
             let cwd = map.get("cwd").map(|c| abs_path(c, &format!("{field}.cwd"))).transpose()?;
-            UpstreamTransport::Stdio { command: argv, env, cwd }
+            UpstreamTransport::Stdio { command: argv, env, cwd, sandbox, user }
         }
         (None, Some(url)) => {
-            for k in ["env", "cwd"] {
+            for k in ["env", "cwd", "sandbox", "user"] {
                 if map.contains_key(k) {
                     return err(&format!("{field}.{k}"), "only applies to a command upstream");
                 }
@@ -455,7 +466,9 @@ mod tests {
             UpstreamTransport::Stdio {
                 command: vec!["/usr/local/bin/github-mcp-server".into(), "stdio".into()],
                 env,
-                cwd: Some("/var/lib/sallyport/github".into())
+                cwd: Some("/var/lib/sallyport/github".into()),
+                sandbox: Some(Sandbox::default()),
+                user: None
             }
         );
         assert_eq!((g.timeout, g.startup_timeout, g.max_output_bytes), (Duration::from_secs(60), Duration::from_secs(30), 1048576));
@@ -502,7 +515,17 @@ mod tests {
             (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
             (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
             (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
-            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve)"),
+            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user)"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": "off"}), "upstreams.u.sandbox", "must be \"none\" or an object ({\"read\": [paths], \"write\": [paths], \"network\": bool, ...})"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": {"read": ["rel"]}}), "upstreams.u.sandbox.read[0]", "must be an absolute path"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": {"write": "/tmp"}}), "upstreams.u.sandbox.write", "must be an array"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": {"network": "no"}}), "upstreams.u.sandbox.network", "must be true or false"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": {"memory_mb": 1}}), "upstreams.u.sandbox.memory_mb", "must be an integer from 64 to 1048576"),
+            (json!({"command": ["/a"], "tools": allow, "sandbox": {"exec": []}}), "upstreams.u.sandbox.exec", "unknown field (expected one of: read, write, network, memory_mb, processes, files)"),
+            (json!({"command": ["/a"], "tools": allow, "user": "root"}), "upstreams.u.user", "must not be root (leave it out to run as sp's user)"),
+            (json!({"command": ["/a"], "tools": allow, "user": "Bad Name"}), "upstreams.u.user", "must be a user name ([a-z_][a-z0-9_-]*, at most 32 characters)"),
+            (json!({"url": "https://x/", "tools": allow, "sandbox": "none"}), "upstreams.u.sandbox", "only applies to a command upstream"),
+            (json!({"url": "https://x/", "tools": allow, "user": "nobody"}), "upstreams.u.user", "only applies to a command upstream"),
             (json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}), "upstreams.u.arguments.get_secret", "names a tool that tools.allow does not expose (or tools.deny removes): the pin could never apply"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {}}}), "upstreams.u.arguments.t", "must pin 1 to 256 arguments"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {"a": "x"}}}), "upstreams.u.arguments.t.a", "must be an array"),

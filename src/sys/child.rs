@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-/// A command for `program`: the one place `sp` names `Command::new` (clippy.toml). Start
-/// it with [`Child::spawn`] (its own process group, killed as one).
+/// A command for `program` as it is: the one place `sp` names `Command::new`
+/// (clippy.toml). Children start through [`launcher_command`](super::launcher_command)
+/// (which uses this for the launcher itself), then [`Child::spawn`].
 #[expect(clippy::disallowed_methods, reason = "the one place children are created")]
-pub(crate) fn command(program: &str) -> std::process::Command {
+pub(crate) fn command_raw(program: &std::ffi::OsStr) -> std::process::Command {
     std::process::Command::new(program)
 }
 
@@ -159,6 +160,16 @@ impl Child {
     pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Child> {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
+        Child::spawn_as_is(cmd)
+    }
+
+    /// Spawns `cmd` whose launcher makes it the leader of a session of its own
+    /// (`Plan::session`): `setsid` fails in a process that already leads a group.
+    pub(crate) fn spawn_in_session(cmd: &mut std::process::Command) -> std::io::Result<Child> {
+        Child::spawn_as_is(cmd)
+    }
+
+    fn spawn_as_is(cmd: &mut std::process::Command) -> std::io::Result<Child> {
         // ETXTBSY: a program file just written is still open for writing in a process
         // forked meanwhile (until its exec closes the descriptor). Brief; retry a few
         // times instead of failing the approver or the secret command.

@@ -9,6 +9,9 @@
 //! - [`child`]: a child with a timeout in its own process group ([`Child`]: the
 //!   approver, credential commands; with [`become_subreaper`] and [`reap_strays`](child::reap_strays),
 //!   nothing a child starts outlives it, not even what left its group);
+//! - [`confine`]: how every child starts: through `sp` re-executed as a launcher
+//!   ([`launcher_command`]) that ties it to `sp`'s life and, for upstreams, confines it
+//!   (session, limits, user, Landlock); [`make_undumpable`];
 //! - [`text`]: text cut at a character boundary ([`cut`]), echoed names ([`short`]) and
 //!   an I/O error's reason ([`io_reason`], [`os_reason`]);
 //! - [`env_var`]: the one place the process environment is read.
@@ -17,11 +20,14 @@
 //! how the code is kept, not a path anyone needs.
 
 mod child;
+mod confine;
 mod fs;
 mod lock;
 mod text;
 
-pub(crate) use child::{become_subreaper, command, Child, Waited};
+pub(crate) use child::{become_subreaper, Child, Waited};
+pub(crate) use confine::{launcher_command, lookup_user, make_undumpable, probe, resolve_program, set_launcher, Confinement, Plan};
+pub use confine::entry as launcher_entry;
 pub(crate) use fs::{
     at_startup, check, check_dirs, check_program, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir,
     READ_TIMEOUT,

@@ -496,6 +496,9 @@ def main() -> int:
             "credentials": {CREDENTIAL: dict(policy["credentials"][CREDENTIAL])},
             "upstreams": {"echo": {
                 "command": [sys.executable, os.path.abspath(fixture), "echo"],
+                # Confined by default: it reads the fixture and its interpreter's prefix.
+                "sandbox": {"read": [os.path.abspath(os.path.join(os.path.dirname(fixture), "..", "..", "..")),
+                                     sys.prefix, sys.base_prefix]},
                 "env": {"SECRET": {"credential": CREDENTIAL}},
                 "tools": {"allow": ["*"]},
                 "arguments": {"act": {"mode": ["loud"]}},

@@ -16,12 +16,60 @@ pub(crate) struct Summary {
     pub text: String,
     /// A probe failed (the text says which, and why): `sp check` exits 1.
     pub probe_failed: bool,
+    /// An upstream that cannot start as its policy says (its confinement, its user):
+    /// each names the field and the fix; `sp check` prints them and exits 1.
+    pub errors: Vec<String>,
+}
+
+/// The `sandbox` line of a command upstream, and what would stop it from starting:
+/// a kernel that cannot confine as asked, a path that does not exist, a user that is
+/// not there or that `sp` (not root) cannot become.
+fn sandbox_lines(name: &str, sandbox: Option<&crate::policy::upstreams::Sandbox>, user: Option<&str>, errors: &mut Vec<String>) -> String {
+    let field = format!("upstreams.{name}");
+    let mut s = String::new();
+    match sandbox {
+        None => s += "    sandbox: none (not confined: it can read what sp's user can)\n",
+        Some(b) => {
+            let paths = |p: &[std::path::PathBuf]| or_none(p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","));
+            let _ = writeln!(
+                s,
+                "    sandbox: read {} write {} network {} memory {} MiB, {} processes, {} files",
+                paths(&b.read),
+                paths(&b.write),
+                if b.network { "tcp" } else { "none" },
+                b.memory_mb,
+                b.processes,
+                b.files
+            );
+            let confinement = crate::sys::Confinement { read: vec![], write: vec![], network: b.network, memory_bytes: 0, processes: 0, files: 0 };
+            if let Err(e) = crate::sys::probe(&confinement) {
+                errors.push(format!("{field}.sandbox: {e}; a kernel with Landlock is needed, or \"sandbox\": \"none\" to run it unconfined"));
+            }
+            for (k, list) in [("read", &b.read), ("write", &b.write)] {
+                for (i, p) in list.iter().enumerate() {
+                    if let Err(e) = std::fs::metadata(p) {
+                        errors.push(format!("{field}.sandbox.{k}[{i}]: {}: {} (the upstream would not start)", p.display(), crate::sys::io_reason(&e)));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(u) = user {
+        let _ = writeln!(s, "    user: {u}");
+        if let Err(e) = crate::sys::lookup_user(u) {
+            errors.push(format!("{field}.user: {e}"));
+        } else if crate::sys::euid() != 0 {
+            errors.push(format!("{field}.user: running an upstream as {u:?} needs sp to run as root (leave \"user\" out to run it as sp's user)"));
+        }
+    }
+    s
 }
 
 /// The `upstreams:` section of `sp check`; `probe` starts each upstream.
 pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
     let globs = |g: &[Glob]| g.iter().map(Glob::as_str).collect::<Vec<_>>().join(",");
     let mut s = format!("upstreams: {}\n", policy.upstreams.len());
+    let mut errors = Vec::new();
     for u in policy.upstreams.values() {
         let what = match &u.transport {
             UpstreamTransport::Stdio { command, env, .. } => {
@@ -41,9 +89,12 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
             let _ = writeln!(s, "    arguments of {tool}: {}", pins.join(" "));
         }
         let _ = writeln!(s, "    timeout {}s, start-up {}s, max output {} bytes", u.timeout.as_secs(), u.startup_timeout.as_secs(), u.max_output_bytes);
+        if let UpstreamTransport::Stdio { sandbox, user, .. } = &u.transport {
+            s += &sandbox_lines(&u.name, sandbox.as_ref(), user.as_deref(), &mut errors);
+        }
     }
     if !probe {
-        return Summary { text: s, probe_failed: false };
+        return Summary { text: s, probe_failed: false, errors };
     }
     let mut ups = Upstreams::new(policy);
     let mut vault = Vault::for_policy(policy);
@@ -63,7 +114,7 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
         }
     }
     ups.shutdown();
-    Summary { text: s, probe_failed: !failed.is_empty() }
+    Summary { text: s, probe_failed: !failed.is_empty(), errors }
 }
 
 fn or_none(s: String) -> String {

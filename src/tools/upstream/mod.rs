@@ -462,7 +462,7 @@ fn start(
         Ok((secret, cred))
     };
     let boxed: Box<dyn Transport> = match &u.transport {
-        UpstreamTransport::Stdio { command, env, cwd } => {
+        UpstreamTransport::Stdio { command, env, cwd, sandbox, user } => {
             let mut vars = Vec::new();
             for (k, v) in env {
                 let value = match v {
@@ -471,7 +471,15 @@ fn start(
                 };
                 vars.push((k.clone(), value));
             }
-            let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes };
+            let confine = sandbox.as_ref().map(|b| crate::sys::Confinement {
+                read: b.read.clone(),
+                write: b.write.clone(),
+                network: b.network,
+                memory_bytes: b.memory_mb.saturating_mul(1024 * 1024),
+                processes: b.processes,
+                files: b.files,
+            });
+            let launch = Launch { name, argv: command, env: vars, cwd: cwd.as_deref(), max_line_bytes, confine, user: user.as_deref() };
             let transport = StdioTransport::spawn(launch).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
             log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
             Box::new(transport)

@@ -5,12 +5,20 @@
 //! - a clean environment: only [`PASSED_ENV`] from `sp`'s own (when set), then the
 //!   policy's `env` (literals, and secrets read through the `Vault`, so every later
 //!   output is scrubbed of them); nothing else of `sp`'s environment;
-//! - its own process group (`sys::Child::spawn`), so what it starts is ended with it;
-//! - stdin and stdout are pipes set non-blocking: a write waits in `poll(2)` with the
-//!   call's deadline and cancel (an upstream that stops reading cannot hang `sp`), and
-//!   reads what the upstream writes meanwhile (an upstream blocked writing a
-//!   notification is not a deadlock); a read keeps a partial line and waits in
-//!   `poll(2)` the same way;
+//! - started through `sp`'s launcher (`sys/confine.rs`): a session and process group of
+//!   its own, so what it starts is ended with it; killed by the kernel when `sp` dies
+//!   (parent-death signal); confined as `upstreams.NAME.sandbox` says (rlimits,
+//!   no_new_privs, Landlock; by default read-only system directories, the program and
+//!   `cwd`, nothing writable but `/dev/null`) and run as `user` when given; where the
+//!   kernel cannot confine as asked it does not start;
+//! - stdin and stdout are socket pairs, every read and write `MSG_DONTWAIT` (issue 31:
+//!   a pipe's O_NONBLOCK belongs to its open file description, which another process
+//!   holding it could clear; a per-call flag belongs to nobody else): a write waits in
+//!   `poll(2)` with the call's deadline and cancel (an upstream that stops reading
+//!   cannot hang `sp`), and reads what the upstream writes meanwhile (an upstream
+//!   blocked writing a notification is not a deadlock); a read keeps a partial line and
+//!   waits in `poll(2)` the same way; every descriptor `sp` keeps is close-on-exec, so
+//!   no other child (another upstream, the approver) inherits them;
 //! - stderr is read by a thread into `sp`'s log, each line prefixed with the
 //!   upstream's name, cut at [`MAX_STDERR_LINE`] bytes, at most
 //!   [`STDERR_LINES_PER_S`] lines a second (the rest counted, the count logged); the
@@ -20,9 +28,10 @@
 //!   leaves the group (`setsid`) is out of reach here; reaping such strays is the
 //!   child-subreaper's work in `sys/child.rs`.
 
-use std::io::{BufReader, Read as _, Write as _};
+use std::io::{BufReader, Read as _};
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{ChildStdin, ChildStdout, Stdio as Pipe};
+use std::os::unix::net::UnixStream;
+use std::process::Stdio as Pipe;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -52,6 +61,19 @@ pub(crate) struct Launch<'a> {
     pub env: Vec<(String, EnvText)>,
     pub cwd: Option<&'a std::path::Path>,
     pub max_line_bytes: usize,
+    /// How the launcher confines it (`None`: `"sandbox": "none"`) and as whom it runs.
+    pub confine: Option<sys::Confinement>,
+    pub user: Option<&'a str>,
+}
+
+/// One end of a socket pair, read with `MSG_DONTWAIT` (never blocks, whatever the
+/// descriptor's flags say).
+struct DontWait(UnixStream);
+
+impl std::io::Read for DontWait {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Ok(rustix::net::recv(&self.0, buf, rustix::net::RecvFlags::DONTWAIT)?.0)
+    }
 }
 
 /// A value of the child's environment.
@@ -64,9 +86,9 @@ pub(crate) enum EnvText {
 pub(crate) struct StdioTransport {
     name: String,
     child: Option<sys::Child>,
-    stdin: Option<ChildStdin>,
-    reader: FrameReader<BufReader<ChildStdout>>,
-    /// A duplicate of the stdout descriptor, to wait on in `poll(2)`.
+    stdin: Option<UnixStream>,
+    reader: FrameReader<BufReader<DontWait>>,
+    /// A duplicate (close-on-exec) of the stdout descriptor, to wait on in `poll(2)`.
     stdout_fd: OwnedFd,
     max_json: usize,
     group: i32,
@@ -79,8 +101,25 @@ pub(crate) struct StdioTransport {
 impl StdioTransport {
     pub(crate) fn spawn(launch: Launch<'_>) -> Result<StdioTransport, StartError> {
         let program = &launch.argv[0];
-        let mut cmd = sys::command(program);
-        cmd.args(&launch.argv[1..]).env_clear().stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped());
+        let path = sys::env_var("PATH");
+        let spawn_error = |why: String| StartError::Spawn { program: sys::short(program, 64, sys::Ellipsis::Marked), why };
+        let user = launch.user.map(sys::lookup_user).transpose().map_err(spawn_error)?;
+        let confine = match launch.confine {
+            Some(mut c) => {
+                // What it must read to start at all: the program file, and its cwd.
+                let resolved = sys::resolve_program(program, path.as_deref()).map_err(|e| spawn_error(sys::io_reason(&e)))?;
+                c.read.push(resolved);
+                c.read.extend(launch.cwd.map(std::path::Path::to_path_buf));
+                Some(c)
+            }
+            None => None,
+        };
+        let plan = sys::Plan { session: true, confine, user };
+        let mut cmd = sys::launcher_command(program, path.as_deref(), &plan).map_err(|e| spawn_error(e.to_string()))?;
+        let pair = || -> std::io::Result<((UnixStream, UnixStream), (UnixStream, UnixStream))> { Ok((UnixStream::pair()?, UnixStream::pair()?)) };
+        let ((stdin, their_stdin), (stdout, their_stdout)) = pair().map_err(|e| StartError::Pipes { why: Some(sys::io_reason(&e)) })?;
+        cmd.args(&launch.argv[1..]).env_clear();
+        cmd.stdin(Pipe::from(OwnedFd::from(their_stdin))).stdout(Pipe::from(OwnedFd::from(their_stdout))).stderr(Pipe::piped());
         for var in PASSED_ENV {
             if let Some(v) = sys::env_var(var) {
                 cmd.env(var, v);
@@ -95,21 +134,18 @@ impl StdioTransport {
         if let Some(dir) = launch.cwd {
             cmd.current_dir(dir);
         }
-        let mut child = sys::Child::spawn(&mut cmd)
-            .map_err(|e| StartError::Spawn { program: sys::short(program, 64, sys::Ellipsis::Marked), why: sys::io_reason(&e) })?;
+        let mut child = sys::Child::spawn_in_session(&mut cmd).map_err(|e| spawn_error(sys::io_reason(&e)))?;
+        // The child's ends (held by `cmd`) close here: only the child has them now.
         drop(cmd);
         let group = i32::try_from(child.child.id()).unwrap_or(0);
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take()) else {
+        let Some(stderr) = child.child.stderr.take() else {
             child.kill();
             return Err(StartError::Pipes { why: None });
         };
-        let setup = || -> std::io::Result<OwnedFd> {
-            rustix::io::ioctl_fionbio(&stdin, true)?;
-            rustix::io::ioctl_fionbio(&stdout, true)?;
-            Ok(rustix::io::dup(&stdout)?)
-        };
-        let stdout_fd = match setup() {
-            Ok(fd) => fd,
+        // `try_clone` duplicates with F_DUPFD_CLOEXEC (issue 31: a plain dup was
+        // inherited by every later child, which read this upstream's raw answers).
+        let stdout_fd = match stdout.try_clone() {
+            Ok(fd) => OwnedFd::from(fd),
             Err(e) => {
                 child.kill();
                 return Err(StartError::Pipes { why: Some(sys::io_reason(&e)) });
@@ -120,7 +156,7 @@ impl StdioTransport {
             name: launch.name.to_owned(),
             child: Some(child),
             stdin: Some(stdin),
-            reader: FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), launch.max_line_bytes),
+            reader: FrameReader::new(BufReader::with_capacity(64 * 1024, DontWait(stdout)), launch.max_line_bytes),
             stdout_fd,
             max_json: launch.max_line_bytes.saturating_mul(2),
             group,
@@ -197,8 +233,9 @@ impl Transport for StdioTransport {
         line.push(b'\n');
         let mut sent = 0;
         while sent < line.len() {
-            let Some(stdin) = self.stdin.as_mut() else { return Err(TransportError::Closed { status: None }) };
-            match stdin.write(&line[sent..]) {
+            let Some(stdin) = self.stdin.as_ref() else { return Err(TransportError::Closed { status: None }) };
+            let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+            match rustix::net::send(stdin, &line[sent..], flags).map_err(std::io::Error::from) {
                 Ok(0) => return Err(TransportError::Closed { status: None }),
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

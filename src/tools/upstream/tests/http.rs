@@ -12,7 +12,7 @@ impl HttpUpstream {
     fn start(mode: &str, secret: &str) -> HttpUpstream {
         use std::io::BufRead;
         let script = root().join("tests/support/upstreams/http_upstream.py");
-        let mut cmd = crate::sys::command(&python());
+        let mut cmd = crate::sys::launcher_command(&python(), crate::sys::env_var("PATH").as_deref(), &crate::sys::Plan::default()).unwrap();
         cmd.args([script.display().to_string(), mode.into(), secret.into()]).stdout(std::process::Stdio::piped());
         let mut child = crate::sys::Child::spawn(&mut cmd).unwrap();
         let mut line = String::new();

@@ -83,7 +83,24 @@ fn installed(path: &Path) -> bool {
     false
 }
 
-fn policy(upstreams: Value, extra: Value) -> Policy {
+/// What the test upstreams must read beyond the system's directories (they start
+/// confined, as every command upstream does by default): this checkout (the fixtures,
+/// node_modules, the venv) and the interpreter a venv was made from.
+pub(super) fn test_read_paths() -> Vec<String> {
+    let mut read = vec![root().display().to_string()];
+    let cfg = std::fs::read_to_string(root().join(".venv-upstreams/pyvenv.cfg")).unwrap_or_default();
+    let home = cfg.lines().find_map(|l| l.strip_prefix("home = "));
+    read.extend(home.and_then(|h| Path::new(h.trim()).parent()).map(|p| p.display().to_string()));
+    read
+}
+
+fn policy(mut upstreams: Value, extra: Value) -> Policy {
+    // Confined as by default, reading what the fixtures need, unless the test says.
+    for def in upstreams.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        if def.get("command").is_some() && def.get("sandbox").is_none() {
+            def["sandbox"] = json!({"read": test_read_paths()});
+        }
+    }
     let mut doc = json!({"upstreams": upstreams});
     if let (Value::Object(d), Value::Object(e)) = (&mut doc, extra) {
         d.extend(e);

@@ -94,7 +94,9 @@ fn server_filesystem_reads_only_under_the_pinned_path() {
             "command": ["node", js.display().to_string(), base.display().to_string()],
             "tools": {"allow": ["read_text_file", "list_directory"], "deny": ["write_*"]},
             "arguments": {"read_text_file": {"path": [format!("{data}/*")]}},
-            "startup_timeout_s": 30
+            "startup_timeout_s": 30,
+            // The directory it serves is granted to its sandbox, read-only.
+            "sandbox": {"read": ([super::test_read_paths(), vec![base.display().to_string()]].concat())}
         }}),
         json!({}),
     );
