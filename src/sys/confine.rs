@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   sp ──fork/exec──> sp __sp-exec [options] -- /abs/program args...   (the launcher)
-//!                       1. parent-death signal SIGKILL; still sp's child? else exit
+//!                       1. parent-death signal SIGKILL; still sp's child? else exit;
+//!                          every descriptor above 2 close-on-exec
 //!                       2. setsid                       (upstreams: own session)
 //!                       3. rlimits: core 0, memory, processes, files   (confined)
 //!                       4. user switch (setgroups, setgid, setuid), or as root
@@ -375,6 +376,9 @@ fn die_with_parent(parent: i32) -> Result<(), String> {
 fn setup(spec: &Spec) -> Result<(), String> {
     use rustix::process::{setrlimit, Resource, Rlimit};
     die_with_parent(spec.parent)?;
+    // Only 0, 1 and 2 reach the program: whatever else this process holds (what sp
+    // inherited from whoever started it) closes at the exec.
+    close_fds::set_fds_cloexec(3, &[]);
     if spec.session {
         rustix::process::setsid().map_err(|e| format!("setsid: {e}"))?;
     }
