@@ -7,6 +7,7 @@
 
 pub(crate) mod authorize;
 pub(crate) mod exec;
+pub(crate) mod outside;
 pub(crate) mod outcome;
 pub(crate) mod redact;
 pub(crate) mod scrubbed;

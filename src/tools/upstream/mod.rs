@@ -440,7 +440,7 @@ fn client_error(upstream: &str, e: ClientError, after: Duration) -> UpstreamErro
     match e {
         ClientError::TimedOut { hung } => UpstreamError::Timeout { upstream, after, hung },
         ClientError::Cancelled => UpstreamError::Cancelled { upstream },
-        ClientError::Rpc(r) => UpstreamError::Refused { upstream, why: format!("error {}: {}", r.code, r.message) },
+        ClientError::Rpc(r) => UpstreamError::Refused { upstream, why: format!("error {}: {}", r.code, r.message.cut(wire::MAX_MESSAGE_CHARS)) },
         e => UpstreamError::Broken { upstream, why: e.to_string() },
     }
 }
