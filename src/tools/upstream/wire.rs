@@ -32,8 +32,7 @@ pub(crate) enum Inbound {
     Notification { method: String, params: Option<Value> },
 }
 
-/// A JSON-RPC error object from the upstream; `message` is untrusted text, held whole
-/// and cut to [`MAX_MESSAGE_CHARS`] only after it is scrubbed (`gate::outside`).
+/// A JSON-RPC error object from the upstream; `message` is untrusted text, held whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RpcError {
     pub code: i64,
@@ -75,9 +74,8 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-/// Longest error or progress message shown of an upstream's (scrubbed whole first).
+/// Longest message (then name, id, revision) shown of an upstream's, scrubbed first.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 200;
-/// Longest member name, id or protocol revision shown of an upstream's (scrubbed whole first).
 pub(crate) const MAX_NAME_CHARS: usize = 32;
 
 fn id_of(v: Value) -> Result<Id, WireError> {
@@ -434,7 +432,6 @@ pub(crate) struct ProgressParams {
     pub token: Value,
     pub progress: f64,
     pub total: Option<f64>,
-    /// Held whole, shown cut to [`MAX_MESSAGE_CHARS`] after it is scrubbed.
     pub message: Option<Outside>,
 }
 

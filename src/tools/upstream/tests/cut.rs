@@ -22,6 +22,8 @@
 //! - a remote's words after `sp-stop:` in an SSH kill report (80);
 //! - a server's unknown `Content-Encoding` token (40, lower-cased: the redactor ignores
 //!   case);
+//! - a tool name that holds the secret, cut into its exposed name (`names.rs`): not
+//!   exposed at all;
 //! - a stderr line holding the secret 60 times, so the markers (19 bytes for 32) pull
 //!   text from past the cut forward, with one copy across the cut and one across the
 //!   end of the window sp keeps of the line: the cut is made in the line's own positions;
@@ -35,7 +37,7 @@ use std::collections::VecDeque;
 
 use super::super::client::{shown_method, Client, ClientError};
 use super::super::transport::{Recv, Transport, TransportError};
-use super::super::{client_error, wire, UpstreamError};
+use super::super::{client_error, name_spells_secret, names, wire, UpstreamError};
 use super::*;
 use crate::gate::exec::Cancel;
 use crate::gate::outside::split::{self, assert_no_piece, every_split, SECRET};
@@ -235,4 +237,14 @@ fn a_remote_kill_report_and_a_server_coding_are_scrubbed_before_they_are_cut() {
         let names: Vec<String> = codings.iter().map(ToString::to_string).collect();
         vault.scrub_text(names.concat()).into_inner()
     });
+}
+
+#[test]
+fn a_tool_name_that_spells_a_secret_is_not_cut_into_an_exposed_name() {
+    let vault = split::vault();
+    let room = names::MAX_EXPOSED_LEN - "up".len() - 2 - names::HASH_HEX;
+    every_split(room, '.', 10, "tool name", |text| {
+        if name_spells_secret(&vault, "up", text) { String::new() } else { names::exposed_name("up", text) }
+    });
+    assert!(!name_spells_secret(&vault, "up", "read_file"), "an ordinary name is exposed");
 }
