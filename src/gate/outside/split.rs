@@ -71,4 +71,21 @@ mod tests {
         // The new way: nothing of it.
         assert_no_piece(v.scrub_then_cut(&text, 200).as_str(), "scrubbed first");
     }
+
+    #[test]
+    fn lines_keep_a_window_and_say_what_they_dropped() {
+        let _ = vault();
+        let window = crate::gate::vault::outside_window(8);
+        let long = "x".repeat(window + 5);
+        let input = format!("ab\n{long}\nlast");
+        let mut seen = Vec::new();
+        super::super::for_each_line(input.as_bytes(), 8, |l| seen.push((l.window.len(), l.window_cut, l.len, l.shown(8).0.into_inner())));
+        assert_eq!(
+            seen,
+            vec![(2, false, 3, "ab".to_owned()), (window, true, window as u64 + 6, "x".repeat(8)), (4, false, 4, "last".to_owned())],
+            "a last line without a newline is one too"
+        );
+        let (marked, cut) = crate::gate::vault::scrub_line_then_cut(format!("ab{SECRET}cd").as_bytes(), 5, false);
+        assert_eq!((marked.as_str(), cut), ("ab[REDACTED:cut-test]", true), "an echo across the cut ends the line with its marker");
+    }
 }
