@@ -49,21 +49,19 @@ impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JsonError::Syntax(m) => write!(f, "not a single JSON value: {m}"),
-            JsonError::DuplicateKey { key } => {
-                write!(f, "duplicate object key {:?}", truncate(key, 64))
-            }
+            // Quoted whole or not at all, never cut: the text can be a peer's, and is
+            // scrubbed where it is shown; a cut key could keep a secret's prefix too short
+            // to be recognised there (issue 31, section 3).
+            JsonError::DuplicateKey { key } if key.chars().count() <= MAX_SHOWN_KEY_CHARS => write!(f, "duplicate object key {key:?}"),
+            JsonError::DuplicateKey { key } => write!(f, "duplicate object key of {} characters", key.chars().count()),
             JsonError::TooDeep { limit } => write!(f, "JSON nested deeper than {limit} levels"),
             JsonError::TooLarge { limit } => write!(f, "JSON whose parsed values would take more than {limit} bytes"),
         }
     }
 }
 
-fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
+/// Longest duplicate key an error quotes; a longer one is named by its length.
+const MAX_SHOWN_KEY_CHARS: usize = 64;
 
 /// Parses exactly one JSON value from `text`, within [`MAX_PARSED_BYTES`].
 pub fn parse(text: &str) -> Result<Value, JsonError> {
@@ -187,7 +185,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
             let node = if out.is_empty() { cost::OBJECT_NODE } else { 0 };
             self.charge(node + cost::MEMBER + key.len())?;
             if out.contains_key(&key) {
-                return Err(self.refuse(JsonError::DuplicateKey { key: truncate(&key, 64).to_owned() }));
+                return Err(self.refuse(JsonError::DuplicateKey { key }));
             }
             let v = map.next_value_seed(Strict { ..child })?;
             out.insert(key, v);

@@ -62,7 +62,7 @@
 pub(crate) mod elicit;
 pub(crate) mod grants;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -95,6 +95,8 @@ pub(crate) const MAX_SHOWN_ENV: usize = 64 * 1024;
 /// escaped and cut and the exact values moved under `raw`.
 pub(crate) const DESCRIPTION_VERSION: u32 = 2;
 const MAX_LOGGED_BYTES: u64 = 16 * 1024;
+/// Bytes of one line of the approver's output logged (scrubbed whole first).
+pub(crate) const MAX_LOGGED_LINE: usize = 1024;
 
 /// `sp check`'s lines.
 pub(crate) fn check_summary(policy: &Policy) -> String {
@@ -170,6 +172,14 @@ pub(crate) fn text(s: &str) -> Value {
 pub(crate) fn cut(s: &str) -> (String, bool) {
     let kept = crate::sys::cut(s, MAX_SHOWN_BYTES);
     (kept.to_owned(), kept.len() < s.len())
+}
+
+/// One line of the approver's output as the log shows it: its first [`MAX_LOGGED_LINE`]
+/// bytes, scrubbed as if the line were whole before the cut (`gate::outside`), escaped,
+/// ` [cut]` when something was.
+pub(crate) fn logged_line(line: &crate::gate::outside::Line<'_>) -> String {
+    let (text, cut) = line.shown(MAX_LOGGED_LINE);
+    format!("{}{}", text.as_str().escape_debug(), if cut { " [cut]" } else { "" })
 }
 
 /// What the gate is lent besides the policy and the journal: the call's cancel, its
@@ -511,24 +521,18 @@ pub(crate) fn ask_waiting(
             let last_tx = (name == "stdout").then(|| last_tx.clone());
             std::thread::spawn(move || {
                 // Logged up to a cap, then drained unread: a chatty approver never blocks.
-                let (mut reader, mut logged, mut last) = (BufReader::new(pipe), 0u64, Vec::new());
-                loop {
-                    let mut line = Vec::new();
-                    match (&mut reader).take(4096).read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if !line.iter().all(u8::is_ascii_whitespace) {
-                                line.truncate(grants::MAX_ANSWER_BYTES + 2);
-                                last.clone_from(&line);
-                            }
-                            if logged < MAX_LOGGED_BYTES {
-                                logged += n as u64;
-                                let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
-                                log::info!("approver {name}: {}", text.escape_debug());
-                            }
-                        }
+                // Each line is scrubbed before it is cut (issue 31, section 3).
+                let (mut logged, mut last) = (0u64, Vec::new());
+                crate::gate::outside::for_each_line(BufReader::new(pipe), MAX_LOGGED_LINE, |line| {
+                    if !line.window.iter().all(u8::is_ascii_whitespace) {
+                        // Parsed, never shown: one longer than an answer is refused whole.
+                        last = line.window[..line.window.len().min(grants::MAX_ANSWER_BYTES + 2)].to_vec();
                     }
-                }
+                    if logged < MAX_LOGGED_BYTES {
+                        logged += line.len;
+                        log::info!("approver {name}: {}", logged_line(&line));
+                    }
+                });
                 if let Some(tx) = last_tx {
                     let _ = tx.send(last);
                 }

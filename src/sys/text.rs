@@ -81,6 +81,9 @@ pub(crate) enum Ellipsis {
 
 /// The first `max_chars` characters of `s`: an echoed, agent-chosen name never makes a
 /// message large.
+/// Never for text from outside (a peer's message, a name it chose): a cut made before the
+/// redactor runs can leave a secret's prefix too short to be recognised; that text is cut
+/// by `gate::outside` after it is scrubbed (issue 31, section 3).
 pub(crate) fn short(s: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
     match s.char_indices().nth(max_chars) {
         None => s.to_owned(),

@@ -463,5 +463,48 @@ impl Redactor {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Scrub first, then cut (issue 31, section 3): a cut made before the search can split a
+// secret and leave a prefix too short to be recognised, so the cut is made here, after it.
+
+impl Redactor {
+    /// The first `keep` bytes of `text`, redacted as the whole of `text` reads: every echo
+    /// that begins before `keep` is replaced whole (one that crosses `keep` ends the output
+    /// with its marker), and when `text` is itself a window cut from a longer line
+    /// (`window_cut`), a tail that begins a spelling ([`Redactor::tail_match`]) is an echo up
+    /// to its end. The cut is made at `keep` in the text's own positions, never in the
+    /// redacted output's: a marker shorter than what it replaced would otherwise pull in
+    /// bytes past `keep`, up to bytes past what was searched. The flag: something was cut.
+    pub fn redact_prefix(&self, text: &[u8], keep: usize, window_cut: bool) -> (Vec<u8>, bool) {
+        let mut marks: Vec<(usize, usize, &str)> = self.ranges(text, false).into_iter().map(|(s, e, p)| (s, e, self.pattern_info(p).0)).collect();
+        if window_cut && let Some((start, name)) = self.tail_match(text) {
+            marks.push((start, text.len(), name));
+            marks.sort_by_key(|m| m.0);
+        }
+        let keep = keep.min(text.len());
+        let mut out = Vec::with_capacity(keep + 32);
+        let mut at = 0;
+        for (start, end, name) in marks {
+            if start >= keep.max(at) {
+                break;
+            }
+            if start < at {
+                // Overlaps the echo before it (the tail): one marker covers both.
+                at = at.max(end);
+                continue;
+            }
+            out.extend_from_slice(&text[at..start]);
+            out.extend_from_slice(b"[REDACTED:");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b']');
+            at = end;
+        }
+        if at < keep {
+            out.extend_from_slice(&text[at..keep]);
+        }
+        (out, window_cut || keep < text.len())
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -416,5 +416,45 @@ pub(crate) fn scrub_log_line(line: &str) -> Scrubbed<String> {
     })
 }
 
+// ---------------------------------------------------------------------------------------
+// Scrub first, then cut (issue 31, section 3). Outside text is shortened only here (and
+// through `gate::outside`, which calls these): scrubbed whole, then cut, so a secret
+// split by the cut is still found whole. A cut made first kept a prefix below the
+// redactor's minimum run, which then reached the agent, the journal and the log.
+
+impl Vault {
+    /// Outside text scrubbed whole, then cut to `max_chars` characters (a final `…`
+    /// when something was cut).
+    pub(crate) fn scrub_then_cut(&self, text: &str, max_chars: usize) -> Scrubbed<String> {
+        let mut whole = text.to_owned();
+        self.scrub_str(&mut whole);
+        Scrubbed(crate::sys::short(&whole, max_chars, crate::sys::Ellipsis::Marked))
+    }
+}
+
+/// [`Vault::scrub_then_cut`] against every secret read in this process (for places no
+/// Vault is passed to: an error's `Display`, a reader thread).
+pub(crate) fn scrub_outside_then_cut(text: &str, max_chars: usize) -> Scrubbed<String> {
+    process().all.scrub_then_cut(text, max_chars)
+}
+
+/// How many bytes of a line from an outside stream to keep so that its first `keep`
+/// bytes can be scrubbed as if the line were whole: `keep` plus the longest spelling of
+/// any secret read so far ([`Vault::longest_spelling`]), so an echo that begins before
+/// `keep` ends inside the window (one padded longer, crossing the window's end, is
+/// caught by its beginning: [`scrub_line_then_cut`]).
+pub(crate) fn outside_window(keep: usize) -> usize {
+    keep.saturating_add(process().all.longest_spelling())
+}
+
+/// The first `keep` bytes of a line from an outside stream (an upstream's stderr, an
+/// approver's output), of which `window` holds the first [`outside_window`] bytes
+/// (`window_cut`: the line went on), scrubbed against every secret read in this process
+/// before the cut (`redact::Redactor::redact_prefix`); whether anything was cut.
+pub(crate) fn scrub_line_then_cut(window: &[u8], keep: usize, window_cut: bool) -> (Scrubbed<String>, bool) {
+    let (bytes, cut) = process().all.redactor.redact_prefix(window, keep, window_cut);
+    (Scrubbed(String::from_utf8_lossy(&bytes).into_owned()), cut)
+}
+
 #[cfg(test)]
 mod tests;

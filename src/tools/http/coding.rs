@@ -104,7 +104,8 @@ fn declared_coding(token: &str) -> Option<Coding> {
         "zstd" => Coding::Zstd,
         "br" => Coding::Brotli,
         "compress" | "x-compress" => Coding::Compress,
-        _ => Coding::Other(t.chars().take(40).collect()),
+        // The server's word: scrubbed whole, then cut (issue 31, section 3).
+        _ => Coding::Other(crate::gate::outside::cut(&t, 40).into_inner()),
     })
 }
 

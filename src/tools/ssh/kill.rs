@@ -123,16 +123,20 @@ pub(crate) fn kill_remote(session: &Session) -> Result<u32, KillFailed> {
     parse_kill_report(last)
 }
 
+/// Characters of the remote's own words a failed kill quotes.
+const MAX_SAID_CHARS: usize = 80;
+
 /// `sp-stop: killed N left 0` -> `Ok(N)`; anything else is why nothing is known killed.
 pub(crate) fn parse_kill_report(line: &str) -> Result<u32, KillFailed> {
     let words: Vec<&str> = line.split(' ').collect();
     match words.as_slice() {
         ["sp-stop:", "killed", n, "left", "0"] => n.parse().map_err(|_| "the kill's report was garbled".into()),
         ["sp-stop:", "killed", _, "left", m] => Err(KillFailed(format!("{m} process(es) were still there after SIGKILL"))),
-        // The remote's words (a process name): printable ASCII only, short.
+        // The remote's words (a process name): printable ASCII only, short; scrubbed
+        // whole before the cut (issue 31, section 3).
         ["sp-stop:", ..] => {
-            let said: String = line["sp-stop: ".len()..].chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(80).collect();
-            Err(KillFailed(format!("the kill did not run ({said})")))
+            let said: String = line["sp-stop: ".len()..].chars().filter(|c| c.is_ascii_graphic() || *c == ' ').collect();
+            Err(KillFailed(format!("the kill did not run ({})", crate::gate::outside::cut(&said, MAX_SAID_CHARS))))
         }
         _ => Err("the kill did not report (is the remote system Linux with /proc?)".into()),
     }

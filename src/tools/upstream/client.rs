@@ -79,8 +79,10 @@ impl fmt::Display for ClientError {
             ClientError::Transport(e) => e.fmt(f),
             ClientError::Wire(e) => write!(f, "it broke the protocol: {e}"),
             ClientError::Init(InitError::Shape(e)) => write!(f, "its initialize answer is malformed: {e}"),
-            ClientError::Init(InitError::Version { offered }) => write!(f, "it speaks protocol revision {offered:?}, which sp does not"),
-            ClientError::Rpc(e) => write!(f, "it answered error {}: {}", e.code, e.message),
+            ClientError::Init(InitError::Version { offered }) => {
+                write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(wire::MAX_NAME_CHARS).as_str())
+            }
+            ClientError::Rpc(e) => write!(f, "it answered error {}: {}", e.code, e.message.cut(wire::MAX_MESSAGE_CHARS)),
             ClientError::TimedOut { hung: false } => f.write_str("it did not answer in time"),
             ClientError::TimedOut { hung: true } => f.write_str("it did not answer in time, nor a ping after: it was ended"),
             ClientError::Cancelled => f.write_str("cancelled"),
@@ -117,7 +119,8 @@ pub(crate) struct Counters {
 pub(crate) struct ProgressNote {
     pub progress: f64,
     pub total: Option<f64>,
-    pub message: Option<String>,
+    /// The upstream's words, whole: shown only scrubbed, then cut (`gate::outside`).
+    pub message: Option<crate::gate::outside::Outside>,
 }
 
 pub(crate) struct Client<T: Transport> {
@@ -313,7 +316,7 @@ impl<T: Transport> Client<T> {
             self.counters.late_answers += 1;
             return Ok(());
         }
-        Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string() })))
+        Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string().into() })))
     }
 
     fn notification(&mut self, method: &str) {
@@ -323,7 +326,7 @@ impl<T: Transport> Client<T> {
         }
         self.counters.dropped_notifications += 1;
         if self.counters.dropped_notifications == 1 {
-            log::debug!("upstream {}: notification {} dropped (later ones are counted only)", self.name, crate::sys::short(method, 64, crate::sys::Ellipsis::Marked));
+            log::debug!("upstream {}: notification {} dropped (later ones are counted only)", self.name, shown_method(method));
         }
     }
 
@@ -335,7 +338,7 @@ impl<T: Transport> Client<T> {
             json!({"jsonrpc": "2.0", "id": id.to_value(), "result": {}})
         } else {
             self.counters.refused_requests += 1;
-            let shown = crate::sys::short(method, 64, crate::sys::Ellipsis::Marked);
+            let shown = shown_method(method);
             if self.counters.refused_requests <= LOGGED_REFUSALS {
                 log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
             }
@@ -401,6 +404,12 @@ impl<T: Transport> Client<T> {
     ) -> Result<Value, ClientError> {
         self.request("tools/call", json!({"name": name, "arguments": arguments}), timeout, cancel, on_progress)
     }
+}
+
+/// An upstream's method name as a log line or an answer names it: scrubbed whole, then
+/// cut to 64 characters (issue 31, section 3: cut first, a secret's prefix stayed).
+pub(crate) fn shown_method(method: &str) -> crate::gate::vault::Scrubbed<String> {
+    crate::gate::outside::cut(method, 64)
 }
 
 impl<T: Transport> Drop for Client<T> {

@@ -20,7 +20,9 @@
 //!   waits in `poll(2)` the same way; every descriptor `sp` keeps is close-on-exec, so
 //!   no other child (another upstream, the approver) inherits them;
 //! - stderr is read by a thread into `sp`'s log, each line prefixed with the
-//!   upstream's name, cut at [`MAX_STDERR_LINE`] bytes, at most
+//!   upstream's name, cut at [`MAX_STDERR_LINE`] bytes after it is scrubbed (the line is
+//!   read whole up to a window that holds any secret's spelling crossing the cut:
+//!   `gate::outside`, issue 31), at most
 //!   [`STDERR_LINES_PER_S`] lines a second (the rest counted, the count logged); the
 //!   logger scrubs every secret and escapes control characters (`logging.rs`);
 //! - [`Transport::close`] (and drop): stdin closed, SIGTERM to the process group, up to
@@ -28,7 +30,7 @@
 //!   leaves the group (`setsid`) is out of reach here; reaping such strays is the
 //!   child-subreaper's work in `sys/child.rs`.
 
-use std::io::{BufReader, Read as _};
+use std::io::BufReader;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::Stdio as Pipe;
@@ -312,13 +314,9 @@ impl Drop for StdioTransport {
 /// Reads the child's stderr into the log until it closes (the thread ends with it).
 fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) {
     let spawned = std::thread::Builder::new().name(format!("upstream-{name}-stderr")).spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut buf = [0u8; 4096];
-        let mut line: Vec<u8> = Vec::new();
-        let mut cut = false;
         let mut window = Instant::now();
         let (mut in_window, mut dropped) = (0u64, 0u64);
-        let mut emit = |line: &[u8], cut: bool| {
+        stderr_lines(BufReader::new(stderr), |shown| {
             if window.elapsed() >= Duration::from_secs(1) {
                 if dropped > 0 {
                     log::info!("upstream {name}: {dropped} stderr lines dropped (more than {STDERR_LINES_PER_S} a second)");
@@ -331,31 +329,21 @@ fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) {
                 dropped += 1;
                 return;
             }
-            let text = String::from_utf8_lossy(line);
-            log::info!("upstream {name}: {}{}", text.trim_end_matches('\r'), if cut { " [cut]" } else { "" });
-        };
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            for &b in &buf[..n] {
-                if b == b'\n' {
-                    emit(&line, cut);
-                    line.clear();
-                    cut = false;
-                } else if line.len() < MAX_STDERR_LINE {
-                    line.push(b);
-                } else {
-                    cut = true;
-                }
-            }
-        }
-        if !line.is_empty() {
-            emit(&line, cut);
-        }
+            log::info!("upstream {name}: {shown}");
+        });
     });
     if let Err(e) = spawned {
         log::warn!("upstream stderr reader not started: {e}");
     }
+}
+
+/// Each line of an upstream's stderr as the log shows it: its first [`MAX_STDERR_LINE`]
+/// bytes, scrubbed as if the line were whole before the cut (`gate::outside`: a window
+/// long enough to hold any secret's spelling that begins before the cut is kept), a
+/// final `\r` dropped, ` [cut]` when something was.
+pub(super) fn stderr_lines(reader: impl std::io::Read, mut shown: impl FnMut(&str)) {
+    crate::gate::outside::for_each_line(reader, MAX_STDERR_LINE, |line| {
+        let (text, cut) = line.shown(MAX_STDERR_LINE);
+        shown(&format!("{}{}", text.as_str().trim_end_matches('\r'), if cut { " [cut]" } else { "" }));
+    });
 }

@@ -24,7 +24,7 @@ use crate::approve::Ask;
 use crate::gate::authorize::{Authorized, Rules};
 use crate::gate::exec::{Event, Facts, RunContext};
 use crate::gate::outcome::ToolCode;
-use crate::gate::vault::{scrub_journal_text, Scrubbed};
+use crate::gate::vault::Scrubbed;
 use crate::gate::withhold::{scrub_upstream, WITHHELD};
 use crate::mcp::model::{ArgError, ToolResult};
 use crate::policy::upstreams::UpstreamTransport;
@@ -181,6 +181,7 @@ pub(crate) fn error_code(e: &UpstreamError) -> ToolCode {
 pub(crate) fn call(ups: &mut Upstreams, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
     let a = action.action();
     let RunContext { vault, cancel, progress, .. } = ctx;
-    let mut relay = |n: ProgressNote| progress.relay(n.progress, n.total, n.message.map(scrub_journal_text));
+    // Scrubbed whole, then cut (issue 31, section 3).
+    let mut relay = |n: ProgressNote| progress.relay(n.progress, n.total, n.message.map(|m| m.cut(super::wire::MAX_MESSAGE_CHARS)));
     ups.call(&a.route, a.arguments.clone(), None, cancel, &mut relay, vault)
 }

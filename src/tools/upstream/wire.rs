@@ -16,6 +16,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::gate::outside::{self, Outside};
 use crate::mcp::jsonrpc::{kind_of, Id};
 
 /// The protocol revisions `sp` accepts from an upstream (newest first): the ones `sp`
@@ -31,11 +32,11 @@ pub(crate) enum Inbound {
     Notification { method: String, params: Option<Value> },
 }
 
-/// A JSON-RPC error object from the upstream; `message` is untrusted text, cut.
+/// A JSON-RPC error object from the upstream; `message` is untrusted text, held whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RpcError {
     pub code: i64,
-    pub message: String,
+    pub message: Outside,
 }
 
 /// The upstream broke the protocol: it is ended.
@@ -43,14 +44,14 @@ pub(crate) struct RpcError {
 pub(crate) enum WireError {
     NotAnObject { found: &'static str },
     BadVersion,
-    UnexpectedMember { name: String },
+    UnexpectedMember { name: Outside },
     BadId { found: &'static str },
     BadMethod,
     /// Both or neither of `result` and `error` on an object without `method`.
     BadResponse,
     BadError,
-    /// A response to an id `sp` did not send or no longer waits on.
-    UnknownId { id: String },
+    /// A response to an id `sp` did not send or no longer waits on (as JSON spells it).
+    UnknownId { id: Outside },
     /// An error response with `id: null`: the upstream could not read what `sp` sent.
     NullId,
 }
@@ -60,12 +61,12 @@ impl fmt::Display for WireError {
         match self {
             WireError::NotAnObject { found } => write!(f, "a message must be an object, found {found}"),
             WireError::BadVersion => f.write_str("\"jsonrpc\" must be exactly \"2.0\""),
-            WireError::UnexpectedMember { name } => write!(f, "unexpected member {:?}", crate::sys::short(name, 32, crate::sys::Ellipsis::Marked)),
+            WireError::UnexpectedMember { name } => write!(f, "unexpected member {:?}", name.cut(MAX_NAME_CHARS).as_str()),
             WireError::BadId { found } => write!(f, "\"id\" must be an integer or a string, found {found}"),
             WireError::BadMethod => f.write_str("\"method\" must be a non-empty string"),
             WireError::BadResponse => f.write_str("a response needs exactly one of \"result\" and \"error\""),
             WireError::BadError => f.write_str("\"error\" must be {code: integer, message: string, data?}"),
-            WireError::UnknownId { id } => write!(f, "a response to id {id}, which sp is not waiting on"),
+            WireError::UnknownId { id } => write!(f, "a response to id {}, which sp is not waiting on", id.cut(MAX_NAME_CHARS + 2)),
             WireError::NullId => f.write_str("an error response with id null: the upstream could not read a request"),
         }
     }
@@ -73,8 +74,9 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-/// Longest error message kept from an upstream.
-const MAX_MESSAGE_CHARS: usize = 200;
+/// Longest message (then name, id, revision) shown of an upstream's, scrubbed first.
+pub(crate) const MAX_MESSAGE_CHARS: usize = 200;
+pub(crate) const MAX_NAME_CHARS: usize = 32;
 
 fn id_of(v: Value) -> Result<Id, WireError> {
     match v {
@@ -97,7 +99,7 @@ pub(crate) fn classify(value: Value) -> Result<Inbound, WireError> {
     }
     if obj.contains_key("method") {
         if let Some(name) = obj.keys().find(|k| !matches!(k.as_str(), "id" | "method" | "params")) {
-            return Err(WireError::UnexpectedMember { name: name.clone() });
+            return Err(WireError::UnexpectedMember { name: name.as_str().into() });
         }
         let method = match obj.remove("method") {
             Some(Value::String(m)) if !m.is_empty() => m,
@@ -113,7 +115,7 @@ pub(crate) fn classify(value: Value) -> Result<Inbound, WireError> {
         });
     }
     if let Some(name) = obj.keys().find(|k| !matches!(k.as_str(), "id" | "result" | "error")) {
-        return Err(WireError::UnexpectedMember { name: name.clone() });
+        return Err(WireError::UnexpectedMember { name: name.as_str().into() });
     }
     let outcome = match (obj.remove("result"), obj.remove("error")) {
         (Some(r), None) => Ok(r),
@@ -127,7 +129,7 @@ pub(crate) fn classify(value: Value) -> Result<Inbound, WireError> {
     };
     match id {
         Id::Int(id) => Ok(Inbound::Response { id, outcome }),
-        Id::Str(s) => Err(WireError::UnknownId { id: format!("{:?}", crate::sys::short(&s, 32, crate::sys::Ellipsis::Marked)) }),
+        Id::Str(s) => Err(WireError::UnknownId { id: format!("{s:?}").into() }),
     }
 }
 
@@ -141,7 +143,7 @@ fn rpc_error(e: Value) -> Result<RpcError, WireError> {
         _ => return Err(WireError::BadError),
     };
     let message = match e.remove("message") {
-        Some(Value::String(m)) => crate::sys::short(&m, MAX_MESSAGE_CHARS, crate::sys::Ellipsis::Marked),
+        Some(Value::String(m)) => Outside::new(m),
         _ => return Err(WireError::BadError),
     };
     Ok(RpcError { code, message })
@@ -172,7 +174,7 @@ fn bad<T>(at: &str, why: &'static str) -> Shape<T> {
 fn members<'a>(v: &'a Value, at: &str, allowed: &[&str]) -> Shape<&'a Map<String, Value>> {
     let Value::Object(m) = v else { return bad(at, "must be an object") };
     match m.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(ShapeError { at: format!("{at}.{}", crate::sys::short(k, 32, crate::sys::Ellipsis::Marked)), why: "is not a member MCP defines here" }),
+        Some(k) => Err(ShapeError { at: format!("{at}.{}", outside::cut(k, MAX_NAME_CHARS)), why: "is not a member MCP defines here" }),
         None => Ok(m),
     }
 }
@@ -213,7 +215,7 @@ pub(crate) struct Initialized {
 pub(crate) enum InitError {
     Shape(ShapeError),
     /// A revision `sp` does not speak (lifecycle: the client then disconnects).
-    Version { offered: String },
+    Version { offered: Outside },
 }
 
 pub(crate) fn initialize(result: &Value) -> Result<Initialized, InitError> {
@@ -224,7 +226,7 @@ pub(crate) fn initialize(result: &Value) -> Result<Initialized, InitError> {
         _ => return Err(shape("result.protocolVersion", "must be a string")),
     };
     let Some(version) = VERSIONS.iter().find(|s| **s == version) else {
-        return Err(InitError::Version { offered: crate::sys::short(version, 32, crate::sys::Ellipsis::Marked) });
+        return Err(InitError::Version { offered: version.as_str().into() });
     };
     let caps = match m.get("capabilities") {
         Some(Value::Object(c)) => c,
@@ -430,7 +432,7 @@ pub(crate) struct ProgressParams {
     pub token: Value,
     pub progress: f64,
     pub total: Option<f64>,
-    pub message: Option<String>,
+    pub message: Option<Outside>,
 }
 
 pub(crate) fn progress(params: Option<&Value>) -> Option<ProgressParams> {
@@ -446,7 +448,7 @@ pub(crate) fn progress(params: Option<&Value>) -> Option<ProgressParams> {
     };
     let message = match m.get("message") {
         None => None,
-        Some(Value::String(s)) => Some(crate::sys::short(s, MAX_MESSAGE_CHARS, crate::sys::Ellipsis::Marked)),
+        Some(Value::String(s)) => Some(Outside::new(s.as_str())),
         Some(_) => return None,
     };
     Some(ProgressParams { token, progress, total, message })

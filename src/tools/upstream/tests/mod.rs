@@ -50,6 +50,7 @@ use serde_json::{json, Map, Value};
 use super::*;
 use crate::policy::Policy;
 
+mod cut;
 mod http;
 mod misbehave;
 mod real;
