@@ -15,6 +15,7 @@ Usage:
   sp check [--config FILE] [--probe]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
+  sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
   sp --version
   sp --help
 
@@ -23,6 +24,7 @@ Commands:
   check    validate a policy file and print a summary
   audit    check or print an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
+  upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
 
 Options:
   -c, --config FILE       policy file (default: $SP_CONFIG, then
@@ -48,6 +50,8 @@ pub(crate) enum Command {
     Audit(AuditArgs),
     /// `sp [-v|-q] [-c FILE] approve ...`: the rest of argv, parsed by [`parse_approve`].
     Approve(ApproveArgs),
+    /// `sp [-v|-q] [-c FILE] upstream ...`: the rest of argv, parsed by [`parse_upstream`].
+    Upstream(UpstreamArgs),
     Help,
     Version,
 }
@@ -92,6 +96,11 @@ pub(crate) enum UsageError {
     Anchor,
     Lines,
     NoFile { sub: String },
+    /// `sp upstream pin|diff|approve` without an upstream name, or with one that cannot
+    /// be one (`[a-z0-9-]`, 1 to 24 characters).
+    UpstreamName,
+    /// `sp upstream pin|diff` given tool names (only `approve` takes them).
+    ToolsNotFor { sub: String },
 }
 
 impl std::fmt::Display for UsageError {
@@ -108,10 +117,14 @@ impl std::fmt::Display for UsageError {
             UsageError::NoSubcommand { command: "approve" } => {
                 f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)")
             }
+            UsageError::NoSubcommand { command: "upstream" } => {
+                f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)")
+            }
             UsageError::NoSubcommand { command } => {
                 write!(f, "sp {command} needs a command: verify, tail or show (try: sp {command} --help)")
             }
             UsageError::UnknownSubcommand { command: "approve", name } => write!(f, "unknown approve command {name:?} (list or revoke)"),
+            UsageError::UnknownSubcommand { command: "upstream", name } => write!(f, "unknown upstream command {name:?} (pin, diff or approve)"),
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
@@ -120,6 +133,8 @@ impl std::fmt::Display for UsageError {
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
             UsageError::Lines => f.write_str("-n takes a number"),
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
+            UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
         }
     }
 }
@@ -182,6 +197,10 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Approve(parse_approve(rest)?)
                     }
+                    Some("upstream") => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
+                        Command::Upstream(parse_upstream(rest)?)
+                    }
                     Some("help") => Command::Help,
                     Some("version") => Command::Version,
                     _ => return Err(UsageError::UnknownCommand { name: v.to_string_lossy().into_owned() }),
@@ -200,13 +219,18 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
         return Err(UsageError::ConfigForAudit);
     }
-    // `sp -c FILE approve list` and `sp approve list -c FILE` alike: one policy.
-    if let Command::Approve(a) = &mut args.command {
-        match (a.config.take(), &args.config) {
-            (Some(_), Some(_)) => return Err(UsageError::ConfigTwice),
-            (Some(c), None) => args.config = Some(c),
-            (None, _) => {}
+    // `sp -c FILE approve list` and `sp approve list -c FILE` alike (and `sp upstream`):
+    // one policy.
+    let after = match &mut args.command {
+        Command::Approve(a) => a.config.take(),
+        Command::Upstream(u) => u.config.take(),
+        _ => None,
+    };
+    if let Some(c) = after {
+        if args.config.is_some() {
+            return Err(UsageError::ConfigTwice);
         }
+        args.config = Some(c);
     }
     Ok(args)
 }
@@ -287,6 +311,77 @@ pub(crate) fn parse_approve(argv: impl IntoIterator<Item = OsString>) -> Result<
         other => return Err(UsageError::UnknownSubcommand { command: "approve", name: other.to_owned() }),
     };
     Ok(ApproveArgs { sub, config })
+}
+
+pub(crate) const UPSTREAM_USAGE: &str = "\
+Usage:
+  sp upstream pin NAME [-c FILE]
+  sp upstream diff NAME [-c FILE]
+  sp upstream approve NAME [TOOL...] [-c FILE]
+
+  pin      start upstream NAME, list its tools and pin each one the policy exposes
+           (when it has no pins yet); exit 1 when it has pins that differ
+  diff     show each exposed tool's pin and its definition now: changed (both hashes
+           and the members that differ), new, gone; exit 0 when all match, 1 when not
+  approve  pin the definitions listed now (every tool, or the TOOLs named): what
+           sp mcp withholds as changed is exposed again from its next listing
+
+The pins file is the policy's path with .pins appended (found as sp mcp finds it).
+
+Options:
+  -c, --config FILE  the policy that names the upstream
+  -h, --help         this help
+";
+
+/// What `sp upstream` does, to which upstream.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamSub {
+    Pin { upstream: String },
+    Diff { upstream: String },
+    /// `tools` empty: every exposed tool.
+    Approve { upstream: String, tools: Vec<String> },
+    Help,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct UpstreamArgs {
+    pub sub: UpstreamSub,
+    /// `-c FILE` after `upstream`; [`parse`] moves it to [`Args::config`].
+    pub config: Option<PathBuf>,
+}
+
+/// What follows `upstream` on the command line.
+pub(crate) fn parse_upstream(argv: impl IntoIterator<Item = OsString>) -> Result<UpstreamArgs, UsageError> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let (mut sub, mut name, mut tools, mut config) = (None, None, Vec::new(), None);
+    while let Some(arg) = p.next().map_err(lexopt)? {
+        match arg {
+            Short('h') | Long("help") => return Ok(UpstreamArgs { sub: UpstreamSub::Help, config: None }),
+            Short('c') | Long("config") => config = Some(PathBuf::from(p.value().map_err(lexopt)?)),
+            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
+            Value(v) if name.is_none() => {
+                let ok = v.to_str().filter(|s| crate::policy::upstreams::is_upstream_name(s));
+                name = Some(ok.ok_or(UsageError::UpstreamName)?.to_owned());
+            }
+            Value(v) => tools.push(v.to_string_lossy().into_owned()),
+            other => return Err(lexopt(other.unexpected())),
+        }
+    }
+    let sub = sub.ok_or(UsageError::NoSubcommand { command: "upstream" })?;
+    if !matches!(sub.as_str(), "pin" | "diff" | "approve") {
+        return Err(UsageError::UnknownSubcommand { command: "upstream", name: sub });
+    }
+    let upstream = name.ok_or(UsageError::UpstreamName)?;
+    if !tools.is_empty() && sub != "approve" {
+        return Err(UsageError::ToolsNotFor { sub });
+    }
+    let sub = match sub.as_str() {
+        "pin" => UpstreamSub::Pin { upstream },
+        "diff" => UpstreamSub::Diff { upstream },
+        _ => UpstreamSub::Approve { upstream, tools },
+    };
+    Ok(UpstreamArgs { sub, config })
 }
 
 pub(crate) const AUDIT_USAGE: &str = "\

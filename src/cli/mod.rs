@@ -1,4 +1,5 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `--help`, `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `sp upstream`, `--help`,
+//! `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -14,6 +15,7 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod upstream;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -136,6 +138,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
             match approve::run(stdout, approve, args.config.clone(), &env) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
+        Command::Upstream(ref up) => {
+            init_logging(&args, &env);
+            match upstream::run(stdout, up, args.config.clone(), &env) {
+                Ok(upstream::Verdict::Same) => ExitCode::SUCCESS,
+                Ok(upstream::Verdict::Differs) | Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
         }
     }
