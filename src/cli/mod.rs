@@ -231,7 +231,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     let executors = crate::tools::Executors {
         http: crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref()),
         // Nothing starts now: each upstream on the first tools/list or call that needs it.
-        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::new(&policy)),
+        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::with_pins(&policy, policy.origin.as_deref().map(crate::tools::upstream::pins::beside))),
         ..Default::default()
     };
     // No journal, no service. The start row proves the journal takes writes.

@@ -70,6 +70,7 @@ pub(crate) fn run(stdout: StdoutHandle, args: &UpstreamArgs, config: Option<std:
         eprintln!("sp: note: upstreams.{upstream}.pin is \"off\": sp mcp does not check these pins");
     }
     let file = PinFile::new(beside(&origin));
+    // Only surveyed: nothing is pinned through it.
     let mut ups = Upstreams::new(&policy);
     let mut vault = Vault::for_policy(&policy);
     let seen = ups.survey(upstream, &mut vault);

@@ -219,7 +219,14 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
+    /// The upstreams of `policy`, their first-use pins kept in this process only (tests,
+    /// `sp check --probe`): [`Upstreams::with_pins`] names the pins file.
     pub(crate) fn new(policy: &Policy) -> Upstreams {
+        Upstreams::with_pins(policy, None)
+    }
+
+    /// The upstreams of `policy`, pinned in the file `pins` (`pins::beside` the policy).
+    pub(crate) fn with_pins(policy: &Policy, pins: Option<std::path::PathBuf>) -> Upstreams {
         let slots = policy
             .upstreams
             .iter()
@@ -227,7 +234,7 @@ impl Upstreams {
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
-        Upstreams { slots, credentials, roots, tables: Tables::default(), pins: pins::Book::for_policy(policy), events: Vec::new(), generation: 0 }
+        Upstreams { slots, credentials, roots, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {

@@ -31,10 +31,11 @@
 //!   the file's lock after a re-read, so two sessions starting together pin one set.
 //!   A tool the filter exposes later (a wider `tools.allow`) has no pin: withheld like a
 //!   new tool until `sp upstream approve`.
-//! - The file (`store.rs`) is the policy's path with `.pins` appended. A policy that was
-//!   not read from a file (tests), or a first pin that cannot be written (a directory
-//!   sp may not write, logged as a warning), keeps its first-use pins in this process
-//!   only: the session still withholds a tool that changes under it.
+//! - The file (`store.rs`) is the policy's path with `.pins` appended (`sp mcp` and `sp
+//!   upstream` name it: `Upstreams::with_pins`). Without one (`sp check --probe`, tests),
+//!   or when a first pin cannot be written (a directory sp may not write, logged as a
+//!   warning), first-use pins are kept in this process only: the session still
+//!   withholds a tool that changes under it.
 //! - A pins file that is refused (`sys`'s owner and mode checks) or corrupt withholds
 //!   every tool of every upstream that pins, and is never rewritten by `sp mcp`.
 
@@ -49,7 +50,6 @@ pub(crate) use store::{beside, Entry, Pin, PinFile, Pins};
 
 use crate::gate::vault::Vault;
 use crate::policy::upstreams::PinMode;
-use crate::policy::Policy;
 
 /// `value` as canonical JSON (module docs): keys sorted at every depth, compact.
 pub(crate) fn canonical(value: &Value) -> String {
@@ -168,8 +168,9 @@ pub(crate) struct Book {
 }
 
 impl Book {
-    pub(crate) fn for_policy(policy: &Policy) -> Book {
-        Book { file: policy.origin.as_deref().map(|p| PinFile::new(beside(p))), session: Pins::new() }
+    /// Pins in the file at `path`, or (`None`) in this process only.
+    pub(crate) fn new(path: Option<std::path::PathBuf>) -> Book {
+        Book { file: path.map(PinFile::new), session: Pins::new() }
     }
 
     /// Decides, for one listing of `upstream`, which of its exposed tools are withheld
