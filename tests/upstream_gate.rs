@@ -337,7 +337,8 @@ fn ping_list_cancel_and_progress_during_an_upstream_call() {
 #[test]
 fn an_upstreams_list_change_is_forwarded_and_listed_again() {
     let dir = TempDir::new("upchg");
-    let config = policy(&dir, json!({"m": {"command": misbehave("list-changed"), "tools": {"allow": ["*"]}}}), json!({}));
+    // Pins off: a tool that appears later is withheld under pins (tests/upstream_pins.rs).
+    let config = policy(&dir, json!({"m": {"command": misbehave("list-changed"), "tools": {"allow": ["*"]}, "pin": "off"}}), json!({}));
     let mut s = Session::start(Launch::mcp(&config, &[]));
     s.ready("2025-06-18");
     let first = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
