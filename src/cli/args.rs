@@ -547,6 +547,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn upstream_parses_with_the_policy_before_or_after() {
+        let a = p(&["-q", "-c", "/p", "upstream", "diff", "gh"]).unwrap();
+        let diff = UpstreamArgs { sub: UpstreamSub::Diff { upstream: "gh".into() }, config: None };
+        assert_eq!((a.command, a.config, a.quiet), (Command::Upstream(diff), Some(PathBuf::from("/p")), true));
+        let a = p(&["upstream", "approve", "gh", "get_me", "files.read", "--config", "/p"]).unwrap();
+        let approve = UpstreamArgs { sub: UpstreamSub::Approve { upstream: "gh".into(), tools: vec!["get_me".into(), "files.read".into()] }, config: None };
+        assert_eq!((a.command, a.config), (Command::Upstream(approve), Some(PathBuf::from("/p"))));
+        assert_eq!(p(&["upstream", "pin", "gh"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Pin { upstream: "gh".into() }, config: None }));
+        assert_eq!(p(&["upstream", "-h"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Help, config: None }));
+        for (args, want) in [
+            (&["upstream"][..], "sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
+            (&["upstream", "list", "gh"], "unknown upstream command \"list\" (pin, diff or approve)"),
+            (&["upstream", "diff"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "diff", "G_H"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "diff", "../x"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "pin", "gh", "tool"], "sp upstream pin takes no tool names (only approve does)"),
+            (&["upstream", "diff", "gh", "--json"], "invalid option '--json'"),
+            (&["-c", "/a", "upstream", "diff", "gh", "-c", "/b"], "--config given twice"),
+            (&["--probe", "upstream", "diff", "gh"], "--probe only applies to sp check"),
+        ] {
+            assert_eq!(p(args).map(|a| format!("{a:?}")), Err(want.to_owned()), "{args:?}");
+        }
+    }
+
     fn pa(args: &[&str]) -> Result<AuditArgs, String> {
         parse_audit(args.iter().map(OsString::from)).map_err(|e| e.to_string())
     }

@@ -324,3 +324,22 @@ fn a_rug_pull_is_withheld_until_approved() {
     drop(ups);
     assert_group_gone(g);
 }
+
+/// A secret split by zero-width characters in a description: the cleaning joins it, so
+/// it runs before the scrub, which then finds it (the other order let it through).
+#[test]
+fn a_secret_split_by_invisible_characters_is_cleaned_then_scrubbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.json");
+    let secret = "Zw-split-secret-0123456789";
+    let split: String = secret.chars().flat_map(|c| [c, '\u{200b}']).collect();
+    let def = json!({"name": "act", "title": split, "description": format!("key: {split}\u{202e}"), "inputSchema": {"type": "object"}});
+    std::fs::write(&tools, json!([def]).to_string()).unwrap();
+    let (mut ups, _) = mis("rug", json!({"env": {"TOOLS": tools.display().to_string()}}));
+    let mut vault = Vault::new();
+    vault.remember("t", secret);
+    let listed = ups.list("m", &mut vault).unwrap()[0].definition.clone();
+    let text = listed.to_string();
+    assert!(!text.contains(secret) && !text.contains('\u{200b}') && !text.contains('\u{202e}'), "{text}");
+    assert!(listed["description"].as_str().unwrap().starts_with("key: "), "{listed}");
+}
