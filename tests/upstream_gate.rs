@@ -372,7 +372,8 @@ fn no_upstream_process_survives_sp() {
         assert_eq!(run.code(), Some(if by_signal { 143 } else { 0 }), "{}", run.context());
         assert_group_gone(group);
         let ups: Vec<String> = rows(&journal(&dir), "upstream").iter().map(|r| r["decision"].as_str().unwrap().to_owned()).collect();
-        assert_eq!(ups, ["start", "exit"]);
+        // `pin`: the first listing pinned its tools (tests/upstream_pins.rs).
+        assert_eq!(ups, ["start", "pin", "exit"]);
     }
 }
 
@@ -475,7 +476,8 @@ fn an_upstream_that_dies_is_journaled_and_restarted_by_the_next_call() {
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let all = journal(&dir);
     let ups: Vec<(&str, &str)> = rows(&all, "upstream").iter().map(|r| (r["target"].as_str().unwrap(), r["decision"].as_str().unwrap())).collect();
-    assert_eq!(ups, [("c", "start"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
+    // One `pin`: the first listing's; the listing after the restart matches it.
+    assert_eq!(ups, [("c", "start"), ("c", "pin"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
     let results: Vec<&str> = rows(&all, "result").iter().map(|r| r["code"].as_str().unwrap()).collect();
     assert_eq!(results, ["SP_UPSTREAM", "SP_UPSTREAM"]);
 }
