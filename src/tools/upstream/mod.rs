@@ -22,13 +22,14 @@
 //! The pieces: `wire.rs` (what an upstream writes, checked), `client.rs` (the state
 //! machine, its diagram), `transport.rs` (the seam), `stdio.rs` (the child process),
 //! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `names.rs`
-//! (exposed names), `pins.rs` (the pinned definitions), `clean.rs` (what descriptions
-//! may hold). The tests (`tests.rs`) drive real published servers and
+//! (exposed names), `expose.rs` (a listing made into exposed tools), `pins.rs` (the
+//! pinned definitions), `clean.rs` (what descriptions may hold). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
 mod check;
 mod clean;
 mod client;
+mod expose;
 mod http;
 mod names;
 pub(crate) mod pins;
@@ -319,7 +320,7 @@ impl Upstreams {
             slot.announced = false;
         }
         if slot.listing.is_none() {
-            let (tools, table, checked) = match list_tools(slot, &mut self.pins, vault, &cancel) {
+            let (tools, table, checked) = match expose::list_tools(slot, &mut self.pins, vault, &cancel) {
                 Ok(listed) => listed,
                 Err(e) => {
                     self.note_death(upstream, &e);
@@ -338,28 +339,6 @@ impl Upstreams {
             self.generation += 1;
         }
         Ok(())
-    }
-
-    /// Every tool of `upstream` the filter exposes, as it lists them now (started if
-    /// needed), with its hash and canonical definition: what `sp upstream pin`, `diff`
-    /// and `approve` compare with the pins. Nothing is pinned or cached.
-    pub(crate) fn survey(&mut self, upstream: &str, vault: &mut Vault) -> Result<Vec<pins::Seen>, UpstreamError> {
-        let surveyed = self.survey_inner(upstream, vault);
-        surveyed.map_err(|e| e.scrubbed(vault))
-    }
-
-    fn survey_inner(&mut self, upstream: &str, vault: &mut Vault) -> Result<Vec<pins::Seen>, UpstreamError> {
-        let cancel = Cancel::new();
-        self.ensure_started(upstream, vault, &cancel)?;
-        let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
-        let defs = match fetch_definitions(slot, &cancel) {
-            Ok(d) => d,
-            Err(e) => {
-                self.note_death(upstream, &e);
-                return Err(e);
-            }
-        };
-        Ok(defs.iter().map(|d| pins::Seen::of(&d.name, &d.definition, vault)).collect())
     }
 
     /// Runs an authorized call. The upstream is started if it is not running (once: a
@@ -540,41 +519,6 @@ fn start(
         }
     };
     Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
-}
-
-/// `tools/list`, every page: checked, filtered, named (with the table back), pinned
-/// (what a changed or new definition withholds: `pins.rs`), cleaned and scrubbed.
-fn list_tools(slot: &mut Slot, pins: &mut pins::Book, vault: &Vault, cancel: &Cancel) -> Result<(Vec<ExposedTool>, NameTable, pins::Checked), UpstreamError> {
-    let defs = fetch_definitions(slot, cancel)?;
-    let u = &slot.policy;
-    let name = u.name.as_str();
-    let mut table = NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
-    let checked = if u.pin == crate::policy::upstreams::PinMode::Off {
-        pins::Checked::default()
-    } else {
-        let seen: Vec<pins::Seen> = defs.iter().map(|d| pins::Seen::of(&d.name, &d.definition, vault)).collect();
-        pins.check(name, u.pin, &seen)
-    };
-    for why in &checked.withheld {
-        table.withhold(&names::exposed_name(name, &why.tool), why.clone());
-    }
-    let tools = defs
-        .into_iter()
-        .filter(|d| !checked.withheld.iter().any(|w| w.tool == d.name))
-        .map(|d| {
-            let exposed = names::exposed_name(name, &d.name);
-            let mut definition = Map::new();
-            definition.insert("name".into(), Value::String(exposed.clone()));
-            definition.extend(d.definition);
-            // Cleaned before the scrub: a secret split by zero-width characters would
-            // pass the scrub and then be joined by the cleaning.
-            clean::clean_definition(&mut definition);
-            let mut definition = Value::Object(definition);
-            vault.scrub(&mut definition);
-            ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
-        })
-        .collect();
-    Ok((tools, table, checked))
 }
 
 /// `tools/list`, every page: each definition checked (`wire::tool`), those the filter
