@@ -201,7 +201,7 @@ fn the_operators_example_works_with_a_real_server_restricted_by_a_path_pin() {
     assert!(target.starts_with("fs read_text_file arguments sha256:") && !target.contains("a.txt"), "{intent}");
     assert_eq!(rows(&all, "result")[0]["is_error"], false);
     let ups: Vec<&str> = rows(&all, "upstream").iter().map(|r| r["decision"].as_str().unwrap()).collect();
-    assert_eq!(ups, ["start", "exit"]);
+    assert_eq!(ups, ["start", "pin", "exit"]);
     groups(&all).into_iter().for_each(assert_group_gone);
 }
 
@@ -361,7 +361,8 @@ fn ping_list_cancel_and_progress_during_an_upstream_call() {
 #[test]
 fn an_upstreams_list_change_is_forwarded_and_listed_again() {
     let dir = TempDir::new("upchg");
-    let config = policy(&dir, json!({"m": {"command": misbehave("list-changed"), "tools": {"allow": ["*"]}}}), json!({}));
+    // Pins off: a tool that appears later is withheld under pins (tests/upstream_pins.rs).
+    let config = policy(&dir, json!({"m": {"command": misbehave("list-changed"), "tools": {"allow": ["*"]}, "pin": "off"}}), json!({}));
     let mut s = Session::start(Launch::mcp(&config, &[]));
     s.ready("2025-06-18");
     let first = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
@@ -395,7 +396,8 @@ fn no_upstream_process_survives_sp() {
         assert_eq!(run.code(), Some(if by_signal { 143 } else { 0 }), "{}", run.context());
         assert_group_gone(group);
         let ups: Vec<String> = rows(&journal(&dir), "upstream").iter().map(|r| r["decision"].as_str().unwrap().to_owned()).collect();
-        assert_eq!(ups, ["start", "exit"]);
+        // `pin`: the first listing pinned its tools (tests/upstream_pins.rs).
+        assert_eq!(ups, ["start", "pin", "exit"]);
     }
 }
 
@@ -498,7 +500,8 @@ fn an_upstream_that_dies_is_journaled_and_restarted_by_the_next_call() {
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let all = journal(&dir);
     let ups: Vec<(&str, &str)> = rows(&all, "upstream").iter().map(|r| (r["target"].as_str().unwrap(), r["decision"].as_str().unwrap())).collect();
-    assert_eq!(ups, [("c", "start"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
+    // One `pin`: the first listing's; the listing after the restart matches it.
+    assert_eq!(ups, [("c", "start"), ("c", "pin"), ("c", "exit"), ("c", "restart"), ("c", "exit")]);
     let results: Vec<&str> = rows(&all, "result").iter().map(|r| r["code"].as_str().unwrap()).collect();
     assert_eq!(results, ["SP_UPSTREAM", "SP_UPSTREAM"]);
 }

@@ -15,6 +15,7 @@ Usage:
   sp check [--config FILE] [--probe]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
+  sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
   sp --version
   sp --help
 
@@ -23,6 +24,7 @@ Commands:
   check    validate a policy file and print a summary
   audit    check or print an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
+  upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
 
 Options:
   -c, --config FILE       policy file (default: $SP_CONFIG, then
@@ -48,6 +50,8 @@ pub(crate) enum Command {
     Audit(AuditArgs),
     /// `sp [-v|-q] [-c FILE] approve ...`: the rest of argv, parsed by [`parse_approve`].
     Approve(ApproveArgs),
+    /// `sp [-v|-q] [-c FILE] upstream ...`: the rest of argv, parsed by [`parse_upstream`].
+    Upstream(UpstreamArgs),
     Help,
     Version,
 }
@@ -92,6 +96,11 @@ pub(crate) enum UsageError {
     Anchor,
     Lines,
     NoFile { sub: String },
+    /// `sp upstream pin|diff|approve` without an upstream name, or with one that cannot
+    /// be one (`[a-z0-9-]`, 1 to 24 characters).
+    UpstreamName,
+    /// `sp upstream pin|diff` given tool names (only `approve` takes them).
+    ToolsNotFor { sub: String },
 }
 
 impl std::fmt::Display for UsageError {
@@ -108,10 +117,14 @@ impl std::fmt::Display for UsageError {
             UsageError::NoSubcommand { command: "approve" } => {
                 f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)")
             }
+            UsageError::NoSubcommand { command: "upstream" } => {
+                f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)")
+            }
             UsageError::NoSubcommand { command } => {
                 write!(f, "sp {command} needs a command: verify, tail or show (try: sp {command} --help)")
             }
             UsageError::UnknownSubcommand { command: "approve", name } => write!(f, "unknown approve command {name:?} (list or revoke)"),
+            UsageError::UnknownSubcommand { command: "upstream", name } => write!(f, "unknown upstream command {name:?} (pin, diff or approve)"),
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
@@ -120,6 +133,8 @@ impl std::fmt::Display for UsageError {
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
             UsageError::Lines => f.write_str("-n takes a number"),
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
+            UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
         }
     }
 }
@@ -182,6 +197,10 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Approve(parse_approve(rest)?)
                     }
+                    Some("upstream") => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
+                        Command::Upstream(parse_upstream(rest)?)
+                    }
                     Some("help") => Command::Help,
                     Some("version") => Command::Version,
                     _ => return Err(UsageError::UnknownCommand { name: v.to_string_lossy().into_owned() }),
@@ -200,13 +219,18 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     if matches!(args.command, Command::Audit(_)) && args.config.is_some() {
         return Err(UsageError::ConfigForAudit);
     }
-    // `sp -c FILE approve list` and `sp approve list -c FILE` alike: one policy.
-    if let Command::Approve(a) = &mut args.command {
-        match (a.config.take(), &args.config) {
-            (Some(_), Some(_)) => return Err(UsageError::ConfigTwice),
-            (Some(c), None) => args.config = Some(c),
-            (None, _) => {}
+    // `sp -c FILE approve list` and `sp approve list -c FILE` alike (and `sp upstream`):
+    // one policy.
+    let after = match &mut args.command {
+        Command::Approve(a) => a.config.take(),
+        Command::Upstream(u) => u.config.take(),
+        _ => None,
+    };
+    if let Some(c) = after {
+        if args.config.is_some() {
+            return Err(UsageError::ConfigTwice);
         }
+        args.config = Some(c);
     }
     Ok(args)
 }
@@ -452,6 +476,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn upstream_parses_with_the_policy_before_or_after() {
+        let a = p(&["-q", "-c", "/p", "upstream", "diff", "gh"]).unwrap();
+        let diff = UpstreamArgs { sub: UpstreamSub::Diff { upstream: "gh".into() }, config: None };
+        assert_eq!((a.command, a.config, a.quiet), (Command::Upstream(diff), Some(PathBuf::from("/p")), true));
+        let a = p(&["upstream", "approve", "gh", "get_me", "files.read", "--config", "/p"]).unwrap();
+        let approve = UpstreamArgs { sub: UpstreamSub::Approve { upstream: "gh".into(), tools: vec!["get_me".into(), "files.read".into()] }, config: None };
+        assert_eq!((a.command, a.config), (Command::Upstream(approve), Some(PathBuf::from("/p"))));
+        assert_eq!(p(&["upstream", "pin", "gh"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Pin { upstream: "gh".into() }, config: None }));
+        assert_eq!(p(&["upstream", "-h"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Help, config: None }));
+        for (args, want) in [
+            (&["upstream"][..], "sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
+            (&["upstream", "list", "gh"], "unknown upstream command \"list\" (pin, diff or approve)"),
+            (&["upstream", "diff"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "diff", "G_H"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "diff", "../x"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
+            (&["upstream", "pin", "gh", "tool"], "sp upstream pin takes no tool names (only approve does)"),
+            (&["upstream", "diff", "gh", "--json"], "invalid option '--json'"),
+            (&["-c", "/a", "upstream", "diff", "gh", "-c", "/b"], "--config given twice"),
+            (&["--probe", "upstream", "diff", "gh"], "--probe only applies to sp check"),
+        ] {
+            assert_eq!(p(args).map(|a| format!("{a:?}")), Err(want.to_owned()), "{args:?}");
+        }
+    }
+
     fn pa(args: &[&str]) -> Result<AuditArgs, String> {
         parse_audit(args.iter().map(OsString::from)).map_err(|e| e.to_string())
     }
@@ -485,6 +534,10 @@ mod tests {
         }
     }
 }
+
+// `sp upstream`'s own arguments.
+mod upstream;
+pub(crate) use upstream::{parse_upstream, UpstreamArgs, UpstreamSub, UPSTREAM_USAGE};
 
 // `sp --help`, the man pages' OPTIONS and the parser agree (the module's docs).
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `--help`, `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `sp upstream`, `--help`,
+//! `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -14,6 +15,7 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod upstream;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -148,6 +150,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
         }
+        Command::Upstream(ref up) => {
+            init_logging(&args, &env);
+            match upstream::run(stdout, up, args.config.clone(), &env) {
+                Ok(upstream::Verdict::Same) => ExitCode::SUCCESS,
+                Ok(upstream::Verdict::Differs) | Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
     }
 }
 
@@ -232,7 +241,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     let executors = crate::tools::Executors {
         http: crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref()),
         // Nothing starts now: each upstream on the first tools/list or call that needs it.
-        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::new(&policy)),
+        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::with_pins(&policy, policy.origin.as_deref().map(crate::tools::upstream::pins::beside))),
         ..Default::default()
     };
     // No journal, no service. The start row proves the journal takes writes.

@@ -30,12 +30,15 @@ pub(crate) enum ToolCode {
     Auth,
     /// The client cancelled the call (never sent: a cancelled call gets no answer).
     Cancelled,
+    /// An upstream tool whose definition no longer matches its pin, or has none: withheld
+    /// until the operator approves it (`tools/upstream/pins.rs`).
+    ToolChanged,
 }
 
 impl ToolCode {
     /// Every code, in the order sp(1) lists them.
     #[cfg(test)]
-    pub(crate) const ALL: [ToolCode; 10] = [
+    pub(crate) const ALL: [ToolCode; 11] = [
         ToolCode::BadArguments,
         ToolCode::Denied,
         ToolCode::NotApproved,
@@ -46,6 +49,7 @@ impl ToolCode {
         ToolCode::HostKey,
         ToolCode::Auth,
         ToolCode::Cancelled,
+        ToolCode::ToolChanged,
     ];
 
     /// The code as it appears on the wire, in the journal and in summaries.
@@ -61,6 +65,7 @@ impl ToolCode {
             ToolCode::HostKey => "SP_HOST_KEY",
             ToolCode::Auth => "SP_AUTH",
             ToolCode::Cancelled => "SP_CANCELLED",
+            ToolCode::ToolChanged => "SP_TOOL_CHANGED",
         }
     }
 }

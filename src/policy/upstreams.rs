@@ -39,6 +39,9 @@
 //!   "memory_mb": n, "processes": n, "files": n}`, each optional ([`Sandbox::default`]);
 //!   paths are absolute. `user` (a name of `/etc/passwd`, never root) runs it as that
 //!   user, which needs `sp` to run as root.
+//! - `pin` says how the exposed tools' definitions are pinned (issue 31, "rug pull";
+//!   `tools/upstream/pins.rs`): `"first-use"` (the default: the first listing pins them),
+//!   `"strict"` (only `sp upstream pin`/`approve` pin them) or `"off"`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -207,6 +210,31 @@ pub struct Upstream {
     /// `"approve": "command"`: the calls `tools.approve` flags are asked through the
     /// approver command only, never MCP elicitation (sp-policy(5), APPROVAL).
     pub approve_command_only: bool,
+    /// `pin`: how its tool definitions are pinned.
+    pub pin: PinMode,
+}
+
+/// `pin`: how an upstream's tool definitions are pinned (`tools/upstream/pins.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinMode {
+    /// Trust on first use: an upstream with no pins yet gets its listed tools pinned;
+    /// from then on a changed or new tool is withheld until `sp upstream approve`.
+    #[default]
+    FirstUse,
+    /// Only the operator pins (`sp upstream pin`): a tool without a pin is withheld.
+    Strict,
+    /// No pins: every listed tool the filter exposes is exposed, changed or not.
+    Off,
+}
+
+impl PinMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinMode::FirstUse => "first-use",
+            PinMode::Strict => "strict",
+            PinMode::Off => "off",
+        }
+    }
 }
 
 /// An upstream name: `[a-z0-9-]`, 1 to [`MAX_NAME_LEN`] characters, no `_`.
@@ -220,7 +248,7 @@ fn is_env_name(s: &str) -> bool {
 }
 
 const KEYS: &[&str] = &[
-    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user",
+    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user", "pin",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -247,6 +275,13 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         None => false,
         Some(Value::String(s)) if s == "command" => true,
         Some(_) => return err(&format!("{field}.approve"), "must be \"command\" (tools.approve chooses the tools)"),
+    };
+    let pin = match map.get("pin") {
+        None => PinMode::default(),
+        Some(Value::String(s)) if s == "first-use" => PinMode::FirstUse,
+        Some(Value::String(s)) if s == "strict" => PinMode::Strict,
+        Some(Value::String(s)) if s == "off" => PinMode::Off,
+        Some(_) => return err(&format!("{field}.pin"), "must be \"first-use\", \"strict\" or \"off\""),
     };
     let credential_ref = |v: &Value, at: &str| -> Check<String> {
         let c = string(v, at)?;
@@ -359,6 +394,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
     Ok(Upstream {
         name: name.to_owned(),
         approve_command_only,
+        pin,
         transport,
         tools,
         arguments,
@@ -515,7 +551,7 @@ mod tests {
             (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
             (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
             (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
-            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user)"),
+            (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin)"),
             (json!({"command": ["/a"], "tools": allow, "sandbox": "off"}), "upstreams.u.sandbox", "must be \"none\" or an object ({\"read\": [paths], \"write\": [paths], \"network\": bool, ...})"),
             (json!({"command": ["/a"], "tools": allow, "sandbox": {"read": ["rel"]}}), "upstreams.u.sandbox.read[0]", "must be an absolute path"),
             (json!({"command": ["/a"], "tools": allow, "sandbox": {"write": "/tmp"}}), "upstreams.u.sandbox.write", "must be an array"),
@@ -526,6 +562,8 @@ mod tests {
             (json!({"command": ["/a"], "tools": allow, "user": "Bad Name"}), "upstreams.u.user", "must be a user name ([a-z_][a-z0-9_-]*, at most 32 characters)"),
             (json!({"url": "https://x/", "tools": allow, "sandbox": "none"}), "upstreams.u.sandbox", "only applies to a command upstream"),
             (json!({"url": "https://x/", "tools": allow, "user": "nobody"}), "upstreams.u.user", "only applies to a command upstream"),
+            (json!({"command": ["/a"], "tools": allow, "pin": "tofu"}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
+            (json!({"command": ["/a"], "tools": allow, "pin": true}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
             (json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}), "upstreams.u.arguments.get_secret", "names a tool that tools.allow does not expose (or tools.deny removes): the pin could never apply"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {}}}), "upstreams.u.arguments.t", "must pin 1 to 256 arguments"),
             (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {"a": "x"}}}), "upstreams.u.arguments.t.a", "must be an array"),

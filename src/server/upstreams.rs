@@ -8,7 +8,8 @@
 //!    ──> generation moved? ── no ──> the live list as made before
 //!                          └─ yes ─> fixed tools + each upstream's exposed tools ──> LiveList::set
 //!  after each request that touched upstreams:
-//!    events (start, restart, exit) ──> `upstream` journal rows
+//!    events (start, restart, exit, first-use pins, a tool withheld by its pin)
+//!      ──> `upstream` journal rows
 //!    generation moved ──> LiveList::clear (the control thread stops answering from it)
 //!    list_changed news ──> notifications/tools/list_changed to the client, once each
 //! ```
@@ -123,6 +124,17 @@ impl<E: Executor> Server<'_, E> {
                     .set("decision", if restart { "restart" } else { "start" })
                     .set("reason", format!("process group {pid}")),
                 UpstreamEvent::Ended { upstream, why } => self.audit.row("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
+                UpstreamEvent::Pinned { upstream, count } => {
+                    self.audit.row("upstream").set("target", upstream).set("decision", "pin").set("reason", format!("{count} tool definition(s) pinned at first use"))
+                }
+                // Both hashes, in full: what `sp upstream diff` will show the operator.
+                UpstreamEvent::Withheld { upstream, why } => self
+                    .audit
+                    .row("upstream")
+                    .set("target", format!("{upstream} {}", why.tool))
+                    .set("decision", "withhold")
+                    .set("code", Some(crate::gate::outcome::ToolCode::ToolChanged.as_str().to_owned()))
+                    .set("reason", why.to_string()),
             };
             self.journal.record(row);
         }

@@ -351,6 +351,7 @@ impl Denial {
     pub(crate) fn reason(&self) -> &'static str {
         match self.code() {
             ToolCode::BadArguments => "bad_arguments",
+            ToolCode::ToolChanged => "tool_changed",
             _ => "denied",
         }
     }

@@ -95,6 +95,12 @@ fn sp_approve_help_and_sp_1_list_the_same_options() {
     assert_eq!(usage_flags(APPROVE_USAGE), man_flags(man, "APPROVAL GRANTS"), "sp approve --help vs sp(1) APPROVAL GRANTS");
 }
 
+#[test]
+fn sp_upstream_help_and_sp_1_list_the_same_options() {
+    let man = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/man/sp.1"));
+    assert_eq!(usage_flags(UPSTREAM_USAGE), man_flags(man, "UPSTREAM PINS"), "sp upstream --help vs sp(1) UPSTREAM PINS");
+}
+
 /// Each listed flag is one the parser takes (with a value when it names one), in the
 /// place the help puts it; a flag it does not know is refused.
 #[test]
@@ -130,6 +136,14 @@ fn the_parser_takes_every_listed_flag() {
             argv.extend(value.as_deref().map(value_for));
             let got = parse_approve(argv.iter().map(OsString::from));
             assert!(got.is_ok(), "sp approve {sub} {name}: {got:?}");
+        }
+    }
+    for (short, long, value) in usage_flags(UPSTREAM_USAGE) {
+        for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+            let mut argv = vec!["diff".to_owned(), "gh".to_owned(), name.clone()];
+            argv.extend(value.as_deref().map(value_for));
+            let got = parse_upstream(argv.iter().map(OsString::from));
+            assert!(got.is_ok(), "sp upstream diff gh {name}: {got:?}");
         }
     }
     assert!(parse(["mcp", "--not-listed"].map(OsString::from)).is_err());

@@ -11,8 +11,9 @@
 //!  policy ──> Upstreams::new ── (nothing runs yet)
 //!  list(u) ──> start u if needed ──> tools/list pages ──> wire::tool each ──> filter
 //!              (stdio.rs, client.rs)     (bounded)         (strict shape)   (allow/deny)
-//!          ──> names (exposed <-> own, collisions refused) ──> scrubbed definitions, cached
-//!                                                              until list_changed
+//!          ──> names (exposed <-> own, collisions refused) ──> pins (pins.rs: a changed
+//!              or new tool withheld) ──> cleaned (clean.rs), scrubbed definitions, cached
+//!                                        until list_changed
 //!  authorize(policy, tables, exposed, args) ──> Route | UpstreamDenial   (pure)
 //!  call(route, args) ──> start u if dead (once; a crash loop is refused) ──> tools/call
 //!          ──> wire::call_result (strict shape) ──> UpstreamCall (NOT yet scrubbed)
@@ -21,13 +22,17 @@
 //! The pieces: `wire.rs` (what an upstream writes, checked), `client.rs` (the state
 //! machine, its diagram), `transport.rs` (the seam), `stdio.rs` (the child process),
 //! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `names.rs`
-//! (exposed names). The tests (`tests.rs`) drive real published servers and
+//! (exposed names), `expose.rs` (a listing made into exposed tools), `pins.rs` (the
+//! pinned definitions), `clean.rs` (what descriptions may hold). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
 mod check;
+mod clean;
 mod client;
+mod expose;
 mod http;
 mod names;
+pub(crate) mod pins;
 pub(crate) mod replay;
 mod route;
 mod stdio;
@@ -183,6 +188,10 @@ pub struct UpstreamCall {
 pub(crate) enum UpstreamEvent {
     Started { upstream: String, pid: i32, restart: bool },
     Ended { upstream: String, why: String },
+    /// A listing pinned this many tool definitions (first use, `pins.rs`).
+    Pinned { upstream: String, count: usize },
+    /// A listing withheld this tool: its definition does not match its pin.
+    Withheld { upstream: String, why: pins::Withheld },
 }
 
 struct Slot {
@@ -202,6 +211,8 @@ pub struct Upstreams {
     /// `http.ca_file`'s certificates, trusted for https upstreams too.
     roots: Option<Vec<Vec<u8>>>,
     tables: Tables,
+    /// The pinned tool definitions (`pins.rs`).
+    pins: pins::Book,
     events: Vec<UpstreamEvent>,
     /// Counts every change of a listing (made, or dropped with its upstream): a list
     /// built from the listings is current while this has not moved.
@@ -209,7 +220,14 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
+    /// The upstreams of `policy`, their first-use pins kept in this process only (tests,
+    /// `sp check --probe`): [`Upstreams::with_pins`] names the pins file.
     pub(crate) fn new(policy: &Policy) -> Upstreams {
+        Upstreams::with_pins(policy, None)
+    }
+
+    /// The upstreams of `policy`, pinned in the file `pins` (`pins::beside` the policy).
+    pub(crate) fn with_pins(policy: &Policy, pins: Option<std::path::PathBuf>) -> Upstreams {
         let slots = policy
             .upstreams
             .iter()
@@ -217,7 +235,7 @@ impl Upstreams {
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
-        Upstreams { slots, credentials, roots, tables: Tables::default(), events: Vec::new(), generation: 0 }
+        Upstreams { slots, credentials, roots, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -302,13 +320,20 @@ impl Upstreams {
             slot.announced = false;
         }
         if slot.listing.is_none() {
-            let (tools, table) = match list_tools(slot, vault, &cancel) {
+            let (tools, table, checked) = match expose::list_tools(slot, &mut self.pins, vault, &cancel) {
                 Ok(listed) => listed,
                 Err(e) => {
                     self.note_death(upstream, &e);
                     return Err(e);
                 }
             };
+            if let Some(count) = checked.pinned_now {
+                self.events.push(UpstreamEvent::Pinned { upstream: upstream.to_owned(), count });
+            }
+            for why in checked.withheld {
+                log::warn!("upstream {upstream}: tool {:?} withheld: {why}", crate::sys::short(&why.tool, 64, crate::sys::Ellipsis::Marked));
+                self.events.push(UpstreamEvent::Withheld { upstream: upstream.to_owned(), why });
+            }
             self.tables.0.insert(upstream.to_owned(), table);
             self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
             self.generation += 1;
@@ -516,8 +541,10 @@ fn name_spells_secret(vault: &Vault, upstream: &str, tool: &str) -> bool {
     spells
 }
 
-/// `tools/list`, every page: checked, filtered, named (with the table back), scrubbed.
-fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<ExposedTool>, NameTable), UpstreamError> {
+/// `tools/list`, every page: each definition checked (`wire::tool`), those the filter
+/// exposes (and whose names spell no secret) kept, within [`MAX_PAGES`], [`MAX_TOOLS`]
+/// and [`MAX_LISTING_BYTES`].
+fn fetch_definitions(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<wire::ToolDef>, UpstreamError> {
     let u = &slot.policy;
     let name = u.name.as_str();
     let client = slot.client.as_mut().expect("started");
@@ -557,18 +584,5 @@ fn list_tools(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<(Vec<Ex
             Some(c) => cursor = Some(c),
         }
     }
-    let table = NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
-    let tools = defs
-        .into_iter()
-        .map(|d| {
-            let exposed = names::exposed_name(name, &d.name);
-            let mut definition = Map::new();
-            definition.insert("name".into(), Value::String(exposed.clone()));
-            definition.extend(d.definition);
-            let mut definition = Value::Object(definition);
-            vault.scrub(&mut definition);
-            ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
-        })
-        .collect();
-    Ok((tools, table))
+    Ok(defs)
 }

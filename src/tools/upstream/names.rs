@@ -61,10 +61,13 @@ impl fmt::Display for NameError {
 
 impl std::error::Error for NameError {}
 
-/// Exposed name -> the upstream's own tool name, for one upstream.
+/// Exposed name -> the upstream's own tool name, for one upstream; and which of them
+/// are withheld because their definition does not match its pin (`pins.rs`): such a
+/// name still resolves, so a call of it is refused as changed, not as unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct NameTable {
     map: BTreeMap<String, String>,
+    withheld: BTreeMap<String, super::pins::Withheld>,
 }
 
 impl NameTable {
@@ -80,7 +83,19 @@ impl NameTable {
                 return Err(NameError::Collision { exposed });
             }
         }
-        Ok(NameTable { map })
+        Ok(NameTable { map, withheld: BTreeMap::new() })
+    }
+
+    /// Marks the exposed name `exposed` (in the table) withheld.
+    pub(crate) fn withhold(&mut self, exposed: &str, why: super::pins::Withheld) {
+        if self.map.contains_key(exposed) {
+            self.withheld.insert(exposed.to_owned(), why);
+        }
+    }
+
+    /// Why `exposed` is withheld, if it is.
+    pub(crate) fn withheld(&self, exposed: &str) -> Option<&super::pins::Withheld> {
+        self.withheld.get(exposed)
     }
 
     /// The upstream's own name of an exposed tool.

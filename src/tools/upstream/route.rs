@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 use super::names::{self, NameTable};
 use crate::policy::upstreams::Upstream;
 
-/// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED).
+/// Why a call to an exposed tool is refused before it reaches the upstream (SP_DENIED;
+/// SP_TOOL_CHANGED for [`UpstreamDenial::ToolChanged`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamDenial {
     /// No listed upstream exposes this name.
@@ -24,6 +25,9 @@ pub enum UpstreamDenial {
     ArgumentNotString { exposed: String, argument: String },
     /// A pinned argument's value matches none of its globs.
     ArgumentMismatch { exposed: String, argument: String },
+    /// Its definition does not match its pin, or it has none (`pins.rs`): withheld until
+    /// the operator runs `sp upstream approve`. `why` names both hashes.
+    ToolChanged { exposed: String, upstream: String, why: super::pins::Withheld },
 }
 
 impl fmt::Display for UpstreamDenial {
@@ -40,6 +44,9 @@ impl fmt::Display for UpstreamDenial {
             }
             UpstreamDenial::ArgumentMismatch { exposed, argument } => {
                 write!(f, "{exposed}: argument {:?} is not a value the policy allows", short(argument))
+            }
+            UpstreamDenial::ToolChanged { exposed, upstream, why } => {
+                write!(f, "{exposed} is withheld: {why}; the operator reviews it with `sp upstream diff {upstream}` and allows it with `sp upstream approve {upstream}`")
             }
         }
     }
@@ -84,6 +91,11 @@ impl Tables {
         let tool = self.0.get(upstream)?.tool(exposed)?;
         Some((upstream, tool))
     }
+
+    /// Why the tool an exposed name resolves to is withheld (`pins.rs`), if it is.
+    pub(crate) fn withheld(&self, exposed: &str) -> Option<&super::pins::Withheld> {
+        self.0.get(names::upstream_of(exposed)?)?.withheld(exposed)
+    }
 }
 
 /// Decides a call to `exposed` with `args`, touching nothing: the name must be in a
@@ -92,6 +104,9 @@ impl Tables {
 #[cfg(test)]
 pub(crate) fn authorize(policy: &BTreeMap<String, Upstream>, tables: &Tables, exposed: &str, args: &Map<String, Value>) -> Result<Route, UpstreamDenial> {
     let (upstream, tool) = tables.resolve(exposed).ok_or_else(|| UpstreamDenial::UnknownTool { exposed: exposed.to_owned() })?;
+    if let Some(why) = tables.withheld(exposed) {
+        return Err(UpstreamDenial::ToolChanged { exposed: exposed.to_owned(), upstream: upstream.to_owned(), why: why.clone() });
+    }
     authorize_resolved(policy, upstream, tool, exposed, args)
 }
 

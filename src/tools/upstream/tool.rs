@@ -4,7 +4,8 @@
 //! ```text
 //!  tools/call gh_get_issue ──> owns? (a configured upstream "gh") ──> (the loop lists gh)
 //!   ──> parse: the name table resolves it ──> UpstreamRequest{upstream, tool, arguments}
-//!   ──> Rules: filter, argument pins (route.rs) ──> Authorized<UpstreamAction>
+//!   ──> Rules: withheld by its pin? (pins.rs: SP_TOOL_CHANGED), filter, argument pins
+//!       (route.rs) ──> Authorized<UpstreamAction>
 //!   ──> approval (tools.approve) ──> intent row ──> Executor::upstream ──> tools/call upstream
 //!   ──> the result, checked (wire.rs), scrubbed whole or withheld (gate::withhold) ──> passed on
 //! ```
@@ -38,6 +39,8 @@ pub struct UpstreamRequest {
     tool: String,
     exposed: String,
     arguments: Map<String, Value>,
+    /// The listing withheld this tool (`pins.rs`): the call is refused, SP_TOOL_CHANGED.
+    withheld: Option<super::pins::Withheld>,
 }
 
 /// An authorized upstream call: its [`Route`] and the arguments, as the agent gave them.
@@ -58,6 +61,9 @@ impl UpstreamAction {
 impl Rules<UpstreamRequest> for UpstreamAction {
     type Denial = UpstreamDenial;
     fn check(policy: &Policy, call: UpstreamRequest) -> Result<UpstreamAction, UpstreamDenial> {
+        if let Some(why) = call.withheld {
+            return Err(UpstreamDenial::ToolChanged { exposed: call.exposed, upstream: call.upstream, why });
+        }
         let route = authorize_resolved(&policy.upstreams, &call.upstream, &call.tool, &call.exposed, &call.arguments)?;
         let credentials = policy.upstreams.get(&call.upstream).map(credentials_of).unwrap_or_default();
         Ok(UpstreamAction { route, arguments: call.arguments, credentials })
@@ -92,8 +98,10 @@ impl DynamicTool for UpstreamTool {
     }
 
     fn parse(name: &str, arguments: &Map<String, Value>, catalog: Catalog<'_>) -> Option<Result<UpstreamRequest, ArgError>> {
-        let (upstream, tool) = catalog.upstreams?.resolve(name)?;
-        Some(Ok(UpstreamRequest { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: name.to_owned(), arguments: arguments.clone() }))
+        let tables = catalog.upstreams?;
+        let (upstream, tool) = tables.resolve(name)?;
+        let withheld = tables.withheld(name).cloned();
+        Some(Ok(UpstreamRequest { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: name.to_owned(), arguments: arguments.clone(), withheld }))
     }
 
     fn name(action: &UpstreamAction) -> &str {
@@ -106,8 +114,11 @@ impl DynamicTool for UpstreamTool {
         Some(format!("{} {} arguments sha256:{}", call.upstream, call.tool, &fp[..16]))
     }
 
-    fn code(_: &UpstreamDenial) -> ToolCode {
-        ToolCode::Denied
+    fn code(d: &UpstreamDenial) -> ToolCode {
+        match d {
+            UpstreamDenial::ToolChanged { .. } => ToolCode::ToolChanged,
+            _ => ToolCode::Denied,
+        }
     }
 
     fn audit(a: &UpstreamAction) -> Audit {

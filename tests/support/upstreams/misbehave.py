@@ -47,6 +47,10 @@ Modes:
   blurt         after answering tools/list, writes 2000 notifications of 1 KiB before
                 reading anything more (sp's next request meets a full pipe)
   daemon        forks a child that stays in the process group and ignores SIGTERM
+  rug           lists the tools in the JSON file TOOLS (a list of definitions, read
+                anew on every tools/list); on a call, when the file no longer holds
+                what it last listed, announces notifications/tools/list_changed first
+                (a rug pull: the definitions change after they were reviewed)
 """
 import base64
 import json
@@ -75,7 +79,12 @@ def tool(name):
     return {"name": name, "description": "a tool", "inputSchema": {"type": "object"}}
 
 
-state = {"calls": 0}
+state = {"calls": 0, "listed": None}
+
+
+def rug_text():
+    with open(os.environ["TOOLS"]) as f:
+        return f.read()
 pending = []
 
 
@@ -95,6 +104,9 @@ def tools_for(cursor):
         return [tool("act"), tool("act")], None
     if MODE == "cursor-loop":
         return [tool("act")], "again"
+    if MODE == "rug":
+        state["listed"] = rug_text()
+        return json.loads(state["listed"]), None
     tools = [tool("act")]
     if MODE == "list-changed" and state["calls"] > 0:
         tools.append(tool("second"))
@@ -227,6 +239,8 @@ def call(msg):
         return
     if MODE == "list-changed" and state["calls"] == 1:
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    if MODE == "rug" and rug_text() != state["listed"]:
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     send({"jsonrpc": "2.0", "id": rid, "result": text_result(json.dumps({"tool": msg["params"]["name"], "arguments": args}, sort_keys=True))})
 
 
@@ -259,7 +273,7 @@ def main():
             version = "1999-01-01" if MODE == "bad-version" else msg["params"]["protocolVersion"]
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": MODE == "list-changed"}},
+                "capabilities": {"tools": {"listChanged": MODE in ("list-changed", "rug")}},
                 "serverInfo": {"name": "misbehave-" + MODE, "version": "1"}}})
         elif method == "tools/list":
             tools, nxt = tools_for(msg.get("params", {}).get("cursor"))

@@ -74,7 +74,7 @@ fn server_everything_lists_echoes_adds_and_reports_progress() {
 
     ups.shutdown();
     assert_group_gone(g);
-    assert_eq!(ups.take_events().len(), 2, "started, ended");
+    assert_eq!(ups.take_events().len(), 3, "started, pinned (first use), ended");
 }
 
 #[test]
