@@ -224,7 +224,9 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
     );
     let store = asking.grants.zip(policy.hash());
     if let Some((store, hash)) = store {
-        match store.find(hash, &key, &accept, grants::now()) {
+        let found = store.find(hash, &key, &accept, grants::now());
+        journal_forged(journal, ctx, store);
+        match found {
             Ok(Some(g)) => {
                 let left = g.expires.saturating_sub(grants::now());
                 let why = format!("{} grant {} (given through {}), {left} s left", g.scope.as_str(), g.id, g.channel.as_str());
@@ -274,7 +276,7 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
     let mut grant_id = None;
     if let (true, Some(GrantRequest::Lasting { scope, ttl_s }), Some(channel)) = (answer.decision == "approved", answer.grant, answer.channel) {
         match store {
-            Some((store, hash)) => match store.add(scope, ttl_s, hash, &key, channel, grants::now()) {
+            Some((store, hash)) => match store.add(scope, ttl_s, hash, &key, channel, grants::now()).inspect(|_| journal_forged(journal, ctx, store)) {
                 Ok(g) => {
                     answer.why = format!("{}; {} grant {} for {} s", answer.why, g.scope.as_str(), g.id, g.ttl_s);
                     grant_id = Some(g.id);
@@ -298,6 +300,23 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
         "declined" => refuse("declined", ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
         "dismissed" => refuse("dismissed", ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
         _ => refuse("not_approved", ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
+    }
+}
+
+/// One `grant` row (decision `forged`) per record of the grants file that is no grant
+/// (no `mac`, a wrong one, no key: `grants/mac.rs`), each once per process, with the
+/// call that found it. Issue 31: something else wrote into the file.
+fn journal_forged(journal: &mut Journal, ctx: &Context, store: &Grants) {
+    for f in store.take_forged() {
+        let why = format!(
+            "a {} grant for {} {} in {} is ignored: {} (sp did not write it)",
+            f.scope.as_str(),
+            escape::shown(&f.tool, grants::MAX_SHOWN_NAME),
+            escape::shown(&f.subject, grants::MAX_SHOWN_NAME),
+            store.path().display(),
+            f.why.as_str()
+        );
+        journal.record(ctx.row("grant").set("decision", "forged").set("grant", f.id).set("reason", why));
     }
 }
 

@@ -269,6 +269,11 @@ fn grants_store(policy: &crate::policy::Policy, env: &Env) -> Option<crate::appr
     match store {
         Ok(s) => {
             log::info!("approval grants in {}", s.path().display());
+            // The key is in memory before any upstream starts (`approve/grants/mac.rs`);
+            // one that cannot be read or made now is tried again when a grant is needed.
+            if let Err(e) = s.prepare_key() {
+                log::warn!("approval grants: {e}");
+            }
             Some(s)
         }
         Err(e) => {

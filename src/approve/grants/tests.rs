@@ -22,6 +22,15 @@
 //!   rewritten by `add` or `revoke`, and only `revoke_all` replaces it;
 //! - two writers adding at once (threads with their own descriptors: `flock` is per open
 //!   file): nothing lost; no temporary file left behind.
+//! - issue 31, a grant sp did not write (`mac.rs`): a record with no `mac`, a `mac` of
+//!   64 zeros, a `mac` made with another key, a record sp signed then edited (expiry
+//!   pushed out with `created` moved to match, an exact grant widened to session, the
+//!   uid changed, the channel changed to the command), a whole file written before any
+//!   key existed, a key file that is 0644, 31 or 33 bytes, a symbolic link: no grant
+//!   applies, each forged record is noted once (a second read notes nothing new, an edit
+//!   of it is new), the next write drops them; two processes (threads with their own
+//!   handles) making the key at once agree on one key; a key file replaced after the
+//!   key was read changes nothing for that handle.
 
 use super::form::{parse_file, render_file, BadGrant};
 use super::answer::AnswerError;
@@ -83,7 +92,11 @@ fn an_exact_grant_lives_from_created_to_expires_and_then_is_dropped() {
     let mode = std::fs::metadata(g.path()).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o600);
     let names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, vec!["grants.json".to_owned()], "no temporary file left");
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, vec!["grants.json".to_owned(), "grants.json.key".to_owned()], "no temporary file left");
+    let key_mode = std::fs::metadata(d.path().join("grants.json.key")).unwrap();
+    assert_eq!((key_mode.permissions().mode() & 0o7777, key_mode.len()), (0o600, 32), "the key is owner-only, 32 bytes");
 }
 
 /// A writer killed between creating its replacement and renaming it leaves the file
@@ -102,7 +115,7 @@ fn a_dead_writers_replacement_is_removed_by_the_next_write() {
     assert!(!stale.exists());
     let mut names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    let mut want: Vec<String> = kept.iter().map(|s| s.to_string()).chain(["grants.json".to_owned()]).collect();
+    let mut want: Vec<String> = kept.iter().map(|s| s.to_string()).chain(["grants.json".to_owned(), "grants.json.key".to_owned()]).collect();
     want.sort();
     assert_eq!(names, want);
 }
@@ -191,7 +204,7 @@ fn another_users_grant_never_applies() {
     let g = store(&d);
     let mut a = g.add(Scope::Session, 300, P1, &key(), Channel::Command, T0).unwrap();
     a.uid = sys::euid().wrapping_add(1);
-    std::fs::write(g.path(), render_file(&[a])).unwrap();
+    std::fs::write(g.path(), render_file(&[a], &g.test_key())).unwrap();
     assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
 }
 
@@ -382,7 +395,7 @@ fn the_file_is_bounded() {
             }
         })
         .collect();
-    std::fs::write(g.path(), render_file(&grants)).unwrap();
+    std::fs::write(g.path(), render_file(&grants, &g.test_key())).unwrap();
     std::fs::set_permissions(g.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(g.list(T0).unwrap().len(), MAX_GRANTS);
     assert_eq!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(GrantError::Full { path: g.path().to_owned() }));
@@ -448,7 +461,7 @@ fn the_file_round_trips_and_the_location_follows_the_journals_rule() {
     let g = store(&d);
     let a = g.add(Scope::Exact, 7200, P1, &key(), Channel::Elicitation, T0).unwrap();
     let b = g.add(Scope::Session, 60, P2, &key(), Channel::Command, T0).unwrap();
-    assert_eq!(parse_file(&raw(&g)).unwrap(), vec![a, b]);
+    assert_eq!(parse_file(&raw(&g)).unwrap().into_iter().map(|r| r.grant).collect::<Vec<_>>(), vec![a, b]);
     let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
     let none = limits(Some(1), None);
     assert_eq!(location(&none, env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])), Ok(PathBuf::from("/s/sallyport/grants.json")));
@@ -529,5 +542,140 @@ fn a_corrupt_file_is_refused_for_a_named_reason() {
     ];
     for (text, want) in cases {
         assert_eq!(parse_file(text.as_bytes()), Err(want), "{text}");
+    }
+}
+
+
+/// A record as it is in the file, `mac` included.
+fn records(g: &Grants) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&raw(g)).unwrap();
+    v["grants"].as_array().unwrap().clone()
+}
+
+fn write_records(g: &Grants, records: &[Value]) {
+    let text = serde_json::json!({"version": 1, "grants": records}).to_string();
+    std::fs::write(g.path(), text).unwrap();
+    std::fs::set_permissions(g.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn a_grant_sp_did_not_write_is_ignored_and_noted_once() {
+    use super::mac::{GrantKey, Unsigned};
+    let d = dir();
+    let g = store(&d);
+    let exact = g.add(Scope::Exact, 60, P1, &key(), Channel::Elicitation, T0).unwrap();
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), Some(exact.clone()), "a grant sp wrote is honoured");
+    assert_eq!(g.take_forged(), vec![]);
+    let signed = records(&g).remove(0);
+    assert!(super::form::is_hex(signed["mac"].as_str().unwrap(), 64));
+    let other_key = GrantKey::from_bytes([7; 32]);
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut v = signed.clone();
+        f(&mut v);
+        v
+    };
+    let cases: Vec<(&str, Value, Unsigned)> = vec![
+        ("no mac", edit(&|v| drop(v.as_object_mut().unwrap().remove("mac"))), Unsigned::NoMac),
+        ("a mac of zeros", edit(&|v| v["mac"] = json!("0".repeat(64))), Unsigned::BadMac),
+        ("a short mac", edit(&|v| v["mac"] = json!("abc")), Unsigned::BadMac),
+        ("another key's mac", edit(&|v| v["mac"] = json!(other_key.sign(&exact))), Unsigned::BadMac),
+        ("expiry extended", edit(&|v| {
+            v["created"] = json!(T0 + 3000);
+            v["expires"] = json!(T0 + 3060);
+        }), Unsigned::BadMac),
+        ("widened to session", edit(&|v| {
+            v["scope"] = json!("session");
+            v.as_object_mut().unwrap().remove("action");
+        }), Unsigned::BadMac),
+        ("the channel made command", edit(&|v| v["channel"] = json!("command")), Unsigned::BadMac),
+    ];
+    for (what, record, why) in cases {
+        write_records(&g, std::slice::from_ref(&record));
+        let id = exact.id.clone();
+        let found = g.find(P1, &key(), ANY, T0 + 1).unwrap();
+        assert_eq!(found, None, "{what}: no grant");
+        let session = ActionKey::new("ssh_exec", "web1: id", "web1", "fp9");
+        assert_eq!(g.find(P1, &session, ANY, T0 + 3001).unwrap(), None, "{what}: no grant for another call either");
+        let noted = g.take_forged();
+        assert_eq!(noted.len(), 1, "{what}: noted once, though read twice: {noted:?}");
+        assert_eq!((noted[0].id.as_str(), noted[0].why), (id.as_str(), why), "{what}");
+        assert_eq!(g.list(T0 + 1).unwrap(), vec![], "{what}: not listed");
+        assert_eq!(g.take_forged(), vec![], "{what}: the same record is not noted again");
+    }
+    // The next write keeps only what the key verifies.
+    let forged = edit(&|v| {
+        v["id"] = json!("00000000000000ff");
+        v["uid"] = json!(sys::euid().wrapping_add(1));
+    });
+    write_records(&g, &[signed.clone(), forged]);
+    assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), Some(exact.clone()));
+    assert_eq!(g.take_forged().len(), 1);
+    g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0 + 2).unwrap();
+    let kept: Vec<String> = records(&g).iter().map(|r| r["mac"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(kept.len(), 2, "the signed exact grant and the new session grant, not the forgery");
+    assert!(kept.contains(&signed["mac"].as_str().unwrap().to_owned()));
+}
+
+#[test]
+fn without_a_key_file_nothing_is_a_grant_and_a_bad_key_file_is_refused() {
+    use super::mac::{KeyError, Unsigned};
+    let d = dir();
+    let g = store(&d);
+    g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0).unwrap();
+    let key_file = d.path().join("grants.json.key");
+    // A file written before (or without) any key: a fresh handle finds no key file.
+    std::fs::remove_file(&key_file).unwrap();
+    let fresh = store(&d);
+    assert_eq!(fresh.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
+    assert_eq!(fresh.take_forged().iter().map(|f| f.why).collect::<Vec<_>>(), vec![Unsigned::NoKey]);
+    assert!(!key_file.exists(), "a read never makes a key");
+    // The handle that read the key keeps it: a key file replaced later changes nothing.
+    assert!(g.find(P1, &key(), ANY, T0 + 1).unwrap().is_some());
+    std::fs::write(&key_file, [9u8; 32]).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(g.find(P1, &key(), ANY, T0 + 1).unwrap().is_some(), "the key in memory is the key");
+    assert_eq!(store(&d).find(P1, &key(), ANY, T0 + 1).unwrap(), None, "another key file signs nothing sp wrote");
+    let key_err = |why| Err(GrantError::Key { path: key_file.clone(), why });
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(store(&d).find(P1, &key(), ANY, T0 + 1), key_err(KeyError::File(SysError::TooOpen { mode: 0o644, forbidden: 0o077 })));
+    for len in [31, 33] {
+        std::fs::write(&key_file, vec![1u8; len]).unwrap();
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(store(&d).find(P1, &key(), ANY, T0 + 1), key_err(KeyError::Length), "{len} bytes");
+        assert_eq!(store(&d).prepare_key(), Err(GrantError::Key { path: key_file.clone(), why: KeyError::Length }), "{len} bytes: never replaced");
+    }
+    std::fs::remove_file(&key_file).unwrap();
+    std::os::unix::fs::symlink(d.path().join("elsewhere"), &key_file).unwrap();
+    assert_eq!(store(&d).find(P1, &key(), ANY, T0 + 1), key_err(KeyError::File(SysError::Symlink)));
+    assert_eq!(
+        GrantError::Key { path: key_file.clone(), why: KeyError::Length }.to_string(),
+        format!("grants key {}: is not 32 bytes long (refused: remove it, and approve again); no grant applies", key_file.display())
+    );
+    assert_eq!(format!("{:?}", super::mac::GrantKey::from_bytes([0x41; 32])), "GrantKey(***)");
+}
+
+#[test]
+fn two_processes_making_the_key_at_once_agree_on_one() {
+    for _ in 0..20 {
+        let d = dir();
+        let path = d.path().join("grants.json");
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let g = Grants::open(&path, &limits(Some(3600), Some(900))).unwrap();
+                    g.prepare_key().unwrap();
+                    // What this handle signs, any other handle verifies.
+                    let k = ActionKey::new("t", &format!("{:?}", std::thread::current().id()), "s", "f");
+                    g.add(Scope::Exact, 600, P1, &k, Channel::Command, T0).unwrap();
+                    g.test_key()
+                })
+            })
+            .collect();
+        let keys: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(keys.windows(2).all(|w| w[0] == w[1]), "one key");
+        let g = Grants::open(&path, &limits(Some(3600), Some(900))).unwrap();
+        assert_eq!(g.list(T0).unwrap().len(), 4, "every grant verifies under the one key");
+        assert_eq!(g.take_forged(), vec![]);
     }
 }
