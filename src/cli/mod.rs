@@ -246,7 +246,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     if let Some(p) = journal.path() {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
-    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env));
+    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_secrets_preloaded();
     // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);

@@ -416,5 +416,7 @@ pub(crate) fn scrub_log_line(line: &str) -> Scrubbed<String> {
     })
 }
 
+mod preload;
+
 #[cfg(test)]
 mod tests;
