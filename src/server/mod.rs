@@ -236,9 +236,9 @@ impl<'p, E: Executor> Server<'p, E> {
     /// serves and so before any upstream starts (`gate/vault/preload.rs`, issue 31):
     /// whatever an upstream returns is scrubbed of secrets no call has used yet.
     pub(crate) fn with_secrets_preloaded(mut self) -> Self {
-        // No session to keep answering yet: files are read on this thread (`sys::at_startup`).
-        let policy = self.policy;
-        let done = crate::sys::at_startup(|| self.vault.preload(policy));
+        // Through `sys::read_within`'s helper thread, not `sys::at_startup`: an SSH key on
+        // a mount that does not answer delays the start by its timeout, never forever.
+        let done = self.vault.preload(self.policy);
         log::info!("redaction: {} secret source(s) read ahead, {} could not be", done.read, done.failed.len());
         self
     }

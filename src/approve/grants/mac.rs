@@ -226,3 +226,6 @@ fn random() -> Result<Zeroizing<[u8; KEY_BYTES]>, KeyError> {
         .map_err(|e| KeyError::Random { why: sys::os_reason(&e) })?;
     Ok(key)
 }
+
+#[cfg(test)]
+mod tests;
