@@ -14,7 +14,14 @@
 //! - the file group-readable (0640), a symbolic link, a FIFO: refused, exit 1, nothing
 //!   written through the link; a FIFO is refused at once (no reader waits on it);
 //! - no `XDG_STATE_HOME` and no `HOME`: refused with the reason (no file invented);
-//! - the policy naming `approval.grants.path`: that file, not the default.
+//! - the policy naming `approval.grants.path`: that file, not the default;
+//! - issue 31, a grant written into the file by something else than sp (an upstream
+//!   running as the user): with the approver `/bin/false`, a session grant with no
+//!   `mac`, with a `mac` of another key, or a signed one edited (expiry pushed out,
+//!   exact widened to session), never lets the approve-flagged call run: it is refused
+//!   `SP_NOT_APPROVED`, the server sees no request, the journal has one `grant` row
+//!   (`forged`) per forgery per session, and `sp approve list` does not list it; the
+//!   same grant signed with the key in the key file runs without asking.
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
 mod support;
@@ -53,7 +60,42 @@ fn grant(id: &str, scope: &str, policy: &str, created: u64, ttl: u64, target: &s
     g
 }
 
+/// The key the tests' grants files are signed with (`grants.json.key`, sp-policy(5)).
+const KEY: [u8; 32] = [0x5a; 32];
+
+/// A grant's `mac` as sp computes it: HMAC-SHA256 under `key` of the record's members
+/// but `mac`, as the JSON array sp-policy(5) APPROVAL names.
+fn mac(key: &[u8], g: &Value) -> String {
+    use hmac::Mac;
+    let canonical = json!([
+        "sp-grant-mac/1", g["id"], g["scope"], g["policy"], g["created"], g["expires"], g["ttl_s"], g["requested_ttl_s"],
+        g["action"], g["tool"], g["target"], g["subject"], g["channel"], g["uid"]
+    ]);
+    let mut m = hmac::Hmac::<Sha256>::new_from_slice(key).unwrap();
+    m.update(canonical.to_string().as_bytes());
+    m.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn signed(key: &[u8], g: &Value) -> Value {
+    let mut g = g.clone();
+    g["mac"] = json!(mac(key, &g));
+    g
+}
+
+/// Writes `KEY` as the key of the grants file at `grants` (0600).
+fn write_key(grants: &std::path::Path) {
+    let path = grants.with_file_name(format!("{}.key", grants.file_name().unwrap().to_str().unwrap()));
+    std::fs::write(&path, KEY).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// The file as sp writes it, each grant signed with `KEY`.
 fn file_text(grants: &[Value]) -> String {
+    raw_file_text(&grants.iter().map(|g| signed(&KEY, g)).collect::<Vec<_>>())
+}
+
+/// The file with the records as given (a forger's).
+fn raw_file_text(grants: &[Value]) -> String {
     let lines: Vec<String> = grants.iter().map(Value::to_string).collect();
     format!("{{\"version\":1,\"grants\":[\n{}\n]}}\n", lines.join(",\n"))
 }
@@ -71,6 +113,7 @@ fn state(grants: &[Value]) -> State {
     let file = dir.path.join("sallyport/grants.json");
     std::fs::write(&file, file_text(grants)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_key(&file);
     State { dir, file }
 }
 
@@ -231,6 +274,7 @@ fn the_policy_names_the_file_and_binds_the_grants() {
     let t = now();
     std::fs::write(&path, file_text(&[grant(A, "exact", &hash, t, 600, "GET http://h/a"), grant(B, "exact", &"9".repeat(64), t, 300, "GET http://h/b")])).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_key(&path);
     // XDG_STATE_HOME points elsewhere: the policy's path wins.
     let elsewhere = TempDir::new("grants-elsewhere");
     let xdg = elsewhere.path.display().to_string();
@@ -257,4 +301,87 @@ fn without_a_state_location_nothing_is_invented() {
         run.stderr,
         "sp: no grants file location: neither XDG_STATE_HOME nor HOME is set to an absolute path (set approval.grants.path in the policy)\n"
     );
+}
+
+/// Issue 31: an upstream (a child of sp, same user) wrote a session grant into the
+/// grants file, and an approve-flagged call ran with the approver `/bin/false`.
+#[test]
+fn a_forged_grant_does_not_let_an_approve_flagged_call_run() {
+    use support::http_server::{Reply, TestServer};
+    use support::process::{tool_error_code, Launch, Session};
+    let server = TestServer::start();
+    server.route("/v1/x", Reply::json(200, r#"{"ok":true}"#));
+    let dir = TempDir::new("grants-forged");
+    let grants = dir.path.join("grants.json");
+    let journal = dir.path.join("audit.jsonl");
+    let token = dir.file("api.token", b"not-a-real-secret-forged-grants", 0o600);
+    let host = format!("127.0.0.1:{}", server.port);
+    let policy_text = json!({
+        "http": {"allow": [{"hosts": [host], "methods": ["GET"], "paths": ["/*"]}]},
+        "credentials": {"api": {"source": {"file": token.display().to_string()}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"], "approve": true}},
+        "approval": {"command": ["/bin/false"], "grants": {"exact_max_s": 600, "session_max_s": 600, "path": grants.display().to_string()}},
+        "audit": {"path": journal.display().to_string()}
+    })
+    .to_string();
+    let policy = dir.file("policy.json", policy_text.as_bytes(), 0o600);
+    let hash = sha256(policy_text.as_bytes());
+    let t = now();
+    // What the upstream wrote: a live session grant under this very policy, this uid.
+    let forged = grant(A, "session", &hash, t - 5, 600, "GET http://h/anything");
+    let mut widened = grant(B, "exact", &hash, t - 5, 60, "GET http://h/anything");
+    widened = signed(&KEY, &widened);
+    widened["scope"] = json!("session");
+    widened.as_object_mut().unwrap().remove("action");
+    let mut extended = signed(&KEY, &grant(OLD, "session", &hash, t - 7200, 600, "GET http://h/old"));
+    extended["created"] = json!(t - 5);
+    extended["expires"] = json!(t + 595);
+    let other_key = signed(&[1u8; 32], &grant("00000000000000dd", "session", &hash, t - 5, 600, "GET http://h/x"));
+    // First the upstream's plain record alone (a file an older sp would have honoured),
+    // then records that carry a `mac`: edited after sp signed them, or another key's.
+    let files = [vec![forged], vec![widened, extended, other_key]];
+    write_key(&grants);
+    let call = || json!({"method": "GET", "url": format!("{}/v1/x", server.base())});
+    for records in &files {
+        std::fs::write(&grants, raw_file_text(records)).unwrap();
+        std::fs::set_permissions(&grants, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut s = Session::start(Launch::mcp(&policy, &["-v"]));
+        s.ready("2025-06-18");
+        for id in 1..=2 {
+            let refused = s.tool(id, "http_request", call());
+            assert_eq!(tool_error_code(&refused), Some("SP_NOT_APPROVED"), "call {id}: {refused}");
+        }
+        let run = s.finish();
+        run.assert_exit(0);
+        server.settle();
+        assert_eq!(server.requests().len(), 0, "a forged grant let the call reach the server");
+        let id = records[0]["id"].as_str().unwrap();
+        assert!(run.stderr.contains(&format!("grant {id} (session scope) is ignored: ")), "{}", run.context());
+        let list = run_sp(&["approve", "list", "--json", "-c", policy.to_str().unwrap()], &[], b"");
+        list.assert_exit(0);
+        assert!(list.stdout.is_empty(), "a forged grant is listed: {}", list.context());
+    }
+    let rows: Vec<Value> = std::fs::read_to_string(&journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let forged_rows: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| r["kind"] == "grant")
+        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["grant"].as_str().unwrap().to_owned()))
+        .collect();
+    let want: Vec<(String, String)> = [A, B, OLD, "00000000000000dd"].iter().map(|id| ("forged".to_owned(), id.to_string())).collect();
+    assert_eq!(forged_rows, want, "one row per forgery, once per session (two calls read the file)");
+    let reasons: Vec<&str> = rows.iter().filter(|r| r["kind"] == "grant").map(|r| r["reason"].as_str().unwrap()).collect();
+    assert!(reasons[0].contains("session grant for http_request sidecar") && reasons[0].ends_with("it has no mac (sp did not write it)"), "{reasons:?}");
+    assert!(reasons[1].ends_with("its mac does not match its content under sp's key (sp did not write it)"), "{reasons:?}");
+    let approvals: Vec<Value> = rows.iter().filter(|r| r["kind"] == "approval").map(|r| r["decision"].clone()).collect();
+    assert_eq!(approvals, vec![json!("refused"); 4], "the approver was asked each time");
+    assert!(!rows.iter().any(|r| r["kind"] == "intent"), "nothing ran");
+
+    // The same grant, signed with the key sp holds: honoured, no approver asked.
+    std::fs::write(&grants, file_text(&[grant(A, "session", &hash, t - 5, 600, "GET http://h/anything")])).unwrap();
+    let mut s = Session::start(Launch::mcp(&policy, &[]));
+    s.ready("2025-06-18");
+    let ok = s.tool(1, "http_request", call());
+    assert_eq!(tool_error_code(&ok), None, "{ok}");
+    s.finish().assert_exit(0);
+    server.settle();
+    assert_eq!(server.requests().len(), 1);
 }

@@ -34,9 +34,15 @@
 //! {"version":1,"grants":[
 //! {"id":"3f9a0c1e2b4d5a6f","scope":"exact","policy":"<64 hex>","created":1796300000,"expires":1796300900,
 //!  "ttl_s":900,"action":"<64 hex>","tool":"http_request","target":"PUT http://h/v1/jobs/7",
-//!  "subject":"sidecar","channel":"command","uid":1000}
+//!  "subject":"sidecar","channel":"command","uid":1000,"mac":"<64 hex>"}
 //! ]}
 //! ```
+//!
+//! `mac` is an HMAC-SHA256 of the rest of the record with a key only `sp` holds
+//! (`grants.json.key` beside the file, `mac.rs`; issue 31: an upstream running as the
+//! user wrote a session grant into this file). A record without it, or with a wrong
+//! one, is no grant: it is ignored, warned about, journaled once per process (a `grant`
+//! row, decision `forged`) and dropped by the next write.
 //!
 //! Read with `sys`'s checks (no symbolic link, a regular file, owned by root or the user,
 //! no group or other bit, at most [`MAX_FILE_BYTES`]) in a directory only they can write
@@ -60,6 +66,7 @@
 
 mod answer;
 mod form;
+mod mac;
 mod store;
 
 use std::fmt;
@@ -73,6 +80,7 @@ use crate::sys::{self, SysError};
 
 pub(crate) use answer::parse_answer;
 pub(crate) use form::FormError;
+pub(crate) use mac::KeyError;
 pub(crate) use store::Grants;
 
 /// Largest grants file read or written.
@@ -238,6 +246,8 @@ pub(crate) enum GrantError {
     Dir { path: PathBuf, why: sys::UnsafeDir },
     /// The content is not a grants file this `sp` wrote.
     Corrupt { path: PathBuf, why: FormError },
+    /// The key that signs grants (`path`: the key file) cannot be read or made.
+    Key { path: PathBuf, why: KeyError },
     /// Another process held the lock past [`LOCK_WAIT`].
     Locked { path: PathBuf },
     /// Creating the directory, writing, syncing or renaming failed.
@@ -277,6 +287,7 @@ impl fmt::Display for GrantError {
                 "grants file {}: corrupt: {why}; no grant applies until `sp approve revoke --all` replaces it",
                 path.display()
             ),
+            GrantError::Key { path, why } => write!(f, "grants key {}: {why}; no grant applies", path.display()),
             GrantError::Locked { path } => {
                 write!(f, "grants file {}: another process has held its lock for more than {}s", path.display(), LOCK_WAIT.as_secs())
             }
@@ -301,6 +312,7 @@ impl std::error::Error for GrantError {
             GrantError::File { why, .. } => Some(why),
             GrantError::Dir { why, .. } => Some(why),
             GrantError::Corrupt { why, .. } => Some(why),
+            GrantError::Key { why, .. } => Some(why),
             _ => None,
         }
     }

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 /// The approver script in a private temporary directory (removed on drop).
 fn script(body: &str) -> (tempfile::TempDir, Vec<String>) {

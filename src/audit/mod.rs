@@ -35,7 +35,7 @@
 //! # Rows
 //! Fields, in this order, absent ones left out ([`FIELDS`]): `seq` (one sequence per
 //! file), `ts` (RFC 3339 UTC, milliseconds), `session` (random per process), `kind`
-//! (`start` `reject` `approval` `intent` `token` `result` `upstream` `end` `recover`), `tool`,
+//! (`start` `reject` `approval` `grant` `intent` `token` `result` `upstream` `end` `recover`), `tool`,
 //! `target` (HTTP: method and `scheme://host[:port]/path`, never the query; SSH: host name
 //! and command; an upstream's tool: upstream, tool and an arguments fingerprint),
 //! `decision`, `rule`, `reason`, `code`, `request_fp`, `credential` (name), `status`
@@ -266,7 +266,7 @@ impl Journal {
         let mut m = row.finish(crate::gate::vault::scrub_journal_text);
         let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
         let decision = m.get("decision").and_then(Value::as_str).unwrap_or_default();
-        let notice = kind == "reject" || (kind == "approval" && decision != "approved" && decision != "observed");
+        let notice = kind == "reject" || kind == "grant" || (kind == "approval" && decision != "approved" && decision != "observed");
         // Only the rows an action waits for are flushed at once (`intent`,
         // and `end`, the last); a flush carries every row before it, so `start`,
         // `reject`, `approval`, `token` and `result` rows reach the disk with the next

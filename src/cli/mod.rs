@@ -265,7 +265,7 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     if let Some(p) = journal.path() {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
-    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env));
+    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_secrets_preloaded();
     // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
@@ -288,6 +288,11 @@ fn grants_store(policy: &crate::policy::Policy, env: &Env) -> Option<crate::appr
     match store {
         Ok(s) => {
             log::info!("approval grants in {}", s.path().display());
+            // The key is in memory before any upstream starts (`approve/grants/mac.rs`);
+            // one that cannot be read or made now is tried again when a grant is needed.
+            if let Err(e) = s.prepare_key() {
+                log::warn!("approval grants: {e}");
+            }
             Some(s)
         }
         Err(e) => {

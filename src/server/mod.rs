@@ -232,6 +232,17 @@ impl<'p, E: Executor> Server<'p, E> {
         self
     }
 
+    /// Reads every secret the policy names into the Vault now, before the session
+    /// serves and so before any upstream starts (`gate/vault/preload.rs`, issue 31):
+    /// whatever an upstream returns is scrubbed of secrets no call has used yet.
+    pub(crate) fn with_secrets_preloaded(mut self) -> Self {
+        // Through `sys::read_within`'s helper thread, not `sys::at_startup`: an SSH key on
+        // a mount that does not answer delays the start by its timeout, never forever.
+        let done = self.vault.preload(self.policy);
+        log::info!("redaction: {} secret source(s) read ahead, {} could not be", done.read, done.failed.len());
+        self
+    }
+
     /// Journals every decision to `journal`.
     pub fn with_journal(mut self, journal: crate::audit::Journal) -> Self {
         self.journal = journal;

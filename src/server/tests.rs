@@ -55,7 +55,8 @@ fn rejected_upstream_calls_never_reach_the_executor() {
         &serde_json::json!({"upstreams": {"m": {
             "command": [python, script, "ok"],
             "tools": {"allow": ["*"]},
-            "arguments": {"act": {"path": ["/srv/*"]}}
+            "arguments": {"act": {"path": ["/srv/*"]}},
+            "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}
         }}})
         .to_string(),
         std::path::Path::new("t.json"),

@@ -1,11 +1,14 @@
 //! The grants file's form (module docs of `grants`, "The file"): one grant per line
-//! when written ([`render_file`]), parsed strictly when read ([`parse_file`]); what is
-//! wrong with a file that does not parse is a [`FormError`], and the file is corrupt.
+//! when written ([`render_file`], each signed: `mac.rs`), parsed strictly when read
+//! ([`parse_file`]); what is wrong with a file that does not parse is a [`FormError`],
+//! and the file is corrupt. Whether a record's `mac` is right is the store's question
+//! (a well-formed record with a missing or wrong one is ignored, not corrupt).
 
 use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use super::mac::GrantKey;
 use super::{Channel, Grant, Scope, MAX_GRANTS, MAX_SHOWN_NAME, MAX_SHOWN_TARGET};
 use crate::policy::approval::MAX_GRANT_S;
 use crate::sys;
@@ -105,8 +108,16 @@ impl fmt::Display for BadGrant {
 
 impl std::error::Error for BadGrant {}
 
+/// A grant as the file holds it: the grant and its `mac` (any string of at most 64
+/// bytes; whether it is right is checked against the key, not here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Record {
+    pub grant: Grant,
+    pub mac: Option<String>,
+}
+
 impl Grant {
-    /// The grant as stored (and as `sp approve list --json` prints it, with more).
+    /// The grant as stored, without its `mac`.
     pub(super) fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), json!(self.id));
@@ -134,12 +145,14 @@ pub(super) fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// One line per grant, so the file reads (and diffs) by eye.
-pub(super) fn render_file(grants: &[Grant]) -> Vec<u8> {
+/// One line per grant, so the file reads (and diffs) by eye; each signed with `key`.
+pub(super) fn render_file(grants: &[Grant], key: &GrantKey) -> Vec<u8> {
     let mut out = format!("{{\"version\":{FILE_VERSION},\"grants\":[");
     for (i, g) in grants.iter().enumerate() {
         out.push_str(if i == 0 { "\n" } else { ",\n" });
-        out.push_str(&g.to_json().to_string());
+        let mut v = g.to_json();
+        v["mac"] = json!(key.sign(g));
+        out.push_str(&v.to_string());
     }
     out.push_str("\n]}\n");
     out.into_bytes()
@@ -147,7 +160,7 @@ pub(super) fn render_file(grants: &[Grant]) -> Vec<u8> {
 
 /// The strict parse (module docs). An empty file (created under the lock by a writer
 /// that has not written yet) holds no grants.
-pub(super) fn parse_file(bytes: &[u8]) -> Result<Vec<Grant>, FormError> {
+pub(super) fn parse_file(bytes: &[u8]) -> Result<Vec<Record>, FormError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(Vec::new());
     }
@@ -164,13 +177,13 @@ pub(super) fn parse_file(bytes: &[u8]) -> Result<Vec<Grant>, FormError> {
     if items.len() > MAX_GRANTS {
         return Err(FormError::TooMany);
     }
-    let mut grants: Vec<Grant> = Vec::with_capacity(items.len());
+    let mut grants: Vec<Record> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        let g = parse_grant(item).map_err(|why| FormError::Grant { index, why })?;
-        if grants.iter().any(|o| o.id == g.id) {
-            return Err(FormError::SameId { index, id: g.id });
+        let r = parse_grant(item).map_err(|why| FormError::Grant { index, why })?;
+        if grants.iter().any(|o| o.grant.id == r.grant.id) {
+            return Err(FormError::SameId { index, id: r.grant.id });
         }
-        grants.push(g);
+        grants.push(r);
     }
     Ok(grants)
 }
@@ -180,10 +193,10 @@ fn cut_key(k: &str) -> String {
     sys::short(k, 32, sys::Ellipsis::Marked)
 }
 
-const GRANT_KEYS: [&str; 13] =
-    ["id", "scope", "policy", "created", "expires", "ttl_s", "requested_ttl_s", "action", "tool", "target", "subject", "channel", "uid"];
+const GRANT_KEYS: [&str; 14] =
+    ["id", "scope", "policy", "created", "expires", "ttl_s", "requested_ttl_s", "action", "tool", "target", "subject", "channel", "uid", "mac"];
 
-fn parse_grant(v: &Value) -> Result<Grant, BadGrant> {
+fn parse_grant(v: &Value) -> Result<Record, BadGrant> {
     let Value::Object(m) = v else { return Err(BadGrant::NotObject) };
     if let Some(k) = m.keys().find(|k| !GRANT_KEYS.contains(&k.as_str())) {
         return Err(BadGrant::UnknownKey { key: cut_key(k) });
@@ -224,7 +237,11 @@ fn parse_grant(v: &Value) -> Result<Grant, BadGrant> {
     };
     let channel = Channel::parse(&text("channel", 16)?).ok_or(BadGrant::Channel)?;
     let uid = u32::try_from(number("uid")?).map_err(|_| BadGrant::Uid)?;
-    Ok(Grant {
+    let mac = match m.get("mac") {
+        None => None,
+        Some(_) => Some(text("mac", 64)?),
+    };
+    let grant = Grant {
         id,
         scope,
         policy,
@@ -238,5 +255,6 @@ fn parse_grant(v: &Value) -> Result<Grant, BadGrant> {
         subject: text("subject", MAX_SHOWN_NAME)?,
         channel,
         uid,
-    })
+    };
+    Ok(Record { grant, mac })
 }

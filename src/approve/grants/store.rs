@@ -1,11 +1,16 @@
 //! The store: [`Grants`], a handle on the grants file under the operator's limits
-//! (module docs of `grants`, "The file": how it is read, locked and replaced).
+//! (module docs of `grants`, "The file": how it is read, locked and replaced), and on
+//! its key (`mac.rs`): only records the key verifies are grants; the others are
+//! noted as [`Forged`] for the journal, and dropped by the next write.
 
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::form::{is_hex, parse_file, render_file, FormError};
+use super::form::{is_hex, parse_file, render_file, FormError, Record};
+use super::mac::{self, GrantKey, Unsigned};
 use super::{ActionKey, Channel, Grant, GrantError, Scope, LOCK_WAIT, MAX_FILE_BYTES, MAX_GRANTS};
 use crate::policy::approval::GrantsPolicy;
 use crate::sys::{self, SysError};
@@ -18,6 +23,35 @@ pub(crate) struct Grants {
     path: PathBuf,
     exact_max_s: Option<u64>,
     session_max_s: Option<u64>,
+    /// The key, once read or made: read once per process (`mac.rs`).
+    key: OnceCell<GrantKey>,
+    /// Records found unsigned or wrongly signed, each noted once per process.
+    forged: RefCell<Forgeries>,
+}
+
+/// A record of the file that is not a grant: no `mac`, a wrong one, or no key file
+/// (`mac.rs`). What the journal row and the warning name; never a `mac`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Forged {
+    pub id: String,
+    pub scope: Scope,
+    pub tool: String,
+    pub subject: String,
+    pub why: Unsigned,
+}
+
+/// At most this many forged records are noted per process (each a journal row); past
+/// it, one warning says that more are ignored without a row.
+const MAX_NOTED: usize = 4 * MAX_GRANTS;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Forgeries {
+    /// SHA-256 of each noted record (content and `mac`): an edit is a new forgery.
+    seen: HashSet<String>,
+    /// Noted, not yet taken by [`Grants::take_forged`].
+    new: Vec<Forged>,
+    /// [`MAX_NOTED`] was reached (and said once).
+    full: bool,
 }
 
 /// What [`Grants::revoke_all`] ended.
@@ -36,7 +70,38 @@ impl Grants {
         if !path.is_absolute() {
             return Err(GrantError::NotAbsolute { path: path.to_owned() });
         }
-        Ok(Grants { path: path.to_owned(), exact_max_s: limits.exact_max_s, session_max_s: limits.session_max_s })
+        Ok(Grants {
+            path: path.to_owned(),
+            exact_max_s: limits.exact_max_s,
+            session_max_s: limits.session_max_s,
+            key: OnceCell::new(),
+            forged: RefCell::default(),
+        })
+    }
+
+    /// Reads the key, or makes it under the file's lock when there is none (`mac.rs`):
+    /// `sp mcp` calls this at startup, before any upstream starts, so the key it signs
+    /// and checks with is the one in memory from then on.
+    pub(crate) fn prepare_key(&self) -> Result<(), GrantError> {
+        self.check_dirs()?;
+        if self.key_if_any()?.is_some() {
+            return Ok(());
+        }
+        self.create_dir()?;
+        self.locked(|_| self.key_or_create().map(drop))
+    }
+
+    /// The key (made when there is none), for tests that write a file themselves.
+    #[cfg(test)]
+    pub(super) fn test_key(&self) -> GrantKey {
+        self.prepare_key().expect("a key");
+        self.key.get().expect("prepared").clone()
+    }
+
+    /// The records found forged since the last call, each once per process (for the
+    /// journal: `approve::gate`).
+    pub(crate) fn take_forged(&self) -> Vec<Forged> {
+        std::mem::take(&mut self.forged.borrow_mut().new)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -155,9 +220,76 @@ impl Grants {
         Ok(RevokedAll { count, replaced_corrupt: corrupt })
     }
 
+    // -- the key ----------------------------------------------------------------------
+
+    /// The key in memory, else the key file's (kept from then on); `None`: no key file.
+    fn key_if_any(&self) -> Result<Option<&GrantKey>, GrantError> {
+        if let Some(k) = self.key.get() {
+            return Ok(Some(k));
+        }
+        let path = mac::key_path(&self.path);
+        let found = mac::read_key(&path).map_err(|why| GrantError::Key { path, why })?;
+        Ok(found.map(|k| self.key.get_or_init(|| k)))
+    }
+
+    /// The key, made when there is none. Only under the file's lock.
+    fn key_or_create(&self) -> Result<&GrantKey, GrantError> {
+        if let Some(k) = self.key.get() {
+            return Ok(k);
+        }
+        let path = mac::key_path(&self.path);
+        let temp = self.temp_name(&crate::audit::session_id());
+        let key = mac::read_or_create_key(&path, &temp).map_err(|why| GrantError::Key { path, why })?;
+        Ok(self.key.get_or_init(|| key))
+    }
+
+    /// The grants among `records` (those `key` verifies); the others are noted as forged.
+    fn verified(&self, records: Vec<Record>, key: Option<&GrantKey>) -> Vec<Grant> {
+        let mut grants = Vec::with_capacity(records.len());
+        for r in records {
+            let why = match (key, &r.mac) {
+                (Some(k), Some(m)) if k.verify(&r.grant, m) => {
+                    grants.push(r.grant);
+                    continue;
+                }
+                (None, _) => Unsigned::NoKey,
+                (Some(_), None) => Unsigned::NoMac,
+                (Some(_), Some(_)) => Unsigned::BadMac,
+            };
+            self.note_forged(&r, why);
+        }
+        grants
+    }
+
+    fn note_forged(&self, r: &Record, why: Unsigned) {
+        let mut forged = self.forged.borrow_mut();
+        if forged.full {
+            return;
+        }
+        if forged.seen.len() >= MAX_NOTED {
+            forged.full = true;
+            log::warn!("grants file {}: more than {MAX_NOTED} forged records; further ones are ignored without a journal row", self.path.display());
+            return;
+        }
+        let fp = crate::audit::sha256_hex(&[mac::canonical(&r.grant).as_bytes(), b"\n", r.mac.as_deref().unwrap_or("-").as_bytes()]);
+        if !forged.seen.insert(fp) {
+            return;
+        }
+        let g = &r.grant;
+        log::warn!(
+            "grants file {}: grant {} ({} scope) is ignored: {} (sp did not write it)",
+            self.path.display(),
+            g.id,
+            g.scope.as_str(),
+            why.as_str()
+        );
+        forged.new.push(Forged { id: g.id.clone(), scope: g.scope, tool: g.tool.clone(), subject: g.subject.clone(), why });
+    }
+
     // -- reading --------------------------------------------------------------------
 
-    /// The grants in the file (all of them, expired too); none when there is no file.
+    /// The grants in the file the key verifies (expired ones too); none when there is
+    /// no file. The others are noted as forged.
     fn read(&self) -> Result<Vec<Grant>, GrantError> {
         self.check_dirs()?;
         // On a helper thread with a timeout: a home on a file system that does not answer
@@ -167,7 +299,12 @@ impl Grants {
             Err(SysError::Missing) => return Ok(Vec::new()),
             Err(why) => return Err(GrantError::File { path: self.path.clone(), why }),
         };
-        parse_file(&bytes).map_err(|why| GrantError::Corrupt { path: self.path.clone(), why })
+        let records = parse_file(&bytes).map_err(|why| GrantError::Corrupt { path: self.path.clone(), why })?;
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.key_if_any()?;
+        Ok(self.verified(records, key))
     }
 
     fn check_dirs(&self) -> Result<(), GrantError> {
@@ -186,20 +323,53 @@ impl Grants {
         })
     }
 
-    /// The lock, the re-check, the read, then `change` on the live grants (or on why the
-    /// file is corrupt), then the atomic replacement (module docs).
+    /// The lock, the re-check, the read, then `change` on the live grants the key
+    /// verifies (or on why the file is corrupt), then the atomic replacement, each
+    /// record signed (module docs). The key is made here when there is none.
     fn update_with<T>(&self, now: u64, change: impl FnOnce(Result<Vec<Grant>, FormError>) -> Result<(Vec<Grant>, T), GrantError>) -> Result<T, GrantError> {
-        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
         let file_err = |why: SysError| GrantError::File { path: self.path.clone(), why };
+        self.create_dir()?;
+        self.check_dirs()?;
+        self.locked(|file| {
+            let parsed = match sys::read_capped(file, MAX_FILE_BYTES) {
+                Ok(bytes) => parse_file(&bytes),
+                Err(SysError::TooLarge { max }) => Err(FormError::TooLarge { max }),
+                Err(why) => return Err(file_err(why)),
+            };
+            let key = self.key_or_create()?;
+            // Records the key does not verify are not kept: a write removes forgeries.
+            let parsed = parsed.map(|records| {
+                let mut g = self.verified(records, Some(key));
+                g.retain(|g| now < g.expires);
+                g
+            });
+            let (grants, out) = change(parsed)?;
+            self.remove_stale_temps();
+            let bytes = render_file(&grants, key);
+            if bytes.len() as u64 > MAX_FILE_BYTES {
+                return Err(GrantError::Full { path: self.path.clone() });
+            }
+            self.replace(&bytes)?;
+            Ok(out)
+        })
+    }
+
+    fn create_dir(&self) -> Result<(), GrantError> {
         if let Some(dir) = self.path.parent() {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| write_err(format!("cannot create {}: {}", dir.display(), sys::os_reason(&e))))?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| GrantError::Write {
+                path: self.path.clone(),
+                why: format!("cannot create {}: {}", dir.display(), sys::os_reason(&e)),
+            })?;
         }
-        self.check_dirs()?;
+        Ok(())
+    }
+
+    /// Runs `f` with the file open (created `0600` when missing) under its exclusive
+    /// lock, once the name is known to still point at the locked file.
+    fn locked<T>(&self, f: impl FnOnce(&File) -> Result<T, GrantError>) -> Result<T, GrantError> {
+        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
+        let file_err = |why: SysError| GrantError::File { path: self.path.clone(), why };
         // A writer that renamed a new file in between our open and our lock holds no lock
         // on that one: open it again. Each round means another writer finished.
         for _ in 0..50 {
@@ -217,23 +387,7 @@ impl Grants {
                 Ok(m) if (m.dev(), m.ino()) == (info.dev, info.ino) => {}
                 _ => continue,
             }
-            let parsed = match sys::read_capped(&file, MAX_FILE_BYTES) {
-                Ok(bytes) => parse_file(&bytes),
-                Err(SysError::TooLarge { max }) => Err(FormError::TooLarge { max }),
-                Err(why) => return Err(file_err(why)),
-            };
-            let parsed = parsed.map(|mut g| {
-                g.retain(|g| now < g.expires);
-                g
-            });
-            let (grants, out) = change(parsed)?;
-            self.remove_stale_temps();
-            let bytes = render_file(&grants);
-            if bytes.len() as u64 > MAX_FILE_BYTES {
-                return Err(GrantError::Full { path: self.path.clone() });
-            }
-            self.replace(&bytes)?;
-            return Ok(out);
+            return f(&file);
         }
         Err(GrantError::Locked { path: self.path.clone() })
     }

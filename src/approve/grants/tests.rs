@@ -22,6 +22,7 @@
 //!   rewritten by `add` or `revoke`, and only `revoke_all` replaces it;
 //! - two writers adding at once (threads with their own descriptors: `flock` is per open
 //!   file): nothing lost; no temporary file left behind.
+//! - records sp did not sign (issue 31): `mac/tests.rs`.
 
 use super::form::{parse_file, render_file, BadGrant};
 use super::answer::AnswerError;
@@ -83,7 +84,11 @@ fn an_exact_grant_lives_from_created_to_expires_and_then_is_dropped() {
     let mode = std::fs::metadata(g.path()).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o600);
     let names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, vec!["grants.json".to_owned()], "no temporary file left");
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, vec!["grants.json".to_owned(), "grants.json.key".to_owned()], "no temporary file left");
+    let key_mode = std::fs::metadata(d.path().join("grants.json.key")).unwrap();
+    assert_eq!((key_mode.permissions().mode() & 0o7777, key_mode.len()), (0o600, 32), "the key is owner-only, 32 bytes");
 }
 
 /// A writer killed between creating its replacement and renaming it leaves the file
@@ -102,7 +107,7 @@ fn a_dead_writers_replacement_is_removed_by_the_next_write() {
     assert!(!stale.exists());
     let mut names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    let mut want: Vec<String> = kept.iter().map(|s| s.to_string()).chain(["grants.json".to_owned()]).collect();
+    let mut want: Vec<String> = kept.iter().map(|s| s.to_string()).chain(["grants.json".to_owned(), "grants.json.key".to_owned()]).collect();
     want.sort();
     assert_eq!(names, want);
 }
@@ -191,7 +196,7 @@ fn another_users_grant_never_applies() {
     let g = store(&d);
     let mut a = g.add(Scope::Session, 300, P1, &key(), Channel::Command, T0).unwrap();
     a.uid = sys::euid().wrapping_add(1);
-    std::fs::write(g.path(), render_file(&[a])).unwrap();
+    std::fs::write(g.path(), render_file(&[a], &g.test_key())).unwrap();
     assert_eq!(g.find(P1, &key(), ANY, T0 + 1).unwrap(), None);
 }
 
@@ -382,7 +387,7 @@ fn the_file_is_bounded() {
             }
         })
         .collect();
-    std::fs::write(g.path(), render_file(&grants)).unwrap();
+    std::fs::write(g.path(), render_file(&grants, &g.test_key())).unwrap();
     std::fs::set_permissions(g.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(g.list(T0).unwrap().len(), MAX_GRANTS);
     assert_eq!(g.add(Scope::Session, 60, P1, &key(), Channel::Command, T0), Err(GrantError::Full { path: g.path().to_owned() }));
@@ -448,7 +453,7 @@ fn the_file_round_trips_and_the_location_follows_the_journals_rule() {
     let g = store(&d);
     let a = g.add(Scope::Exact, 7200, P1, &key(), Channel::Elicitation, T0).unwrap();
     let b = g.add(Scope::Session, 60, P2, &key(), Channel::Command, T0).unwrap();
-    assert_eq!(parse_file(&raw(&g)).unwrap(), vec![a, b]);
+    assert_eq!(parse_file(&raw(&g)).unwrap().into_iter().map(|r| r.grant).collect::<Vec<_>>(), vec![a, b]);
     let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
     let none = limits(Some(1), None);
     assert_eq!(location(&none, env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])), Ok(PathBuf::from("/s/sallyport/grants.json")));
@@ -531,3 +536,4 @@ fn a_corrupt_file_is_refused_for_a_named_reason() {
         assert_eq!(parse_file(text.as_bytes()), Err(want), "{text}");
     }
 }
+

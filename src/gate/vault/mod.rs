@@ -194,6 +194,15 @@ impl Vault {
         self.remember_here(credential, value);
     }
 
+    /// [`Vault::remember`] for this Vault only, not the process-wide set the logger, the
+    /// journal and outside text (`scrub_outside_then_cut`) are scrubbed against: for
+    /// unit tests of one Vault with secrets no real credential would have ("e", "abc"),
+    /// which would otherwise scrub every other test's words in the same process.
+    #[cfg(test)]
+    pub(crate) fn remember_local(&mut self, credential: &str, value: &str) {
+        self.remember_here(credential, value);
+    }
+
     /// Adds `value` unless it is known for `credential` already; whether it was added.
     fn remember_here(&mut self, credential: &str, value: &str) -> bool {
         if self.raw.iter().any(|(c, v)| c == credential && v.as_str() == value) {
@@ -455,6 +464,7 @@ pub(crate) fn scrub_line_then_cut(window: &[u8], keep: usize, window_cut: bool) 
     let (bytes, cut) = process().all.redactor.redact_prefix(window, keep, window_cut);
     (Scrubbed(String::from_utf8_lossy(&bytes).into_owned()), cut)
 }
+mod preload;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ fn temp(dir: &tempfile::TempDir, name: &str, content: &str, mode: u32) -> std::p
 #[test]
 fn debug_never_shows_a_value() {
     let mut v = Vault::new();
-    v.remember("c", "hunter2");
+    v.remember_local("c", "hunter2");
     assert_eq!(format!("{v:?}"), "Vault(1 secrets seen)");
 }
 
@@ -72,8 +72,8 @@ fn truncated_tail() {
 #[test]
 fn scrub_everywhere() {
     let mut v = Vault::new();
-    v.remember("short", "abc");
-    v.remember("long", "abcdef");
+    v.remember_local("short", "abc");
+    v.remember_local("long", "abcdef");
     let mut doc = json!({"abcdef-key": ["xx abcdef yy", {"n": "abc"}], "k": 1});
     v.scrub_value(&mut doc);
     assert_eq!(doc, json!({"[REDACTED:long]-key": ["xx [REDACTED:long] yy", {"n": "[REDACTED:short]"}], "k": 1}));
@@ -170,4 +170,39 @@ fn log_lines_stay_readable_and_journal_text_is_scrubbed_with_every_secret() {
     assert_eq!(line.as_str(), "INFO executing GET /zq9 with [REDACTED:lg-long]");
     // (Other tests of this process remember one-letter secrets: the text has none.)
     assert_eq!(scrub_journal_text("zq9/zq9".into()).into_inner(), "[REDACTED:lg-short]/[REDACTED:lg-short]");
+}
+
+/// Issue 31: every secret the policy names is known before the session serves. A
+/// `command` source runs once here (and is not cached: each later read runs it again);
+/// a source that cannot be read is named, never fatal; an `aws_sigv4` secret key and an
+/// `oauth2` client secret are remembered alone as well.
+#[test]
+fn preload_reads_every_secret_the_policy_names_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let file = temp(&tmp, "tok", "pl-file-secret-1\n", 0o600);
+    let aws = temp(&tmp, "aws.json", r#"{"access_key_id": "AKIDEXAMPLE13", "secret_access_key": "pl-aws-secret-key-1"}"#, 0o600);
+    let client = temp(&tmp, "client", "cid:pl-client-secret-1\n", 0o600);
+    let script = format!("echo x >> {}; printf pl-command-secret-1", runs.display());
+    let policy = crate::policy::Policy::from_text(
+        &json!({"credentials": {
+            "f": {"source": {"file": file}, "inject": {"bearer": {}}, "hosts": ["a.example"]},
+            "c": {"source": {"command": ["/bin/sh", "-c", script]}, "inject": {"bearer": {}}, "hosts": ["a.example"]},
+            "a": {"source": {"file": aws}, "inject": {"aws_sigv4": {"region": "eu-west-1", "service": "s3"}}, "hosts": ["a.example"]},
+            "o": {"source": {"file": client}, "inject": {"oauth2": {"token_url": "https://idp.example/t"}}, "hosts": ["a.example"]},
+            "gone": {"source": {"env": "SP_T_PRELOAD_MISSING"}, "inject": {"bearer": {}}, "hosts": ["a.example"]}
+        }})
+        .to_string(),
+        std::path::Path::new("p.json"),
+    )
+    .unwrap();
+    let mut v = Vault::for_policy(&policy);
+    let done = v.preload(&policy);
+    assert_eq!(done.read, 4, "{done:?}");
+    assert_eq!(done.failed, vec!["credential \"gone\": environment variable SP_T_PRELOAD_MISSING is not set".to_owned()]);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1, "the command ran once");
+    let mut out = b"pl-file-secret-1 pl-command-secret-1 pl-aws-secret-key-1 pl-client-secret-1".to_vec();
+    v.scrub_bytes(&mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), "[REDACTED:f] [REDACTED:c] [REDACTED:a] [REDACTED:o]");
+    assert!(!format!("{done:?}").contains("pl-"), "{done:?}");
 }

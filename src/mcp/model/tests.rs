@@ -229,7 +229,7 @@ fn scrubbed_fields_cover_numbers_and_keys_and_the_text_block_repeats_them() {
 fn a_short_secret_never_touches_the_envelope() {
     for secret in ["e", "\"", "t", "content", "text", "type", "isError", "structuredContent", "status", "SP_UPSTREAM", "200", "1", ":", "{"] {
         let mut vault = Vault::new();
-        vault.remember("x", secret);
+        vault.remember_local("x", secret);
         let body = format!("a body that says {secret} twice: {secret}");
         let (_, v, line) = answer(&vault, json!({"status": 200, "body": body, "headers": {"content-type": "text/plain"}}));
         assert!(!line.contains("\\u0000") && !line.contains("sp:text"), "{secret:?}: {line}");
@@ -264,7 +264,7 @@ fn a_short_secret_never_touches_the_envelope() {
 #[test]
 fn an_upstream_result_keeps_mcps_own_members() {
     let mut vault = Vault::new();
-    vault.remember("x", "text");
+    vault.remember_local("x", "text");
     let r = json!({"content": [{"type": "text", "text": "the text"}], "structuredContent": {"text": "text!", "isError": 1}, "isError": false});
     let passed = crate::gate::withhold::scrub_upstream(&vault, r).unwrap();
     let want = json!({"content": [{"type": "text", "text": "the [REDACTED:x]"}], "structuredContent": {"[REDACTED:x]": "[REDACTED:x]!", "isError": 1}, "isError": false});

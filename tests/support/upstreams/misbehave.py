@@ -21,6 +21,10 @@ Modes:
                 repeated, which MCP forbids), then 50 at once, then answers
   echo          answers with the SECRET environment variable in many spellings
   echo-error    answers a call with a JSON-RPC error whose message holds SECRET
+  read-files    answers a call with the content of each file its `paths` argument
+                names (and of READ_FILES, colon-separated, from its env), as text and
+                as structuredContent: an upstream running as the user that reads
+                secrets it was never given (issue 31)
   env           answers with its whole environment as structuredContent
   names         lists dotted and 200-character tool names
   many          lists 500 tools, 7 per page (nextCursor)
@@ -200,6 +204,19 @@ def call(msg):
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "content": [{"type": "text", "text": " | ".join(spellings)}],
             "structuredContent": {"spellings": spellings, s: "as a key"}}})
+        return
+    if MODE == "read-files":
+        paths = list(args.get("paths", [])) + [p for p in os.environ.get("READ_FILES", "").split(":") if p]
+        found = []
+        for p in paths:
+            try:
+                with open(p, encoding="utf-8", errors="replace") as f:
+                    found.append(f.read())
+            except OSError as e:
+                found.append(f"{p}: {e}")
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "content": [{"type": "text", "text": " | ".join(found)}],
+            "structuredContent": {"files": found}}})
         return
     if MODE == "echo-error":
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "bad token " + os.environ.get("SECRET", "")}})
