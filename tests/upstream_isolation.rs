@@ -138,7 +138,10 @@ fn a_hostile_upstream_reaches_no_secret_no_grant_no_journal_and_not_sp() {
     for p in [dir.join("audit.jsonl"), grants.clone(), dir.join("planted")] {
         assert_eq!(got["write"][&p], denied, "write {p}: {got}");
     }
-    assert!(!Path::new(&grants).exists() && !Path::new(&dir.join("planted")).exists());
+    // sp itself may have made the grants file (and its key) at start; nothing the
+    // upstream wrote is in it.
+    assert!(!std::fs::read_to_string(&grants).unwrap_or_default().contains("forged"));
+    assert!(!Path::new(&dir.join("planted")).exists());
     for what in ["environ", "mem", "fd0_link", "fd0_open", "fd3_link", "fd3_open"] {
         let v = got["parent"][what].as_str().unwrap_or_default();
         assert!(v == "error:EACCES" || v == "error:EPERM", "/proc/<sp>/{what}: {v}");
@@ -225,4 +228,27 @@ fn sp_check_shows_each_upstreams_sandbox() {
     let out = String::from_utf8_lossy(&check.stdout);
     assert!(out.contains(&format!("    sandbox: read {} write none network none memory 512 MiB, 512 processes, 1024 files\n", root().display())), "{out}");
     assert!(out.contains("    sandbox: none (not confined: it can read what sp's user can)\n"), "{out}");
+    assert!(!check.stderr.contains("warning"), "{}", check.stderr);
+
+    // What the upstream would fail to read is named, with the fix: a script argument
+    // outside its read paths, and the interpreter of a program's #! line (a venv's).
+    let interp = dir.file("python-elsewhere", b"#!/bin/sh\n", 0o755);
+    let program = dir.file("server", format!("#!{}\n", interp.display()).as_bytes(), 0o755);
+    let policy = json!({
+        "upstreams": {
+            "w": {"command": hostile(), "tools": {"allow": ["*"]}},
+            "v": {"command": [program], "tools": {"allow": ["*"]}}
+        },
+        "audit": {"path": dir.join("audit.jsonl")}
+    });
+    let config = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let check = run_sp(&["check", "--config", &config.display().to_string()], &[], b"");
+    check.assert_exit(0);
+    let script = root().join("tests/support/upstreams/hostile.py");
+    for want in [
+        format!("sp: warning: upstreams.w.command[1]: {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.w.sandbox.read", script.display()),
+        format!("sp: warning: upstreams.v.command[0]'s interpreter (#!): {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.v.sandbox.read", interp.display()),
+    ] {
+        assert!(check.stderr.contains(&want), "want {want}\n{}", check.context());
+    }
 }

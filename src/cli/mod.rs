@@ -360,11 +360,12 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     // `--probe` starts each upstream, lists it, and stops it; a failure prints the
     // summary, then exits 1 like any check that fails.
     let mut probe_failed = false;
-    let mut upstream_errors = Vec::new();
+    let (mut upstream_errors, mut upstream_warnings) = (Vec::new(), Vec::new());
     if !policy.upstreams.is_empty() || args.probe {
         let summary = crate::tools::upstream::check_summary(policy, args.probe);
         probe_failed = summary.probe_failed;
         upstream_errors = summary.errors;
+        upstream_warnings = summary.warnings;
         s += &summary.text;
     }
     s += &crate::audit::check_summary(&policy.audit, |k| env.get(k));
@@ -377,6 +378,9 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     // everything else `sp` prints from outside (`escape.rs`).
     let shown: String = s.lines().map(|l| format!("{}\n", crate::escape::escape(l))).collect();
     let printed = text(stdout, &shown);
+    for w in &upstream_warnings {
+        eprintln!("sp: warning: {}", crate::escape::escape(w));
+    }
     for e in &upstream_errors {
         eprintln!("sp: error: {}", crate::escape::escape(e));
     }

@@ -26,7 +26,7 @@ mod lock;
 mod text;
 
 pub(crate) use child::{become_subreaper, Child, Waited};
-pub(crate) use confine::{launcher_command, lookup_user, make_undumpable, probe, resolve_program, set_launcher, Confinement, Plan};
+pub(crate) use confine::{launcher_command, lookup_user, make_undumpable, probe, resolve_program, set_launcher, Confinement, Plan, DEFAULT_READ, DEFAULT_WRITE};
 pub use confine::entry as launcher_entry;
 pub(crate) use fs::{
     at_startup, check, check_dirs, check_program, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir,

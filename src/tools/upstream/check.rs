@@ -19,12 +19,57 @@ pub(crate) struct Summary {
     /// An upstream that cannot start as its policy says (its confinement, its user):
     /// each names the field and the fix; `sp check` prints them and exits 1.
     pub errors: Vec<String>,
+    /// What would likely keep it from working (a file its sandbox does not let it read):
+    /// printed, not fatal.
+    pub warnings: Vec<String>,
+}
+
+/// Whether `path` lies beneath one of `under` (whole components).
+fn beneath(path: &std::path::Path, under: &[std::path::PathBuf]) -> bool {
+    under.iter().any(|u| path.starts_with(u))
+}
+
+/// The files a command upstream names that its sandbox would not let it read: an
+/// absolute path among its arguments (a script, a data directory) and the interpreter
+/// of its program's `#!` line, each outside the system's directories, `cwd`, `read` and
+/// `write`. The program itself is always readable (the launcher adds it).
+fn unreadable(command: &[String], cwd: Option<&std::path::Path>, b: &crate::policy::upstreams::Sandbox) -> Vec<(String, std::path::PathBuf)> {
+    let mut granted: Vec<std::path::PathBuf> = crate::sys::DEFAULT_READ.iter().chain(crate::sys::DEFAULT_WRITE).map(std::path::PathBuf::from).collect();
+    granted.extend(b.read.iter().chain(&b.write).cloned());
+    granted.extend(cwd.map(std::path::Path::to_path_buf));
+    let mut out = Vec::new();
+    let program = crate::sys::resolve_program(&command[0], crate::sys::env_var("PATH").as_deref()).ok();
+    if let Some(p) = &program {
+        granted.push(p.clone());
+        // A script's interpreter (a venv's python, `/usr/bin/env` is under /usr).
+        let head = std::fs::File::open(p).ok().and_then(|f| {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(std::io::Read::take(f, 256)), &mut line).ok()?;
+            Some(line)
+        });
+        if let Some(interp) = head.as_deref().and_then(|l| l.strip_prefix("#!")).and_then(|l| l.split_whitespace().next()) {
+            let interp = std::path::PathBuf::from(interp);
+            let real = std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.clone());
+            if !beneath(&interp, &granted) || !beneath(&real, &granted) {
+                out.push(("command[0]'s interpreter (#!)".to_owned(), real));
+            }
+        }
+    }
+    for (i, arg) in command.iter().enumerate().skip(1) {
+        let path = std::path::Path::new(arg);
+        if path.is_absolute() && path.exists() && !beneath(path, &granted) {
+            out.push((format!("command[{i}]"), path.to_path_buf()));
+        }
+    }
+    out
 }
 
 /// The `sandbox` line of a command upstream, and what would stop it from starting:
 /// a kernel that cannot confine as asked, a path that does not exist, a user that is
 /// not there or that `sp` (not root) cannot become.
-fn sandbox_lines(name: &str, sandbox: Option<&crate::policy::upstreams::Sandbox>, user: Option<&str>, errors: &mut Vec<String>) -> String {
+fn sandbox_lines(u: &crate::policy::upstreams::Upstream, errors: &mut Vec<String>, warnings: &mut Vec<String>) -> String {
+    let UpstreamTransport::Stdio { command, cwd, sandbox, user, .. } = &u.transport else { return String::new() };
+    let (name, sandbox, user) = (u.name.as_str(), sandbox.as_ref(), user.as_deref());
     let field = format!("upstreams.{name}");
     let mut s = String::new();
     match sandbox {
@@ -44,6 +89,12 @@ fn sandbox_lines(name: &str, sandbox: Option<&crate::policy::upstreams::Sandbox>
             let confinement = crate::sys::Confinement { read: vec![], write: vec![], network: b.network, memory_bytes: 0, processes: 0, files: 0 };
             if let Err(e) = crate::sys::probe(&confinement) {
                 errors.push(format!("{field}.sandbox: {e}; a kernel with Landlock is needed, or \"sandbox\": \"none\" to run it unconfined"));
+            }
+            for (what, path) in unreadable(command, cwd.as_deref(), b) {
+                warnings.push(format!(
+                    "{field}.{what}: {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to {field}.sandbox.read",
+                    path.display()
+                ));
             }
             for (k, list) in [("read", &b.read), ("write", &b.write)] {
                 for (i, p) in list.iter().enumerate() {
@@ -69,7 +120,7 @@ fn sandbox_lines(name: &str, sandbox: Option<&crate::policy::upstreams::Sandbox>
 pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
     let globs = |g: &[Glob]| g.iter().map(Glob::as_str).collect::<Vec<_>>().join(",");
     let mut s = format!("upstreams: {}\n", policy.upstreams.len());
-    let mut errors = Vec::new();
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     for u in policy.upstreams.values() {
         let what = match &u.transport {
             UpstreamTransport::Stdio { command, env, .. } => {
@@ -89,12 +140,10 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
             let _ = writeln!(s, "    arguments of {tool}: {}", pins.join(" "));
         }
         let _ = writeln!(s, "    timeout {}s, start-up {}s, max output {} bytes", u.timeout.as_secs(), u.startup_timeout.as_secs(), u.max_output_bytes);
-        if let UpstreamTransport::Stdio { sandbox, user, .. } = &u.transport {
-            s += &sandbox_lines(&u.name, sandbox.as_ref(), user.as_deref(), &mut errors);
-        }
+        s += &sandbox_lines(u, &mut errors, &mut warnings);
     }
     if !probe {
-        return Summary { text: s, probe_failed: false, errors };
+        return Summary { text: s, probe_failed: false, errors, warnings };
     }
     let mut ups = Upstreams::new(policy);
     let mut vault = Vault::for_policy(policy);
@@ -114,7 +163,7 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
         }
     }
     ups.shutdown();
-    Summary { text: s, probe_failed: !failed.is_empty(), errors }
+    Summary { text: s, probe_failed: !failed.is_empty(), errors, warnings }
 }
 
 fn or_none(s: String) -> String {
