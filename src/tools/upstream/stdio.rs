@@ -48,6 +48,8 @@ use crate::sys;
 pub(crate) const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ"];
 /// From SIGTERM to SIGKILL.
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
+/// How long an ended upstream's stderr is waited for, to log its last lines.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 pub(crate) const MAX_STDERR_LINE: usize = 1024;
 pub(crate) const STDERR_LINES_PER_S: u64 = 50;
 /// Bytes of messages read ahead while a write waits for the upstream to read.
@@ -98,6 +100,9 @@ pub(crate) struct StdioTransport {
     ahead: std::collections::VecDeque<Result<Value, TransportError>>,
     /// Wire bytes of what went into `ahead` since it was last empty.
     ahead_bytes: usize,
+    /// The thread that logs its stderr: waited for briefly when it ends, so that its
+    /// last words (a launcher's refusal, a crash's message) are logged before its end.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl StdioTransport {
@@ -153,7 +158,7 @@ impl StdioTransport {
                 return Err(StartError::Pipes { why: Some(sys::io_reason(&e)) });
             }
         };
-        spawn_stderr_reader(launch.name.to_owned(), stderr);
+        let stderr_reader = spawn_stderr_reader(launch.name.to_owned(), stderr);
         Ok(StdioTransport {
             name: launch.name.to_owned(),
             child: Some(child),
@@ -164,6 +169,7 @@ impl StdioTransport {
             group,
             ahead: std::collections::VecDeque::new(),
             ahead_bytes: 0,
+            stderr_reader,
         })
     }
 
@@ -301,6 +307,17 @@ impl Transport for StdioTransport {
             std::thread::sleep(Duration::from_millis(10));
         }
         child.kill();
+        // Its stderr closes with its group: its last lines are logged first (at most
+        // STDERR_DRAIN; something that left the group may hold it open).
+        if let Some(reader) = self.stderr_reader.take() {
+            let deadline = Instant::now() + STDERR_DRAIN;
+            while !reader.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if reader.is_finished() {
+                let _ = reader.join();
+            }
+        }
         log::debug!("upstream {}: ended", self.name);
     }
 }
@@ -312,7 +329,7 @@ impl Drop for StdioTransport {
 }
 
 /// Reads the child's stderr into the log until it closes (the thread ends with it).
-fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) {
+fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) -> Option<std::thread::JoinHandle<()>> {
     let spawned = std::thread::Builder::new().name(format!("upstream-{name}-stderr")).spawn(move || {
         let mut window = Instant::now();
         let (mut in_window, mut dropped) = (0u64, 0u64);
@@ -332,8 +349,12 @@ fn spawn_stderr_reader(name: String, stderr: std::process::ChildStderr) {
             log::info!("upstream {name}: {shown}");
         });
     });
-    if let Err(e) = spawned {
-        log::warn!("upstream stderr reader not started: {e}");
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            log::warn!("upstream stderr reader not started: {e}");
+            None
+        }
     }
 }
 
