@@ -115,14 +115,14 @@ impl<E: Executor> Server<'_, E> {
             self.live_generation = None;
         }
         for event in events {
+            // An upstream's own row: its name as the target, nothing of the request that
+            // happened to be handled (its tool, fingerprint, credential) (issue 31).
             let row = match event {
-                UpstreamEvent::Started { upstream, pid, restart } => self
-                    .audit
-                    .row("upstream")
+                UpstreamEvent::Started { upstream, pid, restart } => crate::audit::Row::new("upstream")
                     .set("target", upstream)
                     .set("decision", if restart { "restart" } else { "start" })
                     .set("reason", format!("process group {pid}")),
-                UpstreamEvent::Ended { upstream, why } => self.audit.row("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
+                UpstreamEvent::Ended { upstream, why } => crate::audit::Row::new("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
             };
             self.journal.record(row);
         }
