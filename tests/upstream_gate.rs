@@ -351,6 +351,42 @@ fn an_upstreams_list_change_is_forwarded_and_listed_again() {
     assert_eq!(run.code(), Some(0), "{}", run.context());
 }
 
+/// Issue 31: a re-listing that fails after the upstream's list_changed does not leave
+/// the old tools offered as if healthy: the next tools/list lists none of them, the
+/// client is told the list changed, and a call of one is SP_UNAVAILABLE, never sent.
+/// Attacks tried (all held): tools/list after the failed re-listing (before: the list
+/// made before the change, m_act included), a call of the old tool (before: refused
+/// with SP_UPSTREAM), a second tools/list (still without it, no new notification).
+#[test]
+fn a_failed_relisting_withdraws_the_upstreams_tools() {
+    let dir = TempDir::new("uprelist");
+    let record = dir.join("received");
+    let config = policy(&dir, json!({"m": {"command": misbehave("relist-fails"), "env": {"RECORD": record}, "tools": {"allow": ["*"]}}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    let first = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(names(&first)[3..], ["m_act"]);
+    let r = s.tool(2, "m_act", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(s.read(), json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    let second = s.call(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    assert_eq!(names(&second), ["http_request", "sp_inventory", "ssh_exec"], "the old tools are still offered");
+    assert_eq!(s.read(), json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    let r = s.tool(4, "m_act", json!({}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("upstream m refused") && message.contains("listing broke"), "{message}");
+    let third = s.call(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}));
+    assert_eq!(names(&third), ["http_request", "sp_inventory", "ssh_exec"]);
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let told = String::from_utf8_lossy(&run.stdout).matches("notifications/tools/list_changed").count();
+    assert_eq!(told, 2, "the change, then the withdrawal: once each");
+    let received = std::fs::read_to_string(&record).unwrap();
+    let calls = received.lines().filter(|l| l.contains("\"tools/call\"")).count();
+    assert_eq!(calls, 1, "the withdrawn tool was called: {received}");
+}
+
 /// On sp's exit every upstream's process group is ended: a helper that ignores SIGTERM
 /// included (the KILL after the grace), whether sp ends by EOF or by SIGTERM.
 #[test]

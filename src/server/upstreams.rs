@@ -10,7 +10,8 @@
 //!  after each request that touched upstreams:
 //!    events (start, restart, exit) ──> `upstream` journal rows
 //!    generation moved ──> LiveList::clear (the control thread stops answering from it)
-//!    list_changed news ──> notifications/tools/list_changed to the client, once each
+//!    list_changed news, tools withdrawn after a failed listing
+//!                      ──> notifications/tools/list_changed to the client, once each
 //! ```
 //!
 //! Everything here carries no input of the agent but a tool name whose first part
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::gate::outcome::Rejection;
+use crate::gate::outcome::{Rejection, ToolCode};
 use crate::mcp::session::Era;
 use crate::tools::upstream::{tool::error_code, UpstreamEvent};
 use crate::tools::{self, Executor};
@@ -98,7 +99,13 @@ impl<E: Executor> Server<'_, E> {
         let Some(owner) = ups.owner(name).map(str::to_owned) else { return Ok(()) };
         let listed = ups.list(&owner, &mut self.vault).map(drop);
         self.upstream_aftermath();
-        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: error_code(&e), message: e.to_string() })
+        // Its tools cannot be offered now (issue 31): SP_UNAVAILABLE, unless the wait
+        // itself timed out or was cancelled.
+        let code = |e: &crate::tools::upstream::UpstreamError| match error_code(e) {
+            c @ (ToolCode::Timeout | ToolCode::Cancelled) => c,
+            _ => ToolCode::Unavailable,
+        };
+        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: code(&e), message: e.to_string() })
     }
 
     /// After anything that touched the upstreams: their events journaled, a live list
@@ -127,7 +134,7 @@ impl<E: Executor> Server<'_, E> {
             self.journal.record(row);
         }
         for upstream in news {
-            log::info!("upstream {upstream}: its tools changed; the client is told");
+            log::info!("upstream {upstream}: its tools changed (or were withdrawn); the client is told");
             self.list_changes += 1;
         }
     }

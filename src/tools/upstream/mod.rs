@@ -13,6 +13,8 @@
 //!              (stdio.rs, client.rs)     (bounded)         (strict shape)   (allow/deny)
 //!          ──> names (exposed <-> own, collisions refused) ──> scrubbed definitions, cached
 //!                                                              until list_changed
+//!              a listing that fails ──> no tools of u (table dropped, client told):
+//!                                       nothing stale is offered or called
 //!  authorize(policy, tables, exposed, args) ──> Route | UpstreamDenial   (pure)
 //!  call(route, args) ──> start u if dead (once; a crash loop is refused) ──> tools/call
 //!          ──> wire::call_result (strict shape) ──> UpstreamCall (NOT yet scrubbed)
@@ -193,6 +195,9 @@ struct Slot {
     starts: u32,
     /// Its `list_changed` since the last listing was reported ([`Upstreams::take_news`]).
     announced: bool,
+    /// A listing failed and its tools were taken out of the list; the client is told
+    /// once ([`Upstreams::take_news`]).
+    withdrawn: bool,
 }
 
 /// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
@@ -213,7 +218,7 @@ impl Upstreams {
         let slots = policy
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false }))
+            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false }))
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
@@ -263,12 +268,14 @@ impl Upstreams {
     }
 
     /// The upstreams that announced `notifications/tools/list_changed` and were not
-    /// reported since their last listing: sp tells its client once for each.
+    /// reported since their last listing, and those whose tools were withdrawn because a
+    /// listing failed: sp tells its client once for each.
     pub(crate) fn take_news(&mut self) -> Vec<String> {
         let mut news = Vec::new();
         for (name, slot) in &mut self.slots {
-            if !slot.announced && slot.client.as_ref().is_some_and(|c| c.list_changed()) {
-                slot.announced = true;
+            let announced = !slot.announced && slot.client.as_ref().is_some_and(|c| c.list_changed());
+            if announced || std::mem::take(&mut slot.withdrawn) {
+                slot.announced |= announced;
                 news.push(name.clone());
             }
         }
@@ -305,6 +312,16 @@ impl Upstreams {
             let (tools, table) = match list_tools(slot, vault, &cancel) {
                 Ok(listed) => listed,
                 Err(e) => {
+                    // Issue 31: a failed listing (a re-listing after list_changed
+                    // included) leaves no tools of this upstream behind: none is offered
+                    // by tools/list, and a call of one is refused (the loop lists again
+                    // first, which fails the same way) until a listing succeeds.
+                    if self.tables.0.remove(upstream).is_some() {
+                        self.generation += 1;
+                        if let Some(slot) = self.slots.get_mut(upstream) {
+                            slot.withdrawn = true;
+                        }
+                    }
                     self.note_death(upstream, &e);
                     return Err(e);
                 }
