@@ -97,10 +97,16 @@ pub(super) const MAX_TOOL_FIELD: usize = 64;
 /// escaped and cut to [`MAX_TOOL_FIELD`] bytes with its length and the SHA-256 of the
 /// scrubbed text (`escape::shown`).
 pub(super) fn tool_field(name: &str) -> String {
+    tool_field_with(name, crate::gate::vault::scrub_journal_text)
+}
+
+/// [`tool_field`] with the scrubber given (tests use a Vault of their own: the
+/// process-wide one holds every other test's secrets).
+pub(super) fn tool_field_with(name: &str, scrub: impl Fn(String) -> crate::gate::scrubbed::Scrubbed<String>) -> String {
     if crate::tools::NAMES.contains(&name) {
         return name.to_owned();
     }
-    let scrubbed = crate::gate::vault::scrub_journal_text(name.to_owned()).into_inner();
+    let scrubbed = scrub(name.to_owned()).into_inner();
     let rule = |s: &str| (1..=MAX_TOOL_FIELD).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if rule(&scrubbed) {
         return scrubbed;
