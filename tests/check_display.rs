@@ -39,7 +39,7 @@ fn check_warns_about_addresses_sp_always_refuses() {
         "audit": {"path": null}
     });
     let path = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
-    let run = run_sp(&["check", "--config", &path.display().to_string()], &[], b"");
+    let run = run_sp(&["check", "--config", &path.display().to_string()], &[("TOK", "a-long-enough-secret")], b"");
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let never = "sp never connects there (SP_BLOCKED at run time)";
     let rule = "so this host of the rule is never reached";
@@ -55,13 +55,15 @@ fn check_warns_about_addresses_sp_always_refuses() {
         format!("sp: warning: credentials.tok.inject.oauth2.token_url: 169.254.169.254 is a link-local address: {never}, so no token is ever fetched"),
         "sp: warning: ssh.hosts.ll.address: fe80::1 is a link-local address: check that this is the host you mean (cloud metadata services answer there)".to_owned(),
         "sp: warning: ssh.hosts.meta.address: 169.254.169.254 is a link-local address: check that this is the host you mean (cloud metadata services answer there)".to_owned(),
+        // The first-use findings (issue 31) follow.
+        "sp: warning: credentials.tok.hosts[1]: [fd20:ce::254] is in no http.allow rule's hosts: the credential is never sent there; add [fd20:ce::254] to an http.allow rule's hosts, or bind the credential to a host a rule names".to_owned(),
     ];
     let got: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(got, want);
     // `sp mcp` logs the same at startup (warning level, the default).
     let mcp = Launch::mcp(&path, &[]).run(b"");
     mcp.assert_exit(0);
-    for w in &want {
+    for w in &want[..want.len() - 1] {
         let logged = format!("WARN {}", w.strip_prefix("sp: warning: ").unwrap());
         assert!(mcp.stderr.lines().any(|l| l == logged), "{logged}\n{}", mcp.context());
     }
@@ -97,11 +99,68 @@ fn policy_errors_and_the_summary_show_control_and_bidi_characters_escaped() {
         assert_eq!(run.code(), Some(1), "{}", run.context());
         assert_eq!(run.stderr, want);
     }
-    let policy = json!({"credentials": {"c": {"source": {"env": "A\u{1b}[2J\u{202e}"}, "inject": {"bearer": {}}, "hosts": ["a.example"]}}, "audit": {"path": null}});
+    let policy = json!({
+        "credentials": {"c": {"source": {"env": "A\u{1b}[2J\u{202e}"}, "inject": {"bearer": {}}, "hosts": ["a.example"]}},
+        "http": {"allow": [{"hosts": ["a.example"]}]},
+        "audit": {"path": null}
+    });
     std::fs::write(&path, policy.to_string()).unwrap();
     let run = run_sp(&["check", "--config", &shown], &[], b"");
     assert_eq!(run.code(), Some(0), "{}", run.context());
+    // The unset variable is a warning, its name shown escaped.
+    assert!(run.stderr.contains("sp: warning: credentials.c.source.env: credential \"c\": environment variable A\\u{1b}[2J\\u{202e} is not set;"), "{}", run.stderr);
     let out = String::from_utf8(run.stdout.clone()).unwrap();
     assert!(out.lines().any(|l| l == "  c: env A\\u{1b}[2J\\u{202e} -> a.example /* (any method)"), "{out}");
     assert!(!out.contains('\u{1b}') && !out.contains('\u{202e}'), "{out:?}");
+}
+
+/// Issue 31: `sp check` answers ok only for a policy that works on first use. Mistakes
+/// tried (all caught): a secret file group-readable and one missing, an approver that
+/// is not executable, a credential bound to `127.0.0.1:PORT` under a `localhost:PORT`
+/// rule (errors: exit 1, no summary on stdout); an exact `"/v1/"` (a warning: exit 0,
+/// the summary printed).
+#[test]
+fn check_fails_a_policy_that_would_fail_on_first_use() {
+    let dir = TempDir::new("check-first-use");
+    let open = dir.file("open", b"a-long-enough-secret", 0o640);
+    let missing = dir.path.join("missing");
+    let approver = dir.file("approver", b"#!/bin/sh\nexit 0\n", 0o600);
+    let cred = |source: serde_json::Value, host: &str| json!({"source": source, "inject": {"bearer": {}}, "hosts": [host]});
+    let policy = json!({
+        "http": {"allow": [{"hosts": ["localhost:8080", "api.example.com"], "paths": ["/v1/"]}]},
+        "credentials": {
+            "local": cred(json!({"file": open}), "127.0.0.1:8080"),
+            "gone": cred(json!({"file": missing}), "api.example.com"),
+        },
+        "approval": {"command": [approver]},
+        "audit": {"path": null}
+    });
+    let path = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let shown = path.display().to_string();
+    let run = run_sp(&["check", "--config", &shown], &[], b"");
+    assert_eq!(run.code(), Some(1), "{}", run.context());
+    assert!(run.stdout.is_empty(), "a summary that says ok: {}", run.context());
+    let want = [
+        format!("sp: error: credentials.gone.source.file: credential \"gone\": secret file cannot be read: no such file; create {} holding the secret (chmod 600), or fix the path", missing.display()),
+        format!("sp: error: credentials.local.source.file: credential \"local\": secret file permissions 0640 are too open (it must not be readable by group or others); run chmod 600 {}", open.display()),
+        "sp: error: credentials.local.hosts[0]: 127.0.0.1:8080 is in no http.allow rule's hosts, nor is any other host of this credential: it is never sent; the allow rules spell this loopback host localhost:8080: sp compares hosts as written (127.0.0.1, [::1] and localhost differ), so write localhost:8080 in both, or 127.0.0.1:8080 in both".to_owned(),
+        "sp: warning: http.allow[0].paths[0]: \"/v1/\" is an exact path: it matches /v1/ itself and nothing under it; write \"/v1/*\" to allow every path under it".to_owned(),
+        format!("sp: error: approval.command[0]: {} is not executable; run chmod u+x {}", approver.display(), approver.display()),
+        format!("sp: {shown}: 4 error(s): sp mcp would fail on first use"),
+    ];
+    let got: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(got, want);
+
+    // Fixed: the warning stays, the check passes and prints its summary.
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&approver, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(&missing, "a-long-enough-secret").unwrap();
+    std::fs::set_permissions(&missing, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut fixed = policy.clone();
+    fixed["credentials"]["local"]["hosts"] = json!(["localhost:8080"]);
+    std::fs::write(&path, fixed.to_string()).unwrap();
+    let run = run_sp(&["check", "--config", &shown], &[], b"");
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    assert_eq!(run.stderr.lines().collect::<Vec<_>>(), [want[3].as_str()]);
+    assert!(String::from_utf8_lossy(&run.stdout).starts_with(&format!("{shown}: ok\n")), "{}", run.context());
 }

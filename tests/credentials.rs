@@ -789,6 +789,7 @@ fn check_validates_and_prints_both_schemes_and_names_the_bad_field() {
     let write = |name: &str, inject: Value| {
         let policy = json!({
             "credentials": {"c": {"source": {"file": source}, "inject": inject, "hosts": ["api.example.com"]}},
+            "http": {"allow": [{"hosts": ["api.example.com"]}]},
             "audit": {"path": null}
         });
         dir.file(name, policy.to_string().as_bytes(), 0o600).display().to_string()

@@ -259,7 +259,7 @@ fn static_short_secrets_stop_check_and_startup_naming_the_credential() {
     let basic = dir.file("basic", b"alice:pw12\n", 0o600);
     let journal = dir.path.join("audit.jsonl");
     let write = |name: &str, creds: Value| {
-        let policy = json!({"credentials": creds, "audit": {"path": journal.display().to_string()}});
+        let policy = json!({"credentials": creds, "http": {"allow": [{"hosts": ["api.example.com"]}]}, "audit": {"path": journal.display().to_string()}});
         dir.file(name, policy.to_string().as_bytes(), 0o600)
     };
     let cases = [

@@ -376,6 +376,42 @@ fn an_upstreams_list_change_is_forwarded_and_listed_again() {
     assert_eq!(run.code(), Some(0), "{}", run.context());
 }
 
+/// Issue 31: a re-listing that fails after the upstream's list_changed does not leave
+/// the old tools offered as if healthy: the next tools/list lists none of them, the
+/// client is told the list changed, and a call of one is SP_UNAVAILABLE, never sent.
+/// Attacks tried (all held): tools/list after the failed re-listing (before: the list
+/// made before the change, m_act included), a call of the old tool (before: refused
+/// with SP_UPSTREAM), a second tools/list (still without it, no new notification).
+#[test]
+fn a_failed_relisting_withdraws_the_upstreams_tools() {
+    let dir = TempDir::new("uprelist");
+    let record = dir.join("received");
+    let config = policy(&dir, json!({"m": {"command": misbehave("relist-fails"), "env": {"RECORD": record}, "tools": {"allow": ["*"]}}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    let first = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(names(&first)[3..], ["m_act"]);
+    let r = s.tool(2, "m_act", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(s.read(), json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    let second = s.call(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    assert_eq!(names(&second), ["http_request", "sp_inventory", "ssh_exec"], "the old tools are still offered");
+    assert_eq!(s.read(), json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    let r = s.tool(4, "m_act", json!({}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("upstream m refused") && message.contains("listing broke"), "{message}");
+    let third = s.call(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}));
+    assert_eq!(names(&third), ["http_request", "sp_inventory", "ssh_exec"]);
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let told = String::from_utf8_lossy(&run.stdout).matches("notifications/tools/list_changed").count();
+    assert_eq!(told, 2, "the change, then the withdrawal: once each");
+    let received = std::fs::read_to_string(&record).unwrap();
+    let calls = received.lines().filter(|l| l.contains("\"tools/call\"")).count();
+    assert_eq!(calls, 1, "the withdrawn tool was called: {received}");
+}
+
 /// On sp's exit every upstream's process group is ended: a helper that ignores SIGTERM
 /// included (the KILL after the grace), whether sp ends by EOF or by SIGTERM.
 #[test]
@@ -571,4 +607,54 @@ fn an_upstreams_approve_command_keeps_its_calls_off_elicitation() {
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let channels: Vec<Value> = rows(&journal(&dir), "approval").iter().map(|r| r["channel"].clone()).collect();
     assert_eq!(channels, [json!("elicitation"), json!("command")]);
+}
+
+/// Issue 31: the journal's `tool` holds an agent-chosen name only scrubbed and bounded,
+/// and an upstream's `exit` row carries its own upstream, not the last call's tool,
+/// fingerprint and credential.
+/// Attacks tried (all held): a name under the upstream's prefix spelling the secret the
+/// upstream was given (the reject row's `tool` says `[REDACTED:tok]`), a 1 MiB name
+/// (cut to 64 bytes with its length), an `exit` row written at the end of a session
+/// whose last request was a call with a credential (it names only `c`).
+#[test]
+fn the_journal_tool_field_is_scrubbed_and_bounded_and_exit_rows_carry_their_own_upstream() {
+    let dir = TempDir::new("uptoolfield");
+    // Not a canary: the -32602 answer echoes the name the agent sent, as for any name.
+    let secret = format!("tok-{}", std::process::id()) + "-Zq8wK3vR";
+    let file = dir.file("token", secret.as_bytes(), 0o600);
+    let cred = json!({"source": {"file": file}, "inject": {"bearer": {}}, "hosts": ["unused.example"]});
+    let config = policy(
+        &dir,
+        json!({"c": {"command": misbehave("ok"), "env": {"SECRET": {"credential": "tok"}}, "tools": {"allow": ["*"]}}}),
+        json!({"credentials": {"tok": cred}}),
+    );
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    let secret_name = format!("c_{secret}");
+    let huge = format!("c_{}", "x".repeat(1 << 20));
+    for (id, name) in [(1, secret_name.as_str()), (2, huge.as_str())] {
+        let r = s.call(&tool_call(id, name, json!({})));
+        assert_eq!(r["error"]["code"], -32602, "{}", r.to_string().chars().take(300).collect::<String>());
+    }
+    let ok = s.tool(3, "c_act", json!({}));
+    assert_eq!(ok["isError"], false, "{ok}");
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let all = journal(&dir);
+    let rejects: Vec<&str> = rows(&all, "reject").iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(rejects.len(), 2, "{rejects:?}");
+    assert_eq!(rejects[0], "c_[REDACTED:tok]");
+    assert!(rejects[1].starts_with(&format!("c_{}...[cut: {} bytes, sha256 ", "x".repeat(62), huge.len())), "{}", rejects[1]);
+    assert!(rejects[1].len() < 200, "{}", rejects[1].len());
+    let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(!text.contains(&secret), "the secret is in the journal");
+    // The summary (end row and stderr) counts the call under its own name.
+    assert!(run.stderr.contains("executions=1 [c_act:ok=1]"), "{}", run.stderr);
+    let result = rows(&all, "result")[0];
+    assert_eq!((result["tool"].as_str(), result["credential"].as_str()), (Some("c_act"), Some("tok")));
+    let exit = rows(&all, "upstream").into_iter().find(|r| r["decision"] == "exit").expect("an exit row").clone();
+    assert_eq!(exit["target"], "c", "{exit}");
+    for stale in ["tool", "request_fp", "credential", "rule"] {
+        assert!(exit.get(stale).is_none(), "the exit row carries {stale}: {exit}");
+    }
 }

@@ -31,7 +31,7 @@
 //! itself, approves the agent's actions. Subjects whose `approve` is `"command"` are
 //! never approved through here, nor by a grant an elicitation made.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -221,6 +221,9 @@ pub(crate) enum StateError {
     Expired,
     /// Its answer was used already: each asks once.
     Replayed,
+    /// [`MAX_USED`] used states have not expired yet: no answer is taken until some
+    /// do (a used one is never forgotten early to make room).
+    Busy,
 }
 
 impl fmt::Display for StateError {
@@ -230,14 +233,28 @@ impl fmt::Display for StateError {
             StateError::Forged => "requestState does not belong to this call (or to this sp process)",
             StateError::Expired => "requestState has expired (approval.timeout_s): call again to be asked again",
             StateError::Replayed => "requestState was used already: call again to be asked again",
+            StateError::Busy => "too many approvals were answered within approval.timeout_s: call again later",
         })
     }
 }
 
 impl std::error::Error for StateError {}
 
-/// Nonces of answers used, kept to refuse a replay; older ones have expired anyway.
-const MAX_USED: usize = 4096;
+/// The most used states remembered at once. A used state is remembered until it
+/// expires (`approval.timeout_s` after it was issued), never forgotten earlier to make
+/// room: while this many unexpired states are used, the next answer is refused
+/// ([`StateError::Busy`]: fail closed) instead (issue 31). A state costs its nonce and
+/// expiry, some 60 bytes with the map's overhead: 4 MiB at most.
+const MAX_USED: usize = 65_536;
+
+/// The states already used (nonce -> expiry), and when expired ones were last
+/// forgotten: a state is never judged at an earlier time than that, so a wall clock
+/// stepped back cannot revive a state forgotten as expired.
+#[derive(Default)]
+struct Used {
+    nonces: HashMap<String, u64>,
+    forgot_at: u64,
+}
 
 /// The per-process key that seals `requestState`, and the states already used. A state
 /// binds the call's fingerprint (`request_fp`: tool and arguments, `_meta`,
@@ -245,7 +262,8 @@ const MAX_USED: usize = 4096;
 /// `sp` process has a new key, so no state outlives it.
 pub(crate) struct StateKey {
     key: [u8; 32],
-    used: Mutex<VecDeque<String>>,
+    used: Mutex<Used>,
+    max_used: usize,
 }
 
 impl StateKey {
@@ -261,7 +279,7 @@ impl StateKey {
                 }
             }
         }
-        StateKey { key, used: Mutex::new(VecDeque::new()) }
+        StateKey { key, used: Mutex::new(Used::default()), max_used: MAX_USED }
     }
 
     fn mac(&self, expires: u64, nonce: &str, fp: &str) -> Hmac<Sha256> {
@@ -293,17 +311,23 @@ impl StateKey {
         let tag: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&tag[2 * i..2 * i + 2], 16).unwrap_or(0)).collect();
         // Constant time (`verify_slice`): a forger learns nothing from how long it took.
         self.mac(expires_n, nonce, fp).verify_slice(&tag).map_err(|_| StateError::Forged)?;
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = now.max(used.forgot_at);
         if now >= expires_n {
             return Err(StateError::Expired);
         }
-        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if used.iter().any(|n| n == nonce) {
+        if used.nonces.contains_key(nonce) {
             return Err(StateError::Replayed);
         }
-        if used.len() >= MAX_USED {
-            used.pop_front();
+        if used.nonces.len() >= self.max_used {
+            // Only expired states are forgotten; if none has, the answer is refused.
+            used.forgot_at = now;
+            used.nonces.retain(|_, expires| *expires > now);
+            if used.nonces.len() >= self.max_used {
+                return Err(StateError::Busy);
+            }
         }
-        used.push_back(nonce.to_owned());
+        used.nonces.insert(nonce.to_owned(), expires_n);
         Ok(())
     }
 }
@@ -445,5 +469,41 @@ mod tests {
         }
         assert_eq!(k.open(&json!(s), "fp-a", now + 119), Ok(()));
         assert_eq!(k.open(&json!(s), "fp-a", now), Err(StateError::Replayed));
+    }
+
+    /// Issue 31: a used state stays refused until it expires, whatever the traffic.
+    /// Attacks tried (all held): 5,000 newer states used after it (the old memory kept
+    /// 4,096 and forgot the oldest), the memory filled with unexpired states (the next
+    /// answer is refused, nothing is forgotten), the wall clock stepped back after
+    /// expired states were forgotten (a forgotten state stays expired).
+    #[test]
+    fn a_used_state_stays_refused_until_it_expires() {
+        let k = StateKey::new();
+        let now = 1_800_000_000;
+        let first = k.seal("fp", now, 600);
+        assert_eq!(k.open(&json!(first), "fp", now), Ok(()));
+        for i in 0..5_000 {
+            let s = k.seal(&format!("fp-{i}"), now, 600);
+            assert_eq!(k.open(&json!(s), &format!("fp-{i}"), now + 1), Ok(()), "state {i}");
+        }
+        assert_eq!(k.open(&json!(first), "fp", now + 2), Err(StateError::Replayed));
+
+        // A full memory refuses new answers rather than forget a used state early.
+        let k = StateKey { max_used: 3, ..StateKey::new() };
+        let used: Vec<String> = (0..3).map(|i| k.seal("fp", now, 60 + i)).collect();
+        for s in &used {
+            assert_eq!(k.open(&json!(s), "fp", now), Ok(()));
+        }
+        let fresh = k.seal("fp", now, 600);
+        assert_eq!(k.open(&json!(fresh), "fp", now + 1), Err(StateError::Busy));
+        for s in &used {
+            assert_eq!(k.open(&json!(s), "fp", now + 1), Err(StateError::Replayed), "{s}");
+        }
+        // Once the first has expired, it makes room; the others are still refused.
+        assert_eq!(k.open(&json!(fresh), "fp", now + 60), Ok(()));
+        assert_eq!(k.open(&json!(used[1]), "fp", now + 60), Err(StateError::Replayed));
+        // The clock stepped back: the forgotten state is judged at the latest time seen.
+        assert_eq!(k.open(&json!(used[0]), "fp", now), Err(StateError::Expired));
+        assert!(StateError::Busy.to_string().contains("call again later"));
     }
 }

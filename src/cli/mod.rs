@@ -16,6 +16,7 @@ pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
 pub(crate) mod upstream;
+mod check;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -373,6 +374,20 @@ fn check(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     s += &crate::approve::grants::check_summary(&policy.approval.grants, |k| env.get(k));
     for w in warnings(policy).iter().chain(&secrets.warnings) {
         eprintln!("sp: warning: {w}");
+    }
+    // What would fail on first use (issue 31): errors make the check fail, with no
+    // summary (it would say ok); warnings are printed and the check still passes.
+    let findings = check::findings(policy, &crate::sys::env_var);
+    for f in &findings {
+        match f.level {
+            check::Level::Warning => eprintln!("sp: warning: {f}"),
+            check::Level::Error => eprintln!("sp: error: {f}"),
+        }
+    }
+    let errors = findings.iter().filter(|f| f.level == check::Level::Error).count();
+    if errors > 0 {
+        eprintln!("sp: {}: {errors} error(s): sp mcp would fail on first use", crate::escape::escape(&path.display().to_string()));
+        return ExitCode::from(EXIT_FATAL);
     }
     // Policy text (paths, variable names, host patterns, argv) is shown escaped, like
     // everything else `sp` prints from outside (`escape.rs`).

@@ -124,6 +124,26 @@ impl HostPattern {
     pub(crate) fn exact_host(&self) -> Option<&str> {
         (!self.wildcard).then_some(self.host.as_str())
     }
+
+    /// Whether some host and port match both patterns (`sp check`: a credential bound
+    /// to a host that no allow rule names is never sent). Hosts compare as written,
+    /// normalised: `127.0.0.1` and `localhost` do not overlap. No port means the
+    /// scheme's (80 or 443).
+    pub(crate) fn overlaps(&self, other: &HostPattern) -> bool {
+        let ports = match (self.port, other.port) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => true,
+            (Some(p), None) | (None, Some(p)) => p == 80 || p == 443,
+        };
+        let under = |name: &str, suffix: &str| name.len() > suffix.len() && name.ends_with(suffix);
+        let hosts = match (self.wildcard, other.wildcard) {
+            (false, false) => self.host == other.host,
+            (true, false) => under(&other.host, &self.host),
+            (false, true) => under(&self.host, &other.host),
+            (true, true) => self.host.ends_with(&other.host) || other.host.ends_with(&self.host),
+        };
+        ports && hosts
+    }
 }
 
 fn split_port(text: &str) -> Result<(&str, Option<u16>), PatternError> {

@@ -33,7 +33,8 @@ impl<E: Executor> Server<'_, E> {
         // What the journal rows and the approver are told (not built for nobody).
         let audited = self.audited();
         if audited {
-            self.audit.tool = Some(request.name.clone());
+            // Outside text (any name under an upstream's prefix): scrubbed and bounded.
+            self.audit.tool = Some(journal::tool_field(&request.name));
         }
         // An upstream's tool: its upstream listed first (started if needed), so its
         // name table knows whether the tool exists.
@@ -43,6 +44,10 @@ impl<E: Executor> Server<'_, E> {
                 self.reject("cancelled");
                 self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
                 return None;
+            }
+            if audited {
+                // Starting the upstream read its secrets: the name is scrubbed of them too.
+                self.audit.tool = Some(journal::tool_field(&request.name));
             }
             if let Err(r) = listed {
                 return Some(self.refuse_tool(id, r));
@@ -106,7 +111,7 @@ impl<E: Executor> Server<'_, E> {
         };
         let code = result.code();
         let outcome = code.map_or("ok", ToolCode::as_str);
-        *self.stats.executions.entry(format!("{tool}:{outcome}")).or_default() += 1;
+        self.stats.executed_one(&journal::tool_field(&tool), outcome);
         // Its outside pieces were scrubbed as they were made (`Scrubbed`); what their JSON
         // text alone spells withholds the whole result (`vault::withholds`).
         let result = if withholds(&self.vault, &result) {

@@ -85,6 +85,35 @@ pub(super) fn intent(journal: &mut Journal, audit: &Context, target: Option<Stri
     })
 }
 
+/// The longest outside tool name the journal and the session summary keep (the tool
+/// name rule's bound, `^[a-zA-Z0-9_-]{1,64}$`).
+pub(super) const MAX_TOOL_FIELD: usize = 64;
+
+/// The journal's `tool` (and the session summary's key) for a called name (issue 31).
+/// sp's own tool names are kept as they are (no secret may rewrite them). Any other
+/// name was chosen outside sp (the agent may call any name under a configured
+/// upstream's prefix; an upstream names its own tools): it is scrubbed of every secret
+/// this process has read, then kept if it follows the tool name rule, else shown
+/// escaped and cut to [`MAX_TOOL_FIELD`] bytes with its length and the SHA-256 of the
+/// scrubbed text (`escape::shown`).
+pub(super) fn tool_field(name: &str) -> String {
+    tool_field_with(name, crate::gate::vault::scrub_journal_text)
+}
+
+/// [`tool_field`] with the scrubber given (tests use a Vault of their own: the
+/// process-wide one holds every other test's secrets).
+pub(super) fn tool_field_with(name: &str, scrub: impl Fn(String) -> crate::gate::scrubbed::Scrubbed<String>) -> String {
+    if crate::tools::NAMES.contains(&name) {
+        return name.to_owned();
+    }
+    let scrubbed = scrub(name.to_owned()).into_inner();
+    let rule = |s: &str| (1..=MAX_TOOL_FIELD).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if rule(&scrubbed) {
+        return scrubbed;
+    }
+    crate::escape::shown(&scrubbed, MAX_TOOL_FIELD)
+}
+
 // The journal calls. Every row carries `self.audit`: the request's fingerprint, tool,
 // target, rule and credential name, as far as the pipeline got.
 impl<E: Executor> Server<'_, E> {

@@ -358,9 +358,10 @@ impl<'p, E: Executor> Server<'p, E> {
             return;
         };
         self.audit = crate::audit::Context { request_fp: Some(crate::audit::request_fp(&method, params.as_ref())), ..Default::default() };
-        // The journal's `tool` holds only sp's tool names, never an agent's string.
+        // The journal's `tool` holds only names sp or a configured upstream may own,
+        // scrubbed and bounded (`journal::tool_field`), never any other string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
-        self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(str::to_owned);
+        self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(journal::tool_field);
         self.reject("cancelled");
         self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }

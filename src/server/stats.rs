@@ -12,7 +12,19 @@ pub struct Stats {
     pub executions: BTreeMap<String, u64>,
 }
 
+/// The most `tool:outcome` keys a session counts apart; later ones are counted under
+/// `other:<outcome>`, so the summary line stays short whatever the upstreams list.
+pub(crate) const MAX_EXECUTION_KEYS: usize = 64;
+
 impl Stats {
+    /// Counts one execution of `tool` (already scrubbed and bounded:
+    /// `journal::tool_field`) that ended with `outcome`.
+    pub(crate) fn executed_one(&mut self, tool: &str, outcome: &str) {
+        let key = format!("{tool}:{outcome}");
+        let key = if self.executions.len() >= MAX_EXECUTION_KEYS && !self.executions.contains_key(&key) { format!("other:{outcome}") } else { key };
+        *self.executions.entry(key).or_default() += 1;
+    }
+
     pub fn rejected(&self) -> u64 {
         self.rejections.values().sum()
     }

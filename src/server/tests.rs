@@ -94,3 +94,29 @@ fn rejected_upstream_calls_never_reach_the_executor() {
     assert_eq!(codes, ["SP_DENIED", "SP_DENIED", "SP_DENIED", "-32602", "-32602", "-32602", "-32602", "ok"]);
     assert_eq!(server.executor().calls, ["m_act"]);
 }
+
+/// Issue 31: the journal's `tool` and the summary's keys for outside names. Attacks
+/// tried (all held): a name spelling a secret this process read, a 1 MiB name, a name
+/// with an escape sequence and a newline, 100 distinct names in one session's summary.
+#[test]
+fn outside_tool_names_are_scrubbed_and_bounded() {
+    let mut vault = crate::gate::vault::Vault::new();
+    vault.remember("tf", "Zq8wK3vR-tool-field-secret");
+    // This Vault only: the process-wide one holds other tests' secrets (a token "e").
+    let tool_field = |name: &str| journal::tool_field_with(name, |t| vault.scrub_text(t));
+    assert_eq!(tool_field("http_request"), "http_request");
+    assert_eq!(tool_field("gh_get_issue"), "gh_get_issue");
+    assert_eq!(tool_field("gh_Zq8wK3vR-tool-field-secret"), "gh_[REDACTED:tf]");
+    let huge = format!("gh_{}", "a".repeat(1 << 20));
+    let shown = tool_field(&huge);
+    assert!(shown.starts_with(&format!("gh_{}...[cut: {} bytes, sha256 ", "a".repeat(61), huge.len())), "{shown}");
+    assert!(shown.len() <= journal::MAX_TOOL_FIELD + 100, "{}", shown.len());
+    assert_eq!(tool_field("gh_a\u{1b}[2J\nb"), "gh_a\\u{1b}[2J\\nb");
+    let mut stats = stats::Stats::default();
+    for i in 0..100 {
+        stats.executed_one(&format!("gh_t{i}"), "ok");
+    }
+    stats.executed_one("gh_t0", "ok");
+    assert_eq!(stats.executions.len(), stats::MAX_EXECUTION_KEYS + 1);
+    assert_eq!((stats.executions["gh_t0:ok"], stats.executions["other:ok"]), (2, 100 - stats::MAX_EXECUTION_KEYS as u64));
+}

@@ -11,7 +11,8 @@
 //!    events (start, restart, exit, first-use pins, a tool withheld by its pin)
 //!      ──> `upstream` journal rows
 //!    generation moved ──> LiveList::clear (the control thread stops answering from it)
-//!    list_changed news ──> notifications/tools/list_changed to the client, once each
+//!    list_changed news, tools withdrawn after a failed listing
+//!                      ──> notifications/tools/list_changed to the client, once each
 //! ```
 //!
 //! Everything here carries no input of the agent but a tool name whose first part
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::gate::outcome::Rejection;
+use crate::gate::outcome::{Rejection, ToolCode};
 use crate::mcp::session::Era;
 use crate::tools::upstream::{tool::error_code, UpstreamEvent};
 use crate::tools::{self, Executor};
@@ -99,7 +100,13 @@ impl<E: Executor> Server<'_, E> {
         let Some(owner) = ups.owner(name).map(str::to_owned) else { return Ok(()) };
         let listed = ups.list(&owner, &mut self.vault).map(drop);
         self.upstream_aftermath();
-        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: error_code(&e), message: e.to_string() })
+        // Its tools cannot be offered now (issue 31): SP_UNAVAILABLE, unless the wait
+        // itself timed out or was cancelled.
+        let code = |e: &crate::tools::upstream::UpstreamError| match error_code(e) {
+            c @ (ToolCode::Timeout | ToolCode::Cancelled) => c,
+            _ => ToolCode::Unavailable,
+        };
+        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: code(&e), message: e.to_string() })
     }
 
     /// After anything that touched the upstreams: their events journaled, a live list
@@ -116,21 +123,19 @@ impl<E: Executor> Server<'_, E> {
             self.live_generation = None;
         }
         for event in events {
+            // An upstream's own row: its name as the target, nothing of the request that
+            // happened to be handled (its tool, fingerprint, credential) (issue 31).
             let row = match event {
-                UpstreamEvent::Started { upstream, pid, restart } => self
-                    .audit
-                    .row("upstream")
+                UpstreamEvent::Started { upstream, pid, restart } => crate::audit::Row::new("upstream")
                     .set("target", upstream)
                     .set("decision", if restart { "restart" } else { "start" })
                     .set("reason", format!("process group {pid}")),
-                UpstreamEvent::Ended { upstream, why } => self.audit.row("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
+                UpstreamEvent::Ended { upstream, why } => crate::audit::Row::new("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
                 UpstreamEvent::Pinned { upstream, count } => {
-                    self.audit.row("upstream").set("target", upstream).set("decision", "pin").set("reason", format!("{count} tool definition(s) pinned at first use"))
+                    crate::audit::Row::new("upstream").set("target", upstream).set("decision", "pin").set("reason", format!("{count} tool definition(s) pinned at first use"))
                 }
                 // Both hashes, in full: what `sp upstream diff` will show the operator.
-                UpstreamEvent::Withheld { upstream, why } => self
-                    .audit
-                    .row("upstream")
+                UpstreamEvent::Withheld { upstream, why } => crate::audit::Row::new("upstream")
                     .set("target", format!("{upstream} {}", why.tool))
                     .set("decision", "withhold")
                     .set("code", Some(crate::gate::outcome::ToolCode::ToolChanged.as_str().to_owned()))
@@ -139,7 +144,7 @@ impl<E: Executor> Server<'_, E> {
             self.journal.record(row);
         }
         for upstream in news {
-            log::info!("upstream {upstream}: its tools changed; the client is told");
+            log::info!("upstream {upstream}: its tools changed (or were withdrawn); the client is told");
             self.list_changes += 1;
         }
     }

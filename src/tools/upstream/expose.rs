@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{clean, fetch_definitions, names, pins, ExposedTool, NameTable, Slot, UpstreamError, Upstreams};
+use super::{clean, client_error, names, pins, wire, ExposedTool, NameTable, Slot, UpstreamError, Upstreams, MAX_LISTING_BYTES, MAX_PAGES, MAX_TOOLS};
 use crate::gate::exec::Cancel;
 use crate::gate::vault::Vault;
 
@@ -70,3 +70,60 @@ pub(super) fn list_tools(slot: &mut Slot, pins: &mut pins::Book, vault: &Vault, 
     Ok((tools, table, checked))
 }
 
+/// Whether an upstream's tool name spells a secret (searched whole, in any spelling):
+/// such a tool is not exposed (and the log says so), since its exposed name is cut from
+/// its name (`names.rs`) and a cut can keep a secret's prefix too short to be
+/// recognised after it (issue 31, section 3).
+pub(super) fn name_spells_secret(vault: &Vault, upstream: &str, tool: &str) -> bool {
+    let spells = vault.found_in(tool.as_bytes());
+    if spells {
+        log::warn!("upstream {upstream}: tool {:?} not exposed: its name spells a secret", vault.scrub_then_cut(tool, 64).as_str());
+    }
+    spells
+}
+
+/// `tools/list`, every page: each definition checked (`wire::tool`), those the filter
+/// exposes (and whose names spell no secret) kept, within [`MAX_PAGES`], [`MAX_TOOLS`]
+/// and [`MAX_LISTING_BYTES`].
+fn fetch_definitions(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<wire::ToolDef>, UpstreamError> {
+    let u = &slot.policy;
+    let name = u.name.as_str();
+    let client = slot.client.as_mut().expect("started");
+    let listing_error = |why: String| UpstreamError::Listing { upstream: name.to_owned(), why };
+    let mut cursor: Option<String> = None;
+    let mut seen_cursors = std::collections::BTreeSet::new();
+    let mut defs = Vec::new();
+    let mut count = 0usize;
+    let mut size = 0usize;
+    for page in 0.. {
+        if page == MAX_PAGES {
+            return Err(listing_error(format!("more than {MAX_PAGES} pages")));
+        }
+        let params = match &cursor {
+            Some(c) => serde_json::json!({"cursor": c}),
+            None => serde_json::json!({}),
+        };
+        let result = client.request("tools/list", params, u.startup_timeout, cancel, &mut |_| {}).map_err(|e| client_error(name, e, u.startup_timeout))?;
+        let (tools, next) = wire::tools_page(result).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
+        for t in tools {
+            let def = wire::tool(t, &format!("tools[{count}]")).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
+            count += 1;
+            if count > MAX_TOOLS {
+                return Err(listing_error(format!("more than {MAX_TOOLS} tools")));
+            }
+            if u.tools.exposes(&def.name) && !name_spells_secret(vault, name, &def.name) {
+                size += serde_json::to_vec(&def.definition).map_or(usize::MAX, |v| v.len());
+                if size > MAX_LISTING_BYTES {
+                    return Err(listing_error(format!("its exposed definitions take more than {MAX_LISTING_BYTES} bytes")));
+                }
+                defs.push(def);
+            }
+        }
+        match next {
+            None => break,
+            Some(c) if !seen_cursors.insert(c.clone()) => return Err(listing_error("a cursor came back twice".into())),
+            Some(c) => cursor = Some(c),
+        }
+    }
+    Ok(defs)
+}

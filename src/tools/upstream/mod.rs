@@ -14,6 +14,8 @@
 //!          ──> names (exposed <-> own, collisions refused) ──> pins (pins.rs: a changed
 //!              or new tool withheld) ──> cleaned (clean.rs), scrubbed definitions, cached
 //!                                        until list_changed
+//!              a listing that fails ──> no tools of u (table dropped, client told):
+//!                                       nothing stale is offered or called
 //!  authorize(policy, tables, exposed, args) ──> Route | UpstreamDenial   (pure)
 //!  call(route, args) ──> start u if dead (once; a crash loop is refused) ──> tools/call
 //!          ──> wire::call_result (strict shape) ──> UpstreamCall (NOT yet scrubbed)
@@ -30,6 +32,8 @@ mod check;
 mod clean;
 mod client;
 mod expose;
+#[cfg(test)]
+use expose::name_spells_secret;
 mod http;
 mod names;
 pub(crate) mod pins;
@@ -202,6 +206,9 @@ struct Slot {
     starts: u32,
     /// Its `list_changed` since the last listing was reported ([`Upstreams::take_news`]).
     announced: bool,
+    /// A listing failed and its tools were taken out of the list; the client is told
+    /// once ([`Upstreams::take_news`]).
+    withdrawn: bool,
 }
 
 /// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
@@ -231,7 +238,7 @@ impl Upstreams {
         let slots = policy
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false }))
+            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false }))
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
@@ -281,12 +288,14 @@ impl Upstreams {
     }
 
     /// The upstreams that announced `notifications/tools/list_changed` and were not
-    /// reported since their last listing: sp tells its client once for each.
+    /// reported since their last listing, and those whose tools were withdrawn because a
+    /// listing failed: sp tells its client once for each.
     pub(crate) fn take_news(&mut self) -> Vec<String> {
         let mut news = Vec::new();
         for (name, slot) in &mut self.slots {
-            if !slot.announced && slot.client.as_ref().is_some_and(|c| c.list_changed()) {
-                slot.announced = true;
+            let announced = !slot.announced && slot.client.as_ref().is_some_and(|c| c.list_changed());
+            if announced || std::mem::take(&mut slot.withdrawn) {
+                slot.announced |= announced;
                 news.push(name.clone());
             }
         }
@@ -323,6 +332,16 @@ impl Upstreams {
             let (tools, table, checked) = match expose::list_tools(slot, &mut self.pins, vault, &cancel) {
                 Ok(listed) => listed,
                 Err(e) => {
+                    // Issue 31: a failed listing (a re-listing after list_changed
+                    // included) leaves no tools of this upstream behind: none is offered
+                    // by tools/list, and a call of one is refused (the loop lists again
+                    // first, which fails the same way) until a listing succeeds.
+                    if self.tables.0.remove(upstream).is_some() {
+                        self.generation += 1;
+                        if let Some(slot) = self.slots.get_mut(upstream) {
+                            slot.withdrawn = true;
+                        }
+                    }
                     self.note_death(upstream, &e);
                     return Err(e);
                 }
@@ -527,62 +546,4 @@ fn start(
         }
     };
     Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
-}
-
-/// Whether an upstream's tool name spells a secret (searched whole, in any spelling):
-/// such a tool is not exposed (and the log says so), since its exposed name is cut from
-/// its name (`names.rs`) and a cut can keep a secret's prefix too short to be
-/// recognised after it (issue 31, section 3).
-fn name_spells_secret(vault: &Vault, upstream: &str, tool: &str) -> bool {
-    let spells = vault.found_in(tool.as_bytes());
-    if spells {
-        log::warn!("upstream {upstream}: tool {:?} not exposed: its name spells a secret", vault.scrub_then_cut(tool, 64).as_str());
-    }
-    spells
-}
-
-/// `tools/list`, every page: each definition checked (`wire::tool`), those the filter
-/// exposes (and whose names spell no secret) kept, within [`MAX_PAGES`], [`MAX_TOOLS`]
-/// and [`MAX_LISTING_BYTES`].
-fn fetch_definitions(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<wire::ToolDef>, UpstreamError> {
-    let u = &slot.policy;
-    let name = u.name.as_str();
-    let client = slot.client.as_mut().expect("started");
-    let listing_error = |why: String| UpstreamError::Listing { upstream: name.to_owned(), why };
-    let mut cursor: Option<String> = None;
-    let mut seen_cursors = std::collections::BTreeSet::new();
-    let mut defs = Vec::new();
-    let mut count = 0usize;
-    let mut size = 0usize;
-    for page in 0.. {
-        if page == MAX_PAGES {
-            return Err(listing_error(format!("more than {MAX_PAGES} pages")));
-        }
-        let params = match &cursor {
-            Some(c) => serde_json::json!({"cursor": c}),
-            None => serde_json::json!({}),
-        };
-        let result = client.request("tools/list", params, u.startup_timeout, cancel, &mut |_| {}).map_err(|e| client_error(name, e, u.startup_timeout))?;
-        let (tools, next) = wire::tools_page(result).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
-        for t in tools {
-            let def = wire::tool(t, &format!("tools[{count}]")).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })?;
-            count += 1;
-            if count > MAX_TOOLS {
-                return Err(listing_error(format!("more than {MAX_TOOLS} tools")));
-            }
-            if u.tools.exposes(&def.name) && !name_spells_secret(vault, name, &def.name) {
-                size += serde_json::to_vec(&def.definition).map_or(usize::MAX, |v| v.len());
-                if size > MAX_LISTING_BYTES {
-                    return Err(listing_error(format!("its exposed definitions take more than {MAX_LISTING_BYTES} bytes")));
-                }
-                defs.push(def);
-            }
-        }
-        match next {
-            None => break,
-            Some(c) if !seen_cursors.insert(c.clone()) => return Err(listing_error("a cursor came back twice".into())),
-            Some(c) => cursor = Some(c),
-        }
-    }
-    Ok(defs)
 }

@@ -182,7 +182,11 @@ pub(crate) fn error_code(e: &UpstreamError) -> ToolCode {
     match e {
         UpstreamError::Timeout { .. } => ToolCode::Timeout,
         UpstreamError::Cancelled { .. } => ToolCode::Cancelled,
-        UpstreamError::Credential { .. } | UpstreamError::Unsupported { .. } | UpstreamError::Unknown { .. } => ToolCode::Unavailable,
+        UpstreamError::Credential { .. }
+        | UpstreamError::Unsupported { .. }
+        | UpstreamError::Unknown { .. }
+        | UpstreamError::Start { .. }
+        | UpstreamError::CrashLoop { .. } => ToolCode::Unavailable,
         _ => ToolCode::Upstream,
     }
 }

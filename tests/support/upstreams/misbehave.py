@@ -48,6 +48,8 @@ Modes:
                 answers normally
   list-changed  after the first call, announces notifications/tools/list_changed and
                 lists a second tool from then on
+  relist-fails  after the first call, announces notifications/tools/list_changed and
+                answers every tools/list from then on with a JSON-RPC error
   blurt         after answering tools/list, writes 2000 notifications of 1 KiB before
                 reading anything more (sp's next request meets a full pipe)
   daemon        forks a child that stays in the process group and ignores SIGTERM
@@ -254,7 +256,7 @@ def call(msg):
     if MODE == "bad-result":
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "video", "url": "x"}]}})
         return
-    if MODE == "list-changed" and state["calls"] == 1:
+    if MODE in ("list-changed", "relist-fails") and state["calls"] == 1:
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if MODE == "rug" and rug_text() != state["listed"]:
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -290,8 +292,10 @@ def main():
             version = "1999-01-01" if MODE == "bad-version" else msg["params"]["protocolVersion"]
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": MODE in ("list-changed", "rug")}},
+                "capabilities": {"tools": {"listChanged": MODE in ("list-changed", "rug", "relist-fails")}},
                 "serverInfo": {"name": "misbehave-" + MODE, "version": "1"}}})
+        elif method == "tools/list" and MODE == "relist-fails" and state["calls"] > 0:
+            send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32603, "message": "listing broke"}})
         elif method == "tools/list":
             tools, nxt = tools_for(msg.get("params", {}).get("cursor"))
             result = {"tools": tools}
