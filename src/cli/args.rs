@@ -13,6 +13,7 @@ sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the c
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE] [--probe]
+  sp init [FILE | -]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp --version
@@ -21,6 +22,7 @@ Usage:
 Commands:
   mcp      serve MCP over stdin/stdout (started by an MCP client)
   check    validate a policy file and print a summary
+  init     write a starting policy (sp init --help)
   audit    check or print an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
 
@@ -37,18 +39,97 @@ Options:
   -h, --help              this help
   -V, --version           the version
 
-See sp(1) and sp-policy(5).
+Each command has its own --help (sp mcp --help). See sp(1) and sp-policy(5).
 ";
+
+/// `sp mcp --help`: the command's own flags (a subset of [`USAGE`]'s, checked against
+/// sp(1) OPTIONS in `help_agrees_with_man.rs`).
+pub(crate) const MCP_USAGE: &str = "\
+Usage:
+  sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
+
+Serve MCP on stdin/stdout until end of input. An MCP client starts this; a person
+runs `sp check` instead. Stdout carries only protocol; logs go to stderr.
+
+Options:
+  -c, --config FILE       policy file (default: $SP_CONFIG, then
+                          $XDG_CONFIG_HOME/sallyport/policy.json or
+                          ~/.config/sallyport/policy.json, then /etc/sallyport/policy.json)
+      --max-line-bytes N  longest accepted request line (default 4194304)
+      --close-on-refusal  end the session after any refused request
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+
+See sp(1), COMMANDS and PROTOCOL.
+";
+
+/// `sp check --help`.
+pub(crate) const CHECK_USAGE: &str = "\
+Usage:
+  sp check [--config FILE] [--probe] [-v...] [-q]
+
+Find the policy as sp mcp would, validate it and print a summary; exit 1 when it
+does not load.
+
+Options:
+  -c, --config FILE       policy file (default: as for sp mcp)
+      --probe             check: start each upstream, list the tools it would
+                          expose, stop it
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+
+See sp(1), COMMANDS.
+";
+
+/// `sp init --help`.
+pub(crate) const INIT_USAGE: &str = "\
+Usage:
+  sp init [FILE | -]
+
+Write a starting policy to FILE (default: $XDG_CONFIG_HOME/sallyport/policy.json or
+~/.config/sallyport/policy.json, where sp mcp looks), owner-only, and print what
+each part of it does; `-` prints the policy on stdout instead. An existing FILE is
+never overwritten.
+
+Options:
+  -h, --help              this help
+
+See sp(1), COMMANDS, and sp-policy(5).
+";
+
+/// Which help text `--help` prints: the command's own, when one came before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HelpTopic {
+    General,
+    Mcp,
+    Check,
+    Init,
+}
+
+impl HelpTopic {
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            HelpTopic::General => USAGE,
+            HelpTopic::Mcp => MCP_USAGE,
+            HelpTopic::Check => CHECK_USAGE,
+            HelpTopic::Init => INIT_USAGE,
+        }
+    }
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Command {
     Mcp,
     Check,
+    /// `sp init [FILE | -]`: `None` for the default place, `-` for stdout.
+    Init(Option<PathBuf>),
     /// `sp [-v|-q] audit ...`: the rest of argv, parsed by [`parse_audit`].
     Audit(AuditArgs),
     /// `sp [-v|-q] [-c FILE] approve ...`: the rest of argv, parsed by [`parse_approve`].
     Approve(ApproveArgs),
-    Help,
+    Help(HelpTopic),
     Version,
 }
 
@@ -87,6 +168,8 @@ pub(crate) enum UsageError {
     NotFor { flag: &'static str, command: &'static str, sub: String },
     /// A flag of `sp check` given to another command.
     CheckOnly { flag: &'static str },
+    /// A flag `sp init` does not take (it takes only FILE).
+    NotForInit { flag: &'static str },
     IdAndAll,
     NoIdNorAll,
     Anchor,
@@ -115,6 +198,7 @@ impl std::fmt::Display for UsageError {
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
+            UsageError::NotForInit { flag } => write!(f, "{flag} does not apply to sp init (it takes a FILE, or - for stdout)"),
             UsageError::IdAndAll => f.write_str("sp approve revoke takes a grant id or --all, not both"),
             UsageError::NoIdNorAll => f.write_str("sp approve revoke needs a grant id or --all"),
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
@@ -135,7 +219,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(argv);
     let mut args = Args {
-        command: Command::Help,
+        command: Command::Help(HelpTopic::General),
         config: None,
         max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         close_on_refusal: false,
@@ -147,7 +231,15 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     let mut mcp_only = None;
     while let Some(arg) = p.next().map_err(lexopt)? {
         match arg {
-            Short('h') | Long("help") => return Ok(Args { command: Command::Help, ..args }),
+            Short('h') | Long("help") => {
+                let topic = match command {
+                    Some(Command::Mcp) => HelpTopic::Mcp,
+                    Some(Command::Check) => HelpTopic::Check,
+                    Some(Command::Init(_)) => HelpTopic::Init,
+                    _ => HelpTopic::General,
+                };
+                return Ok(Args { command: Command::Help(topic), ..args });
+            }
             Short('V') | Long("version") => return Ok(Args { command: Command::Version, ..args }),
             Short('c') | Long("config") => {
                 args.config = Some(PathBuf::from(p.value().map_err(lexopt)?));
@@ -168,10 +260,13 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
             Long("probe") => args.probe = true,
             Short('v') | Long("verbose") => args.verbose = args.verbose.saturating_add(1),
             Short('q') | Long("quiet") => args.quiet = true,
+            // `sp init FILE`: one path after `init`.
+            Value(v) if matches!(command, Some(Command::Init(None))) => command = Some(Command::Init(Some(PathBuf::from(v)))),
             Value(v) if command.is_none() => {
                 command = Some(match v.to_str() {
                     Some("mcp") => Command::Mcp,
                     Some("check") => Command::Check,
+                    Some("init") => Command::Init(None),
                     // Everything after `audit` is its own (global flags such as
                     // -q may come before it).
                     Some("audit") => {
@@ -182,7 +277,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Approve(parse_approve(rest)?)
                     }
-                    Some("help") => Command::Help,
+                    Some("help") => Command::Help(HelpTopic::General),
                     Some("version") => Command::Version,
                     _ => return Err(UsageError::UnknownCommand { name: v.to_string_lossy().into_owned() }),
                 });
@@ -193,6 +288,11 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     args.command = command.ok_or(UsageError::NoCommand)?;
     if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
         return Err(UsageError::McpOnly { flag });
+    }
+    if matches!(args.command, Command::Init(_)) {
+        if let Some(flag) = [(args.config.is_some(), "--config"), (args.probe, "--probe")].iter().find_map(|(given, f)| given.then_some(*f)) {
+            return Err(UsageError::NotForInit { flag });
+        }
     }
     if args.probe && args.command != Command::Check {
         return Err(UsageError::CheckOnly { flag: "--probe" });
@@ -384,7 +484,15 @@ mod tests {
         let a = p(&["mcp", "--config", "/x.json", "-vv"]).unwrap();
         assert_eq!((a.command, a.config, a.verbose), (Command::Mcp, Some(PathBuf::from("/x.json")), 2));
         assert_eq!(p(&["--version"]).unwrap().command, Command::Version);
-        assert_eq!(p(&["mcp", "-h"]).unwrap().command, Command::Help);
+        assert_eq!(p(&["mcp", "-h"]).unwrap().command, Command::Help(HelpTopic::Mcp));
+        assert_eq!(p(&["check", "--help"]).unwrap().command, Command::Help(HelpTopic::Check));
+        assert_eq!(p(&["init", "-h"]).unwrap().command, Command::Help(HelpTopic::Init));
+        assert_eq!(p(&["-h", "mcp"]).unwrap().command, Command::Help(HelpTopic::General));
+        assert_eq!(p(&["init"]).unwrap().command, Command::Init(None));
+        assert_eq!(p(&["init", "/x/p.json"]).unwrap().command, Command::Init(Some(PathBuf::from("/x/p.json"))));
+        assert_eq!(p(&["init", "-"]).unwrap().command, Command::Init(Some(PathBuf::from("-"))));
+        assert_eq!(p(&["init", "-c", "/x"]).unwrap_err(), "--config does not apply to sp init (it takes a FILE, or - for stdout)");
+        assert!(p(&["init", "/a", "/b"]).is_err(), "one FILE only");
         assert_eq!(p(&["check", "-c", "/p"]).unwrap().command, Command::Check);
         let a = p(&["mcp", "--max-line-bytes", "2048", "--close-on-refusal"]).unwrap();
         assert_eq!((a.max_line_bytes, a.close_on_refusal), (2048, true));

@@ -1,4 +1,5 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `--help`, `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp init`, `sp audit`, `sp approve`, `--help`
+//! (each command's own after it: `sp mcp --help`), `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -14,6 +15,7 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod init;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -24,7 +26,7 @@ use crate::mcp::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 use crate::server::{Options, Server};
 
-pub(crate) use args::{parse, Args, Command, USAGE};
+pub(crate) use args::{parse, Args, Command};
 
 pub const EXIT_FATAL: u8 = 1;
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -130,7 +132,14 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
         }
     };
     match args.command {
-        Command::Help => text(stdout, USAGE),
+        Command::Help(topic) => text(stdout, topic.text()),
+        Command::Init(ref file) => match init::run(file.as_deref(), &env, Some(me)) {
+            Ok(said) => text(stdout, &said),
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(EXIT_FATAL)
+            }
+        },
         Command::Version => text(stdout, &format!("sp {}\n", env!("CARGO_PKG_VERSION"))),
         Command::Check => check(stdout, &args, &env),
         Command::Mcp => mcp(stdout, &args, &env),
