@@ -289,10 +289,10 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
         return Err(UsageError::McpOnly { flag });
     }
-    if matches!(args.command, Command::Init(_)) {
-        if let Some(flag) = [(args.config.is_some(), "--config"), (args.probe, "--probe")].iter().find_map(|(given, f)| given.then_some(*f)) {
-            return Err(UsageError::NotForInit { flag });
-        }
+    if matches!(args.command, Command::Init(_))
+        && let Some(flag) = [(args.config.is_some(), "--config"), (args.probe, "--probe")].iter().find_map(|(given, f)| given.then_some(*f))
+    {
+        return Err(UsageError::NotForInit { flag });
     }
     if args.probe && args.command != Command::Check {
         return Err(UsageError::CheckOnly { flag: "--probe" });
