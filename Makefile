@@ -19,6 +19,10 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DOCDIR  ?= $(PREFIX)/share/doc/sallyport
+# Shell completions (packaging/completions/), where each shell looks for them.
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 INSTALL ?= install
 
 PKGDIR  ?= target/pkg
@@ -175,27 +179,36 @@ deb-check: deb
 	lintian --fail-on error,warning $(DEB)
 	dpkg -i $(DEB)
 	/usr/bin/sp --version
+	test -x /usr/bin/sp-approve
 	man -w sp
 	packaging/smoke-session /usr/bin/sp
 	dpkg --purge sallyport
 	! command -v sp
 
+# sp-approve goes beside sp, executable (issue 32): the example policy installed with it
+# names $(BINDIR)/sp-approve, so approval works as documented without a copy step.
 install:
 	@test -x $(SP) || { echo "make install: $(SP) is missing; run 'make build' (as yourself, not root) first" >&2; exit 1; }
-	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(INSTALL) -m 0755 $(SP) $(DESTDIR)$(BINDIR)/sp
-	$(INSTALL) -m 0644 man/sp.1 man/sp-audit.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0755 packaging/sp-approve $(DESTDIR)$(BINDIR)/sp-approve
+	$(INSTALL) -m 0644 man/sp.1 man/sp-audit.1 man/sp-approve.1 $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL) -m 0644 man/sp-policy.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(DOCDIR)/
-	$(INSTALL) -m 0644 packaging/policy.example.json $(DESTDIR)$(DOCDIR)/examples/
-	$(INSTALL) -m 0755 packaging/sp-approve packaging/launcher/sp-launch $(DESTDIR)$(DOCDIR)/examples/
+	sed 's|/usr/local/bin/sp-approve|$(BINDIR)/sp-approve|' packaging/policy.example.json >$(DESTDIR)$(DOCDIR)/examples/policy.example.json
+	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/policy.example.json
+	$(INSTALL) -m 0755 packaging/launcher/sp-launch $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 0644 packaging/completions/sp.bash $(DESTDIR)$(BASHCOMPDIR)/sp
+	$(INSTALL) -m 0644 packaging/completions/_sp $(DESTDIR)$(ZSHCOMPDIR)/_sp
+	$(INSTALL) -m 0644 packaging/completions/sp.fish $(DESTDIR)$(FISHCOMPDIR)/sp.fish
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/sp $(DESTDIR)$(MANDIR)/man1/sp.1 $(DESTDIR)$(MANDIR)/man1/sp-audit.1 \
-	      $(DESTDIR)$(MANDIR)/man5/sp-policy.5
+	rm -f $(DESTDIR)$(BINDIR)/sp $(DESTDIR)$(BINDIR)/sp-approve $(DESTDIR)$(MANDIR)/man1/sp.1 $(DESTDIR)$(MANDIR)/man1/sp-audit.1 \
+	      $(DESTDIR)$(MANDIR)/man1/sp-approve.1 $(DESTDIR)$(MANDIR)/man5/sp-policy.5
 	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(DESTDIR)$(DOCDIR)/CHANGELOG.md \
-	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-approve \
-	      $(DESTDIR)$(DOCDIR)/examples/sp-launch
+	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-launch
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/sp $(DESTDIR)$(ZSHCOMPDIR)/_sp $(DESTDIR)$(FISHCOMPDIR)/sp.fish
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # DESTDIR staging round trip: everything installed, then nothing left but directories.
@@ -203,6 +216,9 @@ install-check:
 	rm -rf $(PKGDIR)/stage
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
 	test -x $(PKGDIR)/stage/usr/bin/sp && test -f $(PKGDIR)/stage/usr/share/man/man5/sp-policy.5
+	test -x $(PKGDIR)/stage/usr/bin/sp-approve
+	grep -q '"/usr/bin/sp-approve"' $(PKGDIR)/stage/usr/share/doc/sallyport/examples/policy.example.json
+	test -f $(PKGDIR)/stage/usr/share/bash-completion/completions/sp
 	$(PKGDIR)/stage/usr/bin/sp --version
 	$(MAKE) --no-print-directory uninstall DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
 	test -z "$$(find $(PKGDIR)/stage ! -type d)"
@@ -223,7 +239,7 @@ static-aarch64: $(TOOLS_VENV)/.stamp
 
 # Man pages: full dates in .TH, no mandoc warnings.
 lint-man:
-	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-policy.5
+	mandoc -T lint -W warning man/sp.1 man/sp-audit.1 man/sp-approve.1 man/sp-policy.5
 
 # Licenses, banned crates and sources (deny.toml); offline, so no advisories. cargo-deny
 # reads the metadata of every platform's dependencies (r-efi, windows-*), which a build
@@ -281,6 +297,7 @@ rpm-check: rpm
 	rpm --root "$$root" --initdb; \
 	rpm --root "$$root" -i --nodeps $(RPMDIR)/RPMS/*/sallyport-$(VERSION)-*.rpm; \
 	"$$root/usr/bin/sp" --version; \
+	test -x "$$root/usr/bin/sp-approve"; \
 	test -f "$$root/usr/share/man/man5/sp-policy.5.gz" || test -f "$$root/usr/share/man/man5/sp-policy.5"; \
 	rpm --root "$$root" -q sallyport
 
@@ -317,7 +334,9 @@ dist:
 	    d=$(PKGDIR)/dist/sallyport-$(VERSION)-$$arch; \
 	    mkdir -p $$d/man $$d/licenses; \
 	    install -m 0755 $(STATIC_TARGET_DIR)/$$arch-unknown-linux-musl/release/sp $$d/sp; \
-	    install -m 0644 man/sp.1 man/sp-audit.1 man/sp-policy.5 $$d/man/; \
+	    install -m 0644 man/sp.1 man/sp-audit.1 man/sp-approve.1 man/sp-policy.5 $$d/man/; \
+	    install -m 0755 packaging/sp-approve $$d/sp-approve; \
+	    mkdir -p $$d/completions && install -m 0644 packaging/completions/sp.bash packaging/completions/_sp packaging/completions/sp.fish $$d/completions/; \
 	    install -m 0644 LICENSE packaging/licenses/OpenSSL.txt packaging/licenses/libssh2.txt packaging/licenses/zlib.txt $$d/licenses/; \
 	    $(PYTHON) packaging/third-party-licenses.py $$arch-unknown-linux-musl $$d/licenses/THIRD-PARTY.txt; \
 	    install -m 0644 README.md CHANGELOG.md packaging/policy.example.json $$d/; \

@@ -9,6 +9,10 @@
 //! malformed line that closes the session. Prints what happened, what the API received,
 //! and sp's own exit status and counters.
 //!
+//! It prints the policy it used first, and keeps a copy to start from in
+//! `target/demo/policy.json` (its secret from `$DEMO_API_TOKEN`, the journal at its
+//! default place).
+//!
 //! Usage: `cargo run --example demo -- target/release/sp`
 #![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
 
@@ -25,6 +29,26 @@ use std::process::{Command, Stdio};
 
 use http_server::{Reply, TestServer};
 use serde_json::{json, Value};
+
+/// `target/demo/policy.json`: the demo's policy with its temporary paths taken out (the
+/// secret from `$DEMO_API_TOKEN`, the journal at its default place), in a 0700
+/// directory, mode 0600, as `sp` wants a policy kept.
+fn keep_copy(policy: &Value) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/demo");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    let mut copy = policy.clone();
+    if let Some(obj) = copy.as_object_mut() {
+        obj.remove("audit");
+    }
+    copy["credentials"]["demo-api"]["source"] = json!({"env": "DEMO_API_TOKEN"});
+    let path = dir.join("policy.json");
+    let _ = std::fs::remove_file(&path);
+    std::fs::write(&path, serde_json::to_string_pretty(&copy).unwrap() + "\n")?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(path)
+}
 
 fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
@@ -72,6 +96,16 @@ fn main() {
     println!("  policy        {}", policy_path.display());
     println!("  secret file   {} (mode 0600; the agent never sees it)", secret.display());
     println!("  command       {sp} mcp --config {}\n", policy_path.display());
+    // Issue 32, section 1: the policy the demo uses, in full, and a copy to start from.
+    println!("The policy of this demo:\n{}\n", serde_json::to_string_pretty(&policy).unwrap());
+    match keep_copy(&policy) {
+        Ok(copy) => println!(
+            "A copy to start from: {} (the same rules; its secret comes from $DEMO_API_TOKEN, its journal goes to the default place; `{sp} check --config {}` reads it)\n",
+            copy.display(),
+            copy.display()
+        ),
+        Err(e) => println!("(no copy kept: {e})\n"),
+    }
 
     let mut child = Command::new(&sp)
         .args(["mcp", "--config"])

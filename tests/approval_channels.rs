@@ -403,3 +403,64 @@ fn progress_is_sent_while_the_approver_is_asked() {
     assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
     s.finish().assert_exit(0);
 }
+
+/// Issue 32, section 1: "GET free, POST asks" with one credential: `"approve": true` on
+/// an allow rule. The GET runs unasked; the POST asks the approver (subject: the rule,
+/// since the credential that travels with it asks nothing itself), and its no keeps it
+/// from the server; a POST with no credential is asked too. A free GET that a server redirects
+/// to a path a rule asks for is not followed (the approval covered no hop).
+///
+/// Attacks tried (all held): the asking rule listed after a broader free one (any
+/// permitting rule that asks makes the call ask); a redirect hop into the asking
+/// rule's paths (not followed, the 3xx is returned).
+#[test]
+fn an_allow_rule_with_approve_asks_for_its_calls_only() {
+    let dir = TempDir::new("rule-approve");
+    let server = server();
+    server.route("/v1/post", Reply::json(200, r#"{"posted":true}"#));
+    server.route("/open/hop", Reply { status: 307, headers: vec![("Location".into(), "/asks/landing".into())], body: vec![], delay_ms: 0 });
+    server.route("/asks/landing", Reply::json(200, r#"{"landed":true}"#));
+    let journal = dir.path.join("audit.jsonl");
+    let token = dir.file("api.token", b"not-a-real-secret-rule-approve", 0o600);
+    let host = format!("127.0.0.1:{}", server.port);
+    // Records who it was asked about, one line per question, and says no.
+    let subjects = dir.join("subjects");
+    let approver = dir.file("approver", format!("#!/bin/sh\ncat >/dev/null\nprintf '%s\\n' \"$SP_APPROVAL_SUBJECT\" >> {subjects}\nexit 1\n").as_bytes(), 0o700);
+    let asked = || std::fs::read_to_string(&subjects).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>();
+    let policy = json!({
+        "http": {"allow": [
+            {"hosts": [host], "methods": ["GET", "POST"], "paths": ["/v1/x", "/open/*"]},
+            {"hosts": [host], "methods": ["GET"], "paths": ["/v1/*"]},
+            {"hosts": [host], "methods": ["POST"], "paths": ["/v1/*", "/open/*"], "approve": true},
+            {"hosts": [host], "methods": ["GET"], "paths": ["/asks/*"], "approve": true}
+        ]},
+        "credentials": {"api": {"source": {"file": token.display().to_string()}, "inject": {"bearer": {}}, "hosts": [host], "paths": ["/v1/*"]}},
+        "approval": {"command": [approver.display().to_string()], "timeout_s": 20},
+        "audit": {"path": journal.display().to_string()}
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&policy, &[]));
+    s.ready(VERSION);
+    let r = s.tool(1, "http_request", get(&server, "/v1/y"));
+    assert_eq!((tool_error_code(&r), asked()), (None, vec![]), "a free GET runs unasked: {r}");
+    let r = s.tool(2, "http_request", json!({"method": "POST", "url": format!("{}/v1/post", server.base()), "body": "{}"}));
+    // The rule asks (the credential does not): the question names the rule.
+    assert_eq!((tool_error_code(&r), asked()), (Some("SP_NOT_APPROVED"), vec!["http.allow[2]".to_owned()]), "{r}");
+    // Listed after a broader free rule (rule 0 permits POST /v1/x): still asked.
+    let r = s.tool(3, "http_request", json!({"method": "POST", "url": format!("{}/v1/x", server.base())}));
+    assert_eq!((tool_error_code(&r), asked().len()), (Some("SP_NOT_APPROVED"), 2), "{r}");
+    // No credential travels: asked about the rule as well.
+    let r = s.tool(5, "http_request", json!({"method": "POST", "url": format!("{}/open/z", server.base())}));
+    assert_eq!((tool_error_code(&r), asked().last().cloned()), (Some("SP_NOT_APPROVED"), Some("http.allow[2]".to_owned())), "{r}");
+    // A free GET redirected into /asks/*: the 307 comes back, the hop is not followed.
+    let r = s.tool(4, "http_request", get(&server, "/open/hop"));
+    assert_eq!((tool_error_code(&r), r["structuredContent"]["status"].clone(), asked().len()), (None, json!(307), 3), "{r}");
+    assert!(r["structuredContent"]["redirect_refused"] == true, "{r}");
+    s.finish().assert_exit(0);
+    server.settle();
+    let paths: Vec<String> = server.requests().iter().map(|q| format!("{} {}", q.method, q.target)).collect();
+    assert_eq!(paths, ["GET /v1/y", "GET /open/hop"], "only the free calls reached the server");
+    let approvals = of_kind(&rows(&journal), "approval");
+    let decisions: Vec<(&str, &str)> = approvals.iter().map(|r| (r["rule"].as_str().unwrap_or(""), r["decision"].as_str().unwrap())).collect();
+    assert_eq!(decisions, [("http.allow[2]", "refused"), ("http.allow[0]", "refused"), ("http.allow[0]", "refused")], "{approvals:?}");
+}

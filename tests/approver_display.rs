@@ -344,6 +344,27 @@ fn sp_approve_shows_what_sp_gives_it_through_a_real_session() {
     );
 }
 
+/// Issue 32, section 1: headless (no SP_APPROVE_TTY, no desktop, no terminal), sp-approve
+/// refuses every call, and at the default verbosity sp's stderr says so and why: the
+/// approver's own words and the refusal, not only with `-v`.
+#[test]
+fn sp_approve_headless_refuses_and_the_reason_shows_at_the_default_verbosity() {
+    let dir = TempDir::new("sp-approve-headless");
+    let approver = dir.file("sp-approve", &std::fs::read(script()).unwrap(), 0o700);
+    let mut s = Session::start(Launch::mcp(&ssh_policy(&dir, &approver), &[]).env("LC_ALL", "C.UTF-8"));
+    s.ready("2025-06-18");
+    let r = s.tool(1, "ssh_exec", json!({"host": "web1", "command": "uptime"}));
+    assert_eq!(tool_error_code(&r), Some("SP_NOT_APPROVED"), "{r}");
+    let run = s.finish();
+    run.assert_exit(0);
+    assert!(
+        run.stderr.contains("WARN approver stderr: sp-approve: nowhere to ask (set SP_APPROVE_TTY, or run under a desktop session); refusing\n"),
+        "{}",
+        run.context()
+    );
+    assert!(run.stderr.contains("WARN approval: refused for web1 uptime (web1): the approver exited 1\n"), "{}", run.context());
+}
+
 /// What sp 2 would hand sp-approve, with `target` as the target.
 fn env_with(target: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     vec![

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use support::http_server::TestServer;
-use support::process::{tool_error_code, Launch, Session, TempDir};
+use support::process::{run_sp, tool_error_code, Launch, Session, TempDir};
 use support::sshd::{self, Sshd};
 
 /// A refusal that takes longer than this waited on something.
@@ -249,10 +249,16 @@ fn policy_in_a_directory_others_can_write_is_refused_sticky_or_not() {
     std::fs::write(&p, SIMPLE).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     accepted(&p);
-    for mode in [0o770, 0o777, 0o1777] {
+    for mode in [0o770, 0o777] {
         std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(mode)).unwrap();
         both_refuse(&p, &[&format!("directory {}", sub.display()), &format!("chmod go-w {}", sub.display())]);
     }
+    // Issue 32, section 1: a sticky shared directory (a policy directly in /tmp) is
+    // refused too, but the fix is to move the policy, never `chmod go-w /tmp`.
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    both_refuse(&p, &[&format!("directory {}", sub.display()), "(fix: move the policy to a private directory", "is shared by design, leave its mode alone"]);
+    let refused = run_sp(&["check", "--config", &p.display().to_string()], &[], b"");
+    assert!(!refused.stderr.contains("chmod go-w"), "{}", refused.context());
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 

@@ -58,8 +58,9 @@ fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
     let msgs = run.protocol();
     assert_eq!(msgs.len(), 7, "{}", run.context());
     assert_eq!((msgs[1]["id"].clone(), msgs[1]["result"].clone()), (json!(2), json!({})), "{}", run.context());
-    // The policy allows GET: http_get is listed beside the other three.
-    assert!(msgs[2]["result"]["tools"].as_array().is_some_and(|t| t.len() == 4), "{}", run.context());
+    // The policy allows GET: http_get is listed beside http_request and sp_inventory
+    // (no SSH host, so no ssh_exec).
+    assert!(msgs[2]["result"]["tools"].as_array().is_some_and(|t| t.len() == 3), "{}", run.context());
     assert_eq!(msgs[3]["result"]["isError"], false, "task-augmented call runs as an ordinary one\n{}", run.context());
     assert!(msgs[3]["result"]["structuredContent"].is_object(), "{}", run.context());
     assert_eq!(tool_error_code(&msgs[4]["result"]), Some("SP_DENIED"), "{}", run.context());
@@ -140,6 +141,8 @@ fn tool_names_match_the_pattern_hosts_enforce_and_dotted_names_are_gone() {
     let text = std::fs::read_to_string(&policy).unwrap();
     let mut value: Value = serde_json::from_str(&text).unwrap();
     value["audit"] = json!({"path": journal});
+    // An SSH host, so that ssh_exec is listed (issue 32: only what the policy makes possible).
+    value["ssh"] = json!({"known_hosts": "/nonexistent/known_hosts", "hosts": {"h": {"address": "127.0.0.1", "user": "u", "auth": {"agent": true}}}});
     std::fs::write(&policy, value.to_string()).unwrap();
     let stateless_meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

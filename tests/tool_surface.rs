@@ -3,7 +3,8 @@
 //! `sp` against a loopback HTTP server and a real sshd (successes, a truncated body, a
 //! non-JSON body, a refused redirect, a denial, a timeout with partial output); the
 //! names match `^[a-zA-Z0-9_-]{1,48}$`; titles and descriptions are short; `http_get`
-//! is listed only when the policy allows GET or HEAD and refuses other methods;
+//! is listed only when the policy allows GET or HEAD and refuses other methods
+//! (`ssh_exec` only with an SSH host, `http_request` only with an allow rule);
 //! `http_request` keeps `destructiveHint: true`.
 //!
 //! Attacks tried (all held):
@@ -67,7 +68,9 @@ fn real_results_match_their_output_schemas() {
     s.ready(VERSION);
     let tools = tools(&mut s);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["http_request", "http_get", "sp_inventory", "ssh_exec"]);
+    // ssh_exec is listed only with an SSH host (issue 32: only what the policy makes possible).
+    let want: &[&str] = if sshd.is_some() { &["http_request", "http_get", "sp_inventory", "ssh_exec"] } else { &["http_request", "http_get", "sp_inventory"] };
+    assert_eq!(names, want);
     let url = |p: &str| format!("{}{p}", server.base());
     let http = schema_of(&tools, "http_request");
     let get = schema_of(&tools, "http_get");
@@ -152,7 +155,7 @@ fn names_titles_and_hints_are_what_hosts_expect() {
     let mut s = Session::start(Launch::mcp(&policy, &[]));
     s.ready(VERSION);
     let names: Vec<String> = tools(&mut s).iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect();
-    assert_eq!(names, ["http_request", "sp_inventory", "ssh_exec"]);
+    assert_eq!(names, ["http_request", "sp_inventory"]);
     let r = s.tool(1, "http_get", json!({"url": format!("{}/x", server.base())}));
     assert_eq!(tool_error_code(&r), Some("SP_DENIED"), "{r}");
     s.finish().assert_exit(0);

@@ -76,7 +76,13 @@ pub(crate) fn ask_waiting(
                     }
                     if logged < MAX_LOGGED_BYTES {
                         logged += line.len;
-                        log::info!("approver {name}: {}", logged_line(&line));
+                        // Its stderr is where an approver says why it refuses (sp-approve:
+                        // "nowhere to ask ..."): shown at the default verbosity (warn).
+                        if name == "stderr" {
+                            log::warn!("approver {name}: {}", logged_line(&line));
+                        } else {
+                            log::info!("approver {name}: {}", logged_line(&line));
+                        }
                     }
                 });
                 if let Some(tx) = last_tx {

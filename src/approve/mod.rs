@@ -1,5 +1,5 @@
 //! Approval: a human's yes for each call that uses an approve-flagged credential or SSH
-//! host, asked through the channels the operator lists in `approval.via`: a program the
+//! host, or that an approve-flagged `http.allow` rule permits, asked through the channels the operator lists in `approval.via`: a program the
 //! operator chose (the approver command), and MCP elicitation (`elicit.rs`).
 //!
 //! ```text
@@ -41,8 +41,10 @@
 //! The exact values are in the description's `raw` member only (bodies and stdin cut
 //! at 64 KiB there, with a `_truncated` flag).
 //!
-//! Its stdout and stderr are its own pipes, read by `sp` and logged at info level on
-//! stderr (at most 16 KiB each); they never reach the protocol stream.
+//! Its stdout and stderr are its own pipes, read by `sp` and logged on stderr (at most
+//! 16 KiB each; stdout at info level, stderr at warn, the default, since that is where an
+//! approver says why it refuses); they never reach the protocol stream. A decision other
+//! than yes is logged at warn with its reason.
 //! Exit 0 is yes; any other exit, death by a signal, failure to start, or no answer
 //! within `approval.timeout_s` (the whole process group is then killed) is no. A yes
 //! covers one call unless it asks for a grant the policy allows (`grants.rs`). The
@@ -120,8 +122,11 @@ pub(crate) fn check_summary(policy: &Policy) -> String {
         // Every approve-flagged call would be refused (SP_NOT_APPROVED) until fixed.
         Err(e) => format!("{} (REFUSED when asked: {e})", c[0]),
     });
+    // Allow rules that ask (issue 32), named only when there are some.
+    let rules: Vec<String> = policy.http.allow.iter().filter(|r| r.approve.needed()).map(|r| named(&format!("http.allow[{}]", r.index), r.approve)).collect();
+    let rules = if rules.is_empty() { String::new() } else { format!("; allow rules: {}", rules.join(",")) };
     format!(
-        "mode: {}\napproval: command {command}, timeout {}s{via}; credentials: {}; ssh hosts: {}\n",
+        "mode: {}\napproval: command {command}, timeout {}s{via}; credentials: {}; ssh hosts: {}{rules}\n",
         p.mode.as_str(),
         p.timeout.as_secs(),
         list(credentials),
@@ -301,7 +306,14 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
             None => answer.why = format!("{}; no grant: the policy allows none", answer.why),
         }
     }
-    log::info!("approval: {} ({})", answer.decision, answer.why);
+    // A refusal says why at the default verbosity (warn): headless, an approver that
+    // finds nowhere to ask refuses every call, and the operator must see that without -v
+    // (issue 32, section 1).
+    if answer.decision == "approved" {
+        log::info!("approval: {} ({})", answer.decision, answer.why);
+    } else {
+        log::warn!("approval: {} for {} ({}): {}", answer.decision, ctx.target.as_deref().unwrap_or("an action"), ask.subject, answer.why);
+    }
     if let Some(refused) = record(journal, ctx, &answer, grant_id.as_deref()) {
         return refused;
     }

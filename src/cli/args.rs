@@ -13,6 +13,7 @@ sp - an MCP gateway: agents act on HTTP APIs and SSH hosts without holding the c
 Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE] [--probe]
+  sp init [FILE | -]
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
@@ -22,6 +23,7 @@ Usage:
 Commands:
   mcp      serve MCP over stdin/stdout (started by an MCP client)
   check    validate a policy file and print a summary
+  init     write a starting policy (sp init --help)
   audit    check or print an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
   upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
@@ -39,20 +41,99 @@ Options:
   -h, --help              this help
   -V, --version           the version
 
-See sp(1) and sp-policy(5).
+Each command has its own --help (sp mcp --help). See sp(1) and sp-policy(5).
 ";
+
+/// `sp mcp --help`: the command's own flags (a subset of [`USAGE`]'s, checked against
+/// sp(1) OPTIONS in `help_agrees_with_man.rs`).
+pub(crate) const MCP_USAGE: &str = "\
+Usage:
+  sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
+
+Serve MCP on stdin/stdout until end of input. An MCP client starts this; a person
+runs `sp check` instead. Stdout carries only protocol; logs go to stderr.
+
+Options:
+  -c, --config FILE       policy file (default: $SP_CONFIG, then
+                          $XDG_CONFIG_HOME/sallyport/policy.json or
+                          ~/.config/sallyport/policy.json, then /etc/sallyport/policy.json)
+      --max-line-bytes N  longest accepted request line (default 4194304)
+      --close-on-refusal  end the session after any refused request
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+
+See sp(1), COMMANDS and PROTOCOL.
+";
+
+/// `sp check --help`.
+pub(crate) const CHECK_USAGE: &str = "\
+Usage:
+  sp check [--config FILE] [--probe] [-v...] [-q]
+
+Find the policy as sp mcp would, validate it and print a summary; exit 1 when it
+does not load.
+
+Options:
+  -c, --config FILE       policy file (default: as for sp mcp)
+      --probe             check: start each upstream, list the tools it would
+                          expose, stop it
+  -v, --verbose           more log output on stderr (repeat for more)
+  -q, --quiet             no log output on stderr
+  -h, --help              this help
+
+See sp(1), COMMANDS.
+";
+
+/// `sp init --help`.
+pub(crate) const INIT_USAGE: &str = "\
+Usage:
+  sp init [FILE | -]
+
+Write a starting policy to FILE (default: $XDG_CONFIG_HOME/sallyport/policy.json or
+~/.config/sallyport/policy.json, where sp mcp looks), owner-only, and print what
+each part of it does; `-` prints the policy on stdout instead. An existing FILE is
+never overwritten.
+
+Options:
+  -h, --help              this help
+
+See sp(1), COMMANDS, and sp-policy(5).
+";
+
+/// Which help text `--help` prints: the command's own, when one came before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HelpTopic {
+    General,
+    Mcp,
+    Check,
+    Init,
+}
+
+impl HelpTopic {
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            HelpTopic::General => USAGE,
+            HelpTopic::Mcp => MCP_USAGE,
+            HelpTopic::Check => CHECK_USAGE,
+            HelpTopic::Init => INIT_USAGE,
+        }
+    }
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Command {
     Mcp,
     Check,
+    /// `sp init [FILE | -]`: `None` for the default place, `-` for stdout.
+    Init(Option<PathBuf>),
     /// `sp [-v|-q] audit ...`: the rest of argv, parsed by [`parse_audit`].
     Audit(AuditArgs),
     /// `sp [-v|-q] [-c FILE] approve ...`: the rest of argv, parsed by [`parse_approve`].
     Approve(ApproveArgs),
     /// `sp [-v|-q] [-c FILE] upstream ...`: the rest of argv, parsed by [`parse_upstream`].
     Upstream(UpstreamArgs),
-    Help,
+    Help(HelpTopic),
     Version,
 }
 
@@ -91,6 +172,8 @@ pub(crate) enum UsageError {
     NotFor { flag: &'static str, command: &'static str, sub: String },
     /// A flag of `sp check` given to another command.
     CheckOnly { flag: &'static str },
+    /// A flag `sp init` does not take (it takes only FILE).
+    NotForInit { flag: &'static str },
     IdAndAll,
     NoIdNorAll,
     Anchor,
@@ -128,6 +211,7 @@ impl std::fmt::Display for UsageError {
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
+            UsageError::NotForInit { flag } => write!(f, "{flag} does not apply to sp init (it takes a FILE, or - for stdout)"),
             UsageError::IdAndAll => f.write_str("sp approve revoke takes a grant id or --all, not both"),
             UsageError::NoIdNorAll => f.write_str("sp approve revoke needs a grant id or --all"),
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
@@ -150,7 +234,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(argv);
     let mut args = Args {
-        command: Command::Help,
+        command: Command::Help(HelpTopic::General),
         config: None,
         max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         close_on_refusal: false,
@@ -162,7 +246,15 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     let mut mcp_only = None;
     while let Some(arg) = p.next().map_err(lexopt)? {
         match arg {
-            Short('h') | Long("help") => return Ok(Args { command: Command::Help, ..args }),
+            Short('h') | Long("help") => {
+                let topic = match command {
+                    Some(Command::Mcp) => HelpTopic::Mcp,
+                    Some(Command::Check) => HelpTopic::Check,
+                    Some(Command::Init(_)) => HelpTopic::Init,
+                    _ => HelpTopic::General,
+                };
+                return Ok(Args { command: Command::Help(topic), ..args });
+            }
             Short('V') | Long("version") => return Ok(Args { command: Command::Version, ..args }),
             Short('c') | Long("config") => {
                 args.config = Some(PathBuf::from(p.value().map_err(lexopt)?));
@@ -183,10 +275,13 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
             Long("probe") => args.probe = true,
             Short('v') | Long("verbose") => args.verbose = args.verbose.saturating_add(1),
             Short('q') | Long("quiet") => args.quiet = true,
+            // `sp init FILE`: one path after `init`.
+            Value(v) if matches!(command, Some(Command::Init(None))) => command = Some(Command::Init(Some(PathBuf::from(v)))),
             Value(v) if command.is_none() => {
                 command = Some(match v.to_str() {
                     Some("mcp") => Command::Mcp,
                     Some("check") => Command::Check,
+                    Some("init") => Command::Init(None),
                     // Everything after `audit` is its own (global flags such as
                     // -q may come before it).
                     Some("audit") => {
@@ -201,7 +296,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Upstream(parse_upstream(rest)?)
                     }
-                    Some("help") => Command::Help,
+                    Some("help") => Command::Help(HelpTopic::General),
                     Some("version") => Command::Version,
                     _ => return Err(UsageError::UnknownCommand { name: v.to_string_lossy().into_owned() }),
                 });
@@ -212,6 +307,11 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     args.command = command.ok_or(UsageError::NoCommand)?;
     if let (Some(flag), false) = (mcp_only, args.command == Command::Mcp) {
         return Err(UsageError::McpOnly { flag });
+    }
+    if matches!(args.command, Command::Init(_))
+        && let Some(flag) = [(args.config.is_some(), "--config"), (args.probe, "--probe")].iter().find_map(|(given, f)| given.then_some(*f))
+    {
+        return Err(UsageError::NotForInit { flag });
     }
     if args.probe && args.command != Command::Check {
         return Err(UsageError::CheckOnly { flag: "--probe" });
@@ -396,144 +496,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(args: &[&str]) -> Result<Args, String> {
-        parse(args.iter().map(OsString::from)).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn parses() {
-        let a = p(&["mcp", "--config", "/x.json", "-vv"]).unwrap();
-        assert_eq!((a.command, a.config, a.verbose), (Command::Mcp, Some(PathBuf::from("/x.json")), 2));
-        assert_eq!(p(&["--version"]).unwrap().command, Command::Version);
-        assert_eq!(p(&["mcp", "-h"]).unwrap().command, Command::Help);
-        assert_eq!(p(&["check", "-c", "/p"]).unwrap().command, Command::Check);
-        let a = p(&["mcp", "--max-line-bytes", "2048", "--close-on-refusal"]).unwrap();
-        assert_eq!((a.max_line_bytes, a.close_on_refusal), (2048, true));
-    }
-
-    #[test]
-    fn global_flags_may_come_before_audit() {
-        let verify = |anchor: Option<&str>| AuditArgs { sub: Sub::Verify { anchor: anchor.map(str::to_owned) }, file: PathBuf::from("F") };
-        let a = p(&["-q", "audit", "verify", "F"]).unwrap();
-        assert_eq!((a.command, a.quiet), (Command::Audit(verify(None)), true));
-        let a = p(&["-vv", "audit", "verify", "F"]).unwrap();
-        assert_eq!((a.command, a.verbose), (Command::Audit(verify(None)), 2));
-        let hash = "AB".repeat(32);
-        let a = p(&["audit", "verify", "F", "--anchor", &hash]).unwrap();
-        assert_eq!(a.command, Command::Audit(verify(Some(&"ab".repeat(32)))), "the anchor is lowercased");
-        // after `audit`, -q is audit's business (and not one of its flags)
-        assert!(p(&["audit", "-q", "verify", "F"]).unwrap_err().contains("-q"));
-    }
-
-    #[test]
-    fn usage_errors() {
-        for (args, want) in [
-            (&[][..], "a command is required"),
-            (&["serve"], "unknown command \"serve\""),
-            (&["mcp", "extra"], "unexpected argument \"extra\""),
-            (&["mcp", "--config"], "missing argument for option '--config'"),
-            (&["mcp", "--nope"], "invalid option '--nope'"),
-            (&["mcp", "--max-line-bytes", "10"], "--max-line-bytes takes a number"),
-            (&["mcp", "--max-line-bytes", "x"], "--max-line-bytes takes a number"),
-            (&["check", "--close-on-refusal"], "--close-on-refusal only applies to sp mcp"),
-            (&["mcp", "audit"], "unexpected argument \"audit\""),
-            (&["-c", "/p", "audit", "verify", "F"], "--config does not apply to sp audit"),
-            (&["--close-on-refusal", "audit", "verify", "F"], "--close-on-refusal only applies to sp mcp"),
-            (&["-q", "audit", "verify"], "sp audit verify needs a journal FILE"),
-            (&["-q", "audit", "verify", "F", "--anchor", "xyz"], "--anchor takes a row's hash"),
-        ] {
-            let got = p(args).map(|a| format!("{a:?}")).unwrap_err();
-            assert!(got.contains(want), "{args:?}: {got}");
-        }
-    }
-
-    #[test]
-    fn approve_parses_with_the_policy_before_or_after() {
-        let a = p(&["-q", "-c", "/p", "approve", "list", "--json"]).unwrap();
-        assert_eq!((a.command, a.config, a.quiet), (Command::Approve(ApproveArgs { sub: ApproveSub::List { json: true }, config: None }), Some(PathBuf::from("/p")), true));
-        let a = p(&["approve", "revoke", "ABCDEF0123456789", "--config", "/p"]).unwrap();
-        assert_eq!((a.command, a.config), (Command::Approve(ApproveArgs { sub: ApproveSub::Revoke { id: "abcdef0123456789".into() }, config: None }), Some(PathBuf::from("/p"))));
-        assert_eq!(p(&["approve", "revoke", "--all"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::RevokeAll, config: None }));
-        assert_eq!(p(&["approve", "--help"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::Help, config: None }));
-        for (args, want) in [
-            (&["approve"][..], "sp approve needs a command: list or revoke (try: sp approve --help)"),
-            (&["approve", "grant"], "unknown approve command \"grant\" (list or revoke)"),
-            (&["approve", "list", "--all"], "--all does not apply to sp approve list"),
-            (&["approve", "revoke", "--json", "--all"], "--json does not apply to sp approve revoke"),
-            (&["approve", "revoke"], "sp approve revoke needs a grant id or --all"),
-            (&["approve", "revoke", "0123456789abcdef", "--all"], "sp approve revoke takes a grant id or --all, not both"),
-            (&["approve", "revoke", "0123456789abcde"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
-            (&["approve", "revoke", "0123456789abcdeg"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
-            (&["approve", "revoke", "../../etc/passwd"], "sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
-            (&["approve", "list", "extra"], "unexpected argument \"extra\""),
-            (&["-c", "/a", "approve", "list", "-c", "/b"], "--config given twice"),
-            (&["--close-on-refusal", "approve", "list"], "--close-on-refusal only applies to sp mcp"),
-        ] {
-            assert_eq!(p(args).map(|a| format!("{a:?}")), Err(want.to_owned()), "{args:?}");
-        }
-    }
-
-    #[test]
-    fn upstream_parses_with_the_policy_before_or_after() {
-        let a = p(&["-q", "-c", "/p", "upstream", "diff", "gh"]).unwrap();
-        let diff = UpstreamArgs { sub: UpstreamSub::Diff { upstream: "gh".into() }, config: None };
-        assert_eq!((a.command, a.config, a.quiet), (Command::Upstream(diff), Some(PathBuf::from("/p")), true));
-        let a = p(&["upstream", "approve", "gh", "get_me", "files.read", "--config", "/p"]).unwrap();
-        let approve = UpstreamArgs { sub: UpstreamSub::Approve { upstream: "gh".into(), tools: vec!["get_me".into(), "files.read".into()] }, config: None };
-        assert_eq!((a.command, a.config), (Command::Upstream(approve), Some(PathBuf::from("/p"))));
-        assert_eq!(p(&["upstream", "pin", "gh"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Pin { upstream: "gh".into() }, config: None }));
-        assert_eq!(p(&["upstream", "-h"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Help, config: None }));
-        for (args, want) in [
-            (&["upstream"][..], "sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
-            (&["upstream", "list", "gh"], "unknown upstream command \"list\" (pin, diff or approve)"),
-            (&["upstream", "diff"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
-            (&["upstream", "diff", "G_H"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
-            (&["upstream", "diff", "../x"], "sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
-            (&["upstream", "pin", "gh", "tool"], "sp upstream pin takes no tool names (only approve does)"),
-            (&["upstream", "diff", "gh", "--json"], "invalid option '--json'"),
-            (&["-c", "/a", "upstream", "diff", "gh", "-c", "/b"], "--config given twice"),
-            (&["--probe", "upstream", "diff", "gh"], "--probe only applies to sp check"),
-        ] {
-            assert_eq!(p(args).map(|a| format!("{a:?}")), Err(want.to_owned()), "{args:?}");
-        }
-    }
-
-    fn pa(args: &[&str]) -> Result<AuditArgs, String> {
-        parse_audit(args.iter().map(OsString::from)).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn audit_parses() {
-        let hash = "ab".repeat(32);
-        assert_eq!(pa(&["verify", "/j", "--anchor", &hash]).unwrap().sub, Sub::Verify { anchor: Some(hash.clone()) });
-        assert_eq!(pa(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
-        assert_eq!(pa(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
-        assert_eq!(pa(&["--help"]).unwrap().sub, Sub::Help);
-        let long = "a".repeat(65);
-        for (bad, want) in [
-            (&[][..], "sp audit needs a command"),
-            (&["verify"], "sp audit verify needs a journal FILE"),
-            (&["frob", "/j"], "unknown audit command \"frob\""),
-            (&["show", "/j", "-n", "2"], "-n does not apply to sp audit show"),
-            (&["verify", "/j", "--json"], "--json does not apply to sp audit verify"),
-            (&["tail", "/j", "-n", "x"], "-n takes a number"),
-            (&["show", "/a", "/b"], "unexpected argument \"/b\""),
-            (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
-            // A malformed anchor is a usage error (exit 2), not a broken journal
-            (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),
-            (&["verify", "/j", "--anchor", &long], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor", &format!("{}g", "a".repeat(63))], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor", ""], "--anchor takes a row's hash"),
-            (&["verify", "/j", "--anchor"], "missing argument for option '--anchor'"),
-        ] {
-            let got = pa(bad).map(|a| format!("{a:?}")).unwrap_err();
-            assert!(got.contains(want), "{bad:?}: {got}");
-        }
-    }
-}
+mod tests;
 
 // `sp upstream`'s own arguments.
 mod upstream;

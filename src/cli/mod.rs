@@ -1,5 +1,5 @@
-//! Command line: `sp mcp`, `sp check`, `sp audit`, `sp approve`, `sp upstream`, `--help`,
-//! `--version`.
+//! Command line: `sp mcp`, `sp check`, `sp init`, `sp audit`, `sp approve`, `sp upstream`,
+//! `--help` (each command's own after it: `sp mcp --help`), `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
 //! 1. [`args::parse`]: argv to [`Args`], pure and tested (no system call);
@@ -17,6 +17,7 @@ pub(crate) mod args;
 pub(crate) mod audit;
 pub(crate) mod upstream;
 mod check;
+pub(crate) mod init;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -27,7 +28,7 @@ use crate::mcp::out::StdoutHandle;
 use crate::policy::{lookup, Lookup, Policy};
 use crate::server::{Options, Server};
 
-pub(crate) use args::{parse, Args, Command, USAGE};
+pub(crate) use args::{parse, Args, Command};
 
 pub const EXIT_FATAL: u8 = 1;
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -133,7 +134,15 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
         }
     };
     match args.command {
-        Command::Help => text(stdout, USAGE),
+        Command::Help(topic) => text(stdout, topic.text()),
+        // The binary itself (the link /proc/self/exe points at), to find sp-approve beside it.
+        Command::Init(ref file) => match init::run(file.as_deref(), &env, std::env::current_exe().ok().as_deref()) {
+            Ok(said) => text(stdout, &said),
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(EXIT_FATAL)
+            }
+        },
         Command::Version => text(stdout, &format!("sp {}\n", env!("CARGO_PKG_VERSION"))),
         Command::Check => check(stdout, &args, &env),
         Command::Mcp => mcp(stdout, &args, &env),

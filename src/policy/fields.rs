@@ -91,6 +91,9 @@ pub(crate) fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bo
 pub enum PatternError {
     /// Host: the port is not a number from 1 to 65535.
     BadPort { text: String },
+    /// Host: a URL (`https://api.example.com/v1`); `host` is what to write instead
+    /// (`api.example.com`, with the port when the URL names one), when it can be told.
+    Url { text: String, host: Option<String> },
     /// Host: an IPv6 literal without its `]`.
     UnclosedBracket { text: String },
     /// Host: a `*` other than a leading `*.`.
@@ -122,6 +125,10 @@ impl fmt::Display for PatternError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PatternError::BadPort { text } => write!(f, "{text:?}: the port must be a number from 1 to 65535"),
+            PatternError::Url { text, host: Some(host) } => {
+                write!(f, "{text:?} is a URL, not a host: write {host:?} (a path goes in \"paths\")")
+            }
+            PatternError::Url { text, host: None } => write!(f, "{text:?} is a URL, not a host: write the host name alone (and :port)"),
             PatternError::UnclosedBracket { text } => write!(f, "{text:?}: unclosed '['"),
             PatternError::WildcardNotLeading { text } => write!(f, "{text:?}: a wildcard is only allowed as a leading \"*.\""),
             PatternError::NotAHost { text } => write!(f, "{text:?} is not a valid host"),

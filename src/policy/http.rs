@@ -76,6 +76,17 @@ pub struct HostPattern {
 
 impl HostPattern {
     pub fn parse(text: &str) -> Result<HostPattern, PatternError> {
+        // "https://api.example.com" would otherwise read as host "https", port "//api...".
+        if text.contains("://") {
+            let host = url::Url::parse(text).ok().and_then(|u| {
+                let h = u.host_str()?.to_owned();
+                Some(match u.port() {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h,
+                })
+            });
+            return Err(PatternError::Url { text: text.to_owned(), host });
+        }
         let (host_part, port) = split_port(text)?;
         let (wildcard, bare) = match host_part.strip_prefix("*.") {
             Some(rest) => (true, rest),
@@ -227,6 +238,10 @@ pub struct AllowRule {
     pub hosts: Vec<HostPattern>,
     pub methods: Vec<Method>,
     pub paths: Vec<PathPattern>,
+    /// `"approve": true | "command"`: a call this rule permits waits for approval, with
+    /// or without a credential (issue 32: "GET free, POST asks" without a second
+    /// credential). Any permitting rule that asks makes the call ask.
+    pub approve: super::approval::Approve,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,7 +382,7 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
         };
         for (i, r) in rules.iter().enumerate() {
             let field = format!("http.allow[{i}]");
-            let rm = object(r, &field, &["hosts", "methods", "paths"])?;
+            let rm = object(r, &field, &["hosts", "methods", "paths", "approve"])?;
             let hosts_field = format!("{field}.hosts");
             let hosts = hosts(rm.get("hosts").ok_or_else(|| (hosts_field.clone(), "is required".to_owned()))?, &hosts_field)?;
             let methods = match rm.get("methods") {
@@ -375,7 +390,8 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
                 Some(m) => methods(m, &format!("{field}.methods"))?,
             };
             let paths = paths(rm.get("paths"), &format!("{field}.paths"))?;
-            allow.push(AllowRule { index: i, hosts, methods, paths });
+            let approve = super::approval::approve_flag(rm, &field)?;
+            allow.push(AllowRule { index: i, hosts, methods, paths, approve });
         }
     }
     let timeout_s = match map.get("timeout_s") {
@@ -471,6 +487,11 @@ mod tests {
         assert_eq!(why("a b"), "\"a b\" is not a valid host");
         assert_eq!(why("a/b"), "\"a/b\" is not a valid host");
         assert_eq!(why("a:b"), "\"a:b\": the port must be a number from 1 to 65535");
+        // Issue 32, section 1: a URL written as a host is named as such (it read as host
+        // "https" with port "//api.example.com" and got "the port must be a number").
+        assert_eq!(why("https://api.example.com"), "\"https://api.example.com\" is a URL, not a host: write \"api.example.com\" (a path goes in \"paths\")");
+        assert_eq!(why("http://127.0.0.1:8080/v1/x"), "\"http://127.0.0.1:8080/v1/x\" is a URL, not a host: write \"127.0.0.1:8080\" (a path goes in \"paths\")");
+        assert_eq!(why("https://"), "\"https://\" is a URL, not a host: write the host name alone (and :port)");
     }
 
     #[test]

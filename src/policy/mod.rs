@@ -176,6 +176,11 @@ pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
     let dir_refusal = |bad: sys::UnsafeDir| {
         let d = bad.dir.display();
         let fix = match bad.why {
+            // A shared sticky directory such as /tmp is meant to be writable by all:
+            // `chmod go-w /tmp` would be bad advice (issue 32, section 1).
+            SysError::TooOpen { mode, .. } if mode & 0o1000 != 0 => {
+                format!("move the policy to a private directory, such as ~/.config/sallyport/ or /etc/sallyport/; {d} is shared by design, leave its mode alone")
+            }
             SysError::TooOpen { .. } => format!("chmod go-w {d}, or move the policy to a private directory"),
             SysError::WrongOwner { .. } => format!("chown root {d} (or the user sp runs as), or move the policy"),
             _ => "check the path".into(),
@@ -266,6 +271,7 @@ fn parse(root: &Value) -> Check<Policy> {
     let by_command = |a: approval::Approve| a == approval::Approve::Command || (a.needed() && policy.approval.via.contains(&approval::Via::Command));
     let flagged = policy.credentials.values().filter(|c| by_command(c.approve)).map(|c| format!("credentials.{}.approve", c.name));
     let flagged = flagged.chain(policy.ssh.hosts.values().filter(|h| by_command(h.approve)).map(|h| format!("ssh.hosts.{}.approve", h.name)));
+    let flagged = flagged.chain(policy.http.allow.iter().filter(|r| by_command(r.approve)).map(|r| format!("http.allow[{}].approve", r.index)));
     let mut flagged = flagged.chain(
         policy
             .upstreams

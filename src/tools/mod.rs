@@ -358,27 +358,74 @@ impl Denial {
 }
 
 /// `tools/list`, answered by the loop and by the control thread during a call: the
-/// table's definitions, serialised once per process and era (`mcp::model::ToolList`).
-/// [`LIST`] lists every kind; [`LIST_NO_GET`] leaves out `http_get` for a policy that
-/// allows no GET or HEAD ([`list_for`]).
-pub(crate) static LIST: ToolList = ToolList::new(definitions);
-pub(crate) static LIST_NO_GET: ToolList = ToolList::new(|| without_get(definitions()));
+/// table's definitions a policy makes possible (issue 32, section 1), serialised once
+/// per process, era and shape (`mcp::model::ToolList`). `sp_inventory` is always listed;
+/// `http_request` only when some `http.allow` rule exists, `http_get` only when one
+/// allows GET or HEAD, `ssh_exec` only when `ssh.hosts` names a host ([`Listed`]). A call
+/// of a fixed tool the list leaves out is still parsed and refused by the policy, as
+/// before (`SP_DENIED`: no rule, no host), never run.
+static LISTS: [ToolList; 8] = [
+    ToolList::new(shown::<0>),
+    ToolList::new(shown::<1>),
+    ToolList::new(shown::<2>),
+    ToolList::new(shown::<3>),
+    ToolList::new(shown::<4>),
+    ToolList::new(shown::<5>),
+    ToolList::new(shown::<6>),
+    ToolList::new(shown::<7>),
+];
 
-fn without_get(definitions: Value) -> Value {
+/// Which fixed tools a policy makes possible, as the bits of an index into [`LISTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub http: bool,
+    pub get: bool,
+    pub ssh: bool,
+}
+
+impl Listed {
+    pub(crate) fn of(policy: &Policy) -> Listed {
+        Listed { http: !policy.http.allow.is_empty(), get: http::get::listed(policy), ssh: !policy.ssh.hosts.is_empty() }
+    }
+
+    fn bits(self) -> usize {
+        usize::from(self.http) | usize::from(self.get) << 1 | usize::from(self.ssh) << 2
+    }
+
+    fn from_bits(bits: u8) -> Listed {
+        Listed { http: bits & 1 != 0, get: bits & 2 != 0, ssh: bits & 4 != 0 }
+    }
+
+    /// Whether the fixed tool `name` is listed.
+    pub(crate) fn shows(self, name: &str) -> bool {
+        match name {
+            n if n == http::HttpTool::NAME => self.http,
+            n if n == http::get::HTTP_GET => self.get,
+            n if n == ssh::SshTool::NAME => self.ssh,
+            _ => true,
+        }
+    }
+}
+
+/// The definitions of [`LISTS`]`[BITS]`.
+fn shown<const BITS: u8>() -> Value {
+    filtered(definitions(), Listed::from_bits(BITS))
+}
+
+fn filtered(definitions: Value, listed: Listed) -> Value {
     let Value::Array(all) = definitions else { return Value::Array(Vec::new()) };
-    Value::Array(all.into_iter().filter(|d| d["name"] != http::get::HTTP_GET).collect())
+    Value::Array(all.into_iter().filter(|d| d["name"].as_str().is_some_and(|n| listed.shows(n))).collect())
 }
 
 /// The fixed tools' definitions a session under `policy` lists (the live list of a
 /// policy with upstreams starts with them).
 pub(crate) fn definitions_for(policy: &Policy) -> Value {
-    if http::get::listed(policy) { definitions() } else { without_get(definitions()) }
+    filtered(definitions(), Listed::of(policy))
 }
 
-/// The `tools/list` a session under `policy` answers: `http_get` only when the policy
-/// allows GET or HEAD somewhere (`http::get::listed`).
+/// The `tools/list` a session under `policy` answers ([`LISTS`]).
 pub(crate) fn list_for(policy: &Policy) -> &'static ToolList {
-    if http::get::listed(policy) { &LIST } else { &LIST_NO_GET }
+    &LISTS[Listed::of(policy).bits()]
 }
 
 /// Whether `name` is one of the table's fixed tools (the journal's `tool` holds only

@@ -307,3 +307,41 @@ fn each_tools_input_schema_and_parser_agree() {
         }
     }
 }
+
+/// Issue 32, section 1: `tools/list` names only what the policy makes possible. `{}`
+/// lists `sp_inventory` alone; an SSH host adds `ssh_exec`; a POST-only rule adds
+/// `http_request` but not `http_get`; a GET rule adds both. The list served (`list_for`)
+/// and the fixed part of the live one (`definitions_for`) agree, and a call of a tool
+/// the list leaves out is still parsed and refused by the policy (never unknown, never
+/// run).
+#[test]
+fn the_list_names_only_what_the_policy_makes_possible() {
+    let ssh = json!({"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}}});
+    let post = json!({"allow": [{"hosts": ["api.example.com"], "methods": ["POST"]}]});
+    let get = json!({"allow": [{"hosts": ["api.example.com"], "methods": ["GET"]}]});
+    let cases = [
+        (json!({}), vec!["sp_inventory"]),
+        (json!({"ssh": ssh}), vec!["sp_inventory", "ssh_exec"]),
+        (json!({"http": post}), vec!["http_request", "sp_inventory"]),
+        (json!({"http": get}), vec!["http_request", "http_get", "sp_inventory"]),
+        (json!({"http": get, "ssh": ssh}), vec!["http_request", "http_get", "sp_inventory", "ssh_exec"]),
+    ];
+    let names = |v: &Value| -> Vec<String> { v.as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap().to_owned()).collect() };
+    for (policy, want) in cases {
+        let p = Policy::from_text(&policy.to_string(), std::path::Path::new("t.json")).unwrap();
+        let served = list_for(&p).result(crate::mcp::session::Era::Handshake);
+        assert_eq!(names(&served["tools"]), want, "{policy}");
+        assert_eq!(names(&definitions_for(&p)), want, "{policy}");
+    }
+    // `{}`: the unlisted tools are still known, and refused by the policy.
+    let p = Policy::from_text("{}", std::path::Path::new("t.json")).unwrap();
+    for (name, args) in [
+        ("ssh_exec", json!({"host": "web1", "command": "uptime"})),
+        ("http_request", json!({"method": "POST", "url": "https://api.example.com/x"})),
+        ("http_get", json!({"url": "https://api.example.com/x"})),
+    ] {
+        let request = call_request_in(&p, Some(json!({"name": name, "arguments": args}))).unwrap();
+        let denial = authorize(&p, ToolCall::parse(&request).unwrap()).unwrap_err();
+        assert_eq!(denial.code(), ToolCode::Denied, "{name}: {denial}");
+    }
+}

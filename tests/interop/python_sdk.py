@@ -408,7 +408,8 @@ async def upstream_checks(params: StdioServerParameters, errlog, secret: str, tr
             REPORT.check(
                 "upstream (ClientSession): listChanged declared, echo_act listed, its answer scrubbed, a pin denies",
                 any(getattr(init.capabilities.tools, k, None) for k in ("listChanged", "list_changed"))
-                and {"http_request", "sp_inventory", "echo_act"} <= names
+                # Only what the policy makes possible: no http.allow rule, no SSH host.
+                and {"sp_inventory", "echo_act"} <= names and not names & {"http_request", "http_get", "ssh_exec"}
                 and is_error(echoed) is False and "[REDACTED:" in text and secret not in text
                 and is_error(denied) is True and error_code(denied) == "SP_DENIED",
                 f"tools {sorted(names)}, echoed {short(text)}, denied {short(dump(denied))}",

@@ -39,7 +39,12 @@ const dir = mkdtempSync(join(tmpdir(), 'sp-ts-interop-'));
 const policy = join(dir, 'policy.json');
 // Port 9 (discard) on loopback: allowed for GET only, so a DELETE is denied before any
 // connection is attempted.
-writeFileSync(policy, JSON.stringify({ http: { allow: [{ hosts: ['127.0.0.1:9'], methods: ['GET'], paths: ['/*'] }] } }), { mode: 0o600 });
+// An SSH host (never reached: no call uses it), so that ssh_exec is listed too: sp lists
+// only the tools a policy makes possible.
+writeFileSync(policy, JSON.stringify({
+  http: { allow: [{ hosts: ['127.0.0.1:9'], methods: ['GET'], paths: ['/*'] }] },
+  ssh: { known_hosts: join(dir, 'known_hosts'), hosts: { web1: { address: '127.0.0.1', user: 'nobody', auth: { agent: true } } } },
+}), { mode: 0o600 });
 
 const code = (r) => r?.structuredContent?.error?.code;
 for (const [label, mode, era] of [
@@ -90,7 +95,7 @@ for (const [label, mode] of [['legacy', 'legacy'], [`pin ${STATELESS}`, { pin: S
     const listChanged = mode === 'legacy' ? client.getServerCapabilities()?.tools?.listChanged === true : true;
     check(
       `TS client (${label}) with an upstream: up_act listed, called through sp, a pin denies`,
-      listChanged && JSON.stringify(names) === JSON.stringify([...TOOLS.filter((t) => t !== 'http_get'), 'up_act'].sort())
+      listChanged && JSON.stringify(names) === JSON.stringify(['sp_inventory', 'up_act'])
         && ok.isError === false && ok.content?.[0]?.text === '{"arguments": {"x": "ok-1"}, "tool": "act"}'
         && denied.isError === true && code(denied) === 'SP_DENIED',
       `tools ${names}, capabilities ${JSON.stringify(client.getServerCapabilities())}, ok ${JSON.stringify(ok).slice(0, 200)}, denied ${JSON.stringify(denied).slice(0, 200)}`,

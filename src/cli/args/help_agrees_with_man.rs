@@ -160,3 +160,29 @@ fn usage_errors_name_the_reason() {
     assert_eq!(e(&["check", "--close-on-refusal"]), UsageError::McpOnly { flag: "--close-on-refusal" });
     assert!(matches!(e(&["mcp", "--nope"]), UsageError::Lexopt { .. }));
 }
+
+/// Issue 32, section 1: `sp mcp --help`, `sp check --help` and `sp init --help` print
+/// their command's own usage; each lists only flags of sp(1) OPTIONS (plus --help),
+/// the parser takes each of them after its command, and sp(1) COMMANDS names each.
+#[test]
+fn each_commands_help_lists_flags_of_sp_1_and_the_parser_takes_them() {
+    let man = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/man/sp.1"));
+    let all = man_flags(man, "OPTIONS");
+    for (topic, command) in [(HelpTopic::Mcp, "mcp"), (HelpTopic::Check, "check"), (HelpTopic::Init, "init")] {
+        let text = topic.text();
+        assert!(text.contains(&format!("  sp {command} ")), "{command}: {text}");
+        let flags = usage_flags(text);
+        assert!(flags.is_subset(&all), "sp {command} --help lists a flag sp(1) OPTIONS lacks: {:?}", flags.difference(&all).collect::<Vec<_>>());
+        assert_eq!(parse([command, "--help"].map(OsString::from)).unwrap().command, Command::Help(topic));
+        for (short, long, value) in flags {
+            if long == "help" {
+                continue;
+            }
+            let mut argv = vec![command.to_owned(), format!("--{long}")];
+            argv.extend(value.map(|v| if v == "N" { "4096".to_owned() } else { "/x".to_owned() }));
+            assert!(parse(argv.iter().map(OsString::from)).is_ok(), "sp {command} --{long} ({short:?})");
+        }
+        assert!(man.contains(&format!(".TP\n.B {command}\n")), "sp(1) COMMANDS names {command}");
+    }
+    assert!(USAGE.contains("  init     "), "sp --help names init");
+}

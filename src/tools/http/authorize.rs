@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::gate::authorize::{Authorized, Rules};
 use crate::gate::outcome::ToolCode;
+use crate::policy::approval::Approve;
 use crate::policy::{Credential, Injection, Method, Policy, SecretSource};
 use crate::tools::http::args::HttpRequest;
 use crate::tools::http::url::redirect_target;
@@ -51,6 +52,9 @@ pub struct HttpAction {
     /// Some allow rule that permits this call names the host exactly (no wildcard).
     /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then.
     pub host_named_exactly: bool,
+    /// `http.allow[N]` of a rule that permits this call and asks for approval (its
+    /// `"approve"`), `"command"` ones first; `None` when no permitting rule asks.
+    pub rule_approve: Option<(String, Approve)>,
     pub timeout: Duration,
     pub max_response_bytes: u64,
 }
@@ -193,6 +197,9 @@ impl Rules<&Hop<'_>> for HttpAction {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum RedirectStop {
     Credentialed,
+    /// The hop's request is one an allow rule asks approval for (`rule`): the approval
+    /// given covered the first request only.
+    NeedsApproval { rule: String },
     TooMany { limit: u32 },
     CrossOrigin { to: String },
     BadLocation(String),
@@ -203,6 +210,7 @@ impl fmt::Display for RedirectStop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RedirectStop::Credentialed => f.write_str("a request that carries a credential never follows redirects"),
+            RedirectStop::NeedsApproval { rule } => write!(f, "{rule} asks approval for the redirect target; call it yourself to be asked"),
             RedirectStop::TooMany { limit } => write!(f, "more than http.max_redirects ({limit}) redirects"),
             RedirectStop::CrossOrigin { to } => write!(f, "redirects are followed only within the same origin, not to {to}"),
             RedirectStop::BadLocation(m) => write!(f, "the Location cannot be followed: {m}"),
@@ -240,7 +248,13 @@ fn redirect(
         (_, m) => (m, prev.body.clone()),
     };
     let req = HttpRequest::new(method, next, prev.headers.clone(), body, None).map_err(|e| RedirectStop::BadLocation(e.0))?;
-    authorize(policy, req, false).map_err(RedirectStop::Denied)
+    let next = authorize(policy, req, false).map_err(RedirectStop::Denied)?;
+    // Approval is asked once per call, before it runs: a hop is never asked, so a
+    // hop that a rule would ask for is not followed.
+    match next.rule_approve {
+        Some((rule, _)) => Err(RedirectStop::NeedsApproval { rule }),
+        None => Ok(next),
+    }
 }
 
 /// The HTTP rules (module docs) for one request: the first matching allow rule, the
@@ -307,7 +321,15 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
     if req.body.as_ref().is_some_and(|b| b.len() as u64 > limit) {
         return Err(HttpDenial::BodyTooLarge { limit });
     }
+    // Every rule that permits the call counts, as for host_named_exactly: a rule that asks
+    // is not hidden by a broader one listed before it.
+    let permits = |r: &&crate::policy::AllowRule| {
+        r.methods.contains(&req.method) && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port)) && r.paths.iter().any(|p| p.matches(&req.match_path))
+    };
+    let asking = |a: Approve| policy.http.allow.iter().filter(permits).find(|r| r.approve == a).map(|r| (format!("http.allow[{}]", r.index), a));
+    let rule_approve = asking(Approve::Command).or_else(|| asking(Approve::Yes));
     Ok(HttpAction {
+        rule_approve,
         method: req.method,
         url: req.url,
         headers: req.headers,

@@ -65,8 +65,19 @@ impl Tool for HttpTool {
 
     /// Asked when the credential the call carries is approve-flagged.
     fn approval(policy: &Policy, a: &HttpAction) -> Option<Ask> {
-        let subject = a.credential.as_ref().map(|c| c.name.clone()).filter(|n| policy.credential_needs_approval(n))?;
-        let only_command = policy.credentials.get(&subject).is_some_and(|c| c.approve == crate::policy::approval::Approve::Command);
+        use crate::policy::approval::Approve;
+        // Asked when its credential or a rule that permits it says `approve` (the
+        // credential names the question then; "command" from either keeps it there).
+        let credential = a.credential.as_ref().map(|c| c.name.clone()).filter(|n| policy.credential_needs_approval(n));
+        let rule_command = a.rule_approve.as_ref().is_some_and(|(_, how)| *how == Approve::Command);
+        let (subject, only_command) = match (credential, &a.rule_approve) {
+            (Some(name), _) => {
+                let command = policy.credentials.get(&name).is_some_and(|c| c.approve == Approve::Command);
+                (name, command || rule_command)
+            }
+            (None, Some((rule, _))) => (rule.clone(), rule_command),
+            (None, None) => return None,
+        };
         let line = crate::approve::line;
         let ascii = a.url.host_str().unwrap_or_default();
         let (host, unicode) = escape::host(ascii);

@@ -20,14 +20,27 @@ pub enum UpstreamDenial {
     /// the other).
     NotAllowed { exposed: String },
     /// A pinned argument is absent: the upstream's default could be anything.
-    ArgumentMissing { exposed: String, argument: String },
+    /// `allowed`: the argument's globs as the policy writes them, named in the message
+    /// so the agent can retry with a value that passes (issue 32, section 1).
+    ArgumentMissing { exposed: String, argument: String, allowed: Vec<String> },
     /// A pinned argument is not a string.
-    ArgumentNotString { exposed: String, argument: String },
+    ArgumentNotString { exposed: String, argument: String, allowed: Vec<String> },
     /// A pinned argument's value matches none of its globs.
-    ArgumentMismatch { exposed: String, argument: String },
+    ArgumentMismatch { exposed: String, argument: String, allowed: Vec<String> },
     /// Its definition does not match its pin, or it has none (`pins.rs`): withheld until
     /// the operator runs `sp upstream approve`. `why` names both hashes.
     ToolChanged { exposed: String, upstream: String, why: super::pins::Withheld },
+}
+
+/// The allowed values of a pin, as a message shows them: at most 8 globs, each cut at
+/// 64 characters, quoted, `*` and `?` as written.
+fn allowed_text(allowed: &[String]) -> String {
+    let short = |s: &str| format!("{:?}", crate::sys::short(s, 64, crate::sys::Ellipsis::Marked));
+    let mut shown: Vec<String> = allowed.iter().take(8).map(|g| short(g)).collect();
+    if allowed.len() > 8 {
+        shown.push(format!("and {} more", allowed.len() - 8));
+    }
+    format!("allowed: {} ('*' any run of characters, '?' one)", shown.join(", "))
 }
 
 impl fmt::Display for UpstreamDenial {
@@ -36,14 +49,14 @@ impl fmt::Display for UpstreamDenial {
         match self {
             UpstreamDenial::UnknownTool { exposed } => write!(f, "no upstream tool {:?}", short(exposed)),
             UpstreamDenial::NotAllowed { exposed } => write!(f, "the policy does not expose {exposed}"),
-            UpstreamDenial::ArgumentMissing { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be given", short(argument))
+            UpstreamDenial::ArgumentMissing { exposed, argument, allowed } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be given; {}", short(argument), allowed_text(allowed))
             }
-            UpstreamDenial::ArgumentNotString { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be a string", short(argument))
+            UpstreamDenial::ArgumentNotString { exposed, argument, allowed } => {
+                write!(f, "{exposed}: argument {:?} is pinned by the policy and must be a string; {}", short(argument), allowed_text(allowed))
             }
-            UpstreamDenial::ArgumentMismatch { exposed, argument } => {
-                write!(f, "{exposed}: argument {:?} is not a value the policy allows", short(argument))
+            UpstreamDenial::ArgumentMismatch { exposed, argument, allowed } => {
+                write!(f, "{exposed}: argument {:?} is not a value the policy allows; {}", short(argument), allowed_text(allowed))
             }
             UpstreamDenial::ToolChanged { exposed, upstream, why } => {
                 write!(f, "{exposed} is withheld: {why}; the operator reviews it with `sp upstream diff {upstream}` and allows it with `sp upstream approve {upstream}`")
@@ -128,14 +141,31 @@ pub(crate) fn authorize_resolved(
         return Err(UpstreamDenial::NotAllowed { exposed: exposed.to_owned() });
     }
     for (argument, globs) in u.arguments.get(tool).into_iter().flatten() {
-        let denial = |make: fn(String, String) -> UpstreamDenial| make(exposed.to_owned(), argument.clone());
+        let denial = |make: fn(String, String, Vec<String>) -> UpstreamDenial| {
+            make(exposed.to_owned(), argument.clone(), globs.iter().map(|g| g.as_str().to_owned()).collect())
+        };
         match args.get(argument) {
-            None => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMissing { exposed, argument })),
+            None => return Err(denial(|exposed, argument, allowed| UpstreamDenial::ArgumentMissing { exposed, argument, allowed })),
             Some(Value::String(s)) if crate::policy::upstreams::any_match(globs, s) => {}
-            Some(Value::String(_)) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentMismatch { exposed, argument })),
-            Some(_) => return Err(denial(|exposed, argument| UpstreamDenial::ArgumentNotString { exposed, argument })),
+            Some(Value::String(_)) => return Err(denial(|exposed, argument, allowed| UpstreamDenial::ArgumentMismatch { exposed, argument, allowed })),
+            Some(_) => return Err(denial(|exposed, argument, allowed| UpstreamDenial::ArgumentNotString { exposed, argument, allowed })),
         }
     }
     Ok(Route { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: exposed.to_owned(), approve: u.tools.needs_approval(tool) })
 }
 
+
+#[cfg(test)]
+mod denial_tests {
+    use super::*;
+
+    /// Issue 32, section 1: a pin's denial names the values the policy allows, so the
+    /// agent can retry with one that passes; a long list is cut (8 globs, 64 characters each).
+    #[test]
+    fn a_pin_denial_names_the_allowed_values() {
+        let d = UpstreamDenial::ArgumentMismatch { exposed: "time_now".into(), argument: "timezone".into(), allowed: vec!["Europe/*".into(), "UTC".into()] };
+        assert_eq!(d.to_string(), "time_now: argument \"timezone\" is not a value the policy allows; allowed: \"Europe/*\", \"UTC\" ('*' any run of characters, '?' one)");
+        let d = UpstreamDenial::ArgumentMissing { exposed: "t_x".into(), argument: "a".into(), allowed: (0..10).map(|i| format!("v{i}")).collect() };
+        assert!(d.to_string().ends_with("must be given; allowed: \"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", and 2 more ('*' any run of characters, '?' one)"), "{d}");
+    }
+}

@@ -45,15 +45,15 @@ fn server_everything_lists_echoes_adds_and_reports_progress() {
     assert_eq!(authorize(&p.upstreams, &t, "everything_get-env", &Map::new()), Err(UpstreamDenial::UnknownTool { exposed: "everything_get-env".into() }));
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &args(json!({"message": "bye"}))),
-        Err(UpstreamDenial::ArgumentMismatch { exposed: "everything_echo".into(), argument: "message".into() })
+        Err(UpstreamDenial::ArgumentMismatch { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
     );
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &Map::new()),
-        Err(UpstreamDenial::ArgumentMissing { exposed: "everything_echo".into(), argument: "message".into() })
+        Err(UpstreamDenial::ArgumentMissing { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
     );
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &args(json!({"message": ["hello x"]}))),
-        Err(UpstreamDenial::ArgumentNotString { exposed: "everything_echo".into(), argument: "message".into() })
+        Err(UpstreamDenial::ArgumentNotString { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
     );
     assert!(authorize(&p.upstreams, &t, "everything_get-sum", &Map::new()).unwrap().needs_approval());
 
@@ -109,7 +109,7 @@ fn server_filesystem_reads_only_under_the_pinned_path() {
     for outside in [base.join("secret.txt").display().to_string(), format!("{data}/../secret.txt"), format!("{data}/..")] {
         assert_eq!(
             authorize(&p.upstreams, ups.tables(), "fs_read_text_file", &args(json!({"path": outside}))),
-            Err(UpstreamDenial::ArgumentMismatch { exposed: "fs_read_text_file".into(), argument: "path".into() }),
+            Err(UpstreamDenial::ArgumentMismatch { exposed: "fs_read_text_file".into(), argument: "path".into(), allowed: vec![format!("{data}/*")] }),
             "{outside}"
         );
     }
