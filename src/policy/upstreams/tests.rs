@@ -169,3 +169,30 @@ fn globs() {
     assert!(!g("*a*a*a*a*a*b", &long));
     assert!(start.elapsed() < Duration::from_secs(2));
 }
+
+/// `resources` and `prompts` (issue 33): absent relays nothing; `deny` wins; the
+/// refusals name the field.
+#[test]
+fn resources_and_prompts_rules() {
+    let u = one(json!({"command": ["/a"], "tools": {"allow": ["*"]}})).unwrap();
+    assert!(!u.resources.any() && !u.prompts.any());
+    assert!(!u.resources.exposes("test://static/resource/1"));
+    let u = one(json!({"command": ["/a"], "tools": {"allow": ["*"]}, "resources": {"allow": ["test://static/*"], "deny": ["test://static/resource/2"]}, "prompts": {"allow": ["simple_*"]}})).unwrap();
+    assert!(u.resources.exposes("test://static/resource/1"));
+    assert!(!u.resources.exposes("test://static/resource/2"), "deny wins");
+    assert!(!u.resources.exposes("test://static/../secret"), "a `..` segment never matches a wildcard");
+    assert!(!u.resources.exposes("file:///etc/passwd"));
+    assert!(u.prompts.exposes("simple_prompt") && !u.prompts.exposes("complex_prompt"));
+    let cases = [
+        (json!({"resources": {}}), "upstreams.u.resources.allow", "is required (no allow relays nothing)"),
+        (json!({"resources": {"allow": ["*"], "approve": ["x"]}}), "upstreams.u.resources.approve", "unknown field (expected one of: allow, deny)"),
+        (json!({"prompts": {"allow": [""]}}), "upstreams.u.prompts.allow[0]", "must not be empty"),
+        (json!({"prompts": ["*"]}), "upstreams.u.prompts", "must be an object"),
+    ];
+    for (extra, field, why) in cases {
+        let mut def = json!({"command": ["/a"], "tools": {"allow": ["*"]}});
+        def.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (f, w) = one(def).unwrap_err();
+        assert_eq!((f.as_str(), w.starts_with(why)), (field, true), "{w}");
+    }
+}
