@@ -74,6 +74,7 @@ tests/interop/node_modules/.stamp: tests/interop/package.json tests/interop/pack
 interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
 	$(VENV)/bin/python tests/interop/python_elicit.py $(SP)
+	$(VENV)/bin/python tests/interop/python_resources.py $(SP)
 	node tests/interop/ts_client.mjs $(SP)
 	node tests/interop/ts_elicit.mjs $(SP)
 

@@ -50,20 +50,46 @@ pub(crate) const CACHE_TTL_MS: u64 = 3_600_000;
 /// What the server offers beyond the fixed tools: `listChanged` when upstream MCP
 /// servers' tools are listed (they can change, and sp forwards their
 /// `notifications/tools/list_changed`).
+/// `resources` and `prompts` (issue 33) when the policy relays some of an upstream's
+/// (decided from the policy alone: sp(1) RESOURCES AND PROMPTS), and `completions`
+/// with either.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Offer {
     pub list_changed: bool,
+    pub resources: bool,
+    pub prompts: bool,
+}
+
+/// The relayed methods (issue 33) and whether `offer` serves each.
+fn relays(method: &str, offer: Offer) -> Option<bool> {
+    match method {
+        "resources/list" | "resources/templates/list" | "resources/read" => Some(offer.resources),
+        "prompts/list" | "prompts/get" => Some(offer.prompts),
+        "completion/complete" => Some(offer.resources || offer.prompts),
+        _ => None,
+    }
 }
 
 impl Offer {
     /// `capabilities`: `explicit` spells `listChanged: false` (the handshake answer
     /// always has); `server/discover` names it only when true.
     fn capabilities(self, explicit: bool) -> Value {
-        match (self.list_changed, explicit) {
+        let mut caps = match (self.list_changed, explicit) {
             (true, _) => json!({"tools": {"listChanged": true}}),
             (false, true) => json!({"tools": {"listChanged": false}}),
             (false, false) => json!({"tools": {}}),
+        };
+        // Subscriptions are not offered (resources/subscribe is -32601).
+        if self.resources {
+            caps["resources"] = json!({"listChanged": true});
         }
+        if self.prompts {
+            caps["prompts"] = json!({"listChanged": true});
+        }
+        if self.resources || self.prompts {
+            caps["completions"] = json!({});
+        }
+        caps
     }
 }
 
@@ -92,6 +118,8 @@ pub enum Step {
     Refuse(Refusal),
     /// Answer with the tool list.
     ListTools(Era),
+    /// Relay a resources, prompts or completion request to the upstreams (issue 33).
+    Relay(Era),
     /// Run the tool pipeline on the request's `tools/call` params (the caller moves them
     /// out of the message: no copy of a large call).
     CallTool(Era),
@@ -180,7 +208,8 @@ impl Session {
             let step = stateless(method, params, offer);
             return (self, step);
         }
-        let known = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call");
+        let relayed = relays(method, offer);
+        let known = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call") || relayed == Some(true);
         if !known {
             return (self, Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() }));
         }
@@ -203,6 +232,7 @@ impl Session {
                 Ok(_) => (self, Step::ListTools(Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
+            (Session::Ready { .. }, _) if relayed.is_some() => (self, Step::Relay(Era::Handshake)),
             (Session::Ready { .. }, _) => (self, Step::CallTool(Era::Handshake)),
             _ => (self, Step::Refuse(Refusal::NotInitialized { method: method.to_owned() })),
         }
@@ -219,7 +249,7 @@ fn names_version(params: Option<&Value>) -> bool {
 /// required `_meta` member is -32602 ("Base protocol": a request missing a required
 /// field is malformed); a version other than 2026-07-28 is -32022.
 fn stateless(method: &str, params: Option<&Value>, offer: Offer) -> Step {
-    if !matches!(method, "server/discover" | "tools/list" | "tools/call") {
+    if !matches!(method, "server/discover" | "tools/list" | "tools/call") && relays(method, offer) != Some(true) {
         return Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() });
     }
     let invalid = |m: String| Step::Refuse(Refusal::InvalidParams(format!("{method}: {m}")));
@@ -252,7 +282,8 @@ fn stateless(method: &str, params: Option<&Value>, offer: Offer) -> Step {
             Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))
         }
         "tools/list" => Step::ListTools(Era::Stateless),
-        _ => Step::CallTool(Era::Stateless),
+        "tools/call" => Step::CallTool(Era::Stateless),
+        _ => Step::Relay(Era::Stateless),
     }
 }
 
@@ -370,8 +401,35 @@ mod tests {
         assert!(matches!(step, Step::Refuse(Refusal::InvalidParams(m)) if m.contains("must be an object")));
         let (s, step) = s.handle(&req("resources/list", Value::Null));
         assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
+        // Offered (issue 33): relayed; subscriptions never are.
+        let offer = Offer { list_changed: true, resources: true, prompts: false };
+        let (s, step) = s.handle_offering(&req("resources/read", json!({"uri": "a+x://y"})), offer);
+        assert_eq!(step, Step::Relay(Era::Handshake));
+        let (s, step) = s.handle_offering(&req("completion/complete", json!({})), offer);
+        assert_eq!(step, Step::Relay(Era::Handshake));
+        let (s, step) = s.handle_offering(&req("prompts/list", Value::Null), offer);
+        assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })), "prompts are not offered");
+        let (s, step) = s.handle_offering(&req("resources/subscribe", json!({"uri": "a+x://y"})), offer);
+        assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
         let (_, step) = s.handle(&req("tools/call", json!("str")));
         assert_eq!(step, Step::CallTool(Era::Handshake));
+    }
+
+    /// `initialize` declares resources, prompts and completions only when offered.
+    #[test]
+    fn capabilities_follow_the_offer() {
+        let caps = |offer: Offer| match Session::AwaitingInit.handle_offering(&init("2025-06-18"), offer).1 {
+            Step::Reply(r, _) => r["capabilities"].clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(caps(Offer::default()), json!({"tools": {"listChanged": false}}));
+        assert_eq!(
+            caps(Offer { list_changed: true, resources: true, prompts: true }),
+            json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
+        );
+        assert_eq!(caps(Offer { list_changed: true, resources: false, prompts: true })["resources"], Value::Null);
+        let (s, step) = Session::AwaitingInit.handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true });
+        assert_eq!((s, step), (Session::AwaitingInit, Step::Refuse(Refusal::NotInitialized { method: "prompts/list".into() })));
     }
 
     #[test]

@@ -175,6 +175,27 @@ pub enum UpstreamTransport {
     Http { url: url::Url, credential: Option<String> },
 }
 
+/// `resources` and `prompts` (issue 33): which of the upstream's resources (matched on
+/// its own URI, or a template's `uriTemplate`) and prompts (its own name) are relayed.
+/// Absent: none. `deny` wins over `allow`, as for tools.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ItemRules {
+    pub allow: Vec<Glob>,
+    pub deny: Vec<Glob>,
+}
+
+impl ItemRules {
+    /// Relayed: some `allow` glob matches and no `deny` glob does.
+    pub fn exposes(&self, item: &str) -> bool {
+        any_match(&self.allow, item) && !any_match(&self.deny, item)
+    }
+
+    /// Whether anything at all may be relayed (an empty `allow` relays nothing).
+    pub fn any(&self) -> bool {
+        !self.allow.is_empty()
+    }
+}
+
 /// `tools`: which of the upstream's tools are exposed, and which wait for the approver.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolRules {
@@ -199,6 +220,10 @@ pub struct Upstream {
     pub name: String,
     pub transport: UpstreamTransport,
     pub tools: ToolRules,
+    /// `resources`: relayed resources and templates (none when absent).
+    pub resources: ItemRules,
+    /// `prompts`: relayed prompts (none when absent).
+    pub prompts: ItemRules,
     /// Tool name -> argument name -> the globs its value must match.
     pub arguments: BTreeMap<String, BTreeMap<String, Vec<Glob>>>,
     /// Per `tools/call`.
@@ -248,7 +273,7 @@ fn is_env_name(s: &str) -> bool {
 }
 
 const KEYS: &[&str] = &[
-    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user", "pin",
+    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user", "pin", "resources", "prompts",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -362,6 +387,8 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         _ => return err(field, "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)"),
     };
     let tools = rules(map.get("tools"), &format!("{field}.tools"))?;
+    let resources = map.get("resources").map(|v| item_rules(v, &format!("{field}.resources"))).transpose()?.unwrap_or_default();
+    let prompts = map.get("prompts").map(|v| item_rules(v, &format!("{field}.prompts"))).transpose()?.unwrap_or_default();
     let mut arguments = BTreeMap::new();
     if let Some(a) = map.get("arguments") {
         let Value::Object(per_tool) = a else {
@@ -397,6 +424,8 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         pin,
         transport,
         tools,
+        resources,
+        prompts,
         arguments,
         timeout: Duration::from_secs(timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
         startup_timeout: Duration::from_secs(startup_s.unwrap_or(DEFAULT_STARTUP_TIMEOUT_S)),
@@ -431,6 +460,14 @@ fn rules(v: Option<&Value>, field: &str) -> Check<ToolRules> {
     let allow = glob_list(map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow exposes nothing)".to_owned()))?, &format!("{field}.allow"))?;
     let opt = |k: &str| map.get(k).map(|v| glob_list(v, &format!("{field}.{k}"))).transpose().map(Option::unwrap_or_default);
     Ok(ToolRules { allow, deny: opt("deny")?, approve: opt("approve")? })
+}
+
+/// `resources` / `prompts`: `{"allow": [globs], "deny": [globs]}`, `allow` required.
+fn item_rules(v: &Value, field: &str) -> Check<ItemRules> {
+    let map = object(v, field, &["allow", "deny"])?;
+    let allow = glob_list(map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow relays nothing)".to_owned()))?, &format!("{field}.allow"))?;
+    let deny = map.get("deny").map(|v| glob_list(v, &format!("{field}.deny"))).transpose()?.unwrap_or_default();
+    Ok(ItemRules { allow, deny })
 }
 
 fn glob_list(v: &Value, field: &str) -> Check<Vec<Glob>> {

@@ -45,6 +45,7 @@ use crate::tools::{self, CallError, Executor};
 mod call;
 mod elicit;
 mod journal;
+mod relay;
 mod stats;
 mod upstreams;
 use stats::Stats;
@@ -124,6 +125,8 @@ pub(crate) enum RpcError {
     Shape(ShapeError),
     Lifecycle(Refusal),
     Call(CallError),
+    /// A relayed resources, prompts or completion request (issue 33).
+    Relay(crate::tools::upstream::resources::RelayError),
 }
 
 impl RpcError {
@@ -135,6 +138,7 @@ impl RpcError {
             RpcError::Shape(e) => e.into(),
             RpcError::Lifecycle(e) => e.into(),
             RpcError::Call(_) => ErrorCode::INVALID_PARAMS,
+            RpcError::Relay(e) => ErrorCode(e.code()),
         }
     }
 
@@ -155,6 +159,7 @@ impl RpcError {
             RpcError::Lifecycle(Refusal::IdInFlight { .. }) => "id_in_flight",
             RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
             RpcError::Call(_) => "invalid_params",
+            RpcError::Relay(e) => e.reason(),
         }
     }
 }
@@ -168,6 +173,7 @@ impl fmt::Display for RpcError {
             RpcError::Shape(e) => write!(f, "invalid request: {e}"),
             RpcError::Lifecycle(e) => e.fmt(f),
             RpcError::Call(e) => e.fmt(f),
+            RpcError::Relay(e) => e.fmt(f),
         }
     }
 }
@@ -190,6 +196,9 @@ pub struct Server<'p, E> {
     live_generation: Option<u64>,
     /// Upstream list changes not yet told to the client.
     list_changes: u32,
+    /// Upstreams' resource and prompt notifications, filtered and rewritten, not yet
+    /// sent (`tools/upstream/resources.rs`).
+    relayed: Vec<Value>,
     /// Approval grants (`approve/grants.rs`), when the operator allows any.
     grants: Option<crate::approve::grants::Grants>,
     /// Seals a 2026-07-28 call's `requestState` (`approve/elicit.rs`).
@@ -218,12 +227,14 @@ impl<'p, E: Executor> Server<'p, E> {
             live: (!policy.upstreams.is_empty()).then(Default::default),
             live_generation: None,
             list_changes: 0,
+            relayed: Vec::new(),
         }
     }
 
     /// What `initialize` and `server/discover` offer: `listChanged` with upstreams.
     fn offer(&self) -> Offer {
-        Offer { list_changed: self.live.is_some() }
+        let ups = self.policy.upstreams.values();
+        Offer { list_changed: self.live.is_some(), resources: ups.clone().any(|u| u.resources.any()), prompts: ups.clone().any(|u| u.prompts.any()) }
     }
 
     /// Finds and keeps approval grants in `grants` (`sp mcp`: when the policy allows any).
@@ -437,12 +448,12 @@ impl<'p, E: Executor> Server<'p, E> {
             self.client_caps = caps;
         }
         self.session = next;
-        let (id, params) = match message {
+        let (id, params, method) = match message {
             Message::Notification { method, .. } => {
                 log::debug!("notification {method:?}");
                 return None;
             }
-            Message::Request { id, params, .. } => (id, params),
+            Message::Request { id, params, method } => (id, params, method),
         };
         let (response, refused, era) = match step {
             Step::Ignore => return None,
@@ -452,6 +463,10 @@ impl<'p, E: Executor> Server<'p, E> {
                 let (response, refused) = self.refuse_rpc(&id, RpcError::Lifecycle(r));
                 (Outgoing::Answer(response), refused, Era::Handshake)
             }
+            Step::Relay(era) => match self.relay(&id, &method, params, era, io) {
+                Some((response, refused)) => (Outgoing::Answer(response), refused, era),
+                None => return io.gone.then_some(Exit::ClientGone),
+            },
             Step::CallTool(era) => match self.call_tool(&id, params, era, io) {
                 Some((response, refused)) => (response, refused, era),
                 // Cancelled: never answered.

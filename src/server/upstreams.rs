@@ -116,6 +116,8 @@ impl<E: Executor> Server<'_, E> {
         let events = ups.take_events();
         let generation = ups.generation();
         let news = ups.take_news();
+        let relayed = ups.take_relayed(&self.vault);
+        self.relayed.extend(relayed);
         if self.live_generation.is_some_and(|g| g != generation)
             && let Some(live) = &self.live
         {
@@ -152,6 +154,9 @@ impl<E: Executor> Server<'_, E> {
     /// Sends the client one `notifications/tools/list_changed` for the changes noted
     /// since the last one.
     pub(super) fn tell_list_changes<W: std::io::Write + Send>(&mut self, io: &crate::mcp::control::Input<'_, '_, '_, W>) -> std::io::Result<()> {
+        for note in std::mem::take(&mut self.relayed) {
+            io.write(|out| out.send(&note))?;
+        }
         if self.list_changes == 0 {
             return Ok(());
         }

@@ -58,7 +58,7 @@ pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue
             }
         }
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
-            let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes() });
+            let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes(), ..Offer::default() });
             let control = match step {
                 Step::Reply(result, era) => Control::Answer(crate::mcp::model::era_response(id.to_value(), result, era)),
                 Step::ListTools(era) => Control::List(id.clone(), era),

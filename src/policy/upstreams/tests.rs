@@ -102,7 +102,7 @@ fn errors_name_the_field() {
         (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
         (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
         (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
-        (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin)"),
+        (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts)"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": "off"}), "upstreams.u.sandbox", "must be \"none\" or an object ({\"read\": [paths], \"write\": [paths], \"network\": bool, ...})"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"read": ["rel"]}}), "upstreams.u.sandbox.read[0]", "must be an absolute path"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"write": "/tmp"}}), "upstreams.u.sandbox.write", "must be an array"),
@@ -168,4 +168,31 @@ fn globs() {
     let start = std::time::Instant::now();
     assert!(!g("*a*a*a*a*a*b", &long));
     assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+/// `resources` and `prompts` (issue 33): absent relays nothing; `deny` wins; the
+/// refusals name the field.
+#[test]
+fn resources_and_prompts_rules() {
+    let u = one(json!({"command": ["/a"], "tools": {"allow": ["*"]}})).unwrap();
+    assert!(!u.resources.any() && !u.prompts.any());
+    assert!(!u.resources.exposes("test://static/resource/1"));
+    let u = one(json!({"command": ["/a"], "tools": {"allow": ["*"]}, "resources": {"allow": ["test://static/*"], "deny": ["test://static/resource/2"]}, "prompts": {"allow": ["simple_*"]}})).unwrap();
+    assert!(u.resources.exposes("test://static/resource/1"));
+    assert!(!u.resources.exposes("test://static/resource/2"), "deny wins");
+    assert!(!u.resources.exposes("test://static/../secret"), "a `..` segment never matches a wildcard");
+    assert!(!u.resources.exposes("file:///etc/passwd"));
+    assert!(u.prompts.exposes("simple_prompt") && !u.prompts.exposes("complex_prompt"));
+    let cases = [
+        (json!({"resources": {}}), "upstreams.u.resources.allow", "is required (no allow relays nothing)"),
+        (json!({"resources": {"allow": ["*"], "approve": ["x"]}}), "upstreams.u.resources.approve", "unknown field (expected one of: allow, deny)"),
+        (json!({"prompts": {"allow": [""]}}), "upstreams.u.prompts.allow[0]", "must not be empty"),
+        (json!({"prompts": ["*"]}), "upstreams.u.prompts", "must be an object"),
+    ];
+    for (extra, field, why) in cases {
+        let mut def = json!({"command": ["/a"], "tools": {"allow": ["*"]}});
+        def.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (f, w) = one(def).unwrap_err();
+        assert_eq!((f.as_str(), w.starts_with(why)), (field, true), "{w}");
+    }
 }

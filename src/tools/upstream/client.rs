@@ -15,6 +15,8 @@
 //!                            │ notifications/progress (our token, increasing, at most
 //!                            │   one per PROGRESS_INTERVAL)  ─> callback, still Waiting
 //!                            │ notifications/tools/list_changed   ─> flag, still Waiting
+//!                            │ resources/prompts list_changed, resources/updated
+//!                            │                              ─> kept for relaying (issue 33)
 //!                            │ other notification           ─> counted, dropped, still Waiting
 //!                            │ cancel ──> notifications/cancelled(id), id abandoned ──> Ready
 //!                            │ timeout ─> notifications/cancelled(id), id abandoned,
@@ -52,6 +54,21 @@ const LOGGED_REFUSALS: u64 = 10;
 /// Abandoned ids remembered (their late answers dropped); older ones are forgotten, and
 /// a late answer to them then ends the upstream like any unknown id.
 const MAX_ABANDONED: usize = 64;
+
+/// A notification about an upstream's resources or prompts, kept for the server to
+/// relay to its client when the policy allows (`resources.rs`, issue 33).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Relay {
+    ResourcesChanged,
+    PromptsChanged,
+    /// `notifications/resources/updated` for the upstream's own URI (outside text).
+    ResourceUpdated { uri: String },
+}
+
+/// Relays kept between two takes; more are dropped (an upstream cannot grow sp's memory).
+const MAX_RELAYS: usize = 64;
+/// The longest URI a `notifications/resources/updated` may carry to be relayed.
+const MAX_RELAY_URI: usize = 4096;
 
 /// Why a request got no result.
 #[derive(Debug, PartialEq)]
@@ -130,6 +147,7 @@ pub(crate) struct Client<T: Transport> {
     closed: bool,
     abandoned: VecDeque<i64>,
     list_changed: bool,
+    relays: Vec<Relay>,
     info: Initialized,
     counters: Counters,
 }
@@ -145,6 +163,7 @@ impl<T: Transport> Client<T> {
             closed: false,
             abandoned: VecDeque::new(),
             list_changed: false,
+            relays: Vec::new(),
             info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false },
             counters: Counters::default(),
         };
@@ -202,6 +221,11 @@ impl<T: Transport> Client<T> {
     /// call of this (the flag is cleared).
     pub(crate) fn take_list_changed(&mut self) -> bool {
         std::mem::take(&mut self.list_changed)
+    }
+
+    /// The resource and prompt notifications kept since the last take.
+    pub(crate) fn take_relays(&mut self) -> Vec<Relay> {
+        std::mem::take(&mut self.relays)
     }
 
     pub(crate) fn close(&mut self) {
@@ -302,7 +326,7 @@ impl<T: Transport> Client<T> {
                         }
                         self.counters.dropped_notifications += 1;
                     } else {
-                        self.notification(&m);
+                        self.notification(&m, p.as_ref());
                     }
                 }
             }
@@ -319,9 +343,25 @@ impl<T: Transport> Client<T> {
         Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string().into() })))
     }
 
-    fn notification(&mut self, method: &str) {
+    fn notification(&mut self, method: &str, params: Option<&Value>) {
         if method == "notifications/tools/list_changed" {
             self.list_changed = true;
+            return;
+        }
+        let relay = match method {
+            "notifications/resources/list_changed" => Some(Relay::ResourcesChanged),
+            "notifications/prompts/list_changed" => Some(Relay::PromptsChanged),
+            "notifications/resources/updated" => params
+                .and_then(|p| p.get("uri"))
+                .and_then(Value::as_str)
+                .filter(|u| u.len() <= MAX_RELAY_URI)
+                .map(|uri| Relay::ResourceUpdated { uri: uri.to_owned() }),
+            _ => None,
+        };
+        if let Some(r) = relay {
+            if !self.relays.contains(&r) && self.relays.len() < MAX_RELAYS {
+                self.relays.push(r);
+            }
             return;
         }
         self.counters.dropped_notifications += 1;
@@ -377,7 +417,7 @@ impl<T: Transport> Client<T> {
                 Ok(Inbound::Response { id, .. }) => self.late(id)?,
                 Ok(Inbound::Request { id, method, .. }) => self.answer(id, &method)?,
                 Ok(Inbound::Notification { method, .. }) if method == "notifications/progress" => self.counters.dropped_notifications += 1,
-                Ok(Inbound::Notification { method, .. }) => self.notification(&method),
+                Ok(Inbound::Notification { method, params }) => self.notification(&method, params.as_ref()),
             }
         }
     }
