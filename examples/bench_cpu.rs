@@ -15,6 +15,11 @@
 //!   (a Python stdio upstream that answers with its arguments; its own CPU is its
 //!   process's, not counted), journal off.
 //!
+//! - a rate-limited `http_request` (issue 35: allowed by the policy, refused by a
+//!   `limits` rule; journal off), against the denial plus one locked read-modify-write
+//!   of a state-file-sized file done by this process (open, `flock`, read, write,
+//!   truncate, close: what the limit adds).
+//!
 //! sp, this process and its HTTP server run on one CPU (taskset), so every hand-over is
 //! a task switch on that CPU rather than a wake-up of an idle one (which costs a
 //! variable 40-300 µs on a 2-vCPU VM, see bench/README.md). Printed, never asserted;
@@ -176,6 +181,34 @@ fn sync_cpu_us(dir: &Path) -> f64 {
     runs[2]
 }
 
+/// The CPU time of one locked read-modify-write of a small file in `dir`, as the rate
+/// limits' state file is used per counted call (open, `flock`, read, write at 0,
+/// truncate, close), median of 5 runs of 500.
+fn rmw_cpu_us(dir: &Path) -> f64 {
+    use std::io::Read;
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("rmw-probe");
+    let line = format!("{{\"v\":1,\"windows\":{{\"{}\":[1796300000123,1,604800]}}}}\n", "x".repeat(60));
+    std::fs::write(&path, &line).unwrap();
+    let mut runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let c = own_cpu_ns();
+            for _ in 0..500 {
+                let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+                rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+                let mut text = String::new();
+                (&f).read_to_string(&mut text).unwrap();
+                f.write_all_at(text.as_bytes(), 0).unwrap();
+                f.set_len(text.len() as u64).unwrap();
+            }
+            (own_cpu_ns() - c) as f64 / 500.0 / 1e3
+        })
+        .collect();
+    let _ = std::fs::remove_file(&path);
+    runs.sort_by(f64::total_cmp);
+    runs[2]
+}
+
 /// The CPU per request of a direct ureq keep-alive client (what sp uses inside) on this
 /// thread, to the same server: the part of a proxied call that is the request itself.
 fn direct_ureq_us(port: u16, n: usize) -> f64 {
@@ -257,8 +290,23 @@ fn main() {
         per_call: if want(name) { run() } else { Err("skipped (SP_BENCH_ONLY)".into()) },
         n,
     };
+    // Issue 35: GET allowed, then refused by a limit of 1 call a week (the first warm
+    // call uses it; the state file is this run's own).
+    let limited_policy = {
+        let p = dir.join("policy-limited.json");
+        let text = json!({
+            "http": {"allow": [{"hosts": [host], "methods": ["GET"]}]},
+            "audit": {"path": null},
+            "limits": [{"tool": "http_request", "max": 1, "per_s": 604800}],
+            "limits_state": dir.join("limits.json")
+        });
+        write_private(&p, &text.to_string());
+        p
+    };
+    let limited = |a: &str| a.contains("SP_RATE_LIMITED") || a.contains("\"status\":200");
     let mut figures = vec![
         figure("denied http_request", 20 * scale, &|| measure(&sp_cmd, &off, 20 * scale, &post, &denied)),
+        figure("rate-limited http_request", 20 * scale, &|| measure(&sp_cmd, &limited_policy, 20 * scale, &get, &limited)),
         figure("proxied http_request, journal off", 5 * scale, &|| measure(&sp_cmd, &off, 5 * scale, &get, &proxied)),
         figure("proxied http_request, journal on", scale, &|| measure(&sp_cmd, &on, scale, &get, &proxied)),
         figure("proxied http_request, journal in /dev/shm", 5 * scale, &|| match &shm {
@@ -270,6 +318,7 @@ fn main() {
         let _ = std::fs::remove_dir_all(d);
     }
     let sync = sync_cpu_us(&dir);
+    let rmw = rmw_cpu_us(&dir);
     let direct = direct_ureq_us(port, 5 * scale);
 
     // ssh_exec on the session's kept connection.
@@ -308,6 +357,7 @@ fn main() {
     }
     println!("  {:44} {sync:7.1} µs   (this process, write + fdatasync of 300 bytes, journal's file system)", "one durable sync");
     println!("  {:44} {direct:7.1} µs   (this process's thread, ureq Agent, same server)", "direct ureq keep-alive request (no sp)");
+    println!("  {:44} {rmw:7.1} µs   (this process: open, flock, read, write, truncate, close)", "one locked read-modify-write");
     let get_fig = |name: &str| figures.iter().find(|f| f.name.starts_with(name)).and_then(|f| f.per_call.as_ref().ok()).map(|p| p.0);
     let (denied, proxied_off, proxied_on, proxied_shm, upstream) = (
         get_fig("denied http_request"),
@@ -326,6 +376,13 @@ fn main() {
             "    denied + direct ureq request           {:.1} µs = {:.2}x the denial (the request itself, done by ureq without sp)",
             d + direct,
             (d + direct) / d
+        );
+    }
+    if let (Some(d), Some(l)) = (denied, get_fig("rate-limited http_request")) {
+        println!(
+            "  rate-limited CPU vs denial + one RMW     {l:.1} µs vs {:.1} µs ({d:.1} + {rmw:.1})   target <= (issue 35)   {}",
+            d + rmw,
+            verdict(l <= d + rmw)
         );
     }
     if let (Some(d), Some(u)) = (denied, upstream) {

@@ -15,6 +15,7 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod limits;
 pub(crate) mod upstream;
 mod check;
 pub(crate) mod init;
@@ -275,7 +276,14 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     if let Some(p) = journal.path() {
         log::info!("audit journal {} (session {})", p.display(), journal.session());
     }
-    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_secrets_preloaded();
+    let limiter = match limits::limiter(&policy.limits, |k| env.get(k)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sp: {e}; refusing to serve");
+            return ExitCode::from(EXIT_FATAL);
+        }
+    };
+    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_limiter(limiter).with_secrets_preloaded();
     // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);

@@ -4,10 +4,11 @@
 //! and the one `Vault` of secrets read (`vault`) with the redactor that finds them
 //! (`redact`), the `Scrubbed<T>` only the gate builds (`scrubbed`) and the check that
 //! withholds a whole answer (`withhold`), and outside text held whole until it is
-//! scrubbed, then cut (`outside`). It names no tool.
+//! scrubbed, then cut (`outside`), and the rate limits' shared counts (`limits`). It names no tool.
 
 pub(crate) mod authorize;
 pub(crate) mod exec;
+pub(crate) mod limits;
 pub(crate) mod outside;
 pub(crate) mod outcome;
 pub(crate) mod redact;

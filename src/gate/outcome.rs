@@ -33,12 +33,15 @@ pub(crate) enum ToolCode {
     /// An upstream tool whose definition no longer matches its pin, or has none: withheld
     /// until the operator approves it (`tools/upstream/pins.rs`).
     ToolChanged,
+    /// A `limits` rule of the policy has counted its max in its window
+    /// (`gate/limits.rs`); the result's `error.retry_after_s` says when it closes.
+    RateLimited,
 }
 
 impl ToolCode {
     /// Every code, in the order sp(1) lists them.
     #[cfg(test)]
-    pub(crate) const ALL: [ToolCode; 11] = [
+    pub(crate) const ALL: [ToolCode; 12] = [
         ToolCode::BadArguments,
         ToolCode::Denied,
         ToolCode::NotApproved,
@@ -50,6 +53,7 @@ impl ToolCode {
         ToolCode::Auth,
         ToolCode::Cancelled,
         ToolCode::ToolChanged,
+        ToolCode::RateLimited,
     ];
 
     /// The code as it appears on the wire, in the journal and in summaries.
@@ -66,6 +70,7 @@ impl ToolCode {
             ToolCode::Auth => "SP_AUTH",
             ToolCode::Cancelled => "SP_CANCELLED",
             ToolCode::ToolChanged => "SP_TOOL_CHANGED",
+            ToolCode::RateLimited => "SP_RATE_LIMITED",
         }
     }
 }
@@ -97,7 +102,11 @@ pub(crate) fn result_schema(mut properties: serde_json::Map<String, serde_json::
         "error".into(),
         serde_json::json!({
             "type": "object",
-            "properties": {"code": {"type": "string", "pattern": "^SP_[A-Z_]+$"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "string", "pattern": "^SP_[A-Z_]+$"},
+                "message": {"type": "string"},
+                "retry_after_s": {"type": "integer", "minimum": 1}
+            },
             "required": ["code", "message"],
             "additionalProperties": false
         }),

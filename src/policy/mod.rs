@@ -24,6 +24,7 @@ pub(crate) mod credentials;
 pub(crate) mod fields;
 pub(crate) mod schemes;
 pub(crate) mod http;
+pub(crate) mod limits;
 pub(crate) mod ssh;
 mod sandbox;
 pub(crate) mod upstreams;
@@ -57,6 +58,8 @@ pub struct Policy {
     pub approval: approval::ApprovalPolicy,
     /// Other MCP servers behind the gate, by name (`policy/upstreams.rs`).
     pub upstreams: BTreeMap<String, upstreams::Upstream>,
+    /// Rate limits over every session of the user (`policy/limits.rs`).
+    pub limits: limits::LimitsPolicy,
     /// The text it was parsed from, for [`Policy::hash`]; empty for the built-in
     /// deny-everything policy.
     text: TextHash,
@@ -138,6 +141,7 @@ impl Policy {
             approval: approval::ApprovalPolicy::default(),
             text: TextHash::default(),
             upstreams: BTreeMap::new(),
+            limits: limits::LimitsPolicy::default(),
         }
     }
 
@@ -236,7 +240,7 @@ impl std::error::Error for PolicyError {}
 
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams"])?;
+    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams", "limits", "limits_state"])?;
     let approval = approval::parse(top.get("mode"), top.get("approval"))?;
     let audit = audit::parse(top.get("audit"))?;
     let mut credentials = BTreeMap::new();
@@ -264,7 +268,8 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(v) => upstreams::parse(v, &credentials)?,
         None => BTreeMap::new(),
     };
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, text: TextHash::default() };
+    let limits = limits::parse(top.get("limits"), top.get("limits_state"), &|c| credentials.contains_key(c), &|u| upstreams.contains_key(u))?;
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, limits, text: TextHash::default() };
     // An `approve` flag in enforce mode needs someone to ask.
     // An `approve` flag in enforce mode needs someone to ask: the approver command, unless
     // `approval.via` is elicitation alone and the subject does not require the command.

@@ -75,6 +75,10 @@ impl<E: Executor> Server<'_, E> {
             Ok(a) => a,
             Err(d) => return Some(self.refuse_tool(id, Rejection { reason: d.reason(), code: d.code(), message: d.to_string() })),
         };
+        // Rate limits (`limits.rs`): after the policy allowed it, before approval, intent, run.
+        if let Some(refused) = self.rate_limit(id, &action) {
+            return Some(refused);
+        }
         // The approval wait and the run go on while the control thread answers pings
         // and watches for a cancel (`mcp/control`).
         let cancel = Cancel::new();

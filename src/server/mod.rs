@@ -45,6 +45,7 @@ use crate::tools::{self, CallError, Executor};
 mod call;
 mod elicit;
 mod journal;
+mod limits;
 mod relay;
 mod stats;
 mod upstreams;
@@ -207,6 +208,8 @@ pub struct Server<'p, E> {
     client_caps: Option<Value>,
     /// The current 2026-07-28 call's MRTR members, taken out of its params.
     retry: crate::approve::elicit::Retry,
+    /// The rate limits' shared counts (`limits.rs`), when the policy has rules.
+    limiter: Option<crate::gate::limits::Limiter>,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
@@ -224,6 +227,7 @@ impl<'p, E: Executor> Server<'p, E> {
             state_key: crate::approve::elicit::StateKey::new(),
             client_caps: None,
             retry: Default::default(),
+            limiter: None,
             live: (!policy.upstreams.is_empty()).then(Default::default),
             live_generation: None,
             list_changes: 0,

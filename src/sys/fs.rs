@@ -176,6 +176,9 @@ pub(crate) enum Access {
     Read,
     /// Read and append, created with `mode` when missing (`known_hosts` under `accept-new`).
     AppendCreate { mode: u32 },
+    /// Read and write anywhere, created with `mode` when missing (the rate limits' state
+    /// file, rewritten in place under its lock: `gate/limits.rs`).
+    ReadWriteCreate { mode: u32 },
 }
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
@@ -187,7 +190,7 @@ pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, I
     let path = if rules.follow {
         resolved = match std::fs::canonicalize(path) {
             Ok(p) => p,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. }) => path.to_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. } | Access::ReadWriteCreate { .. }) => path.to_owned(),
             Err(e) => return Err(io(&e)),
         };
         resolved.as_path()
@@ -202,13 +205,14 @@ pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, I
             FileType::Symlink => return Err(SysError::Symlink),
             _ => return Err(SysError::NotRegular { kind: kind_name(st.st_mode) }),
         },
-        Err(rustix::io::Errno::NOENT) if matches!(access, Access::AppendCreate { .. }) => {}
+        Err(rustix::io::Errno::NOENT) if matches!(access, Access::AppendCreate { .. } | Access::ReadWriteCreate { .. }) => {}
         Err(e) => return Err(errno(e)),
     }
     let base = OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
     let (flags, mode) = match access {
         Access::Read => (OFlags::RDONLY | base, 0),
         Access::AppendCreate { mode } => (OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | base, mode),
+        Access::ReadWriteCreate { mode } => (OFlags::RDWR | OFlags::CREATE | base, mode),
     };
     let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(mode as _)).map_err(errno)?;
     let info = check(&fd, rules)?;

@@ -31,6 +31,7 @@
 pub(crate) mod http;
 pub(crate) mod inventory;
 pub(crate) mod ssh;
+pub(crate) mod subject;
 pub(crate) mod upstream;
 
 use std::convert::Infallible;

@@ -385,6 +385,7 @@ impl ToolResult {
             error: error.map(|(code, message)| (code, message.into_inner())),
             fields: fields.into_inner(),
             passed: passed.map(Scrubbed::into_inner),
+            retry_after_s: None,
         }
     }
 }
@@ -410,13 +411,20 @@ pub(crate) struct CallToolResult {
     fields: Map<String, Value>,
     /// An upstream's own result: written instead of the above.
     passed: Option<live::PassedResult>,
+    /// `structuredContent.error.retry_after_s` of an `SP_RATE_LIMITED` refusal.
+    retry_after_s: Option<u64>,
 }
 
 impl CallToolResult {
+    /// An `SP_RATE_LIMITED` refusal, telling when to try again (`gate/limits.rs`).
+    pub(crate) fn rate_limited(message: impl fmt::Display, retry_after_s: u64) -> CallToolResult {
+        CallToolResult { retry_after_s: Some(retry_after_s), ..CallToolResult::refusal(ToolCode::RateLimited, message) }
+    }
+
     /// A refused call (bad arguments, a policy denial, a refused approval): `message` is
     /// sp's words about the agent's own request, not outside text.
     pub(crate) fn refusal(code: ToolCode, message: impl fmt::Display) -> CallToolResult {
-        CallToolResult { error: Some((code, message.to_string())), fields: Map::new(), passed: None }
+        CallToolResult { error: Some((code, message.to_string())), fields: Map::new(), passed: None, retry_after_s: None }
     }
 
     /// The error's message (a refusal's, for the log and the journal).
@@ -500,26 +508,29 @@ impl Serialize for Structured<'_> {
         let mut error = r.error.as_ref();
         for (k, v) in fields {
             if let Some((code, message)) = error.filter(|_| k.as_str() > "error") {
-                m.serialize_entry("error", &ErrorMember(code.as_str(), message))?;
+                m.serialize_entry("error", &ErrorMember(code.as_str(), message, r.retry_after_s))?;
                 error = None;
             }
             m.serialize_entry(k, v)?;
         }
         if let Some((code, message)) = error {
-            m.serialize_entry("error", &ErrorMember(code.as_str(), message))?;
+            m.serialize_entry("error", &ErrorMember(code.as_str(), message, r.retry_after_s))?;
         }
         m.end()
     }
 }
 
-/// `structuredContent.error`: `{"code", "message"}`.
-struct ErrorMember<'a>(&'a str, &'a str);
+/// `structuredContent.error`: `{"code", "message"}`, and `retry_after_s` when rate limited.
+struct ErrorMember<'a>(&'a str, &'a str, Option<u64>);
 
 impl Serialize for ErrorMember<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
+        let mut m = s.serialize_map(Some(2 + usize::from(self.2.is_some())))?;
         m.serialize_entry("code", self.0)?;
         m.serialize_entry("message", self.1)?;
+        if let Some(after) = self.2 {
+            m.serialize_entry("retry_after_s", &after)?;
+        }
         m.end()
     }
 }
