@@ -147,7 +147,7 @@ pub(crate) enum Gate {
 /// What the approver is asked about one call: plain data the tool table builds
 /// (`tools/`) for an action the policy flags. `subject` is the flagged credential or
 /// SSH host; `host` where the call goes (shown as punycode, Unicode beside it);
-/// `request` the call as a person reads it, each string escaped and cut ([`line`],
+/// `request` the call as a person reads it, each string escaped and cut ([`line()`],
 /// [`text`]); `raw` the exact values (bodies and stdin cut at [`MAX_SHOWN_BYTES`], [`cut`]);
 /// `only_command`: the subject's `approve` is `"command"` (never an elicitation).
 #[derive(Debug, Clone, PartialEq)]

@@ -120,8 +120,8 @@ impl<R: BufRead> FrameReader<R> {
         }
     }
 
-    /// [`next_frame`](Self::next_frame), except that a source's `WouldBlock` returns
-    /// [`Read::Parked`] (the partial line kept) instead of being an error.
+    /// The next frame (`None` on a clean end of input), except that a source's `WouldBlock`
+    /// returns [`Read::Parked`] (the partial line kept) instead of being an error.
     pub(crate) fn read(&mut self) -> Read {
         if !std::mem::take(&mut self.partial) {
             self.line.clear();

@@ -97,7 +97,7 @@ impl<E: Executor> Server<'_, E> {
         };
     }
 
-    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
+    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`](super::Stats) agree.
     pub(super) fn journal_reject(&mut self, reason: &str, code: Option<&str>, message: &str) {
         if !self.journal.is_on() {
             return;

@@ -8,7 +8,7 @@
 //!
 //! Each kind is a folder (`http/`, `ssh/`, `inventory/`) whose [`Tool`] implementation
 //! gives its name, definition, argument parser, journal target, denial code, audit facts
-//! (rule, credential), approval question and run. The [`table!`] line for each kind
+//! (rule, credential), approval question and run. The `table!` line for each kind
 //! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
 //! the loop (`server.rs`) calls only these and names no tool. A kind whose names are
 //! decided at run time (`upstream/`: other MCP servers' tools) sits in the table's

@@ -27,7 +27,7 @@
 //!   hex of the secret's bytes, form encoding (`+` for space), and base64 / base64url
 //!   with and without padding, plus, for base64 inside a longer encoded stream, the
 //!   characters that depend on the secret alone at each of the three byte offsets of the
-//!   stream (see [`base64_cores`]).
+//!   stream (see [`base64_cores`](spellings::base64_cores)).
 //!
 //! - **UTF-16**: the secret's UTF-16LE and UTF-16BE bytes (a body in UTF-16, as
 //!   Windows servers and some SOAP stacks send, or a NUL-interleaved dump), searched as

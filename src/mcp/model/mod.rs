@@ -294,7 +294,7 @@ impl ToolList {
 
 /// A `tools/list` answer, written with its list's result serialised once. Serialises
 /// exactly as the answer built from [`ToolList::result`], stamped for 2026-07-28
-/// ([`stamp_stateless`]); a test holds the two equal.
+/// (`stamp`); a test holds the two equal.
 pub(crate) struct ListAnswer<'a> {
     id: Value,
     era: Era,

@@ -45,7 +45,7 @@
 //!   process group, which misses jobs in other groups and sessions, and refuses forced
 //!   commands. So `sp` sends `printf '\036sp:NONCE\036'; COMMAND` ([`Marker`]; the
 //!   agent's text is authorized and journaled as it came) and, once the marker has
-//!   arrived, runs [`KILL_COMMAND`] on a second channel of the same connection: it
+//!   arrived, runs [`KILL_COMMAND`](super::kill::KILL_COMMAND) on a second channel of the same connection: it
 //!   finds the command's session as the sibling of its own shell under the server's
 //!   connection process and kills (SIGSTOP, then SIGKILL) that session, every
 //!   descendant, and every session a descendant leads. What it cannot see is a daemon
@@ -370,7 +370,7 @@ fn execute(
 
 /// Ends the remote command of `channel` early (timeout or cancel; module docs): kills
 /// its processes through a second channel when its marker showed that the command runs
-/// under a shell that sp's prefix reached ([`KILL_COMMAND`]), then closes the channel
+/// under a shell that sp's prefix reached ([`KILL_COMMAND`](super::kill::KILL_COMMAND)), then closes the channel
 /// (with a pty, sshd then closes the terminal and the kernel hangs up the command's
 /// session). The caller drops the connection (`keep` false), which does the same if the
 /// close did not get through. Says what was done, for the result and the journal.

@@ -4,7 +4,7 @@
 //! lazily on the first listing or call that needs it, lists its tools (following
 //! `nextCursor`), keeps those that `tools.allow` matches and `tools.deny` does not, and
 //! exposes each as `<upstream>_<tool>` (`names.rs`). A call is authorized by a pure
-//! function ([`authorize`]: the name table, the filter, the argument pins) into a
+//! function (`authorize`, [`route::authorize_resolved`] once the name is resolved: the name table, the filter, the argument pins) into a
 //! [`Route`], which is all [`Upstreams::call`] takes.
 //!
 //! ```text
@@ -293,7 +293,7 @@ impl Upstreams {
         news
     }
 
-    /// The name tables of the upstreams listed so far: [`authorize`]'s input.
+    /// The name tables of the upstreams listed so far: the input of the tool table's parse (names) and of `authorize`.
     pub(crate) fn tables(&self) -> &Tables {
         &self.tables
     }
