@@ -19,6 +19,10 @@
 
 // `pub(crate)` by default; `pub` only on what the public surface below reaches.
 #![warn(unreachable_pub)]
+// A panic is no way to report an error here: outside tests every `unwrap`/`expect` is
+// an error (`make lint`), and each that remains says why it cannot fail in an
+// `#[expect(clippy::expect_used, reason = ...)]`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod approve;
 mod cred;

@@ -314,7 +314,7 @@ impl Upstreams {
         let cancel = Cancel::new();
         self.ensure_started(upstream, vault, &cancel)?;
         let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
-        let client = slot.client.as_mut().expect("started above");
+        let client = running(&mut slot.client, upstream)?;
         if client.take_list_changed() {
             slot.listing = None;
             slot.announced = false;
@@ -335,7 +335,9 @@ impl Upstreams {
                 self.events.push(UpstreamEvent::Withheld { upstream: upstream.to_owned(), why });
             }
             self.tables.0.insert(upstream.to_owned(), table);
-            self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
+            if let Some(slot) = self.slots.get_mut(upstream) {
+                slot.listing = Some(tools);
+            }
             self.generation += 1;
         }
         Ok(())
@@ -370,7 +372,7 @@ impl Upstreams {
         let fresh = self.ensure_started(name, vault, cancel)?;
         let slot = self.slots.get_mut(name).ok_or_else(|| UpstreamError::Unknown { upstream: name.to_owned() })?;
         let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
-        let client = slot.client.as_mut().expect("started above");
+        let client = running(&mut slot.client, name)?;
         let answer = client.call_tool(route.tool(), arguments, timeout, cancel, progress);
         let result = answer.map_err(|e| client_error(name, e, timeout)).and_then(|r| {
             wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })
@@ -541,13 +543,19 @@ fn name_spells_secret(vault: &Vault, upstream: &str, tool: &str) -> bool {
     spells
 }
 
+/// The client `ensure_started` left in a slot; were there none, the upstream is not
+/// running (an error, never a panic).
+fn running<'a>(client: &'a mut Option<Client<Box<dyn Transport>>>, upstream: &str) -> Result<&'a mut Client<Box<dyn Transport>>, UpstreamError> {
+    client.as_mut().ok_or_else(|| UpstreamError::Broken { upstream: upstream.to_owned(), why: "it is not running".to_owned() })
+}
+
 /// `tools/list`, every page: each definition checked (`wire::tool`), those the filter
 /// exposes (and whose names spell no secret) kept, within [`MAX_PAGES`], [`MAX_TOOLS`]
 /// and [`MAX_LISTING_BYTES`].
 fn fetch_definitions(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<wire::ToolDef>, UpstreamError> {
     let u = &slot.policy;
     let name = u.name.as_str();
-    let client = slot.client.as_mut().expect("started");
+    let client = running(&mut slot.client, name)?;
     let listing_error = |why: String| UpstreamError::Listing { upstream: name.to_owned(), why };
     let mut cursor: Option<String> = None;
     let mut seen_cursors = std::collections::BTreeSet::new();
