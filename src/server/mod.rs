@@ -379,7 +379,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::info!("refused: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
-        if io.write(|out| out.send_typed(&error_response(None, &err))).is_err() {
+        if io.write(|out| out.send(&error_response(None, &err))).is_err() {
             return Some(Exit::ClientGone);
         }
         self.options.close_on_refusal.then_some(Exit::Refused)
@@ -400,7 +400,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
-        match io.write(|out| out.send_typed(&error_response(id, &err))) {
+        match io.write(|out| out.send(&error_response(id, &err))) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
         }
@@ -473,9 +473,9 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let sent = io.write(|out| match (response, live) {
             // Stamped already for 2026-07-28.
-            (Outgoing::List(id), Some(result)) => out.send_typed(&RawListAnswer { id, result }),
-            (Outgoing::List(id), None) => out.send_typed(&tools::list_for(self.policy).answer(id, era)),
-            (Outgoing::Answer(a), _) => out.send_typed(&Response::new(id.to_value(), a, era)),
+            (Outgoing::List(id), Some(result)) => out.send(&RawListAnswer { id, result }),
+            (Outgoing::List(id), None) => out.send(&tools::list_for(self.policy).answer(id, era)),
+            (Outgoing::Answer(a), _) => out.send(&Response::new(id.to_value(), a, era)),
             (Outgoing::Message(m), _) => out.send(&m),
         });
         if sent.is_err() || self.tell_list_changes(io).is_err() {
@@ -510,8 +510,8 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 /// An answer as it is sent: typed (`mcp::model::Response`), or the cached `tools/list`.
 enum Outgoing {
     Answer(Answer),
-    /// A message built whole (2026-07-28 `input_required`).
-    Message(Value),
+    /// A response built whole (2026-07-28 `input_required`).
+    Message(Response),
     /// `tools/list`, to this id (`tools::list_for`).
     List(Value),
 }

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::gate::outcome::Rejection;
 use crate::mcp::session::Era;
@@ -151,7 +151,7 @@ impl<E: Executor> Server<'_, E> {
             return Ok(());
         }
         self.list_changes = 0;
-        io.write(|out| out.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})))
+        io.write(|out| out.send(&crate::mcp::model::Notification::tools_list_changed()))
     }
 
     /// `work` (listing upstreams, which may start them) with the control thread serving

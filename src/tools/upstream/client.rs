@@ -39,6 +39,8 @@ use super::transport::{Recv, Transport, TransportError};
 use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
 use crate::gate::exec::Cancel;
 use crate::mcp::jsonrpc::Id;
+use crate::mcp::model::outgoing::reply_value;
+use crate::mcp::model::{ErrorCode, ErrorData, Notification, Request};
 
 /// How long a timed-out upstream has to answer a `ping` before it is taken as hung.
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(2);
@@ -219,11 +221,7 @@ impl<T: Transport> Client<T> {
     }
 
     fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), ClientError> {
-        let mut msg = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(p) = params {
-            msg["params"] = p;
-        }
-        self.send(&msg)
+        self.send(&Notification::upstream(method, params).into_value())
     }
 
     fn send(&mut self, msg: &Value) -> Result<(), ClientError> {
@@ -258,7 +256,7 @@ impl<T: Transport> Client<T> {
             p.insert("_meta".into(), json!({"progressToken": t}));
         }
         let deadline = Instant::now() + timeout;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let msg = Request::upstream(id, method, params).into_value();
         if let Err(e) = self.transport.send(&msg, deadline, cancel) {
             return Err(self.fail(ClientError::Transport(e)));
         }
@@ -335,14 +333,14 @@ impl<T: Transport> Client<T> {
     fn answer(&mut self, id: Id, method: &str) -> Result<(), ClientError> {
         let reply = if method == "ping" {
             self.counters.pings += 1;
-            json!({"jsonrpc": "2.0", "id": id.to_value(), "result": {}})
+            reply_value(id.to_value(), Ok(Value::Object(Map::new())))
         } else {
             self.counters.refused_requests += 1;
             let shown = shown_method(method);
             if self.counters.refused_requests <= LOGGED_REFUSALS {
                 log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
             }
-            json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": -32601, "message": format!("sp does not offer {shown} to upstreams")}})
+            reply_value(id.to_value(), Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("sp does not offer {shown} to upstreams"))))
         };
         self.send(&reply)
     }
