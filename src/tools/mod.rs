@@ -233,6 +233,12 @@ macro_rules! table {
         /// Every fixed tool's name, in `tools/list` order.
         pub(crate) const NAMES: &[&str] = &[$(<$tool as Tool>::NAME,)*];
 
+        /// Every kind's line in the table, fixed and dynamic, by its variant's name:
+        /// what `coverage.rs` holds against the policy, the inventory, the journal and
+        /// the man pages.
+        #[cfg(test)]
+        pub(crate) const KINDS: &[&str] = &[$(stringify!($kind),)* $(stringify!($dkind),)*];
+
         /// The tools offered by `tools/list`.
         pub(crate) fn definitions() -> Value {
             Value::Array(vec![$(<$tool as Tool>::definition(),)*])
@@ -474,5 +480,7 @@ fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Res
     Ok(CallRequest { name, arguments, progress_token })
 }
 
+#[cfg(test)]
+mod coverage;
 #[cfg(test)]
 mod tests;
