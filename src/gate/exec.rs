@@ -348,6 +348,8 @@ impl fmt::Display for ExecError {
     }
 }
 
+impl std::error::Error for ExecError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,8 @@ impl fmt::Display for FrameError {
     }
 }
 
+impl std::error::Error for FrameError {}
+
 impl FrameError {
     /// A short stable name, used in counters and logs.
     pub(crate) fn reason(&self) -> &'static str {

@@ -139,6 +139,8 @@ impl fmt::Display for Refusal {
     }
 }
 
+impl std::error::Error for Refusal {}
+
 fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Silent)
 }

@@ -172,6 +172,18 @@ impl fmt::Display for RpcError {
     }
 }
 
+impl std::error::Error for RpcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RpcError::Frame(e) => Some(e),
+            RpcError::Json(e) => Some(e),
+            RpcError::Shape(e) => Some(e),
+            RpcError::Lifecycle(e) => Some(e),
+            RpcError::Call(e) => Some(e),
+        }
+    }
+}
+
 pub struct Server<'p, E> {
     policy: &'p Policy,
     executor: E,

@@ -427,6 +427,8 @@ impl fmt::Display for CallError {
     }
 }
 
+impl std::error::Error for CallError {}
+
 /// Echoed names are cut short: a message must never carry a large agent-chosen payload.
 fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)

@@ -108,6 +108,8 @@ impl fmt::Display for HttpDenial {
     }
 }
 
+impl std::error::Error for HttpDenial {}
+
 impl HttpDenial {
     /// The tool error code: `SP_DENIED`, except arguments no policy could allow
     /// (`SP_BAD_ARGUMENTS`).
@@ -210,6 +212,8 @@ impl fmt::Display for RedirectStop {
         }
     }
 }
+
+impl std::error::Error for RedirectStop {}
 
 /// Authorizes one redirect hop: only for a request without a credential,
 /// within `max_redirects`, to the same scheme, host and port, and through the same

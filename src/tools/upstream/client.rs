@@ -80,10 +80,7 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::Transport(e) => e.fmt(f),
             ClientError::Wire(e) => write!(f, "it broke the protocol: {e}"),
-            ClientError::Init(InitError::Shape(e)) => write!(f, "its initialize answer is malformed: {e}"),
-            ClientError::Init(InitError::Version { offered }) => {
-                write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(wire::MAX_NAME_CHARS).as_str())
-            }
+            ClientError::Init(e) => e.fmt(f),
             ClientError::Rpc(e) => write!(f, "it answered error {}: {}", e.code, e.message.cut(wire::MAX_MESSAGE_CHARS)),
             ClientError::TimedOut { hung: false } => f.write_str("it did not answer in time"),
             ClientError::TimedOut { hung: true } => f.write_str("it did not answer in time, nor a ping after: it was ended"),
