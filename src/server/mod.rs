@@ -107,11 +107,15 @@ impl Exit {
     }
 
     /// The `end` row's `decision`: `eof`, `clientgone`, `malformed`, `refused`,
-    /// `sigterm`, `sigint`, `sighup`.
+    /// `sigterm`, `sigint`, `sighup`. Spelled here, not derived from `Debug`: the
+    /// journal's words do not change when a variant is renamed.
     pub fn name(self) -> String {
         match self {
+            Exit::Eof => "eof".to_owned(),
+            Exit::ClientGone => "clientgone".to_owned(),
+            Exit::Malformed => "malformed".to_owned(),
+            Exit::Refused => "refused".to_owned(),
             Exit::Signal(n) => crate::signals::name(n),
-            other => format!("{other:?}").to_lowercase(),
         }
     }
 }

@@ -94,3 +94,10 @@ fn rejected_upstream_calls_never_reach_the_executor() {
     assert_eq!(codes, ["SP_DENIED", "SP_DENIED", "SP_DENIED", "-32602", "-32602", "-32602", "-32602", "ok"]);
     assert_eq!(server.executor().calls, ["m_act"]);
 }
+
+/// The `end` row's decision is spelled by hand (issue 32: no journal value from `Debug`).
+#[test]
+fn the_end_rows_decisions_are_the_documented_words() {
+    let names: Vec<String> = [Exit::Eof, Exit::ClientGone, Exit::Malformed, Exit::Refused, Exit::Signal(15), Exit::Signal(2), Exit::Signal(1)].map(Exit::name).into();
+    assert_eq!(names, ["eof", "clientgone", "malformed", "refused", "sigterm", "sigint", "sighup"]);
+}
