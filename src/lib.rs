@@ -1,7 +1,7 @@
 //! Sallyport (`sp`): an MCP gateway that lets AI agents act on HTTP APIs and SSH hosts without ever
 //! holding the credentials.
 //!
-//! One module per pipeline stage (the team's shared DESIGN.md), each with one input and one output type:
+//! One module per pipeline stage (README.md, "Code map"), each with one input and one output type:
 //!
 //! ```text
 //! stdin -> frame -> json -> jsonrpc -> session -> tools -> authorize -> [approve] -> audit (intent) -> exec -> secret (scrub) -> out

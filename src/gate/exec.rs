@@ -67,7 +67,7 @@ pub(crate) trait Output {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
     /// A further effect of the same call (an HTTP redirect hop) is about to run: its
-    /// intent row, durable before it (DESIGN.md, "Audit journal").
+    /// intent row, durable before it (sp-audit(1), "Writing").
     Intent { target: String, rule: String, note: String },
     /// An OAuth2 token request was made (`token` row).
     Token(TokenFetch),
@@ -121,7 +121,7 @@ impl Output for Recorded {
     }
 }
 
-/// The cancellation of one running call (DESIGN.md: the loop is never deaf). The
+/// The cancellation of one running call (the loop is never deaf: `mcp/control`). The
 /// protocol loop's control thread fires it on `notifications/cancelled` for the running
 /// request or on stdin EOF; executors observe it: by polling [`Cancel::is_cancelled`] in
 /// their wait loops (ssh, the approver), or by registering a hook that interrupts a

@@ -1,6 +1,6 @@
 //! The protocol stream: the only module that may touch the process's stdout.
 //!
-//! MISSION.md, "Stdout carries only protocol": every byte on stdout must be one complete
+//! `sp(1)`, STDOUT: every byte on stdout must be one complete
 //! JSON-RPC message followed by `\n`. Rust code can be kept off stdout by a lint, but a C
 //! library, a dependency's stray `print!` or a child process cannot. So the very first
 //! thing `main` does is [`take_stdout`]:
