@@ -70,7 +70,7 @@ use serde_json::{json, Value};
 use crate::audit::{Context, Journal};
 use crate::escape;
 use crate::gate::exec::{Cancel, Progress};
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::policy::approval::Via;
 use crate::policy::{Policy, SecretSource};
 #[cfg(test)]
@@ -308,10 +308,10 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
     let refuse = |reason, code, message| Gate::Refuse(Rejection { reason, code, message });
     match answer.decision {
         "approved" => Gate::Run { intent: "approved" },
-        "cancelled" => refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while approval was asked".into()),
-        "declined" => refuse("declined", ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
-        "dismissed" => refuse("dismissed", ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
-        _ => refuse("not_approved", ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
+        "cancelled" => refuse(Reason::Cancelled, ToolCode::Cancelled, "cancelled by the client while approval was asked".into()),
+        "declined" => refuse(Reason::Declined, ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
+        "dismissed" => refuse(Reason::Dismissed, ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
+        _ => refuse(Reason::NotApproved, ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
     }
 }
 
@@ -346,7 +346,7 @@ fn record(journal: &mut Journal, ctx: &Context, answer: &Answer, grant: Option<&
         Ok(_) => None,
         Err(e) => {
             log::error!("{e}");
-            Some(Gate::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message: format!("the action was not run: {e}") }))
+            Some(Gate::Refuse(Rejection { reason: Reason::AuditUnavailable, code: ToolCode::Unavailable, message: format!("the action was not run: {e}") }))
         }
     }
 }

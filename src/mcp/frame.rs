@@ -17,6 +17,8 @@
 use std::fmt;
 use std::io::{self, BufRead};
 
+use crate::gate::outcome::Reason;
+
 /// Default line cap: 4 MiB. `sp mcp --max-line-bytes` changes it.
 pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
@@ -67,14 +69,14 @@ impl std::error::Error for FrameError {}
 
 impl FrameError {
     /// A short stable name, used in counters and logs.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self {
-            FrameError::TooLong { .. } => "frame_too_long",
-            FrameError::InvalidUtf8 { .. } => "frame_bad_utf8",
-            FrameError::Nul { .. } => "frame_nul",
-            FrameError::StrayCr { .. } => "frame_stray_cr",
-            FrameError::EofMidLine { .. } => "frame_truncated",
-            FrameError::Io(_) => "frame_io",
+            FrameError::TooLong { .. } => Reason::FrameTooLong,
+            FrameError::InvalidUtf8 { .. } => Reason::FrameBadUtf8,
+            FrameError::Nul { .. } => Reason::FrameNul,
+            FrameError::StrayCr { .. } => Reason::FrameStrayCr,
+            FrameError::EofMidLine { .. } => Reason::FrameTruncated,
+            FrameError::Io(_) => Reason::FrameIo,
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::journal::{self, Halt, Journaling};
 use super::{elicit, CallError, Outgoing, RpcError, Server};
 use crate::gate::exec::{Cancel, Progress, ProgressReport, RunContext};
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::gate::vault::Scrubbed;
 use crate::gate::withhold::{withholds, WITHHELD};
 use crate::mcp::control::Input;
@@ -40,8 +40,8 @@ impl<E: Executor> Server<'_, E> {
         if !tools::is_tool(&request.name) && !self.owner_listed(&request.name) {
             let listed = self.not_deaf(io, id, |s| s.list_owner(&request.name));
             if io.cancel_requested {
-                self.reject("cancelled");
-                self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+                self.reject(Reason::Cancelled);
+                self.journal_reject(Reason::Cancelled, Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
                 return None;
             }
             if let Err(r) = listed {
@@ -61,7 +61,7 @@ impl<E: Executor> Server<'_, E> {
         };
         let call = match parsed {
             Ok(c) => c,
-            Err(e) => return Some(self.refuse_tool(id, Rejection { reason: "bad_arguments", code: ToolCode::BadArguments, message: e.to_string() })),
+            Err(e) => return Some(self.refuse_tool(id, Rejection { reason: Reason::BadArguments, code: ToolCode::BadArguments, message: e.to_string() })),
         };
         if audited {
             self.audit.target = call.target();

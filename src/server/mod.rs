@@ -29,7 +29,7 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value;
 
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::gate::vault::Vault;
 use crate::json::{self, JsonError};
 use crate::mcp::control::{raw_of, Event, Input, Link};
@@ -143,22 +143,22 @@ impl RpcError {
     }
 
     /// The counter key.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self {
             RpcError::Frame(f) => f.reason(),
-            RpcError::Json(JsonError::DuplicateKey { .. }) => "json_duplicate_key",
-            RpcError::Json(JsonError::TooDeep { .. }) => "json_too_deep",
-            RpcError::Json(JsonError::TooLarge { .. }) => "json_too_large",
-            RpcError::Json(JsonError::Syntax(_)) => "json_parse",
-            RpcError::Shape(_) => "invalid_request",
-            RpcError::Lifecycle(Refusal::NotInitialized { .. }) => "not_initialized",
-            RpcError::Lifecycle(Refusal::AlreadyInitialized) => "already_initialized",
-            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => "method_not_found",
-            RpcError::Lifecycle(Refusal::InvalidParams(_)) => "invalid_params",
-            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => "unsupported_version",
-            RpcError::Lifecycle(Refusal::IdInFlight { .. }) => "id_in_flight",
-            RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
-            RpcError::Call(_) => "invalid_params",
+            RpcError::Json(JsonError::DuplicateKey { .. }) => Reason::JsonDuplicateKey,
+            RpcError::Json(JsonError::TooDeep { .. }) => Reason::JsonTooDeep,
+            RpcError::Json(JsonError::TooLarge { .. }) => Reason::JsonTooLarge,
+            RpcError::Json(JsonError::Syntax(_)) => Reason::JsonParse,
+            RpcError::Shape(_) => Reason::InvalidRequest,
+            RpcError::Lifecycle(Refusal::NotInitialized { .. }) => Reason::NotInitialized,
+            RpcError::Lifecycle(Refusal::AlreadyInitialized) => Reason::AlreadyInitialized,
+            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => Reason::MethodNotFound,
+            RpcError::Lifecycle(Refusal::InvalidParams(_)) => Reason::InvalidParams,
+            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => Reason::UnsupportedVersion,
+            RpcError::Lifecycle(Refusal::IdInFlight { .. }) => Reason::IdInFlight,
+            RpcError::Call(CallError::UnknownTool { .. }) => Reason::UnknownTool,
+            RpcError::Call(_) => Reason::InvalidParams,
         }
     }
 }
@@ -326,9 +326,9 @@ impl<'p, E: Executor> Server<'p, E> {
                 Err(FrameError::Io(kind)) => {
                     // stdin itself is broken: nobody to answer on that channel's behalf.
                     log::error!("reading stdin failed: {kind}");
-                    self.reject("frame_io");
+                    self.reject(Reason::FrameIo);
                     self.audit_raw(&raw);
-                    self.journal_reject("frame_io", None, &format!("reading stdin failed: {kind}"));
+                    self.journal_reject(Reason::FrameIo, None, &format!("reading stdin failed: {kind}"));
                     return Exit::Malformed;
                 }
                 Err(e) => {
@@ -377,8 +377,8 @@ impl<'p, E: Executor> Server<'p, E> {
         // The journal's `tool` holds only sp's tool names, never an agent's string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
         self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(str::to_owned);
-        self.reject("cancelled");
-        self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+        self.reject(Reason::Cancelled);
+        self.journal_reject(Reason::Cancelled, Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }
 
     /// A request that reused an id in flight (`mcp/control`): refused with `id: null`, so
@@ -407,8 +407,8 @@ impl<'p, E: Executor> Server<'p, E> {
         self.journal.is_on() || self.policy.approval.command.is_some() || self.policy.approval.via.contains(&crate::policy::approval::Via::Elicitation)
     }
 
-    fn reject(&mut self, reason: &'static str) {
-        *self.stats.rejections.entry(reason).or_default() += 1;
+    fn reject(&mut self, reason: Reason) {
+        *self.stats.rejections.entry(reason.as_str()).or_default() += 1;
     }
 
     /// `id`: the request id when it could be read (echoed), else the answer has `id: null`.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::gate::outcome::Rejection;
+use crate::gate::outcome::{Reason, Rejection};
 use crate::mcp::session::Era;
 use crate::tools::upstream::{tool::error_code, UpstreamEvent};
 use crate::tools::{self, Executor};
@@ -99,7 +99,7 @@ impl<E: Executor> Server<'_, E> {
         let Some(owner) = ups.owner(name).map(str::to_owned) else { return Ok(()) };
         let listed = ups.list(&owner, &mut self.vault).map(drop);
         self.upstream_aftermath();
-        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: error_code(&e), message: e.to_string() })
+        listed.map_err(|e| Rejection { reason: Reason::UpstreamUnavailable, code: error_code(&e), message: e.to_string() })
     }
 
     /// After anything that touched the upstreams: their events journaled, a live list

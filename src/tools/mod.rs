@@ -41,7 +41,7 @@ use serde_json::{Map, Value};
 use crate::approve::Ask;
 use crate::gate::authorize::{Authorized, Rules};
 use crate::gate::exec::{ExecError, RunContext};
-use crate::gate::outcome::ToolCode;
+use crate::gate::outcome::{Reason, ToolCode};
 use crate::mcp::jsonrpc::kind_of;
 pub(crate) use crate::mcp::model::ArgError;
 use crate::mcp::model::{ToolList, ToolResult};
@@ -354,11 +354,11 @@ impl std::error::Error for Denial {}
 
 impl Denial {
     /// The counter key and the journal row's `decision`.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self.code() {
-            ToolCode::BadArguments => "bad_arguments",
-            ToolCode::ToolChanged => "tool_changed",
-            _ => "denied",
+            ToolCode::BadArguments => Reason::BadArguments,
+            ToolCode::ToolChanged => Reason::ToolChanged,
+            _ => Reason::Denied,
         }
     }
 }
