@@ -92,6 +92,26 @@ impl fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+// `wire::InitError`'s, here beside the one error that carries it (wire.rs stays under
+// the size limit).
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::Shape(e) => write!(f, "its initialize answer is malformed: {e}"),
+            InitError::Version { offered } => write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(wire::MAX_NAME_CHARS).as_str()),
+        }
+    }
+}
+
+impl std::error::Error for InitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InitError::Shape(e) => Some(e),
+            InitError::Version { .. } => None,
+        }
+    }
+}
+
 impl ClientError {
     /// Whether the upstream is closed after this error.
     pub(crate) fn closed(&self) -> bool {

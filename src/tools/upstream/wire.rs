@@ -218,24 +218,6 @@ pub(crate) enum InitError {
     Version { offered: Outside },
 }
 
-impl fmt::Display for InitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InitError::Shape(e) => write!(f, "its initialize answer is malformed: {e}"),
-            InitError::Version { offered } => write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(MAX_NAME_CHARS).as_str()),
-        }
-    }
-}
-
-impl std::error::Error for InitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            InitError::Shape(e) => Some(e),
-            InitError::Version { .. } => None,
-        }
-    }
-}
-
 pub(crate) fn initialize(result: &Value) -> Result<Initialized, InitError> {
     let shape = |at: &str, why| InitError::Shape(ShapeError { at: at.to_owned(), why });
     let Value::Object(m) = result else { return Err(shape("result", "must be an object")) };
