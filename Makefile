@@ -55,8 +55,13 @@ all: build
 build:
 	$(CARGO) build --release --locked
 
+# rustfmt.toml keeps the house style; the docs are built with private items (Cargo.toml,
+# [lints.rustdoc]) and a broken link is an error; the layer checker is tested first.
 lint:
+	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked --document-private-items
+	@$(PYTHON) .ci/test_module_direction.py
 	@$(PYTHON) .ci/module-direction.py --sizes
 
 # The official Python MCP SDK, pinned, in a local venv (created on first use).

@@ -60,6 +60,8 @@ impl fmt::Display for JsonError {
     }
 }
 
+impl std::error::Error for JsonError {}
+
 /// Longest duplicate key an error quotes; a longer one is named by its length.
 const MAX_SHOWN_KEY_CHARS: usize = 64;
 

@@ -1,7 +1,7 @@
 //! Sallyport (`sp`): an MCP gateway that lets AI agents act on HTTP APIs and SSH hosts without ever
 //! holding the credentials.
 //!
-//! One module per pipeline stage (the team's shared DESIGN.md), each with one input and one output type:
+//! One module per pipeline stage (README.md, "Code map"), each with one input and one output type:
 //!
 //! ```text
 //! stdin -> frame -> json -> jsonrpc -> session -> tools -> authorize -> [approve] -> audit (intent) -> exec -> secret (scrub) -> out
@@ -19,6 +19,10 @@
 
 // `pub(crate)` by default; `pub` only on what the public surface below reaches.
 #![warn(unreachable_pub)]
+// A panic is no way to report an error here: outside tests every `unwrap`/`expect` is
+// an error (`make lint`), and each that remains says why it cannot fail in an
+// `#[expect(clippy::expect_used, reason = ...)]`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod approve;
 mod cred;

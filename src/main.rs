@@ -1,6 +1,8 @@
 //! `sp`: take stdout away from everything else, then parse, run, and map to an exit code.
 //! Everything lives in the library (`src/lib.rs`); this file stays this small.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -18,7 +18,7 @@ pub(super) fn ask(argv: &[String], timeout: Duration, description: &Value, env: 
     ask_waiting(argv, timeout, &description.to_string(), env, hidden_env, &Cancel::new(), &mut || {})
 }
 
-/// [`ask`], and when `cancel` fires the approver's process group is killed at once
+/// Asks the approver (`argv`) about one call, and when `cancel` fires the approver's process group is killed at once
 /// (decision `cancelled`); `waiting` is called every few milliseconds meanwhile (it sends
 /// progress). The approver's stdout is logged, and its last line kept in
 /// [`Answer::stdout`] (at most [`grants::MAX_ANSWER_BYTES`] + 1 bytes: a longer line

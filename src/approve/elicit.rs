@@ -283,6 +283,7 @@ impl StateKey {
     }
 
     fn mac(&self, expires: u64, nonce: &str, fp: &str) -> Hmac<Sha256> {
+        #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
         mac.update(format!("sp-request-state/1\n{expires}\n{nonce}\n{fp}").as_bytes());
         mac

@@ -72,7 +72,7 @@ use serde_json::{json, Value};
 use crate::audit::{Context, Journal};
 use crate::escape;
 use crate::gate::exec::{Cancel, Progress};
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::policy::approval::Via;
 use crate::policy::{Policy, SecretSource};
 #[cfg(test)]
@@ -152,7 +152,7 @@ pub(crate) enum Gate {
 /// What the approver is asked about one call: plain data the tool table builds
 /// (`tools/`) for an action the policy flags. `subject` is the flagged credential or
 /// SSH host; `host` where the call goes (shown as punycode, Unicode beside it);
-/// `request` the call as a person reads it, each string escaped and cut ([`line`],
+/// `request` the call as a person reads it, each string escaped and cut ([`line()`],
 /// [`text`]); `raw` the exact values (bodies and stdin cut at [`MAX_SHOWN_BYTES`], [`cut`]);
 /// `only_command`: the subject's `approve` is `"command"` (never an elicitation).
 #[derive(Debug, Clone, PartialEq)]
@@ -320,10 +320,10 @@ pub(crate) fn gate(policy: &Policy, journal: &mut Journal, ctx: &Context, ask: O
     let refuse = |reason, code, message| Gate::Refuse(Rejection { reason, code, message });
     match answer.decision {
         "approved" => Gate::Run { intent: "approved" },
-        "cancelled" => refuse("cancelled", ToolCode::Cancelled, "cancelled by the client while approval was asked".into()),
-        "declined" => refuse("declined", ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
-        "dismissed" => refuse("dismissed", ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
-        _ => refuse("not_approved", ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
+        "cancelled" => refuse(Reason::Cancelled, ToolCode::Cancelled, "cancelled by the client while approval was asked".into()),
+        "declined" => refuse(Reason::Declined, ToolCode::NotApproved, format!("the user declined this call: {}", answer.why)),
+        "dismissed" => refuse(Reason::Dismissed, ToolCode::NotApproved, format!("the user dismissed the approval form: {}", answer.why)),
+        _ => refuse(Reason::NotApproved, ToolCode::NotApproved, format!("this call was not approved: {}", answer.why)),
     }
 }
 
@@ -358,7 +358,7 @@ fn record(journal: &mut Journal, ctx: &Context, answer: &Answer, grant: Option<&
         Ok(_) => None,
         Err(e) => {
             log::error!("{e}");
-            Some(Gate::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message: format!("the action was not run: {e}") }))
+            Some(Gate::Refuse(Rejection { reason: Reason::AuditUnavailable, code: ToolCode::Unavailable, message: format!("the action was not run: {e}") }))
         }
     }
 }

@@ -262,7 +262,7 @@ pub(crate) fn seal_row(prev: &str, row: &Map<String, Value>) -> (String, Vec<u8>
     seal(prev, out, mark)
 }
 
-/// [`seal_row`] for the rows `sp` writes ([`Fields`]): the same bytes for the same
+/// `seal_row` (its tests' map form) for the rows `sp` writes ([`Fields`]): the same bytes for the same
 /// members (a test holds them equal).
 pub(crate) fn seal_fields(prev: &str, row: &Fields) -> (String, Vec<u8>) {
     let mut out = Vec::with_capacity(512);
@@ -412,7 +412,7 @@ impl Fields {
     }
 }
 
-/// A row being built; [`Journal::write`] adds `seq`, `ts`, `session`, `prev`, `hash`.
+/// A row being built; [`Journal::write`](crate::audit::Journal::write) adds `seq`, `ts`, `session`, `prev`, `hash`.
 /// Its outside text ([`OUTSIDE_TEXT`], known by the field's name) is the only text the
 /// journal scrubs.
 #[derive(Debug, Clone, PartialEq)]

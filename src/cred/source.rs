@@ -169,7 +169,10 @@ fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<S
         .map_err(|e| fail(format!("{:?} could not be started: {e}", argv[0])))?;
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
-    let mut stdout = child.child.stdout.take().expect("piped");
+    let Some(mut stdout) = child.child.stdout.take() else {
+        child.kill();
+        return Err(fail("its stdout was not piped".to_owned()));
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         // The most it may hold, at once: a growing buffer would leave copies of the

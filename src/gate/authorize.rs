@@ -3,7 +3,7 @@
 //! [`Authorized<A>`] has a private field and no public constructor: [`authorize`] is the
 //! only way to make one, and it always goes through the action's own [`Rules`]. The
 //! executors accept nothing else: their signatures are the proof that authorization ran
-//! (DESIGN.md, "The pipeline").
+//! (README.md, "Code map").
 //!
 //! ```text
 //!  call C ──> authorize::<A, C>(policy, call) ── A::check(policy, call) ──> Ok(A)  ──> Authorized<A>

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::gate::vault::{SecretError, Vault};
 
@@ -67,7 +67,7 @@ pub(crate) trait Output {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
     /// A further effect of the same call (an HTTP redirect hop) is about to run: its
-    /// intent row, durable before it (DESIGN.md, "Audit journal").
+    /// intent row, durable before it (sp-audit(1), "Writing").
     Intent { target: String, rule: String, note: String },
     /// An OAuth2 token request was made (`token` row).
     Token(TokenFetch),
@@ -121,7 +121,7 @@ impl Output for Recorded {
     }
 }
 
-/// The cancellation of one running call (DESIGN.md: the loop is never deaf). The
+/// The cancellation of one running call (the loop is never deaf: `mcp/control`). The
 /// protocol loop's control thread fires it on `notifications/cancelled` for the running
 /// request or on stdin EOF; executors observe it: by polling [`Cancel::is_cancelled`] in
 /// their wait loops (ssh, the approver), or by registering a hook that interrupts a
@@ -176,6 +176,17 @@ impl fmt::Debug for Cancel {
     }
 }
 
+/// One progress report for the running call: the writer's side sends it as a
+/// `notifications/progress` (`mcp::model::Notification::progress`); nothing here is
+/// JSON-RPC. `progress` increases with every report (MCP "Progress").
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressReport {
+    pub token: Value,
+    pub progress: serde_json::Number,
+    pub total: Option<serde_json::Number>,
+    pub message: Option<String>,
+}
+
 /// The narrow handle the protocol writer lends an executor (MCP "Progress"): it can emit
 /// `notifications/progress` for the call's own `progressToken`, at most once a second,
 /// with counts only (never output, which is not yet scrubbed), and nothing else. Without
@@ -183,7 +194,7 @@ impl fmt::Debug for Cancel {
 pub struct Progress<'a> {
     cancel: Cancel,
     token: Option<Value>,
-    sink: Option<&'a mut dyn FnMut(&Value)>,
+    sink: Option<&'a mut dyn FnMut(ProgressReport)>,
     started: Instant,
     last: Option<Instant>,
     sent: u64,
@@ -198,7 +209,7 @@ impl<'a> Progress<'a> {
     /// While a call waits for approval: well inside the 10 s hosts are promised.
     pub const WAIT_INTERVAL: Duration = Duration::from_secs(5);
 
-    pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(&Value)) -> Progress<'a> {
+    pub fn new(token: Option<Value>, sink: &'a mut dyn FnMut(ProgressReport)) -> Progress<'a> {
         Progress { cancel: Cancel::new(), token, sink: Some(sink), started: Instant::now(), last: None, sent: 0, high: 0.0, base: None }
     }
 
@@ -237,15 +248,8 @@ impl<'a> Progress<'a> {
         let secs = now.duration_since(self.started).as_secs();
         let progress = secs.max(self.sent);
         self.high = progress as f64;
-        sink(&json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/progress",
-            "params": {
-                "progressToken": token,
-                "progress": progress,
-                "message": format!("running for {secs} s, {output_bytes} bytes of output so far")
-            }
-        }));
+        let message = format!("running for {secs} s, {output_bytes} bytes of output so far");
+        sink(ProgressReport { token: token.clone(), progress: progress.into(), total: None, message: Some(message) });
     }
 
     /// Passes on an upstream MCP server's own progress report for this call: its numbers
@@ -261,18 +265,12 @@ impl<'a> Progress<'a> {
         if sent > 0 && progress <= high {
             return;
         }
-        let mut params = serde_json::Map::new();
-        params.insert("progressToken".into(), token.clone());
-        params.insert("progress".into(), json!(progress));
-        if let Some(t) = total {
-            params.insert("total".into(), json!(base + t));
-        }
-        if let Some(m) = message {
-            params.insert("message".into(), Value::String(m.into_inner()));
-        }
+        // Not a finite number: nothing to report (the upstream client checked them).
+        let Some(number) = serde_json::Number::from_f64(progress) else { return };
+        let total = total.and_then(|t| serde_json::Number::from_f64(base + t));
         self.sent += 1;
         self.high = progress;
-        sink(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}));
+        sink(ProgressReport { token: token.clone(), progress: number, total, message: message.map(|m| m.into_inner()) });
     }
 
     /// Called often while the call waits for approval; sends a notification when
@@ -292,11 +290,8 @@ impl<'a> Progress<'a> {
         let secs = now.duration_since(self.started).as_secs();
         let progress = secs.max(self.sent);
         self.high = progress as f64;
-        sink(&json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/progress",
-            "params": {"progressToken": token, "progress": progress, "message": format!("{message} ({secs} s so far)")}
-        }));
+        let message = format!("{message} ({secs} s so far)");
+        sink(ProgressReport { token: token.clone(), progress: progress.into(), total: None, message: Some(message) });
     }
 
     /// Notifications sent so far.
@@ -353,12 +348,15 @@ impl fmt::Display for ExecError {
     }
 }
 
+impl std::error::Error for ExecError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn progress_of(notes: &[Value]) -> Vec<f64> {
-        notes.iter().map(|n| n["params"]["progress"].as_f64().expect("a number")).collect()
+    fn progress_of(notes: &[ProgressReport]) -> Vec<f64> {
+        notes.iter().map(|n| n.progress.as_f64().expect("a number")).collect()
     }
 
     /// An upstream's own numbers start again from 0; after a wait for approval already
@@ -367,7 +365,7 @@ mod tests {
     #[test]
     fn relayed_progress_keeps_increasing_after_a_wait() {
         let mut notes = Vec::new();
-        let mut sink = |v: &Value| notes.push(v.clone());
+        let mut sink = |r: ProgressReport| notes.push(r);
         let mut p = Progress::new(Some(json!("t")), &mut sink);
         p.started -= Duration::from_secs(12);
         p.waiting("asking the approver");
@@ -375,19 +373,19 @@ mod tests {
         p.relay(3.0, Some(10.0), None);
         drop(p);
         assert_eq!(progress_of(&notes), [12.0, 13.0, 16.0]);
-        assert_eq!(notes[2]["params"]["total"], json!(23.0));
+        assert_eq!(notes[2].total, serde_json::Number::from_f64(23.0));
     }
 
     /// Without a wait the upstream's numbers pass unchanged.
     #[test]
     fn relayed_progress_passes_unchanged_when_first() {
         let mut notes = Vec::new();
-        let mut sink = |v: &Value| notes.push(v.clone());
+        let mut sink = |r: ProgressReport| notes.push(r);
         let mut p = Progress::new(Some(json!(7)), &mut sink);
         p.relay(0.0, None, None);
         p.relay(0.5, Some(1.0), None);
         drop(p);
         assert_eq!(progress_of(&notes), [0.0, 0.5]);
-        assert_eq!(notes[1]["params"]["total"], json!(1.0));
+        assert_eq!(notes[1].total, serde_json::Number::from_f64(1.0));
     }
 }

@@ -75,12 +75,104 @@ impl ToolCode {
     }
 }
 
+/// Why input was refused before any action ran: the counter key (`Stats`) and the
+/// `reject` row's `decision` (`sp-audit(1)`, Kinds), each spelled once, here. Every
+/// refusal names one: the frame, JSON, JSON-RPC and lifecycle refusals (`RpcError`),
+/// a tool's arguments and policy (`Denial`), the approver, the journal, the client's
+/// cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Reason {
+    FrameTooLong,
+    FrameBadUtf8,
+    FrameNul,
+    FrameStrayCr,
+    FrameTruncated,
+    FrameIo,
+    JsonDuplicateKey,
+    JsonTooDeep,
+    JsonTooLarge,
+    JsonParse,
+    InvalidRequest,
+    NotInitialized,
+    AlreadyInitialized,
+    MethodNotFound,
+    InvalidParams,
+    UnsupportedVersion,
+    IdInFlight,
+    UnknownTool,
+    BadArguments,
+    Denied,
+    ToolChanged,
+    Cancelled,
+    Declined,
+    Dismissed,
+    NotApproved,
+    AuditUnavailable,
+    UpstreamUnavailable,
+    /// A relayed resource or prompt the upstream does not have.
+    NotFound,
+    /// A relayed read or get the upstream failed.
+    UpstreamError,
+    /// A relayed read over its bound.
+    TooLarge,
+    /// A relayed read withheld (a secret in a blob).
+    Withheld,
+    RateLimited,
+    LimitsUnavailable,
+}
+
+impl Reason {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Reason::FrameTooLong => "frame_too_long",
+            Reason::FrameBadUtf8 => "frame_bad_utf8",
+            Reason::FrameNul => "frame_nul",
+            Reason::FrameStrayCr => "frame_stray_cr",
+            Reason::FrameTruncated => "frame_truncated",
+            Reason::FrameIo => "frame_io",
+            Reason::JsonDuplicateKey => "json_duplicate_key",
+            Reason::JsonTooDeep => "json_too_deep",
+            Reason::JsonTooLarge => "json_too_large",
+            Reason::JsonParse => "json_parse",
+            Reason::InvalidRequest => "invalid_request",
+            Reason::NotInitialized => "not_initialized",
+            Reason::AlreadyInitialized => "already_initialized",
+            Reason::MethodNotFound => "method_not_found",
+            Reason::InvalidParams => "invalid_params",
+            Reason::UnsupportedVersion => "unsupported_version",
+            Reason::IdInFlight => "id_in_flight",
+            Reason::UnknownTool => "unknown_tool",
+            Reason::BadArguments => "bad_arguments",
+            Reason::Denied => "denied",
+            Reason::ToolChanged => "tool_changed",
+            Reason::Cancelled => "cancelled",
+            Reason::Declined => "declined",
+            Reason::Dismissed => "dismissed",
+            Reason::NotApproved => "not_approved",
+            Reason::AuditUnavailable => "audit_unavailable",
+            Reason::UpstreamUnavailable => "upstream_unavailable",
+            Reason::NotFound => "not_found",
+            Reason::UpstreamError => "upstream_error",
+            Reason::TooLarge => "too_large",
+            Reason::Withheld => "withheld",
+            Reason::RateLimited => "rate_limited",
+            Reason::LimitsUnavailable => "limits_unavailable",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A call refused before it ran (its arguments, the policy, the approver, the journal,
 /// or the client's cancel): the counter key and the journal row's `decision`, the tool
 /// result's code, and sp's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rejection {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub code: ToolCode,
     pub message: String,
 }

@@ -17,6 +17,8 @@
 use std::fmt;
 use std::io::{self, BufRead};
 
+use crate::gate::outcome::Reason;
+
 /// Default line cap: 4 MiB. `sp mcp --max-line-bytes` changes it.
 pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
@@ -63,16 +65,18 @@ impl fmt::Display for FrameError {
     }
 }
 
+impl std::error::Error for FrameError {}
+
 impl FrameError {
     /// A short stable name, used in counters and logs.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self {
-            FrameError::TooLong { .. } => "frame_too_long",
-            FrameError::InvalidUtf8 { .. } => "frame_bad_utf8",
-            FrameError::Nul { .. } => "frame_nul",
-            FrameError::StrayCr { .. } => "frame_stray_cr",
-            FrameError::EofMidLine { .. } => "frame_truncated",
-            FrameError::Io(_) => "frame_io",
+            FrameError::TooLong { .. } => Reason::FrameTooLong,
+            FrameError::InvalidUtf8 { .. } => Reason::FrameBadUtf8,
+            FrameError::Nul { .. } => Reason::FrameNul,
+            FrameError::StrayCr { .. } => Reason::FrameStrayCr,
+            FrameError::EofMidLine { .. } => Reason::FrameTruncated,
+            FrameError::Io(_) => Reason::FrameIo,
         }
     }
 }
@@ -120,8 +124,8 @@ impl<R: BufRead> FrameReader<R> {
         }
     }
 
-    /// [`next_frame`](Self::next_frame), except that a source's `WouldBlock` returns
-    /// [`Read::Parked`] (the partial line kept) instead of being an error.
+    /// The next frame (`None` on a clean end of input), except that a source's `WouldBlock`
+    /// returns [`Read::Parked`] (the partial line kept) instead of being an error.
     pub(crate) fn read(&mut self) -> Read {
         if !std::mem::take(&mut self.partial) {
             self.line.clear();

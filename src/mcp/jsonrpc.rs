@@ -1,6 +1,6 @@
 //! Stage 3: one JSON value -> a JSON-RPC 2.0 message the client may send.
 //!
-//! JSON-RPC 2.0 section 4, narrowed as DESIGN.md "Wire decisions" says:
+//! JSON-RPC 2.0 section 4, narrowed as `sp(1)` SESSION POLICY says:
 //! - `jsonrpc` must be exactly `"2.0"`;
 //! - an `id` is an integer or a string; `null`, booleans, floats, arrays and objects are
 //!   refused (MCP: "the ID MUST NOT be null");

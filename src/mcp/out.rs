@@ -1,6 +1,6 @@
 //! The protocol stream: the only module that may touch the process's stdout.
 //!
-//! MISSION.md, "Stdout carries only protocol": every byte on stdout must be one complete
+//! `sp(1)`, STDOUT: every byte on stdout must be one complete
 //! JSON-RPC message followed by `\n`. Rust code can be kept off stdout by a lint, but a C
 //! library, a dependency's stray `print!` or a child process cannot. So the very first
 //! thing `main` does is [`take_stdout`]:
@@ -19,21 +19,19 @@
 //! whole messages, one per line, each flushed.
 //!
 //! # What may reach it
-//! Answers are the wire's typed messages (`mcp::model::Response`, and the cached
-//! `tools::ListAnswer`): outside text is in them only as a tool result's `Scrubbed`
-//! pieces (`mcp::model::ToolResult`, built from what the Vault scrubbed). Everything else
-//! is sp's own vocabulary: the session's results, refusals that describe the agent's own
-//! request, progress notifications, `Value`s the control thread sends. The writer's
-//! signature does not say so (it takes any `Serialize`, and a `Value` for the control
-//! thread): a sealed message trait would have to be implemented by the tool table's
-//! `ListAnswer` and the control thread's notes, which live above it; the door is the
-//! `ToolResult` constructor, which takes only `Scrubbed` values.
+//! Only the wire's typed messages: [`ProtocolWriter::send`] takes an `mcp::model::Wire`,
+//! which the model's types alone implement (a `Response`, the `tools/list` answers, a
+//! `Notification`, sp's own `Request`), never a `serde_json::Value`. Outside text is in
+//! them only as a tool result's `Scrubbed` pieces (`mcp::model::ToolResult`, built from
+//! what the Vault scrubbed). Everything else is sp's own vocabulary: the session's
+//! results, refusals that describe the agent's own request, progress notifications
+//! (counts and sp's words), the approval question.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
-use serde_json::Value;
+use crate::mcp::model::Wire;
 
 /// The process's original stdout, moved to a private close-on-exec descriptor.
 /// Holding one is the capability to write to the client.
@@ -157,14 +155,11 @@ impl<W: Write> ProtocolWriter<W> {
     /// The line is serialised straight into the stream through a 64 KiB buffer (issue
     /// #12): an 8 MiB answer is not built a second time in memory as bytes. A message
     /// that fails partway leaves nothing buffered behind for the next one.
-    pub fn send(&mut self, message: &Value) -> io::Result<()> {
-        self.write_message(message)
-    }
-
-    /// Sends a message that serialises itself: a typed answer (`mcp::model::Response`,
-    /// whose tool result's text block is rendered from its `structuredContent` as it is
-    /// written), or the cached `tools/list` answer.
-    pub(crate) fn send_typed<T: serde::Serialize>(&mut self, message: &T) -> io::Result<()> {
+    ///
+    /// A typed answer (`mcp::model::Response`) renders its tool result's text block from
+    /// its `structuredContent` as it is written; the `tools/list` answer writes its
+    /// cached text.
+    pub(crate) fn send<M: Wire>(&mut self, message: &M) -> io::Result<()> {
         self.write_message(message)
     }
 
@@ -243,14 +238,19 @@ impl<W: Write> Write for Chunked<'_, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::mcp::model::{Answer, Notification, Response};
+    use crate::mcp::session::Era;
+    use serde_json::{json, Value};
+
+    fn answer(id: Value, result: Value) -> Response {
+        Response::new(id, Answer::Result(result), Era::Handshake)
+    }
 
     #[test]
     fn each_message_is_one_line_even_with_newlines_in_strings() {
         let mut w = ProtocolWriter::new(Vec::new());
-        w.send(&json!({"jsonrpc": "2.0", "id": 1, "result": {"text": "a\nb\r\n\u{0}"}}))
-            .unwrap();
-        w.send(&json!({"jsonrpc": "2.0", "method": "x"})).unwrap();
+        w.send(&answer(json!(1), json!({"text": "a\nb\r\n\u{0}"}))).unwrap();
+        w.send(&Notification::tools_list_changed()).unwrap();
         let bytes = w.into_inner();
         let lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
         assert_eq!(lines.len(), 2);
@@ -290,7 +290,7 @@ mod tests {
         let mut expected = Vec::new();
         for n in [0, 1, WRITE_BUFFER - 40, WRITE_BUFFER - 20, WRITE_BUFFER, WRITE_BUFFER + 1, 3 * WRITE_BUFFER + 7] {
             for body in ["x".repeat(n), "\"".repeat(n / 2)] {
-                let m = json!({"jsonrpc": "2.0", "id": n, "result": {"body": body, "after": [1, 2]}});
+                let m = answer(json!(n), json!({"body": body, "after": [1, 2]}));
                 w.send(&m).unwrap();
                 expected.extend(serde_json::to_vec(&m).unwrap());
                 expected.push(b'\n');
@@ -325,10 +325,10 @@ mod tests {
     fn a_message_cut_by_a_failing_stream_leaves_nothing_for_the_next() {
         for budget in [0, 10, WRITE_BUFFER - 1, WRITE_BUFFER + 5] {
             let mut w = ProtocolWriter::new(FailsOnce { got: Vec::new(), budget, failed: false });
-            let big = json!({"jsonrpc": "2.0", "id": 1, "result": {"body": "y".repeat(2 * WRITE_BUFFER)}});
+            let big = answer(json!(1), json!({"body": "y".repeat(2 * WRITE_BUFFER)}));
             assert!(w.send(&big).is_err(), "budget {budget}");
             let cut = w.inner.got.len();
-            let next = json!({"jsonrpc": "2.0", "id": 2, "result": {}});
+            let next = answer(json!(2), json!({}));
             w.send(&next).unwrap();
             assert_eq!(w.written(), 1);
             let after = &w.inner.got[cut..];

@@ -21,7 +21,7 @@
 //! The params' *type* is still checked (an object or absent), and so are the members we
 //! read. Tool *arguments* stay strict (unknown argument names are refused), and so does
 //! the message shape (a top-level member beyond `jsonrpc`, `id`, `method`, `params` is a
-//! malformed message, MISSION.md).
+//! malformed message, `sp(1)` SESSION POLICY).
 
 use std::fmt;
 
@@ -166,6 +166,8 @@ impl fmt::Display for Refusal {
         }
     }
 }
+
+impl std::error::Error for Refusal {}
 
 fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Silent)

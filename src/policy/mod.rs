@@ -7,7 +7,7 @@
 //! through the same strict JSON parser as the protocol (duplicate keys refused).
 //!
 //! One submodule per section, each with its types and its parser: [`credentials`],
-//! [`http`] (and the host, path and method patterns), [`ssh`] (and the command
+//! [`http`](mod@http) (and the host, path and method patterns), [`ssh`] (and the command
 //! patterns of [`commands`]), [`audit`], [`approval`] (`mode`, `approval`; the
 //! `approve` flag is an ordinary field of a credential or an SSH host), [`upstreams`]
 //! (other MCP servers and their tool filters). [`fields`] holds

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::journal::{self, Halt, Journaling};
 use super::{elicit, CallError, Outgoing, RpcError, Server};
-use crate::gate::exec::{Cancel, Progress, RunContext};
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::exec::{Cancel, Progress, ProgressReport, RunContext};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::gate::vault::Scrubbed;
 use crate::gate::withhold::{withholds, WITHHELD};
 use crate::mcp::control::Input;
 use crate::mcp::jsonrpc::Id;
-use crate::mcp::model::{Answer, ToolResult};
+use crate::mcp::model::{Answer, Notification, Response, ToolResult};
 use crate::mcp::session::{Era, Session};
 use crate::tools::{self, Action, Executor, ToolCall};
 
@@ -41,8 +41,8 @@ impl<E: Executor> Server<'_, E> {
         if !tools::is_tool(&request.name) && !self.owner_listed(&request.name) {
             let listed = self.not_deaf(io, id, |s| s.list_owner(&request.name));
             if io.cancel_requested {
-                self.reject("cancelled");
-                self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+                self.reject(Reason::Cancelled);
+                self.journal_reject(Reason::Cancelled, Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
                 return None;
             }
             if audited {
@@ -66,7 +66,7 @@ impl<E: Executor> Server<'_, E> {
         };
         let call = match parsed {
             Ok(c) => c,
-            Err(e) => return Some(self.refuse_tool(id, Rejection { reason: "bad_arguments", code: ToolCode::BadArguments, message: e.to_string() })),
+            Err(e) => return Some(self.refuse_tool(id, Rejection { reason: Reason::BadArguments, code: ToolCode::BadArguments, message: e.to_string() })),
         };
         if audited {
             self.audit.target = call.target();
@@ -133,16 +133,11 @@ impl<E: Executor> Server<'_, E> {
 
     /// The answer to a 2026-07-28 call that needs its user's approval first (MRTR,
     /// `approve/elicit.rs`): `input_required` with sp's form and a sealed `requestState`.
-    fn input_required(&mut self, id: &Id, params: Value) -> Value {
+    fn input_required(&mut self, id: &Id, params: Value) -> Response {
         let fp = self.audit.request_fp.clone().unwrap_or_default();
         let state = self.state_key.seal(&fp, crate::approve::grants::now(), self.policy.approval.timeout.as_secs());
         log::info!("approval asked of the client: answered input_required");
-        let mut inputs = serde_json::Map::new();
-        inputs.insert(crate::approve::elicit::INPUT_KEY.into(), serde_json::json!({"method": "elicitation/create", "params": params}));
-        let result = serde_json::json!({"inputRequests": inputs, "requestState": state});
-        let mut message = crate::mcp::model::era_response(id.to_value(), result, Era::Stateless);
-        message["result"]["resultType"] = Value::from("input_required");
-        message
+        Response::input_required(id.to_value(), crate::approve::elicit::INPUT_KEY, params, state)
     }
 
     /// Approval, intent row, run: the part of a call that may block.
@@ -158,7 +153,7 @@ impl<E: Executor> Server<'_, E> {
         // at once, none once the call is cancelled, `mcp/control`), the cancel to
         // observe, the Vault, and the journal as an event sink. Progress starts here:
         // a wait for approval sends it too.
-        let mut send = |note: &Value| notes.note(note);
+        let mut send = |p: ProgressReport| notes.note(Notification::progress(p.token, p.progress, p.total, p.message));
         let mut progress = Progress::new(progress_token, &mut send).with_cancel(cancel);
         // The approval for approve-flagged actions, then the intent row, durable before
         // anything runs; if it cannot be written, nothing runs.

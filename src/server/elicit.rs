@@ -7,11 +7,12 @@
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::approve::elicit::{Elicited, Elicitor};
 use crate::gate::exec::{Cancel, Progress};
 use crate::mcp::control::Notes;
+use crate::mcp::model::{Notification, Request};
 
 /// How often the wait looks at the call's cancel and sends progress.
 const POLL: Duration = Duration::from_millis(50);
@@ -38,7 +39,7 @@ impl Elicitor for Live<'_, '_> {
     }
 
     fn ask(&mut self, params: &Value, deadline: Instant, cancel: &Cancel, progress: &mut Progress<'_>) -> Elicited {
-        let pending = self.notes.request("elicitation/create", params);
+        let pending = self.notes.request(|id| Request::elicitation(id, params.clone()));
         loop {
             if cancel.is_cancelled() {
                 self.notes.forget();
@@ -48,11 +49,7 @@ impl Elicitor for Live<'_, '_> {
             if now >= deadline {
                 self.notes.forget();
                 // MCP "Cancellation": either side may cancel its own request.
-                self.notes.note(&json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": {"requestId": pending.id.to_value(), "reason": "approval timed out"}
-                }));
+                self.notes.note(Notification::cancelled(pending.id.to_value(), "approval timed out"));
                 return Elicited::TimedOut;
             }
             progress.waiting("waiting for approval from the user (elicitation)");

@@ -4,7 +4,7 @@
 
 use crate::audit::{Context, Journal};
 use crate::gate::exec::{Event as RunEvent, Output, Unavailable};
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::policy::Policy;
 use crate::tools::{Action, Executor};
 
@@ -60,7 +60,7 @@ pub(super) fn audit_gate(policy: &Policy, journal: &mut Journal, audit: &mut Con
         crate::approve::Gate::InputRequired(params) => return Err(Halt::Input(params)),
     }
     intent(journal, audit, None, None, None)
-        .map_err(|Unavailable(message)| Halt::Refuse(Rejection { reason: "audit_unavailable", code: ToolCode::Unavailable, message }))?;
+        .map_err(|Unavailable(message)| Halt::Refuse(Rejection { reason: Reason::AuditUnavailable, code: ToolCode::Unavailable, message }))?;
     audit.started = Some(std::time::Instant::now());
     Ok(())
 }
@@ -126,13 +126,13 @@ impl<E: Executor> Server<'_, E> {
         };
     }
 
-    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`] agree.
-    pub(super) fn journal_reject(&mut self, reason: &str, code: Option<&str>, message: &str) {
+    /// A `reject` row; `reason` is the counter key, so rows and [`Stats`](super::Stats) agree.
+    pub(super) fn journal_reject(&mut self, reason: Reason, code: Option<&str>, message: &str) {
         if !self.journal.is_on() {
             return;
         }
         // `reason` is outside text: the journal scrubs it (`audit/row.rs`).
-        let row = self.audit.row("reject").set("decision", reason).set("code", code.map(str::to_owned)).set("reason", message);
+        let row = self.audit.row("reject").set("decision", reason.as_str()).set("code", code.map(str::to_owned)).set("reason", message);
         self.journal.record(row);
     }
 

@@ -34,7 +34,7 @@ impl<E: Executor> Server<'_, E> {
         let Some(limiter) = &self.limiter else {
             // `sp mcp` refuses to start without one; an in-process server without it
             // fails closed.
-            let r = crate::gate::outcome::Rejection { reason: "limits_unavailable", code: ToolCode::Unavailable, message: "rate limit state: none configured; the call was not run".into() };
+            let r = crate::gate::outcome::Rejection { reason: crate::gate::outcome::Reason::LimitsUnavailable, code: ToolCode::Unavailable, message: "rate limit state: none configured; the call was not run".into() };
             return Some(self.refuse_tool(id, r));
         };
         match limiter.admit(&applying, limits::now_ms()) {
@@ -42,13 +42,13 @@ impl<E: Executor> Server<'_, E> {
             Ok(Err(limited)) => {
                 let message = limited.to_string();
                 log::info!("refused ({}): {message}", ToolCode::RateLimited);
-                self.reject("rate_limited");
-                self.journal_reject("rate_limited", Some(ToolCode::RateLimited.as_str()), &message);
+                self.reject(crate::gate::outcome::Reason::RateLimited);
+                self.journal_reject(crate::gate::outcome::Reason::RateLimited, Some(ToolCode::RateLimited.as_str()), &message);
                 Some((Outgoing::Answer(Answer::Call(CallToolResult::rate_limited(message, limited.retry_after_s))), true))
             }
             Err(e) => {
                 log::error!("{e}");
-                let r = crate::gate::outcome::Rejection { reason: "limits_unavailable", code: ToolCode::Unavailable, message: format!("{e}; the call was not run") };
+                let r = crate::gate::outcome::Rejection { reason: crate::gate::outcome::Reason::LimitsUnavailable, code: ToolCode::Unavailable, message: format!("{e}; the call was not run") };
                 Some(self.refuse_tool(id, r))
             }
         }

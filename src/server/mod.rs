@@ -29,7 +29,7 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value;
 
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::gate::vault::Vault;
 use crate::json::{self, JsonError};
 use crate::mcp::control::{raw_of, Event, Input, Link};
@@ -109,11 +109,15 @@ impl Exit {
     }
 
     /// The `end` row's `decision`: `eof`, `clientgone`, `malformed`, `refused`,
-    /// `sigterm`, `sigint`, `sighup`.
+    /// `sigterm`, `sigint`, `sighup`. Spelled here, not derived from `Debug`: the
+    /// journal's words do not change when a variant is renamed.
     pub fn name(self) -> String {
         match self {
+            Exit::Eof => "eof".to_owned(),
+            Exit::ClientGone => "clientgone".to_owned(),
+            Exit::Malformed => "malformed".to_owned(),
+            Exit::Refused => "refused".to_owned(),
             Exit::Signal(n) => crate::signals::name(n),
-            other => format!("{other:?}").to_lowercase(),
         }
     }
 }
@@ -144,22 +148,22 @@ impl RpcError {
     }
 
     /// The counter key.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self {
             RpcError::Frame(f) => f.reason(),
-            RpcError::Json(JsonError::DuplicateKey { .. }) => "json_duplicate_key",
-            RpcError::Json(JsonError::TooDeep { .. }) => "json_too_deep",
-            RpcError::Json(JsonError::TooLarge { .. }) => "json_too_large",
-            RpcError::Json(JsonError::Syntax(_)) => "json_parse",
-            RpcError::Shape(_) => "invalid_request",
-            RpcError::Lifecycle(Refusal::NotInitialized { .. }) => "not_initialized",
-            RpcError::Lifecycle(Refusal::AlreadyInitialized) => "already_initialized",
-            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => "method_not_found",
-            RpcError::Lifecycle(Refusal::InvalidParams(_)) => "invalid_params",
-            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => "unsupported_version",
-            RpcError::Lifecycle(Refusal::IdInFlight { .. }) => "id_in_flight",
-            RpcError::Call(CallError::UnknownTool { .. }) => "unknown_tool",
-            RpcError::Call(_) => "invalid_params",
+            RpcError::Json(JsonError::DuplicateKey { .. }) => Reason::JsonDuplicateKey,
+            RpcError::Json(JsonError::TooDeep { .. }) => Reason::JsonTooDeep,
+            RpcError::Json(JsonError::TooLarge { .. }) => Reason::JsonTooLarge,
+            RpcError::Json(JsonError::Syntax(_)) => Reason::JsonParse,
+            RpcError::Shape(_) => Reason::InvalidRequest,
+            RpcError::Lifecycle(Refusal::NotInitialized { .. }) => Reason::NotInitialized,
+            RpcError::Lifecycle(Refusal::AlreadyInitialized) => Reason::AlreadyInitialized,
+            RpcError::Lifecycle(Refusal::MethodNotFound { .. }) => Reason::MethodNotFound,
+            RpcError::Lifecycle(Refusal::InvalidParams(_)) => Reason::InvalidParams,
+            RpcError::Lifecycle(Refusal::UnsupportedVersion { .. }) => Reason::UnsupportedVersion,
+            RpcError::Lifecycle(Refusal::IdInFlight { .. }) => Reason::IdInFlight,
+            RpcError::Call(CallError::UnknownTool { .. }) => Reason::UnknownTool,
+            RpcError::Call(_) => Reason::InvalidParams,
             RpcError::Relay(e) => e.reason(),
         }
     }
@@ -175,6 +179,19 @@ impl fmt::Display for RpcError {
             RpcError::Lifecycle(e) => e.fmt(f),
             RpcError::Call(e) => e.fmt(f),
             RpcError::Relay(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RpcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RpcError::Frame(e) => Some(e),
+            RpcError::Json(e) => Some(e),
+            RpcError::Shape(e) => Some(e),
+            RpcError::Lifecycle(e) => Some(e),
+            RpcError::Call(e) => Some(e),
+            RpcError::Relay(e) => Some(e),
         }
     }
 }
@@ -199,7 +216,7 @@ pub struct Server<'p, E> {
     list_changes: u32,
     /// Upstreams' resource and prompt notifications, filtered and rewritten, not yet
     /// sent (`tools/upstream/resources.rs`).
-    relayed: Vec<Value>,
+    relayed: Vec<crate::mcp::model::Notification>,
     /// Approval grants (`approve/grants.rs`), when the operator allows any.
     grants: Option<crate::approve::grants::Grants>,
     /// Seals a 2026-07-28 call's `requestState` (`approve/elicit.rs`).
@@ -325,9 +342,9 @@ impl<'p, E: Executor> Server<'p, E> {
                 Err(FrameError::Io(kind)) => {
                     // stdin itself is broken: nobody to answer on that channel's behalf.
                     log::error!("reading stdin failed: {kind}");
-                    self.reject("frame_io");
+                    self.reject(Reason::FrameIo);
                     self.audit_raw(&raw);
-                    self.journal_reject("frame_io", None, &format!("reading stdin failed: {kind}"));
+                    self.journal_reject(Reason::FrameIo, None, &format!("reading stdin failed: {kind}"));
                     return Exit::Malformed;
                 }
                 Err(e) => {
@@ -377,8 +394,8 @@ impl<'p, E: Executor> Server<'p, E> {
         // scrubbed and bounded (`journal::tool_field`), never any other string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
         self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(journal::tool_field);
-        self.reject("cancelled");
-        self.journal_reject("cancelled", Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
+        self.reject(Reason::Cancelled);
+        self.journal_reject(Reason::Cancelled, Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }
 
     /// A request that reused an id in flight (`mcp/control`): refused with `id: null`, so
@@ -395,7 +412,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::info!("refused: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
-        if io.write(|out| out.send_typed(&error_response(None, &err))).is_err() {
+        if io.write(|out| out.send(&error_response(None, &err))).is_err() {
             return Some(Exit::ClientGone);
         }
         self.options.close_on_refusal.then_some(Exit::Refused)
@@ -407,8 +424,8 @@ impl<'p, E: Executor> Server<'p, E> {
         self.journal.is_on() || self.policy.approval.command.is_some() || self.policy.approval.via.contains(&crate::policy::approval::Via::Elicitation)
     }
 
-    fn reject(&mut self, reason: &'static str) {
-        *self.stats.rejections.entry(reason).or_default() += 1;
+    fn reject(&mut self, reason: Reason) {
+        *self.stats.rejections.entry(reason.as_str()).or_default() += 1;
     }
 
     /// `id`: the request id when it could be read (echoed), else the answer has `id: null`.
@@ -416,7 +433,7 @@ impl<'p, E: Executor> Server<'p, E> {
         log::warn!("closing the session: {err}");
         self.reject(err.reason());
         self.journal_reject(err.reason(), Some(&err.code().to_string()), &err.to_string());
-        match io.write(|out| out.send_typed(&error_response(id, &err))) {
+        match io.write(|out| out.send(&error_response(id, &err))) {
             Ok(()) => Exit::Malformed,
             Err(_) => Exit::ClientGone,
         }
@@ -493,9 +510,9 @@ impl<'p, E: Executor> Server<'p, E> {
         };
         let sent = io.write(|out| match (response, live) {
             // Stamped already for 2026-07-28.
-            (Outgoing::List(id), Some(result)) => out.send_typed(&RawListAnswer { id, result }),
-            (Outgoing::List(id), None) => out.send_typed(&tools::list_for(self.policy).answer(id, era)),
-            (Outgoing::Answer(a), _) => out.send_typed(&Response::new(id.to_value(), a, era)),
+            (Outgoing::List(id), Some(result)) => out.send(&RawListAnswer { id, result }),
+            (Outgoing::List(id), None) => out.send(&tools::list_for(self.policy).answer(id, era)),
+            (Outgoing::Answer(a), _) => out.send(&Response::new(id.to_value(), a, era)),
             (Outgoing::Message(m), _) => out.send(&m),
         });
         if sent.is_err() || self.tell_list_changes(io).is_err() {
@@ -530,8 +547,8 @@ pub(crate) fn max_parsed_bytes(max_line_bytes: usize) -> usize {
 /// An answer as it is sent: typed (`mcp::model::Response`), or the cached `tools/list`.
 enum Outgoing {
     Answer(Answer),
-    /// A message built whole (2026-07-28 `input_required`).
-    Message(Value),
+    /// A response built whole (2026-07-28 `input_required`).
+    Message(Response),
     /// `tools/list`, to this id (`tools::list_for`).
     List(Value),
 }

@@ -97,7 +97,9 @@ impl<E: Executor> Server<'_, E> {
             return refused(RelayError::Unavailable(message));
         }
         self.audit.started = Some(std::time::Instant::now());
-        let ups = self.executor.upstreams().expect("present above");
+        let Some(ups) = self.executor.upstreams() else {
+            return refused(RelayError::Upstream(crate::tools::upstream::UpstreamError::Unknown { upstream: "(none)".into() }));
+        };
         let got = match prompt {
             None => ups.read_resource(params, &mut self.vault, cancel),
             Some(p) => ups.get_prompt(p, params, &mut self.vault, cancel),

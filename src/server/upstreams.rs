@@ -21,9 +21,9 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::gate::outcome::{Rejection, ToolCode};
+use crate::gate::outcome::{Reason, Rejection, ToolCode};
 use crate::mcp::session::Era;
 use crate::tools::upstream::{tool::error_code, UpstreamEvent};
 use crate::tools::{self, Executor};
@@ -106,7 +106,7 @@ impl<E: Executor> Server<'_, E> {
             c @ (ToolCode::Timeout | ToolCode::Cancelled) => c,
             _ => ToolCode::Unavailable,
         };
-        listed.map_err(|e| Rejection { reason: "upstream_unavailable", code: code(&e), message: e.to_string() })
+        listed.map_err(|e| Rejection { reason: Reason::UpstreamUnavailable, code: code(&e), message: e.to_string() })
     }
 
     /// After anything that touched the upstreams: their events journaled, a live list
@@ -161,7 +161,7 @@ impl<E: Executor> Server<'_, E> {
             return Ok(());
         }
         self.list_changes = 0;
-        io.write(|out| out.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})))
+        io.write(|out| out.send(&crate::mcp::model::Notification::tools_list_changed()))
     }
 
     /// `work` (listing upstreams, which may start them) with the control thread serving

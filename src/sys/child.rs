@@ -1,4 +1,4 @@
-//! Children: [`command`] (the one place `sp` names `Command::new`), and [`Child`], a
+//! Children: [`command_raw`] (the one place `sp` names `Command::new`), and [`Child`], a
 //! child with a timeout in its own process group (the approver, credential commands,
 //! upstream servers); with [`become_subreaper`] and [`reap_strays`], nothing a child
 //! starts outlives it, not even what left its group.

@@ -8,7 +8,7 @@
 //!
 //! Each kind is a folder (`http/`, `ssh/`, `inventory/`) whose [`Tool`] implementation
 //! gives its name, definition, argument parser, journal target, denial code, audit facts
-//! (rule, credential), approval question and run. The [`table!`] line for each kind
+//! (rule, credential), approval question and run. The `table!` line for each kind
 //! makes the enums ([`ToolCall`], [`Action`], [`Denial`]) and the dispatch over them;
 //! the loop (`server.rs`) calls only these and names no tool. A kind whose names are
 //! decided at run time (`upstream/`: other MCP servers' tools) sits in the table's
@@ -42,7 +42,7 @@ use serde_json::{Map, Value};
 use crate::approve::Ask;
 use crate::gate::authorize::{Authorized, Rules};
 use crate::gate::exec::{ExecError, RunContext};
-use crate::gate::outcome::ToolCode;
+use crate::gate::outcome::{Reason, ToolCode};
 use crate::mcp::jsonrpc::kind_of;
 pub(crate) use crate::mcp::model::ArgError;
 use crate::mcp::model::{ToolList, ToolResult};
@@ -234,6 +234,12 @@ macro_rules! table {
         /// Every fixed tool's name, in `tools/list` order.
         pub(crate) const NAMES: &[&str] = &[$(<$tool as Tool>::NAME,)*];
 
+        /// Every kind's line in the table, fixed and dynamic, by its variant's name:
+        /// what `coverage.rs` holds against the policy, the inventory, the journal and
+        /// the man pages.
+        #[cfg(test)]
+        pub(crate) const KINDS: &[&str] = &[$(stringify!($kind),)* $(stringify!($dkind),)*];
+
         /// The tools offered by `tools/list`.
         pub(crate) fn definitions() -> Value {
             Value::Array(vec![$(<$tool as Tool>::definition(),)*])
@@ -349,11 +355,11 @@ impl std::error::Error for Denial {}
 
 impl Denial {
     /// The counter key and the journal row's `decision`.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> Reason {
         match self.code() {
-            ToolCode::BadArguments => "bad_arguments",
-            ToolCode::ToolChanged => "tool_changed",
-            _ => "denied",
+            ToolCode::BadArguments => Reason::BadArguments,
+            ToolCode::ToolChanged => Reason::ToolChanged,
+            _ => Reason::Denied,
         }
     }
 }
@@ -469,6 +475,8 @@ impl fmt::Display for CallError {
     }
 }
 
+impl std::error::Error for CallError {}
+
 /// Echoed names are cut short: a message must never carry a large agent-chosen payload.
 fn short(s: &str) -> String {
     crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
@@ -522,5 +530,7 @@ fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Res
     Ok(CallRequest { name, arguments, progress_token })
 }
 
+#[cfg(test)]
+mod coverage;
 #[cfg(test)]
 mod tests;

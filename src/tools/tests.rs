@@ -150,7 +150,7 @@ fn http_denied() {
     for (args, want) in cases {
         let shown = args.to_string();
         let got = http(args).map(|a| a.rule).unwrap_err();
-        assert_eq!((got.code(), got.reason()), (ToolCode::Denied, "denied"), "{shown}");
+        assert_eq!((got.code(), got.reason()), (ToolCode::Denied, Reason::Denied), "{shown}");
         assert_eq!(got, Denial::Http(want), "{shown}");
     }
 }

@@ -116,6 +116,7 @@ impl GrantKey {
     }
 
     fn hmac(&self, g: &Grant) -> Hmac<Sha256> {
+        #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
         let mut mac = Hmac::<Sha256>::new_from_slice(self.0.as_slice()).expect("HMAC takes keys of any length");
         mac.update(canonical(g).as_bytes());
         mac

@@ -39,7 +39,7 @@ pub(crate) enum UpstreamSub {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct UpstreamArgs {
     pub sub: UpstreamSub,
-    /// `-c FILE` after `upstream`; [`parse`] moves it to [`Args::config`].
+    /// `-c FILE` after `upstream`; [`parse`](super::parse) moves it to [`Args::config`](super::Args::config).
     pub config: Option<PathBuf>,
 }
 

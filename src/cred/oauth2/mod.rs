@@ -495,12 +495,12 @@ pub(crate) fn with_token<T, E>(
     mut call: impl FnMut(&Token) -> Result<Reply<T>, E>,
 ) -> Result<T, E> {
     let t0 = now();
-    let cached = cache.get(name, t0).is_some();
-    let reply = if cached {
-        call(cache.get(name, t0).expect("fresh at t0, checked above"))?
-    } else {
-        let token = fetch()?;
-        call(cache.insert(name, token, t0))?
+    let (reply, cached) = match cache.get(name, t0) {
+        Some(token) => (call(token)?, true),
+        None => {
+            let token = fetch()?;
+            (call(cache.insert(name, token, t0))?, false)
+        }
     };
     match reply {
         Reply::Accepted(t) => Ok(t),

@@ -428,6 +428,7 @@ fn sign_parts(
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Zeroizing<[u8; 32]> {
+    #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(data);
     Zeroizing::new(mac.finalize().into_bytes().into())

@@ -27,7 +27,7 @@
 //!   hex of the secret's bytes, form encoding (`+` for space), and base64 / base64url
 //!   with and without padding, plus, for base64 inside a longer encoded stream, the
 //!   characters that depend on the secret alone at each of the three byte offsets of the
-//!   stream (see [`base64_cores`]).
+//!   stream (see [`base64_cores`](spellings::base64_cores)).
 //!
 //! - **UTF-16**: the secret's UTF-16LE and UTF-16BE bytes (a body in UTF-16, as
 //!   Windows servers and some SOAP stacks send, or a NUL-interleaved dump), searched as
@@ -197,14 +197,14 @@ impl Redactor {
         };
         // Fails only past u32 automaton states (gigabytes of patterns; secrets are at
         // most 64 KiB each): fail closed rather than pass results unscrubbed.
-        self.ac = Some(
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::Standard)
-                .kind(kind)
-                .build(self.patterns.iter().map(|(_, p)| p.as_slice()).chain(windows))
-                .expect("the redaction automaton could not be built"),
-        );
+        #[expect(clippy::expect_used, reason = "fail closed: a result is never passed on unscrubbed, and the build fails only past u32 automaton states, which 64 KiB secrets cannot reach")]
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(kind)
+            .build(self.patterns.iter().map(|(_, p)| p.as_slice()).chain(windows))
+            .expect("the redaction automaton could not be built");
+        self.ac = Some(ac);
     }
 
     /// The credential of automaton pattern `id`, and the length of what it stands for

@@ -2,7 +2,7 @@
 //! point. It reads a credential's secret at the moment an authorized call needs it (the
 //! readers are `cred::source`), holds it to the credential's minimum, and remembers it
 //! for the rest of the process with its encodings, so any echo of it is scrubbed before
-//! anything leaves (DESIGN.md, "redact"). What it scrubs comes back as [`Scrubbed`]
+//! anything leaves (`sp(1)`, REDACTION). What it scrubs comes back as [`Scrubbed`]
 //! (`gate/scrubbed.rs`); whether a whole answer must be withheld is `gate/withhold.rs`.
 //!
 //! Redaction (`redact/`) covers each secret in any ASCII letter case, hex, percent-,

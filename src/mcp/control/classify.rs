@@ -10,6 +10,7 @@ use super::{Event, Running};
 use crate::mcp::frame::Frame;
 use crate::mcp::jsonrpc::{self, Id, Message};
 use crate::mcp::model::live::Listing;
+use crate::mcp::model::{Answer, Response};
 use crate::mcp::session::{Offer, Session, Step};
 
 /// Whether `frame` is the response the call waits for; if so it is handed over and no
@@ -24,7 +25,7 @@ pub(super) fn awaited(call: &mut Running, frame: &Frame) -> bool {
 }
 
 pub(super) enum Control {
-    Answer(Value),
+    Answer(Response),
     /// `tools/list` (to this id, in this era): written like the loop writes it
     /// (`model::ListAnswer`), or queued when a live list is not made yet.
     List(Id, crate::mcp::session::Era),
@@ -60,7 +61,7 @@ pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
             let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes(), ..Offer::default() });
             let control = match step {
-                Step::Reply(result, era) => Control::Answer(crate::mcp::model::era_response(id.to_value(), result, era)),
+                Step::Reply(result, era) => Control::Answer(Response::new(id.to_value(), Answer::Result(result), era)),
                 Step::ListTools(era) => Control::List(id.clone(), era),
                 _ => return Control::Queue { id: Some(id.clone()) },
             };

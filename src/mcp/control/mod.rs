@@ -84,6 +84,7 @@ use crate::gate::exec::Cancel;
 use crate::mcp::frame::{Frame, FrameError, FrameReader, Read};
 use crate::mcp::jsonrpc::Id;
 use crate::mcp::model::live::{Listing, RawListAnswer};
+use crate::mcp::model::{Notification, Outbound, Request};
 use crate::mcp::out::ProtocolWriter;
 use crate::mcp::session::Session;
 use crate::signals::Nudge;
@@ -118,7 +119,7 @@ pub(crate) enum Event {
 /// How a running call writes its progress notifications (none once it is cancelled),
 /// and asks the client (an `elicitation/create` for approval).
 pub(crate) struct Notes<'a> {
-    sink: &'a (dyn Fn(&Value) + Sync),
+    sink: &'a (dyn Fn(&Outbound) + Sync),
     /// Sets (or clears) the one response the control thread waits for.
     awaiting: &'a (dyn Fn(Option<(Id, Sender<Value>)>) + Sync),
     next_id: &'a AtomicU64,
@@ -133,20 +134,21 @@ pub(crate) struct Pending {
 }
 
 impl Notes<'_> {
-    /// Writes a progress notification unless the call is cancelled by then.
-    pub(crate) fn note(&self, note: &Value) {
-        (self.sink)(note);
+    /// Writes a notification (progress, a cancel of sp's own request) unless the call
+    /// is cancelled by then.
+    pub(crate) fn note(&self, note: Notification) {
+        (self.sink)(&Outbound::Notification(note));
     }
 
-    /// Sends the request `method` to the client with a fresh id (`sp-N`) and has the
+    /// Sends the request `make(id)` to the client with a fresh id (`sp-N`) and has the
     /// control thread hand its response over. Only that id's response is taken, while
     /// it is awaited ([`Notes::forget`]); any other response read meanwhile stays
     /// malformed input (`jsonrpc.rs`) and closes the session after the call.
-    pub(crate) fn request(&self, method: &str, params: &Value) -> Pending {
+    pub(crate) fn request(&self, make: impl FnOnce(Value) -> Request) -> Pending {
         let id = Id::Str(format!("sp-{}", self.next_id.fetch_add(1, Ordering::SeqCst) + 1));
         let (tx, rx) = std::sync::mpsc::channel();
         (self.awaiting)(Some((id.clone(), tx)));
-        self.note(&serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params}));
+        (self.sink)(&Outbound::Request(make(id.to_value())));
         Pending { id, response: rx }
     }
 
@@ -402,7 +404,7 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         }
         let over = Over(link, control.as_ref());
         link.call_started(control.as_ref());
-        let sink = |note: &Value| {
+        let sink = |note: &Outbound| {
             if !cancel.is_cancelled() {
                 link.send_for_call(cancel, |w| w.send(note));
             }
@@ -527,9 +529,9 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
             Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.tools) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
                 Control::List(id, era) => match &link.tools {
-                    Listing::Fixed(list) => link.send_for_call(&call.cancel, |w| w.send_typed(&list.answer(id.to_value(), era))),
+                    Listing::Fixed(list) => link.send_for_call(&call.cancel, |w| w.send(&list.answer(id.to_value(), era))),
                     Listing::Live(live) => match live.get(era) {
-                        Some(result) => link.send_for_call(&call.cancel, |w| w.send_typed(&RawListAnswer { id: id.to_value(), result })),
+                        Some(result) => link.send_for_call(&call.cancel, |w| w.send(&RawListAnswer { id: id.to_value(), result })),
                         // Not listed since the last change: listing may start upstreams,
                         // which only the loop does, after the call (`sp(1)`).
                         None => {

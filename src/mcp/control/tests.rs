@@ -100,7 +100,7 @@ fn only_control_messages_are_answered_during_a_call() {
     let mut session = Session::Ready { version: "2025-06-18" };
     let running = Id::Int(7);
     let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &fixed()) {
-        Control::Answer(v) => Some(v),
+        Control::Answer(v) => serde_json::to_value(v).ok(),
         Control::List(id, era) => serde_json::to_value(TOOLS.answer(id.to_value(), era)).ok(),
         _ => None,
     };

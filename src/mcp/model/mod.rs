@@ -29,6 +29,9 @@ use crate::gate::scrubbed::Scrubbed;
 use crate::mcp::session::Era;
 
 pub(crate) mod live;
+pub(crate) mod outgoing;
+
+pub(crate) use outgoing::{Notification, Outbound, Request, Wire};
 
 /// Why a tool's arguments were refused (`SP_BAD_ARGUMENTS`): a sentence the model can
 /// act on. Shared by every tool's argument parser (`http/args.rs`, `ssh/args.rs`).
@@ -208,6 +211,18 @@ impl Response {
     pub(crate) fn error(id: Value, error: ErrorData) -> Response {
         Response { id, answer: Answer::Error(error), stateless: false }
     }
+
+    /// A 2026-07-28 `input_required` answer: one `elicitation/create` the client is to
+    /// answer (`inputRequests`, under `key`) and the `requestState` it sends back with
+    /// the answer.
+    pub(crate) fn input_required(id: Value, key: &str, elicitation: Value, state: String) -> Response {
+        let request = object([("method", Value::from("elicitation/create")), ("params", elicitation)]);
+        let requests = Value::Object(Map::from_iter([(key.to_owned(), request)]));
+        let mut result = object([("inputRequests", requests), ("requestState", Value::String(state))]);
+        stamp(&mut result);
+        result["resultType"] = Value::from("input_required");
+        Response { id, answer: Answer::Result(result), stateless: true }
+    }
 }
 
 /// The 2026-07-28 members of a method's result (module doc); an `_meta` it has already
@@ -239,9 +254,9 @@ impl Serialize for Response {
     }
 }
 
-/// A method's result answered to `id` in `era`, as a `Value` (for a writer that sends
-/// `Value`s: the control thread, `mcp::control`): the message [`Response`] writes.
-pub(crate) fn era_response(id: Value, mut result: Value, era: Era) -> Value {
+/// A method's result answered to `id` in `era`, as a `Value`: the message [`Response`]
+/// writes (the tests hold the two equal; [`ToolList`] builds its cached text with it).
+fn era_response(id: Value, mut result: Value, era: Era) -> Value {
     if era == Era::Stateless {
         stamp(&mut result);
     }
@@ -294,7 +309,7 @@ impl ToolList {
 
 /// A `tools/list` answer, written with its list's result serialised once. Serialises
 /// exactly as the answer built from [`ToolList::result`], stamped for 2026-07-28
-/// ([`stamp_stateless`]); a test holds the two equal.
+/// (`stamp`); a test holds the two equal.
 pub(crate) struct ListAnswer<'a> {
     id: Value,
     era: Era,

@@ -321,11 +321,10 @@ fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
             // Twice: the first answer makes the cache, the second reads it.
             for _ in 0..2 {
                 let built = era_response(id.clone(), LIST.result(era), era);
-                let mut a = ProtocolWriter::new(Vec::new());
-                a.send(&built).unwrap();
+                let a = format!("{}\n", serde_json::to_string(&built).unwrap());
                 let mut b = ProtocolWriter::new(Vec::new());
-                b.send_typed(&LIST.answer(id.clone(), era)).unwrap();
-                assert_eq!(String::from_utf8(b.into_inner()).unwrap(), String::from_utf8(a.into_inner()).unwrap(), "{era:?} {id}");
+                b.send(&LIST.answer(id.clone(), era)).unwrap();
+                assert_eq!(String::from_utf8(b.into_inner()).unwrap(), a, "{era:?} {id}");
             }
         }
     }
@@ -334,4 +333,46 @@ fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
     assert_eq!(result(Era::Handshake), json!({"tools": odd_definitions()}));
     let stateless = result(Era::Stateless);
     assert_eq!((&stateless["ttlMs"], &stateless["cacheScope"], &stateless["resultType"]), (&json!(crate::mcp::session::CACHE_TTL_MS), &json!("public"), &json!("complete")));
+}
+
+/// sp's own messages (`outgoing.rs`) write exactly the JSON-RPC objects that were built
+/// by hand before they were typed, and their `Value` form (the upstream client's) is the
+/// same message.
+#[test]
+fn outgoing_messages_are_the_json_rpc_objects_they_replace() {
+    use super::outgoing::reply_value;
+    let cases: Vec<(String, Value)> = vec![
+        (serde_json::to_string(&Notification::tools_list_changed()).unwrap(), json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
+        (
+            serde_json::to_string(&Notification::progress(json!("t"), 3u64.into(), None, Some("running for 3 s".into()))).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 3, "message": "running for 3 s"}}),
+        ),
+        (
+            serde_json::to_string(&Notification::progress(json!(7), serde_json::Number::from_f64(1.5).unwrap(), serde_json::Number::from_f64(4.0), None)).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 7, "progress": 1.5, "total": 4.0}}),
+        ),
+        (
+            serde_json::to_string(&Notification::cancelled(json!("sp-1"), "approval timed out")).unwrap(),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "sp-1", "reason": "approval timed out"}}),
+        ),
+        (
+            serde_json::to_string(&Outbound::Request(Request::elicitation(json!("sp-2"), json!({"message": "m"})))).unwrap(),
+            json!({"jsonrpc": "2.0", "id": "sp-2", "method": "elicitation/create", "params": {"message": "m"}}),
+        ),
+    ];
+    for (written, hand_built) in cases {
+        assert_eq!(written, serde_json::to_string(&hand_built).unwrap());
+    }
+    assert_eq!(Notification::upstream("notifications/initialized", None).into_value(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert_eq!(Request::upstream(4, "ping", json!({})).into_value(), json!({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {}}));
+    assert_eq!(reply_value(json!(9), Ok(json!({}))), json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
+    assert_eq!(
+        reply_value(json!("s"), Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, "no"))),
+        json!({"jsonrpc": "2.0", "id": "s", "error": {"code": -32601, "message": "no"}})
+    );
+    // The 2026-07-28 input_required answer: stamped, then its resultType set.
+    let mut by_hand = era_response(json!(5), json!({"inputRequests": {"k": {"method": "elicitation/create", "params": {"p": 1}}}, "requestState": "st"}), Era::Stateless);
+    by_hand["result"]["resultType"] = Value::from("input_required");
+    let typed = Response::input_required(json!(5), "k", json!({"p": 1}), "st".into());
+    assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&by_hand).unwrap());
 }

@@ -5,7 +5,7 @@
 //! 2. if the agent named a credential it must exist and be bound to this host and path;
 //!    if it named none, the first credential by name bound to this host and path is used,
 //!    if any; a credential is never sent anywhere outside its binding;
-//! 3. a credential travels only over HTTPS, except to loopback (127.0.0.0/8, [::1], and
+//! 3. a credential travels only over HTTPS, except to loopback (127.0.0.0/8, `[::1]`, and
 //!    `localhost` and names under `.localhost`, which `dest.rs` resolves to loopback
 //!    only, never asking a resolver: RFC 6761 6.3), so tests and local sidecars work;
 //! 4. the agent may not set the header the credential is injected into (any case, `_`
@@ -111,6 +111,8 @@ impl fmt::Display for HttpDenial {
         }
     }
 }
+
+impl std::error::Error for HttpDenial {}
 
 impl HttpDenial {
     /// The tool error code: `SP_DENIED`, except arguments no policy could allow
@@ -218,6 +220,8 @@ impl fmt::Display for RedirectStop {
         }
     }
 }
+
+impl std::error::Error for RedirectStop {}
 
 /// Authorizes one redirect hop: only for a request without a credential,
 /// within `max_redirects`, to the same scheme, host and port, and through the same

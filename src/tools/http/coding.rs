@@ -368,6 +368,8 @@ impl fmt::Display for Withhold {
     }
 }
 
+impl std::error::Error for Withhold {}
+
 /// Finds secrets in bytes: the names of the credentials whose secret is in them in any
 /// spelling; with `cut`, also a cut-off beginning of one at the end (`Vault::echoed_in`).
 pub type Finder<'a> = &'a dyn Fn(&[u8], bool) -> Vec<String>;

@@ -76,6 +76,8 @@ impl fmt::Display for SshDenial {
     }
 }
 
+impl std::error::Error for SshDenial {}
+
 /// The SSH half of authorization. `authorize.rs` wraps the result in `Authorized`.
 pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDenial> {
     let host = policy.hosts.get(&call.host).ok_or_else(|| SshDenial::UnknownHost { host: call.host.clone() })?;

@@ -16,7 +16,23 @@ use crate::policy::ssh::{HostKeyPolicy, SshAuth};
 use crate::tools::ssh::authorize::SshAction;
 use crate::tools::ssh::result::SshError;
 
-use super::exec::{is_code, ms, Conn, LIBSSH2_ERROR_TIMEOUT};
+use super::libssh2::{is_code, ms, ERROR_FILE, ERROR_TIMEOUT};
+
+/// One authenticated connection.
+pub(crate) struct Conn {
+    pub(crate) session: Session,
+    /// A second descriptor for the same socket, to wait on with `poll`.
+    pub(crate) socket: TcpStream,
+    pub(crate) fingerprint: String,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.session.set_blocking(true);
+        self.session.set_timeout(1000);
+        let _ = self.session.disconnect(None, "sp: closing", None);
+    }
+}
 
 pub(crate) fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> {
     let target = a.target(false);
@@ -83,7 +99,7 @@ fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpSt
         let _ = session.method_pref(MethodType::HostKey, &prefs.join(","));
     }
     session.handshake().map_err(|e| {
-        if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
+        if is_code(&e, ERROR_TIMEOUT) {
             SshError::Unavailable(format!("{target}: SSH handshake timed out"))
         } else {
             SshError::Unavailable(format!("{target}: SSH handshake failed: {}", e.message()))
@@ -146,7 +162,7 @@ fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(
     let target = a.target(true);
     let credential = format!("ssh:{}", a.host);
     let failed = |what: &str, e: ssh2::Error| {
-        if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
+        if is_code(&e, ERROR_TIMEOUT) {
             SshError::Unavailable(format!("{target}: {what} timed out"))
         } else {
             SshError::Auth(format!("{target}: {what} failed: {}", e.message()))
@@ -160,8 +176,7 @@ fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(
                 None => None,
             };
             session.userauth_pubkey_memory(&a.user, None, key.expose(), passphrase.as_ref().map(|p| p.expose())).map_err(|e| {
-                // LIBSSH2_ERROR_FILE: the key could not be decoded.
-                if is_code(&e, -16) {
+                if is_code(&e, ERROR_FILE) {
                     SshError::Auth(format!(
                         "{target}: the key file could not be decoded (wrong or missing passphrase_file, or an unsupported format)"
                     ))

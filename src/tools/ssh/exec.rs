@@ -45,7 +45,7 @@
 //!   process group, which misses jobs in other groups and sessions, and refuses forced
 //!   commands. So `sp` sends `printf '\036sp:NONCE\036'; COMMAND` ([`Marker`]; the
 //!   agent's text is authorized and journaled as it came) and, once the marker has
-//!   arrived, runs [`KILL_COMMAND`] on a second channel of the same connection: it
+//!   arrived, runs [`KILL_COMMAND`](super::kill::KILL_COMMAND) on a second channel of the same connection: it
 //!   finds the command's session as the sibling of its own shell under the server's
 //!   connection process and kills (SIGSTOP, then SIGKILL) that session, every
 //!   descendant, and every session a descendant leads. What it cannot see is a daemon
@@ -89,51 +89,23 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ssh2::{Channel, ErrorCode, Session};
+use ssh2::{Channel, Session};
 
 use crate::gate::authorize::Authorized;
 use crate::gate::vault::Vault;
 use crate::tools::ssh::authorize::SshAction;
-use crate::tools::ssh::connect::connect;
+use crate::tools::ssh::connect::{connect, Conn};
+use crate::tools::ssh::libssh2::{is_code, ms, ERROR_CHANNEL_REQUEST_DENIED, ERROR_EAGAIN};
 use crate::tools::ssh::kill::{kill_remote, KillFailed, Marker, KILL_STEP, MARKER_WINDOW};
 use crate::tools::ssh::pty::{pty_input, pty_modes, PTY_COLUMNS, PTY_ROWS, PTY_TERM};
 use crate::tools::ssh::result::{SshError, SshOutcome, Stop};
-
-const LIBSSH2_ERROR_EAGAIN: i32 = -37;
-pub(crate) const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
-const LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED: i32 = -22;
-
-/// One authenticated connection.
-pub(crate) struct Conn {
-    pub(crate) session: Session,
-    /// A second descriptor for the same socket, to wait on with `poll`.
-    pub(crate) socket: TcpStream,
-    pub(crate) fingerprint: String,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.session.set_blocking(true);
-        self.session.set_timeout(1000);
-        let _ = self.session.disconnect(None, "sp: closing", None);
-    }
-}
 
 /// Keeps one session per inventory host.
 #[derive(Default)]
 pub(crate) struct SshExecutor {
     sessions: HashMap<String, Conn>,
-}
-
-pub(crate) fn ms(d: Duration) -> u32 {
-    d.as_millis().clamp(1, u128::from(u32::MAX)) as u32
-}
-
-pub(crate) fn is_code(e: &ssh2::Error, code: i32) -> bool {
-    e.code() == ErrorCode::Session(code)
 }
 
 fn would_block(e: &std::io::Error) -> bool {
@@ -327,7 +299,7 @@ fn execute(
     if a.pty
         && let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0))) {
             // Nothing started either way.
-            let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
+            let keep = is_code(&e, ERROR_CHANNEL_REQUEST_DENIED);
             let msg = if keep {
                 format!(
                     "{target}: the server refused a terminal (pty) for the command, so it could not be stopped at its \
@@ -341,7 +313,7 @@ fn execute(
     let marker = Marker::new();
     if let Err(e) = channel.exec(&marker.wrap(&a.command)) {
         // A denied request started nothing; anything else may have reached the server.
-        let keep = is_code(&e, LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED);
+        let keep = is_code(&e, ERROR_CHANNEL_REQUEST_DENIED);
         let msg = if keep {
             format!("{target}: the server refused to run the command")
         } else {
@@ -398,7 +370,7 @@ fn execute(
 
 /// Ends the remote command of `channel` early (timeout or cancel; module docs): kills
 /// its processes through a second channel when its marker showed that the command runs
-/// under a shell that sp's prefix reached ([`KILL_COMMAND`]), then closes the channel
+/// under a shell that sp's prefix reached ([`KILL_COMMAND`](super::kill::KILL_COMMAND)), then closes the channel
 /// (with a pty, sshd then closes the terminal and the kernel hangs up the command's
 /// session). The caller drops the connection (`keep` false), which does the same if the
 /// close did not get through. Says what was done, for the result and the journal.
@@ -449,7 +421,7 @@ fn pump(
         }
         if stdin.is_empty() && !eof_sent {
             match channel.send_eof() {
-                Err(e) if is_code(&e, LIBSSH2_ERROR_EAGAIN) => {}
+                Err(e) if is_code(&e, ERROR_EAGAIN) => {}
                 _ => eof_sent = true,
             }
         }
@@ -476,7 +448,7 @@ fn pump(
     loop {
         match channel.wait_close() {
             Ok(()) => return Ok(Step::Done),
-            Err(e) if is_code(&e, LIBSSH2_ERROR_EAGAIN) => {}
+            Err(e) if is_code(&e, ERROR_EAGAIN) => {}
             Err(e) => return Err(e.message().to_owned()),
         }
         drain(channel, c)?;

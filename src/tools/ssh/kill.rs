@@ -92,6 +92,14 @@ echo \"sp-stop: killed $n left $left\"'";
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct KillFailed(pub(crate) String);
 
+impl std::fmt::Display for KillFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for KillFailed {}
+
 impl From<&str> for KillFailed {
     fn from(why: &str) -> Self {
         KillFailed(why.to_owned())

@@ -126,6 +126,7 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 fn hmac_sha1(salt: &[u8], name: &str) -> Vec<u8> {
+    #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
     let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(salt).expect("HMAC takes any key length");
     mac.update(name.as_bytes());
     mac.finalize().into_bytes().to_vec()

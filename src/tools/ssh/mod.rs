@@ -1,8 +1,9 @@
 //! `ssh_exec`: the policy section, the typed arguments, the command
 //! allow-list, host-key handling, and the authorization step that turns a typed call into
-//! an [`SshAction`]. The executor is `exec.rs`, its outcome `result.rs`, the call from
-//! authorized action to tool result `run.rs`; nothing in this module opens a socket,
-//! resolves a name or reads a secret.
+//! an [`SshAction`]. The executor is `exec.rs` (on the `Conn` that `connect.rs` opens;
+//! libssh2's error codes, which both read, in `libssh2.rs`), its outcome `result.rs`, the
+//! call from authorized action to tool result `run.rs`; nothing in this module opens a
+//! socket, resolves a name or reads a secret.
 //!
 //! ```text
 //!  tools/call ssh_exec ──> args::parse ──> authorize (here, called by authorize.rs)
@@ -31,6 +32,7 @@ pub(crate) mod authorize;
 pub(crate) mod exec;
 pub(crate) mod kill;
 pub(crate) mod known_hosts;
+pub(crate) mod libssh2;
 pub(crate) mod pty;
 pub(crate) mod result;
 pub(crate) mod run;

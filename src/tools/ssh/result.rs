@@ -169,6 +169,15 @@ impl std::fmt::Display for SshError {
     }
 }
 
+impl std::error::Error for SshError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SshError::Secret(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,8 @@ use super::transport::{Recv, Transport, TransportError};
 use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
 use crate::gate::exec::Cancel;
 use crate::mcp::jsonrpc::Id;
+use crate::mcp::model::outgoing::reply_value;
+use crate::mcp::model::{ErrorCode, ErrorData, Notification, Request};
 
 /// How long a timed-out upstream has to answer a `ping` before it is taken as hung.
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(2);
@@ -95,10 +97,7 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::Transport(e) => e.fmt(f),
             ClientError::Wire(e) => write!(f, "it broke the protocol: {e}"),
-            ClientError::Init(InitError::Shape(e)) => write!(f, "its initialize answer is malformed: {e}"),
-            ClientError::Init(InitError::Version { offered }) => {
-                write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(wire::MAX_NAME_CHARS).as_str())
-            }
+            ClientError::Init(e) => e.fmt(f),
             ClientError::Rpc(e) => write!(f, "it answered error {}: {}", e.code, e.message.cut(wire::MAX_MESSAGE_CHARS)),
             ClientError::TimedOut { hung: false } => f.write_str("it did not answer in time"),
             ClientError::TimedOut { hung: true } => f.write_str("it did not answer in time, nor a ping after: it was ended"),
@@ -109,6 +108,26 @@ impl fmt::Display for ClientError {
 }
 
 impl std::error::Error for ClientError {}
+
+// `wire::InitError`'s, here beside the one error that carries it (wire.rs stays under
+// the size limit).
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::Shape(e) => write!(f, "its initialize answer is malformed: {e}"),
+            InitError::Version { offered } => write!(f, "it speaks protocol revision {:?}, which sp does not", offered.cut(wire::MAX_NAME_CHARS).as_str()),
+        }
+    }
+}
+
+impl std::error::Error for InitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InitError::Shape(e) => Some(e),
+            InitError::Version { .. } => None,
+        }
+    }
+}
 
 impl ClientError {
     /// Whether the upstream is closed after this error.
@@ -243,11 +262,7 @@ impl<T: Transport> Client<T> {
     }
 
     fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), ClientError> {
-        let mut msg = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(p) = params {
-            msg["params"] = p;
-        }
-        self.send(&msg)
+        self.send(&Notification::upstream(method, params).into_value())
     }
 
     fn send(&mut self, msg: &Value) -> Result<(), ClientError> {
@@ -282,7 +297,7 @@ impl<T: Transport> Client<T> {
             p.insert("_meta".into(), json!({"progressToken": t}));
         }
         let deadline = Instant::now() + timeout;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let msg = Request::upstream(id, method, params).into_value();
         if let Err(e) = self.transport.send(&msg, deadline, cancel) {
             return Err(self.fail(ClientError::Transport(e)));
         }
@@ -375,14 +390,14 @@ impl<T: Transport> Client<T> {
     fn answer(&mut self, id: Id, method: &str) -> Result<(), ClientError> {
         let reply = if method == "ping" {
             self.counters.pings += 1;
-            json!({"jsonrpc": "2.0", "id": id.to_value(), "result": {}})
+            reply_value(id.to_value(), Ok(Value::Object(Map::new())))
         } else {
             self.counters.refused_requests += 1;
             let shown = shown_method(method);
             if self.counters.refused_requests <= LOGGED_REFUSALS {
                 log::warn!("upstream {}: asked sp for {shown}: refused (sp offers no client features to upstreams)", self.name);
             }
-            json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": -32601, "message": format!("sp does not offer {shown} to upstreams")}})
+            reply_value(id.to_value(), Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("sp does not offer {shown} to upstreams"))))
         };
         self.send(&reply)
     }

@@ -88,7 +88,7 @@ pub(super) fn name_spells_secret(vault: &Vault, upstream: &str, tool: &str) -> b
 fn fetch_definitions(slot: &mut Slot, vault: &Vault, cancel: &Cancel) -> Result<Vec<wire::ToolDef>, UpstreamError> {
     let u = &slot.policy;
     let name = u.name.as_str();
-    let client = slot.client.as_mut().expect("started");
+    let client = super::running(&mut slot.client, name)?;
     let listing_error = |why: String| UpstreamError::Listing { upstream: name.to_owned(), why };
     let mut cursor: Option<String> = None;
     let mut seen_cursors = std::collections::BTreeSet::new();

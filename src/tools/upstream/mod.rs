@@ -4,7 +4,7 @@
 //! lazily on the first listing or call that needs it, lists its tools (following
 //! `nextCursor`), keeps those that `tools.allow` matches and `tools.deny` does not, and
 //! exposes each as `<upstream>_<tool>` (`names.rs`). A call is authorized by a pure
-//! function ([`authorize`]: the name table, the filter, the argument pins) into a
+//! function (`authorize`, [`route::authorize_resolved`] once the name is resolved: the name table, the filter, the argument pins) into a
 //! [`Route`], which is all [`Upstreams::call`] takes.
 //!
 //! ```text
@@ -303,7 +303,7 @@ impl Upstreams {
         news
     }
 
-    /// The name tables of the upstreams listed so far: [`authorize`]'s input.
+    /// The name tables of the upstreams listed so far: the input of the tool table's parse (names) and of `authorize`.
     pub(crate) fn tables(&self) -> &Tables {
         &self.tables
     }
@@ -324,7 +324,7 @@ impl Upstreams {
         let cancel = Cancel::new();
         self.ensure_started(upstream, vault, &cancel)?;
         let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
-        let client = slot.client.as_mut().expect("started above");
+        let client = running(&mut slot.client, upstream)?;
         if client.take_list_changed() {
             slot.listing = None;
             slot.announced = false;
@@ -355,7 +355,9 @@ impl Upstreams {
                 self.events.push(UpstreamEvent::Withheld { upstream: upstream.to_owned(), why });
             }
             self.tables.0.insert(upstream.to_owned(), table);
-            self.slots.get_mut(upstream).expect("exists").listing = Some(tools);
+            if let Some(slot) = self.slots.get_mut(upstream) {
+                slot.listing = Some(tools);
+            }
             self.generation += 1;
         }
         Ok(())
@@ -390,7 +392,7 @@ impl Upstreams {
         let fresh = self.ensure_started(name, vault, cancel)?;
         let slot = self.slots.get_mut(name).ok_or_else(|| UpstreamError::Unknown { upstream: name.to_owned() })?;
         let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
-        let client = slot.client.as_mut().expect("started above");
+        let client = running(&mut slot.client, name)?;
         let answer = client.call_tool(route.tool(), arguments, timeout, cancel, progress);
         let result = answer.map_err(|e| client_error(name, e, timeout)).and_then(|r| {
             wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })
@@ -547,4 +549,10 @@ fn start(
         }
     };
     Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
+}
+
+/// The client `ensure_started` left in a slot; were there none, the upstream is not
+/// running (an error, never a panic).
+fn running<'a>(client: &'a mut Option<Client<Box<dyn Transport>>>, upstream: &str) -> Result<&'a mut Client<Box<dyn Transport>>, UpstreamError> {
+    client.as_mut().ok_or_else(|| UpstreamError::Broken { upstream: upstream.to_owned(), why: "it is not running".to_owned() })
 }

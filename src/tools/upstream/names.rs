@@ -1,6 +1,6 @@
 //! Exposed tool names: `<upstream>_<tool>`, safe for every MCP host, mapped back exactly.
 //!
-//! Hosts accept only `^[a-zA-Z0-9_-]{1,64}$` (DESIGN.md "Wire decisions") and prefix
+//! Hosts accept only `^[a-zA-Z0-9_-]{1,64}$` (`sp(1)`, TOOLS) and prefix
 //! `mcp__<server>__`, so an exposed name is at most [`MAX_EXPOSED_LEN`] characters of
 //! that alphabet. An upstream name is `[a-z0-9-]` (`policy/upstreams.rs`), so the first
 //! `_` of an exposed name ends it. A tool name that is unsafe (a `.`, a space, anything

@@ -119,15 +119,16 @@ impl std::error::Error for RelayError {}
 
 impl RelayError {
     /// The counter key and the journal's `decision` of a refusal.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> crate::gate::outcome::Reason {
+        use crate::gate::outcome::Reason;
         match self {
-            RelayError::BadParams(_) => "invalid_params",
-            RelayError::NotFound { .. } => "not_found",
-            RelayError::Upstream(UpstreamError::Cancelled { .. }) => "cancelled",
-            RelayError::Upstream(_) => "upstream_error",
-            RelayError::TooLarge => "too_large",
-            RelayError::Withheld => "withheld",
-            RelayError::Unavailable(_) => "audit_unavailable",
+            RelayError::BadParams(_) => Reason::InvalidParams,
+            RelayError::NotFound { .. } => Reason::NotFound,
+            RelayError::Upstream(UpstreamError::Cancelled { .. }) => Reason::Cancelled,
+            RelayError::Upstream(_) => Reason::UpstreamError,
+            RelayError::TooLarge => Reason::TooLarge,
+            RelayError::Withheld => Reason::Withheld,
+            RelayError::Unavailable(_) => Reason::AuditUnavailable,
         }
     }
 
@@ -206,7 +207,7 @@ impl Upstreams {
             self.ensure_started(upstream, vault, cancel)?;
             let slot = self.slots.get_mut(upstream).ok_or_else(|| UpstreamError::Unknown { upstream: upstream.to_owned() })?;
             let timeout: Duration = slot.policy.timeout;
-            let client = slot.client.as_mut().expect("started above");
+            let client = super::running(&mut slot.client, upstream)?;
             client.request(method, params, timeout, cancel, &mut |_| {}).map_err(|e| client_error(upstream, e, timeout))
         })();
         if let Err(e) = &asked {
@@ -462,7 +463,7 @@ impl Upstreams {
     /// The resource and prompt notifications the upstreams sent, as the client gets
     /// them: a list change only from an upstream whose policy relays that kind (one of
     /// each, whoever sent it), an update only for a URI the policy relays, rewritten.
-    pub(crate) fn take_relayed(&mut self, vault: &Vault) -> Vec<Value> {
+    pub(crate) fn take_relayed(&mut self, vault: &Vault) -> Vec<crate::mcp::model::Notification> {
         let (mut resources, mut prompts, mut updated) = (false, false, Vec::new());
         for (name, slot) in &mut self.slots {
             let Some(client) = slot.client.as_mut() else { continue };
@@ -474,7 +475,7 @@ impl Upstreams {
                         if slot.policy.resources.exposes(&uri) && !vault.found_in(uri.as_bytes())
                             && let Some(exposed) = expose_uri(name, &uri)
                         {
-                            updated.push(json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": exposed}}));
+                            updated.push(crate::mcp::model::Notification::resource_updated(exposed));
                         }
                     }
                 }
@@ -482,10 +483,10 @@ impl Upstreams {
         }
         let mut out = Vec::new();
         if resources {
-            out.push(json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}));
+            out.push(crate::mcp::model::Notification::resources_list_changed());
         }
         if prompts {
-            out.push(json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}));
+            out.push(crate::mcp::model::Notification::prompts_list_changed());
         }
         out.extend(updated);
         out

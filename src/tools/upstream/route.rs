@@ -1,5 +1,5 @@
 //! A call's route: the pure decision whether an exposed name may be called with these
-//! arguments ([`authorize`]: the name table, the filter, the argument pins), and the
+//! arguments (`authorize`, [`authorize_resolved`] once the name is resolved: the name table, the filter, the argument pins), and the
 //! [`Route`] it makes, which is all `Upstreams::call` takes.
 
 use std::collections::BTreeMap;
@@ -67,7 +67,7 @@ impl fmt::Display for UpstreamDenial {
 
 impl std::error::Error for UpstreamDenial {}
 
-/// An authorized call: only [`authorize`] builds one.
+/// An authorized call: only [`authorize_resolved`] builds one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Route {
     upstream: String,
@@ -123,7 +123,7 @@ pub(crate) fn authorize(policy: &BTreeMap<String, Upstream>, tables: &Tables, ex
     authorize_resolved(policy, upstream, tool, exposed, args)
 }
 
-/// [`authorize`] of a name already resolved in a table (the tool table's parse did it).
+/// `authorize` of a name already resolved in a table (the tool table's parse did it).
 pub(crate) fn authorize_resolved(
     policy: &BTreeMap<String, Upstream>,
     upstream: &str,

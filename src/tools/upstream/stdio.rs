@@ -254,7 +254,6 @@ impl Transport for StdioTransport {
                     // The upstream may be blocked writing to us (a notification while it
                     // has not read our request yet): read what it wrote meanwhile, so
                     // neither side waits for the other.
-                    let stdin = self.stdin.as_ref().expect("checked above");
                     wait_fds(stdin, &self.stdout_fd, deadline);
                     self.read_ahead();
                 }

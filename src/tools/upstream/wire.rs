@@ -20,7 +20,7 @@ use crate::gate::outside::{self, Outside};
 use crate::mcp::jsonrpc::{kind_of, Id};
 
 /// The protocol revisions `sp` accepts from an upstream (newest first): the ones `sp`
-/// itself speaks (DESIGN.md "Wire decisions"). `sp` offers the first.
+/// itself speaks (`sp(1)`, PROTOCOL, "Versions"). `sp` offers the first.
 pub(crate) const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// One message from the upstream.
