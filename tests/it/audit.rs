@@ -435,7 +435,7 @@ fn file_size_limit_refuses_the_action_and_keeps_the_journal_whole() {
         .and_then(|mut c| {
             std::io::Write::write_all(c.stdin.as_mut().unwrap(), &input)?;
             drop(c.stdin.take());
-            c.wait_with_output()
+            Ok(support::process::output_deadline(c, "sp mcp with the journal's syslog copy, its input closed"))
         })
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -509,7 +509,7 @@ fn calls_pings_cancels_and_split_lines_across_call_boundaries_each_get_their_one
     for line in lines_in {
         answers.push(serde_json::from_str(&line).unwrap());
     }
-    assert!(child.wait().unwrap().success());
+    assert!(support::process::wait_deadline(&mut child, "sp's exit after its stdin closed").success());
     // Each id at most once; every ping and uncancelled call exactly once; calls in order.
     let mut ids: Vec<i64> = answers.iter().filter_map(|m| m["id"].as_i64()).collect();
     let call_order: Vec<i64> = ids.iter().copied().filter(|&i| (1..=CALLS).contains(&i)).collect();

@@ -229,7 +229,7 @@ fn a_full_journal_disk_stops_actions_and_keeps_what_was_written_verifiable() {
         stdout
     });
     writer.join().unwrap();
-    let status = child.wait().unwrap();
+    let status = support::process::wait_deadline(&mut child, "sp's exit after its stdin closed");
     let stdout = reader.join().unwrap();
     let mut stderr = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
@@ -282,7 +282,7 @@ fn stderr_closed_changes_nothing_on_stdout() {
     }
     drop(stdin);
     stdout.read_to_end(&mut got).unwrap();
-    let status = child.wait().unwrap();
+    let status = support::process::wait_deadline(&mut child, "sp's exit after its stdin closed");
     assert_eq!(status.code(), Some(0));
     let msgs: Vec<Value> = String::from_utf8(got).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");

@@ -190,7 +190,7 @@ fn both_refuse(policy: &Path, want: &[&str]) {
         let mut child = launch.spawn();
         let _guard = Watchdog::new(child.id());
         drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
+        let out = support::process::output_deadline(child, &launch.describe());
         let took = started.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "{}: must refuse to start\nstderr: {stderr}", launch.describe());

@@ -35,7 +35,7 @@ fn launch(vars: &[(&str, &str)], args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, 
         use std::io::Write;
         let _ = pipe.write_all(&input);
     });
-    let out = child.wait_with_output().expect("wait");
+    let out = support::process::output_deadline(child, &format!("sh {} {args:?}", launcher().display()));
     writer.join().unwrap();
     (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }

@@ -217,7 +217,7 @@ impl Slow {
     /// Reads the rest, waits; returns (exit status, stdout lines as JSON, stderr).
     fn finish(mut self) -> (std::process::ExitStatus, Vec<Value>, String) {
         self.read_until(usize::MAX, std::time::Duration::ZERO);
-        let status = self.child.wait().expect("wait");
+        let status = support::process::wait_deadline(&mut self.child, "sp's exit after its stdout was read to the end");
         let stderr = self.stderr.join().unwrap_or_default();
         assert!(self.got.is_empty() || self.got.ends_with(b"\n"), "stdout ends mid-line ({} bytes); stderr:\n{stderr}", self.got.len());
         let msgs = self
@@ -374,6 +374,6 @@ fn a_non_blocking_stdin_is_waited_for_not_taken_as_broken() {
     std::io::BufRead::read_line(&mut out, &mut line).expect("read");
     assert!(line.contains("\"id\":1"), "{line}");
     ours.shutdown(std::net::Shutdown::Write).expect("EOF");
-    let output = child.wait_with_output().expect("wait");
+    let output = support::process::output_deadline(child, "sp's exit after EOF on its socket stdin");
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
 }

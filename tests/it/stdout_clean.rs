@@ -13,7 +13,7 @@
 
 use crate::support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -387,29 +387,71 @@ fn client_closes_stdin_right_after_initialize() {
     assert!(run.summary().starts_with("sp: session ended (Eof)"), "{}", run.context());
 }
 
+/// The client closes its read end of sp's stdout before sp writes: the first failed
+/// write (EPIPE) ends the session, exit 0, and no answer lands anywhere else.
+///
+/// This test used to hang (issue 32): it sent two requests and waited for sp's exit with
+/// no deadline. Tests run as threads of one process, and a sibling that spawns a child
+/// forks a copy of every descriptor, the read end of this pipe included, which the copy
+/// holds until it execs. A write of sp's in that window succeeds; with both answers
+/// written, sp waited on its open stdin for ever. Now requests keep coming (a ping every
+/// 20 ms) until sp is gone, so the next write after the window fails; the wait has a
+/// deadline and says what it waited for. The sibling's fork is played here for certain:
+/// a `sleep` holds the read end for half a second, as such a child would.
 #[test]
 fn client_closes_stdout_before_sp_writes() {
     let server = TestServer::start();
     let f = fixture(server.port, 0o600);
     let launch = Launch::mcp(&f.policy, &["-vvv"]);
     let mut child = launch.spawn();
-    // The client stops reading before sp has written anything.
-    drop(child.stdout.take());
+    // The client stops reading before sp has written anything; only the sibling holds
+    // the read end, for a while.
+    let read_end = std::os::fd::OwnedFd::from(child.stdout.take().expect("stdout"));
+    let mut sibling = std::process::Command::new("sleep")
+        .arg("0.5")
+        .stdin(std::process::Stdio::from(read_end))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start sleep, the sibling holding the read end");
+    let stderr = support::process::read_all_in_thread(child.stderr.take().expect("stderr"));
     let mut stdin = child.stdin.take().expect("stdin");
-    // Two requests: the first answer fails with EPIPE; stdin stays open, so only the
-    // broken stdout can end the session.
-    stdin
-        .write_all(&lines(&[initialize(json!(1), "2025-06-18"), json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})]))
-        .expect("sp reads its stdin");
-    let mut stderr = String::new();
-    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
-    let status = child.wait().expect("wait");
+    // stdin stays open, so only the broken stdout can end the session.
+    stdin.write_all(&lines(&[initialize(json!(1), "2025-06-18")])).expect("sp reads its stdin");
+    let end = std::time::Instant::now() + support::process::deadline();
+    let mut id = 2;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait on sp") {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        // EPIPE once sp is gone (std ignores SIGPIPE): expected, the loop then ends.
+        let _ = stdin.write_all(&lines(&[json!({"jsonrpc": "2.0", "id": id, "method": "ping"})]));
+        id += 1;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     drop(stdin);
+    support::process::wait_deadline(&mut sibling, "sleep 0.5, the sibling holding the read end");
+    let stderr = String::from_utf8_lossy(&support::process::collect(&stderr, "sp's stderr")).into_owned();
     let ctx = format!("command: {}\nstderr:\n{stderr}", launch.describe());
+    let Some(status) = status else {
+        panic!(
+            "sp still running {} s after its client closed stdout (waiting for its exit; it was sent {} requests); killed\n{ctx}",
+            support::process::deadline().as_secs(),
+            id - 1
+        );
+    };
     assert_eq!(status.code(), Some(0), "EPIPE means the client is gone: exit 0\n{ctx}");
     // `serverInfo` is only in the answer (the request has no such member).
     assert!(!stderr.contains("serverInfo"), "the answer was written elsewhere\n{ctx}");
     assert!(stderr.contains("sp: session ended (ClientGone)"), "{ctx}");
+    // The window was real: while the sibling held the read end, answers went through,
+    // so more than the first request was needed.
+    assert!(id > 3, "sp stopped after {} request(s): the sibling's hold was not felt\n{ctx}", id - 1);
 }
 
 /// Started with fd 1 closed there is no protocol stream. Rust's runtime reopens a closed
@@ -429,9 +471,9 @@ fn closed_stdout_at_start_is_fatal() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .and_then(|mut child| {
+        .map(|mut child| {
             let _ = child.stdin.take().expect("stdin").write_all(&input);
-            child.wait_with_output()
+            support::process::output_deadline(child, &format!("sh -c {script:?}"))
         })
         .expect("run sh");
     let stderr = String::from_utf8_lossy(&out.stderr);
