@@ -3,7 +3,7 @@
 //! concerned; its `#[ignore]` (and the matching exception in the fuzz target) goes with
 //! the fix. None is open now.
 //!
-//! Attacks tried (through the targets, `make fuzz`; see README.md, "Fuzzing"):
+//! Attacks tried (through the targets, `make fuzz`; see fuzz/README.md):
 //! - pipeline: bytes through `Server::serve` with a recording executor: nothing
 //!   executed without a line this harness itself judges allowed; only JSON-RPC lines
 //!   out; an echoed secret never out (held; once the harness's own model was short:
