@@ -271,20 +271,35 @@ fn stderr_closed_changes_nothing_on_stdout() {
     let script = format!("exec 2>&-; exec '{}' mcp -vv --config '{}'", support::process::sp_bin(), policy.display());
     let mut child = Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
     stdin.write_all(&input).unwrap();
+    // Lines from a thread, each awaited with a deadline.
+    let (tx, lines_in) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
     let mut got = Vec::new();
-    let mut buf = [0u8; 65536];
-    while got.iter().filter(|b| **b == b'\n').count() < 3 {
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "stdout closed early: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
+    while got.len() < 3 {
+        match lines_in.recv_timeout(support::process::deadline()) {
+            Ok(line) => got.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("waiting for answer {} of 3 on sp's stdout: {e}; got {got:?}", got.len() + 1);
+            }
+        }
     }
     drop(stdin);
-    stdout.read_to_end(&mut got).unwrap();
     let status = support::process::wait_deadline(&mut child, "sp's exit after its stdin closed");
+    while let Ok(line) = lines_in.recv_timeout(std::time::Duration::from_secs(5)) {
+        got.push(line);
+    }
     assert_eq!(status.code(), Some(0));
-    let msgs: Vec<Value> = String::from_utf8(got).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let msgs: Vec<Value> = got.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");
     assert_eq!(msgs[1]["result"]["isError"], false, "{msgs:?}");
     assert_eq!(msgs[2]["error"]["code"], -32601, "{msgs:?}");

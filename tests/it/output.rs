@@ -177,6 +177,9 @@ impl Slow {
     fn start(policy: &Path, nonblocking: bool) -> Slow {
         use std::process::Stdio;
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        // A deadline on every read of sp's stdout: a read that times out fails the test
+        // ("reading sp's stdout: ...") instead of hanging it.
+        ours.set_read_timeout(Some(support::process::deadline())).expect("SO_RCVTIMEO");
         theirs.set_nonblocking(nonblocking).expect("O_NONBLOCK");
         let mut child = Launch::mcp(policy, &[])
             .command()
