@@ -115,7 +115,9 @@ fn sshd_killed_mid_command_is_a_clear_error_and_the_command_ran_once() {
     let command = format!("echo x >> {}; sleep 20", marker.display());
     s.send(&tool_call(1, "ssh_exec", json!({"host": "h", "command": command, "timeout_s": 60})));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !marker.exists() {
+    // Until its line is written, not until the file exists: `>>` creates the file before
+    // echo writes, and sshd killed in between left it empty ("ran exactly once" failed).
+    while std::fs::read_to_string(&marker).unwrap_or_default().is_empty() {
         if Instant::now() >= deadline {
             let run = s.finish();
             panic!("the command never started\n{}\nsshd:\n{}", run.context(), sshd.log());
