@@ -84,7 +84,7 @@ interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
 	node tests/interop/ts_elicit.mjs $(SP)
 
 # Real published MCP servers that the upstream tests (src/tools/upstream/tests/,
-# tests/upstream_gate.rs) and `make demo` put behind sp, pinned: server-everything and
+# tests/it/upstream_gate.rs) and `make demo` put behind sp, pinned: server-everything and
 # server-filesystem from npm (package-lock.json), and mcp-server-time from PyPI in its
 # own venv. Without them the tests skip loudly, and fail under CI=true.
 UPSTREAMS_VENV ?= .venv-upstreams
@@ -169,11 +169,11 @@ static-check: static
 	$(PYTHON) packaging/check-empty-root.py $(STATIC_SP)
 
 # The process-level tests against the static binary (musl, dlmalloc, OpenSSL compiled
-# in: its allocator and libc are not glibc's): the tests in tests/, built as for `make
-# test`, spawn the binary SP_TEST_BIN names instead of their own. The library's unit
+# in: its allocator and libc are not glibc's): the one binary tests/it, built as for `make
+# test`, spawns the binary SP_TEST_BIN names instead of its own. The library's unit
 # tests do not start a binary, so they are not run again.
 test-static: static
-	SP_TEST_BIN=$(STATIC_SP) $(CARGO) test --profile fast --locked --test '*'
+	SP_TEST_BIN=$(STATIC_SP) $(CARGO) test --profile fast --locked --test it
 
 # Debian: a dpkg-deb layout from the glibc build (packaging/deb/build-deb).
 deb: build
@@ -309,12 +309,15 @@ rpm-check: rpm
 
 # The image (packaging/container/): amd64 and arm64 from the static binaries, one OCI
 # archive, with podman and no daemon. Without podman this says so and does nothing.
+# OCI_BUILD= (empty) uses the static binaries already built (.ci/run: its static lane
+# built and checked them).
 PODMAN   ?= podman
 OCI_CTX  := $(PKGDIR)/oci-context
+OCI_BUILD ?= static static-aarch64
 oci:
 	@if ! command -v $(PODMAN) >/dev/null 2>&1; then echo "make oci: $(PODMAN) is not installed; no image built"; exit 0; fi; \
 	set -e; \
-	$(MAKE) --no-print-directory static static-aarch64; \
+	[ -z "$(OCI_BUILD)" ] || $(MAKE) --no-print-directory $(OCI_BUILD); \
 	rm -rf $(OCI_CTX) && mkdir -p $(OCI_CTX)/licenses $(OCI_CTX)/state; \
 	cp $(STATIC_SP) $(OCI_CTX)/sp-amd64; \
 	cp $(STATIC_SP_AARCH64) $(OCI_CTX)/sp-arm64; \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Seeds for the cargo-fuzz targets (issue #12): writes fuzz/corpus/<target>/seed-*.
-# pipeline: every tests/corpus case with its prelude (as tests/corpus.rs feeds it,
+# pipeline: every tests/corpus case with its prelude (as tests/it/corpus.rs feeds it,
 # {PORT} = 8080, the port the pipeline target's policy allows), plus allowed calls;
 # the other targets: a handful of hand-written inputs each. Idempotent; the committed
 # corpus is the minimised result of seeds plus fuzzing (`make fuzz-cmin`).

@@ -80,6 +80,8 @@ const python = ['/usr/bin/python3', '/usr/local/bin/python3'].find((p) => exists
 writeFileSync(upstreamPolicy, JSON.stringify({
   upstreams: { up: {
     command: [python, resolve(here, '..', 'support', 'upstreams', 'misbehave.py'), 'ok'],
+    // It starts confined (issue 31): the fixture's directory is granted, read-only.
+    sandbox: { read: [resolve(here, '..', 'support', 'upstreams')] },
     tools: { allow: ['*'] },
     arguments: { act: { x: ['ok-*'] } },
   } },

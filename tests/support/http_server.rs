@@ -151,9 +151,16 @@ impl TestServer {
     /// counted: one fence request on a new connection, answered in order.
     pub fn settle(&self) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to own test server");
+        // A deadline: the fence queues behind every connection sp opened, and one of
+        // those may be a handler sleeping (`delay_ms`) or reading a request slowly.
+        // (support::process::deadline's default; this file is also included alone by the
+        // examples, so it cannot name that module.)
+        let limit = std::time::Duration::from_secs(120);
+        let _ = s.set_read_timeout(Some(limit));
         s.write_all(format!("GET {FENCE} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).expect("fence request");
         let mut sink = Vec::new();
-        s.read_to_end(&mut sink).expect("fence response");
+        s.read_to_end(&mut sink)
+            .unwrap_or_else(|e| panic!("settle: no answer to the fence request within {} s (waiting for the test server to accept every earlier connection): {e}", limit.as_secs()));
         assert!(sink.starts_with(b"HTTP/1.1 204"), "fence answered {:?}", String::from_utf8_lossy(&sink));
     }
 

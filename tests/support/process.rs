@@ -11,6 +11,11 @@
 //!   line is one complete JSON-RPC 2.0 response or notification ending in `\n`. Its error
 //!   is `non-protocol stdout on line N: b'...'` with the raw line; [`assert_protocol_only`]
 //!   adds the launch command and stderr, separately.
+//! - Deadlines (issue 32): nothing here waits on sp for ever. Its stdout and stderr are
+//!   read by threads that hand over what they read through channels, each wait on them
+//!   or on its exit has [`deadline`], and a missed one kills sp and fails saying what
+//!   was awaited, with the command and stderr. [`wait_deadline`] and [`output_deadline`]
+//!   are the same for children a test spawns itself.
 
 #![allow(dead_code)]
 
@@ -21,9 +26,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -32,6 +38,73 @@ use serde_json::{json, Value};
 pub fn sp_bin() -> &'static str {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BIN.get_or_init(|| std::env::var("SP_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sp").to_owned()))
+}
+
+/// How long a test waits for one thing from a child or a socket (an answer, an exit, a
+/// stream's end) before it fails saying what: 120 s, or `SP_TEST_DEADLINE_S`. Generous
+/// on purpose (2 loaded cores); it exists so that a hang is a failure with a message,
+/// not a suite that never ends.
+pub fn deadline() -> Duration {
+    static SECS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    Duration::from_secs(*SECS.get_or_init(|| std::env::var("SP_TEST_DEADLINE_S").ok().and_then(|v| v.parse().ok()).unwrap_or(120)))
+}
+
+/// Waits for `child` to exit, at most [`deadline`]. Past it, kills the child (and reaps
+/// it) and returns `Err` naming `what` was awaited and for how long.
+pub fn try_wait_deadline(child: &mut Child, what: &str) -> Result<ExitStatus, String> {
+    let limit = deadline();
+    let end = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for {what}: wait failed: {e}")),
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what}: still running after {} s (pid {}); killed", limit.as_secs(), child.id()));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// [`try_wait_deadline`], panicking with its message.
+pub fn wait_deadline(child: &mut Child, what: &str) -> ExitStatus {
+    try_wait_deadline(child, what).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Reads `r` to its end on a thread; the receiver gets everything once it ends.
+pub fn read_all_in_thread<R: Read + Send + 'static>(mut r: R) -> Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// What a [`read_all_in_thread`] reader got, waiting at most [`deadline`] for its end:
+/// a pipe stays open while anything holds its write end (a grandchild, or a child a
+/// sibling test forked before it exec'd), so this can wait after the child exited.
+pub fn collect(rx: &Receiver<Vec<u8>>, what: &str) -> Vec<u8> {
+    rx.recv_timeout(deadline()).unwrap_or_else(|_| panic!("{what}: not closed after {} s (something still holds its write end)", deadline().as_secs()))
+}
+
+/// `child.wait_with_output()` with [`deadline`]: stdout and stderr (whichever were
+/// piped) read on threads, the exit awaited with a deadline; `what` names the child in
+/// the failure.
+pub fn output_deadline(mut child: Child, what: &str) -> std::process::Output {
+    let out = child.stdout.take().map(read_all_in_thread);
+    let err = child.stderr.take().map(read_all_in_thread);
+    let status = try_wait_deadline(&mut child, what);
+    let stderr = err.as_ref().map(|rx| collect(rx, &format!("{what}: its stderr"))).unwrap_or_default();
+    let status = status.unwrap_or_else(|e| panic!("{e}\nstderr:\n{}", String::from_utf8_lossy(&stderr)));
+    let stdout = out.as_ref().map(|rx| collect(rx, &format!("{what}: its stdout"))).unwrap_or_default();
+    std::process::Output { status, stdout, stderr }
 }
 
 /// A random hex string (128 bits, from std's per-process random hasher keys).
@@ -180,11 +253,12 @@ impl Launch {
         let mut child = self.spawn();
         let mut pipe = child.stdin.take().expect("piped stdin");
         let mut stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
+        let stderr = read_all_in_thread(child.stderr.take().expect("piped stderr"));
         let input = stdin.to_vec();
         let expected = requests_in(stdin);
         let (answered_tx, answered_rx) = std::sync::mpsc::channel::<()>();
-        let reader = std::thread::spawn(move || {
+        let (stdout_tx, stdout_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
             let (mut all, mut line, mut buf) = (Vec::new(), Vec::new(), [0u8; 8192]);
             loop {
                 let n = match stdout.read(&mut buf) {
@@ -203,30 +277,27 @@ impl Launch {
                     }
                 }
             }
-            all
-        });
-        let errors = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf);
-            buf
+            let _ = stdout_tx.send(all);
         });
         // sp may stop reading early (a closed session): a failed write is expected then.
-        let writer = std::thread::spawn(move || {
+        // The writer holds stdin until every request is answered, at most `deadline`.
+        std::thread::spawn(move || {
             let _ = pipe.write_all(&input);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let end = Instant::now() + deadline();
             for _ in 0..expected {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let left = end.saturating_duration_since(Instant::now());
                 if answered_rx.recv_timeout(left).is_err() {
                     break;
                 }
             }
             drop(pipe);
         });
-        let stdout = reader.join().expect("stdout reader");
-        let status = child.wait().expect("wait for sp");
-        writer.join().expect("stdin writer");
-        let stderr = errors.join().expect("stderr reader");
-        Run::new(status, stdout, String::from_utf8_lossy(&stderr).into_owned(), self.describe())
+        let what = format!("sp fed {} byte(s) of input with {expected} request(s), waiting for its exit", stdin.len());
+        let status = try_wait_deadline(&mut child, &what);
+        let stderr = String::from_utf8_lossy(&collect(&stderr, "sp's stderr")).into_owned();
+        let status = status.unwrap_or_else(|e| panic!("{e}\ncommand: {}\nstderr:\n{stderr}", self.describe()));
+        let stdout = collect(&stdout_rx, "sp's stdout");
+        Run::new(status, stdout, stderr, self.describe())
     }
 }
 
@@ -416,8 +487,10 @@ pub struct Session {
     pub launch: Launch,
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    stderr: Option<JoinHandle<String>>,
+    /// Lines of sp's stdout from a reader thread (the last one may lack its `\n`); the
+    /// channel closes at end of file.
+    stdout: Receiver<Vec<u8>>,
+    stderr: Option<Receiver<Vec<u8>>>,
     /// Every byte read from stdout so far.
     pub raw: Vec<u8>,
     /// `/proc/self/fd` links of the test's ends of the stdout and stderr pipes
@@ -431,16 +504,27 @@ impl Session {
         let mut child = launch.spawn();
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
+        let stderr = child.stderr.take().expect("piped stderr");
         let link = |fd: i32| std::fs::read_link(format!("/proc/self/fd/{fd}")).expect("read /proc/self/fd");
         let stdout_pipe = link(stdout.as_raw_fd());
         let stderr_pipe = link(stderr.as_raw_fd());
-        let stderr = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
         });
-        Session { launch, child, stdin, stdout: BufReader::new(stdout), stderr: Some(stderr), raw: Vec::new(), stdout_pipe, stderr_pipe }
+        let stderr = read_all_in_thread(stderr);
+        Session { launch, child, stdin, stdout: lines, stderr: Some(stderr), raw: Vec::new(), stdout_pipe, stderr_pipe }
     }
 
     pub fn pid(&self) -> u32 {
@@ -451,7 +535,9 @@ impl Session {
     fn fail(&mut self, msg: &str) -> ! {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        // sp is dead; its stderr ends unless a descendant holds it: wait a little only.
+        let stderr = self.stderr.take().and_then(|rx| rx.recv_timeout(Duration::from_secs(5)).ok()).unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&stderr);
         panic!("{msg}\ncommand: {}\nstdout so far: {}\nstderr:\n{stderr}", self.launch.describe(), py_bytes(&self.raw));
     }
 
@@ -470,14 +556,18 @@ impl Session {
 
     /// Reads one line from stdout; it must be a protocol message.
     pub fn read(&mut self) -> Value {
-        let mut line = Vec::new();
-        if let Err(e) = self.stdout.read_until(b'\n', &mut line) {
-            self.fail(&format!("reading sp's stdout failed: {e}"));
-        }
+        self.read_for("a line on sp's stdout")
+    }
+
+    /// [`Session::read`], waiting at most [`deadline`]; `what` names the awaited line in
+    /// the failure.
+    pub fn read_for(&mut self, what: &str) -> Value {
+        let line = match self.stdout.recv_timeout(deadline()) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Disconnected) => self.fail(&format!("sp closed stdout while waiting for {what}")),
+            Err(RecvTimeoutError::Timeout) => self.fail(&format!("no {what} after {} s; sp killed", deadline().as_secs())),
+        };
         self.raw.extend_from_slice(&line);
-        if line.is_empty() {
-            self.fail("sp closed stdout while an answer was expected");
-        }
         let n = self.raw.iter().filter(|b| **b == b'\n').count() + usize::from(!line.ends_with(b"\n"));
         match line.strip_suffix(b"\n").and_then(protocol_message) {
             Some(v) => v,
@@ -488,7 +578,7 @@ impl Session {
     /// Sends a request and returns its answer, which must carry the same id.
     pub fn call(&mut self, msg: &Value) -> Value {
         self.send(msg);
-        let answer = self.read();
+        let answer = self.read_for(&format!("answer to {} id {}", msg["method"], msg["id"]));
         if answer["id"] != msg["id"] {
             self.fail(&format!("answer to id {} carries id {}: {answer}", msg["id"], answer["id"]));
         }
@@ -518,11 +608,20 @@ impl Session {
     /// Closes stdin, reads the rest of stdout, waits for exit.
     pub fn finish(mut self) -> Run {
         drop(self.stdin.take());
-        let mut rest = Vec::new();
-        let _ = self.stdout.read_to_end(&mut rest);
-        self.raw.extend_from_slice(&rest);
-        let status = self.child.wait().expect("wait for sp");
-        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        let end = Instant::now() + deadline();
+        loop {
+            match self.stdout.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                Ok(line) => self.raw.extend_from_slice(&line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => self.fail(&format!("sp's stdout still open {} s after its stdin closed; sp killed", deadline().as_secs())),
+            }
+        }
+        let status = match try_wait_deadline(&mut self.child, "sp's exit after its stdin closed") {
+            Ok(status) => status,
+            Err(e) => self.fail(&e),
+        };
+        let stderr = self.stderr.take().map(|rx| collect(&rx, "sp's stderr")).unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
         Run::new(status, std::mem::take(&mut self.raw), stderr, self.launch.describe())
     }
 }

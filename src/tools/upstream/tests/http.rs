@@ -15,9 +15,19 @@ impl HttpUpstream {
         let mut cmd = crate::sys::launcher_command(&python(), crate::sys::env_var("PATH").as_deref(), &crate::sys::Plan::default()).unwrap();
         cmd.args([script.display().to_string(), mode.into(), secret.into()]).stdout(std::process::Stdio::piped());
         let mut child = crate::sys::Child::spawn(&mut cmd).unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        HttpUpstream { port: line.trim().parse().unwrap(), child }
+        // The script prints its port once it listens; awaited with a deadline (issue 32).
+        let stdout = child.child.stdout.take().unwrap();
+        let (tx, port) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = port.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| {
+            child.kill();
+            panic!("{} {mode}: no port on its stdout within 60 s (waiting for it to listen)", script.display())
+        });
+        HttpUpstream { port: line.trim().parse().unwrap_or_else(|e| panic!("{} {mode} printed {line:?}, not a port: {e}", script.display())), child }
     }
 }
 
