@@ -247,6 +247,8 @@ fn unlisted(policy: &Policy, exposed: &str, cx: &Context) -> Result<(Option<Tabl
     let Some(tool) = pinned.map(|(t, _)| t.as_str()).or(tail) else {
         return Err(ExplainError::Unresolved { name: exposed.to_owned() });
     };
+    // A tool the filter hides is refused by the policy (route.rs) before any pin counts.
+    let exposed_by_filter = policy.upstreams.get(upstream).is_some_and(|u| u.tools.exposes(tool));
     let unknown = "unknown: sp explain does not start the upstream".to_owned();
     let withheld = |cause| Some(Withheld { tool: tool.to_owned(), current: unknown.clone(), cause });
     let (state, withheld) = match (mode, &cx.pins, pinned) {
@@ -259,6 +261,7 @@ fn unlisted(policy: &Policy, exposed: &str, cx: &Context) -> Result<(Option<Tabl
         }
         (PinMode::FirstUse, _, None) => (format!("not pinned yet: {upstream}'s first listing pins it (pin first-use)"), None),
     };
+    let withheld = withheld.filter(|_| exposed_by_filter);
     Ok((Some(Tables::unlisted(upstream, tool, withheld)), Some(state)))
 }
 
