@@ -1,4 +1,5 @@
 //! Command line: `sp mcp`, `sp check`, `sp init`, `sp audit`, `sp approve`, `sp upstream`,
+//! `sp explain`, `sp test` ([`explain`]),
 //! `--help` (each command's own after it: `sp mcp --help`), `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
@@ -164,11 +165,12 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
         }
+        Command::Explain(args::ExplainArgs { sub: args::ExplainSub::Help, .. }) => text(stdout, args::EXPLAIN_USAGE),
         Command::Explain(ref ex) => {
             init_logging(&args, &env);
             match McpConfig::from_args(&args, &env) {
                 Ok(config) => {
-                    if config.policy_file.is_err() && ex.sub != args::ExplainSub::Help {
+                    if config.policy_file.is_err() {
                         eprintln!("sp: no policy found (looked in {}); explaining the deny-everything policy", config.searched());
                     }
                     ExitCode::from(explain::run(stdout, &ex.sub, &config.policy, &env))
