@@ -12,20 +12,22 @@ _sp() {
     fi
     case $prev in
         -c | --config) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --max-line-bytes | -n | --anchor) return ;;
+        --max-line-bytes | -n | --anchor | --tool | --args) return ;;
     esac
     local i command= sub=
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
-            -c | --config | --max-line-bytes | -n | --anchor) ((i++)) ;;
+            -c | --config | --max-line-bytes | -n | --anchor | --tool | --args) ((i++)) ;;
             -*) ;;
             *) if [[ -z $command ]]; then command=${words[i]}; elif [[ -z $sub ]]; then sub=${words[i]}; fi ;;
         esac
     done
     case $command in
-        '') COMPREPLY=($(compgen -W 'mcp check init audit approve help version --config --verbose --quiet --help --version' -- "$cur")) ;;
+        '') COMPREPLY=($(compgen -W 'mcp check init explain test audit approve help version --config --verbose --quiet --help --version' -- "$cur")) ;;
         mcp) COMPREPLY=($(compgen -W '--config --max-line-bytes --close-on-refusal --verbose --quiet --help' -- "$cur")) ;;
         check) COMPREPLY=($(compgen -W '--config --probe --verbose --quiet --help' -- "$cur")) ;;
+        explain) COMPREPLY=($(compgen -W '--config --tool --args --json --help' -- "$cur")) ;;
+        test) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '--config --help' -- "$cur")) ;;
         init) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '- --help' -- "$cur")) ;;
         audit)
             case $sub in

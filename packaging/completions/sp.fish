@@ -1,10 +1,12 @@
 # fish completion for sp (Sallyport): install as
 # /usr/share/fish/vendor_completions.d/sp.fish (make install, the packages).
-set -l commands mcp check init audit approve help version
+set -l commands mcp check init explain test audit approve help version
 complete -c sp -f
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a mcp -d 'serve MCP over stdin/stdout'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a check -d 'validate a policy and print a summary'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a init -d 'write a starting policy'
+complete -c sp -n "not __fish_seen_subcommand_from $commands" -a explain -d 'what the policy decides for one call'
+complete -c sp -n "not __fish_seen_subcommand_from $commands" -a test -d 'hold a file of calls to the decisions expected'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a audit -d 'check or print an audit journal'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a approve -d 'list or revoke approval grants'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a help -d 'print usage'
@@ -18,6 +20,10 @@ complete -c sp -n '__fish_seen_subcommand_from mcp' -l max-line-bytes -x -d 'lon
 complete -c sp -n '__fish_seen_subcommand_from mcp' -l close-on-refusal -d 'end the session after any refused request'
 complete -c sp -n '__fish_seen_subcommand_from check' -l probe -d 'start and list each upstream'
 complete -c sp -n '__fish_seen_subcommand_from init' -F
+complete -c sp -n '__fish_seen_subcommand_from explain' -l tool -x -d 'the tool called'
+complete -c sp -n '__fish_seen_subcommand_from explain' -l args -x -d 'its arguments (JSON)'
+complete -c sp -n '__fish_seen_subcommand_from explain' -l json -d 'one JSON object'
+complete -c sp -n '__fish_seen_subcommand_from test' -F
 complete -c sp -n '__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from verify tail show' -a 'verify tail show'
 complete -c sp -n '__fish_seen_subcommand_from verify tail show' -F
 complete -c sp -n '__fish_seen_subcommand_from verify' -l anchor -x -d 'a row hash the chain must hold'

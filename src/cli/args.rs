@@ -14,6 +14,8 @@ Usage:
   sp mcp [--config FILE] [--max-line-bytes N] [--close-on-refusal] [-v...] [-q]
   sp check [--config FILE] [--probe]
   sp init [FILE | -]
+  sp explain [-c FILE] [--json] CALL | --tool NAME [--args JSON]
+  sp test [-c FILE] CASES
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
@@ -24,6 +26,8 @@ Commands:
   mcp      serve MCP over stdin/stdout (started by an MCP client)
   check    validate a policy file and print a summary
   init     write a starting policy (sp init --help)
+  explain  what the policy decides for one call, without running it (sp explain --help)
+  test     hold a file of calls to the decisions expected (sp explain --help)
   audit    check or print an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
   upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
@@ -133,6 +137,8 @@ pub(crate) enum Command {
     Approve(ApproveArgs),
     /// `sp [-v|-q] [-c FILE] upstream ...`: the rest of argv, parsed by [`parse_upstream`].
     Upstream(UpstreamArgs),
+    /// `sp [-c FILE] explain ...` and `sp [-c FILE] test ...`, parsed by [`parse_explain`].
+    Explain(ExplainArgs),
     Help(HelpTopic),
     Version,
 }
@@ -184,6 +190,14 @@ pub(crate) enum UsageError {
     UpstreamName,
     /// `sp upstream pin|diff` given tool names (only `approve` takes them).
     ToolsNotFor { sub: String },
+    /// A flag of `sp explain` given to `sp test`.
+    ExplainOnly { flag: &'static str },
+    /// `sp explain` given a CALL and `--tool` or `--args` too.
+    CallTwice,
+    /// `sp explain` with neither a CALL nor `--tool`.
+    NoCall { command: &'static str },
+    /// `sp test` without its CASES file.
+    NoCases,
 }
 
 impl std::fmt::Display for UsageError {
@@ -219,6 +233,10 @@ impl std::fmt::Display for UsageError {
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
             UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
             UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
+            UsageError::ExplainOnly { flag } => write!(f, "{flag} only applies to sp explain"),
+            UsageError::CallTwice => f.write_str("sp explain takes a CALL or --tool NAME [--args JSON], not both"),
+            UsageError::NoCall { command } => write!(f, "sp {command} needs a CALL ('{{\"tool\": NAME, \"arguments\": {{...}}}}') or --tool NAME (try: sp {command} --help)"),
+            UsageError::NoCases => f.write_str("sp test needs a CASES file (JSON Lines of {\"call\", \"expect\"}; try: sp test --help)"),
         }
     }
 }
@@ -296,6 +314,10 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Upstream(parse_upstream(rest)?)
                     }
+                    Some(which @ ("explain" | "test")) => {
+                        let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
+                        Command::Explain(parse_explain(which == "test", rest)?)
+                    }
                     Some("help") => Command::Help(HelpTopic::General),
                     Some("version") => Command::Version,
                     _ => return Err(UsageError::UnknownCommand { name: v.to_string_lossy().into_owned() }),
@@ -324,6 +346,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     let after = match &mut args.command {
         Command::Approve(a) => a.config.take(),
         Command::Upstream(u) => u.config.take(),
+        Command::Explain(e) => e.config.take(),
         _ => None,
     };
     if let Some(c) = after {
@@ -501,6 +524,17 @@ mod tests;
 // `sp upstream`'s own arguments.
 mod upstream;
 pub(crate) use upstream::{parse_upstream, UpstreamArgs, UpstreamSub, UPSTREAM_USAGE};
+
+// `sp explain`'s and `sp test`'s own arguments.
+mod explain;
+pub(crate) use explain::{parse_explain, ExplainArgs, ExplainSub, EXPLAIN_USAGE};
+
+/// Whether argv names `sp explain` or `sp test` (their usage errors exit 3, not 2: 2 is
+/// their "approve"). The first argument that is a command name decides.
+pub(crate) fn is_explain(argv: &[OsString]) -> bool {
+    const COMMANDS: [&str; 10] = ["mcp", "check", "init", "audit", "approve", "upstream", "explain", "test", "help", "version"];
+    argv.iter().filter_map(|a| a.to_str()).find(|a| COMMANDS.contains(a)).is_some_and(|a| a == "explain" || a == "test")
+}
 
 // `sp --help`, the man pages' OPTIONS and the parser agree (the module's docs).
 #[cfg(test)]

@@ -1,4 +1,5 @@
 //! Command line: `sp mcp`, `sp check`, `sp init`, `sp audit`, `sp approve`, `sp upstream`,
+//! `sp explain`, `sp test` ([`explain`]),
 //! `--help` (each command's own after it: `sp mcp --help`), `--version`.
 //!
 //! Three steps, as in ripgrep (`LowArgs -> HiArgs`):
@@ -15,6 +16,7 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod explain;
 pub(crate) mod limits;
 pub(crate) mod upstream;
 mod check;
@@ -127,11 +129,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
     if env.get("SP_TEST_PANIC").is_some_and(|v| v == "startup") {
         panic!("SP_TEST_PANIC=startup: panicking at startup as asked");
     }
-    let args = match parse(std::env::args_os().skip(1)) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let args = match parse(argv.iter().cloned()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("sp: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            // `sp explain`'s and `sp test`'s 2 is "approve": their usage errors are 3.
+            return ExitCode::from(if args::is_explain(&argv) { explain::EXIT_ERROR } else { EXIT_USAGE });
         }
     };
     match args.command {
@@ -159,6 +163,22 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
             match approve::run(stdout, approve, args.config.clone(), &env) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
+            }
+        }
+        Command::Explain(args::ExplainArgs { sub: args::ExplainSub::Help, .. }) => text(stdout, args::EXPLAIN_USAGE),
+        Command::Explain(ref ex) => {
+            init_logging(&args, &env);
+            match McpConfig::from_args(&args, &env) {
+                Ok(config) => {
+                    if config.policy_file.is_err() {
+                        eprintln!("sp: no policy found (looked in {}); explaining the deny-everything policy", config.searched());
+                    }
+                    ExitCode::from(explain::run(stdout, &ex.sub, &config.policy, &env))
+                }
+                Err(e) => {
+                    eprintln!("sp: {e}");
+                    ExitCode::from(explain::EXIT_ERROR)
+                }
             }
         }
         Command::Upstream(ref up) => {

@@ -188,7 +188,6 @@ impl State {
     }
 
     /// Calls counted in `rule`'s open window.
-    #[cfg(test)]
     pub(crate) fn used(&self, rule: &LimitRule, now_ms: u64) -> u64 {
         self.open(rule, now_ms).map_or(0, |(_, c)| c)
     }
@@ -248,8 +247,7 @@ impl Limiter {
     }
 
     /// The state as it is now, read without a lock and without counting; no file is no
-    /// windows.
-    #[cfg(test)]
+    /// windows (`sp explain`, tests).
     pub(crate) fn peek(&self) -> Result<State, LimitError> {
         match sys::read(&self.path, file_rules()) {
             Ok(bytes) => State::parse(&String::from_utf8_lossy(&bytes)).map_err(|why| LimitError::Corrupt { path: self.path.clone(), why }),

@@ -186,3 +186,21 @@ fn each_commands_help_lists_flags_of_sp_1_and_the_parser_takes_them() {
     }
     assert!(USAGE.contains("  init     "), "sp --help names init");
 }
+
+/// `sp explain --help` lists sp(1) POLICY TESTS' flags, and the parser takes each
+/// after `explain` (issue 35, section 2).
+#[test]
+fn sp_explain_help_and_sp_1_list_the_same_options() {
+    let man = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/man/sp.1"));
+    let flags = usage_flags(EXPLAIN_USAGE);
+    assert_eq!(flags, man_flags(man, "POLICY TESTS"), "sp explain --help vs sp(1) POLICY TESTS");
+    for (short, long, value) in flags {
+        for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+            let mut argv = vec!["--tool".to_owned(), "sp_inventory".to_owned(), name.clone()];
+            argv.extend(value.as_deref().map(|v| if v == "JSON" { "{}".to_owned() } else { "/x".to_owned() }));
+            let got = parse_explain(false, argv.iter().map(OsString::from));
+            assert!(got.is_ok(), "sp explain {name}: {got:?}");
+        }
+    }
+    assert!(man.contains(".TP\n.B explain\n") && man.contains(".TP\n.B test\n"), "sp(1) COMMANDS names explain and test");
+}

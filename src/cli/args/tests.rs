@@ -144,3 +144,31 @@ fn audit_parses() {
         assert!(got.contains(want), "{bad:?}: {got}");
     }
 }
+
+/// `sp explain` and `sp test` (issue 35, section 2): the call given whole or built from
+/// `--tool` and `--args`, `-c` before or after the command, and the usage errors.
+#[test]
+fn explain_and_test_parse() {
+    let p = |a: &[&str]| parse(a.iter().map(OsString::from));
+    let call = r#"{"tool":"sp_inventory"}"#;
+    let a = p(&["explain", "-c", "/p.json", "--json", call]).unwrap();
+    assert_eq!((a.command, a.config), (Command::Explain(ExplainArgs { sub: ExplainSub::Explain { call: call.into(), json: true }, config: None }), Some(PathBuf::from("/p.json"))));
+    let a = p(&["-c", "/p.json", "explain", "--tool", "http_get", "--args", r#"{"url":"https://a"}"#]).unwrap();
+    let want = ExplainSub::Explain { call: r#"{"tool": "http_get", "arguments": {"url":"https://a"}}"#.into(), json: false };
+    assert_eq!((a.command, a.config), (Command::Explain(ExplainArgs { sub: want, config: None }), Some(PathBuf::from("/p.json"))));
+    // A tool name is quoted as JSON, not pasted: it cannot add members to the call.
+    let a = p(&["explain", "--tool", "x\", \"y\": \"z"]).unwrap();
+    let Command::Explain(ExplainArgs { sub: ExplainSub::Explain { call: built, .. }, .. }) = a.command else { panic!() };
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&built).unwrap()["tool"], "x\", \"y\": \"z");
+    assert_eq!(p(&["test", "cases.jsonl"]).unwrap().command, Command::Explain(ExplainArgs { sub: ExplainSub::Test { file: "cases.jsonl".into() }, config: None }));
+    assert_eq!(p(&["explain", "--help"]).unwrap().command, Command::Explain(ExplainArgs { sub: ExplainSub::Help, config: None }));
+    assert_eq!(p(&["explain"]).unwrap_err(), UsageError::NoCall { command: "explain" });
+    assert_eq!(p(&["explain", call, "--tool", "x"]).unwrap_err(), UsageError::CallTwice);
+    assert_eq!(p(&["explain", call, "--args", "{}"]).unwrap_err(), UsageError::CallTwice);
+    assert_eq!(p(&["test"]).unwrap_err(), UsageError::NoCases);
+    assert_eq!(p(&["test", "f", "--json"]).unwrap_err(), UsageError::ExplainOnly { flag: "--json" });
+    assert_eq!(p(&["-c", "/a", "explain", "-c", "/b", call]).unwrap_err(), UsageError::ConfigTwice);
+    let argv = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+    assert!(is_explain(&argv(&["-c", "/p", "explain", "--nope"])) && is_explain(&argv(&["test"])));
+    assert!(!is_explain(&argv(&["audit", "show", "test"])) && !is_explain(&argv(&["mcp"])));
+}

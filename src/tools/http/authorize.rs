@@ -49,6 +49,8 @@ pub struct HttpAction {
     pub credential: Option<CredentialUse>,
     /// `http.allow[N]`: the rule that allowed the call.
     pub rule: String,
+    /// Its `N` (`sp explain` shows the rule's text).
+    pub rule_index: usize,
     /// Some allow rule that permits this call names the host exactly (no wildcard).
     /// Private destinations (loopback, RFC 1918, CGNAT, ULA) are reachable only then.
     pub host_named_exactly: bool,
@@ -344,6 +346,7 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
             inject: c.inject.clone(),
         }),
         rule: format!("http.allow[{}]", rule.index),
+        rule_index: rule.index,
         // Any allow rule that permits this call and names the host exactly counts, not
         // only the first match (a `*.corp` rule listed before `db.corp` must not hide it).
         host_named_exactly: policy.http.allow.iter().any(|r| {

@@ -24,6 +24,13 @@ pub(crate) const HTTP_GET: &str = "http_get";
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpGet(HttpRequest);
 
+impl HttpGet {
+    /// The `http_request` it is (`sp explain` names the rule nearest to a refused one).
+    pub(crate) fn request(&self) -> &HttpRequest {
+        &self.0
+    }
+}
+
 /// Whether the policy allows GET or HEAD by some `http.allow` rule.
 pub(crate) fn listed(policy: &Policy) -> bool {
     policy.http.allow.iter().any(|r| r.methods.iter().any(|m| matches!(m, Method::Get | Method::Head)))

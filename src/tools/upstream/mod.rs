@@ -56,7 +56,7 @@ use serde_json::{Map, Value};
 pub(crate) use check::{check_summary, inventory};
 pub(crate) use client::ProgressNote;
 use client::{Client, ClientError};
-pub(crate) use names::NameTable;
+pub(crate) use names::{exposed_name, upstream_of, NameTable};
 pub use route::UpstreamDenial;
 #[cfg(test)]
 pub(crate) use route::authorize;

@@ -105,6 +105,17 @@ impl Tables {
         Some((upstream, tool))
     }
 
+    /// The table `sp explain` resolves `exposed` in without listing its upstream (issue
+    /// 35, section 5): `tool` (the upstream's own name of it) under `upstream`, withheld
+    /// for `withheld` (a pin state that refuses whatever the listing would say).
+    pub(crate) fn unlisted(upstream: &str, tool: &str, withheld: Option<super::pins::Withheld>) -> Tables {
+        let mut table = NameTable::build(upstream, [tool]).unwrap_or_default();
+        if let Some(why) = withheld {
+            table.withhold(&names::exposed_name(upstream, tool), why);
+        }
+        Tables(BTreeMap::from([(upstream.to_owned(), table)]))
+    }
+
     /// Why the tool an exposed name resolves to is withheld (`pins.rs`), if it is.
     pub(crate) fn withheld(&self, exposed: &str) -> Option<&super::pins::Withheld> {
         self.0.get(names::upstream_of(exposed)?)?.withheld(exposed)
