@@ -11,8 +11,10 @@
 //! - binary size.
 //!
 //! Usage: `cargo run --release --example bench -- target/release/sp`
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
 #[path = "../tests/support/http_server.rs"]

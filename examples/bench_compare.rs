@@ -23,8 +23,10 @@
 //! Environment: SP_BENCH_SPAWNS (cold starts per native server, default 50; the SDK
 //! servers get a fifth of it, at least 5), SP_BENCH_ROUNDS (round trips per kind, default
 //! 1000; SDK servers a fifth).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
 mod support;
@@ -173,8 +175,7 @@ fn measure(s: &Server) -> Result<Row, String> {
     // kind alike and the ratios compare like with like.
     let call = s.refused_call.clone();
     type Kind<'a> = (Box<dyn Fn(usize) -> String + 'a>, &'a str, Vec<Duration>);
-    let mut kinds: Vec<Kind> =
-        vec![(Box::new(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#)), "\"result\"", Vec::new())];
+    let mut kinds: Vec<Kind> = vec![(Box::new(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#)), "\"result\"", Vec::new())];
     if s.tools {
         kinds.push((Box::new(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/list"}}"#)), "\"tools\"", Vec::new()));
         kinds.push((Box::new(move |i| call.replacen("\"id\":1,", &format!("\"id\":{i},"), 1)), s.refused_mark, Vec::new()));
@@ -205,15 +206,10 @@ fn measure(s: &Server) -> Result<Row, String> {
 
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown CPU".to_owned(), |(_, m)| m.trim().to_owned());
+    let model =
+        cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map_or("unknown CPU".to_owned(), |(_, m)| m.trim().to_owned());
     let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
-    let uname = |flag: &str| {
-        Command::new("uname").arg(flag).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default()
-    };
+    let uname = |flag: &str| Command::new("uname").arg(flag).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
@@ -265,12 +261,15 @@ fn build_floor(out_dir: &Path, link: FloorLink) -> Result<(PathBuf, &'static str
     if !status.success() {
         return Err(format!("{rustc} failed on {}", src.display()));
     }
-    Ok((out, match link {
-        FloorLink::Static if musl_ok => "static, musl",
-        FloorLink::Static => "dynamic, glibc: the musl target is not installed (rustup target add x86_64-unknown-linux-musl)",
-        FloorLink::Glibc => "dynamic, glibc",
-        FloorLink::GlibcLibcrypto => "dynamic, glibc, and the system libcrypto.so loaded (unused)",
-    }))
+    Ok((
+        out,
+        match link {
+            FloorLink::Static if musl_ok => "static, musl",
+            FloorLink::Static => "dynamic, glibc: the musl target is not installed (rustup target add x86_64-unknown-linux-musl)",
+            FloorLink::Glibc => "dynamic, glibc",
+            FloorLink::GlibcLibcrypto => "dynamic, glibc, and the system libcrypto.so loaded (unused)",
+        },
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -290,10 +289,7 @@ fn keep_alive_server() -> (u16, Arc<AtomicUsize>) {
                 let mut out = stream.try_clone().unwrap();
                 let mut r = BufReader::new(stream);
                 let body = br#"{"ok":true,"items":[1,2,3]}"#;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
-                    body.len()
-                );
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n", body.len());
                 let mut reply = head.into_bytes();
                 reply.extend_from_slice(body);
                 loop {
@@ -314,9 +310,10 @@ fn keep_alive_server() -> (u16, Arc<AtomicUsize>) {
                         }
                         first = false;
                         if let Some((n, v)) = line.split_once(':')
-                            && n.eq_ignore_ascii_case("content-length") {
-                                len = v.trim().parse().unwrap_or(0);
-                            }
+                            && n.eq_ignore_ascii_case("content-length")
+                        {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
                     }
                     let mut sink = vec![0; len];
                     if r.read_exact(&mut sink).is_err() || out.write_all(&reply).is_err() {
@@ -349,9 +346,10 @@ fn raw_client(port: u16, rounds: usize) -> Vec<Duration> {
                 break;
             }
             if let Some((n, val)) = line.split_once(':')
-                && n.eq_ignore_ascii_case("content-length") {
-                    len = val.trim().parse().unwrap();
-                }
+                && n.eq_ignore_ascii_case("content-length")
+            {
+                len = val.trim().parse().unwrap();
+            }
         }
         let mut body = vec![0; len];
         r.read_exact(&mut body).unwrap();
@@ -517,11 +515,9 @@ fn main() {
         }
         None => notes.push("static: not built (make static)".into()),
     }
-    for (link, name) in [
-        (FloorLink::Static, "floor (canned lines)"),
-        (FloorLink::Glibc, "floor, glibc"),
-        (FloorLink::GlibcLibcrypto, "floor, glibc + libcrypto.so"),
-    ] {
+    for (link, name) in
+        [(FloorLink::Static, "floor (canned lines)"), (FloorLink::Glibc, "floor, glibc"), (FloorLink::GlibcLibcrypto, "floor, glibc + libcrypto.so")]
+    {
         match build_floor(&dir, link) {
             Ok((bin, how)) => {
                 notes.push(format!("{name}: examples/floor.rs, {how}"));
@@ -701,7 +697,9 @@ fn main() {
     }
     target("cold start, static, journal off", st_off.and_then(|r| r.cold), 1.5);
     target("cold start, static, journal on", get("sp static, journal on").and_then(|r| r.cold), 2.5);
-    for (label, row) in [("journal off", sp_off), ("journal on", sp_on), ("static, journal off", st_off), ("static, journal on", get("sp static, journal on"))] {
+    for (label, row) in
+        [("journal off", sp_off), ("journal on", sp_on), ("static, journal off", st_off), ("static, journal on", get("sp static, journal on"))]
+    {
         if let Some((d, p)) = row.and_then(|r| Some((r.refused?, r.ping?))) {
             let x = d.median.as_secs_f64() / p.median.as_secs_f64();
             println!(

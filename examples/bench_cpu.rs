@@ -24,7 +24,10 @@
 //! a task switch on that CPU rather than a wake-up of an idle one (which costs a
 //! variable 40-300 µs on a 2-vCPU VM, see bench/README.md). Printed, never asserted;
 //! each issue #24 target with its value and met / NOT met.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 // A benchmark prints its figures on stdout.
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
@@ -348,10 +351,9 @@ fn main() {
     println!("sp: {sp}{}", if pinned { format!("; sp, client and HTTP server on CPU {cpu}") } else { "; not pinned (no taskset)".into() });
     for f in &figures {
         match &f.per_call {
-            Ok((sched, stat, vol, invol)) => println!(
-                "  {:44} {sched:7.1} µs   (utime+stime {stat:.1} µs; task switches per call {vol:.2} + {invol:.2} preempted; {} calls)",
-                f.name, f.n
-            ),
+            Ok((sched, stat, vol, invol)) => {
+                println!("  {:44} {sched:7.1} µs   (utime+stime {stat:.1} µs; task switches per call {vol:.2} + {invol:.2} preempted; {} calls)", f.name, f.n)
+            }
             Err(why) => println!("  {:44} {why}", f.name),
         }
     }
@@ -390,20 +392,14 @@ fn main() {
     }
     if let (Some(off), Some(on)) = (proxied_off, proxied_on) {
         let limit = 1.5 * off + sync;
-        println!(
-            "  journal on CPU vs 1.5 x off + one sync   {on:.1} µs vs {limit:.1} µs (1.5 x {off:.1} + {sync:.1})   {}",
-            verdict(on <= limit)
-        );
+        println!("  journal on CPU vs 1.5 x off + one sync   {on:.1} µs vs {limit:.1} µs (1.5 x {off:.1} + {sync:.1})   {}", verdict(on <= limit));
         if let Some(shm) = proxied_shm {
             println!(
                 "    without the sync's wait (/dev/shm)     {shm:.1} µs = {:.2}x off (the journal's own work: rows, locks, checks)   the 1.5x part   {}",
                 shm / off,
                 verdict(shm <= 1.5 * off)
             );
-            println!(
-                "    what the sync costs the call           {:.1} µs (on - /dev/shm) against {sync:.1} µs for the sync alone",
-                on - shm
-            );
+            println!("    what the sync costs the call           {:.1} µs (on - /dev/shm) against {sync:.1} µs for the sync alone", on - shm);
         }
     }
 }

@@ -13,8 +13,10 @@
 //! - a 1 GiB line streamed in: how long until the refusal, and the peak.
 //!
 //! Usage: `cargo run --release --example bench_memory -- target/release/sp`
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
 #[path = "../tests/support/http_server.rs"]

@@ -22,8 +22,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use sallyport::fuzzing::{
-    Authorized, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, ProtocolWriter, RunContext, Server,
-    SshAction, SshError, SshOutcome,
+    Authorized, ExecError, Executor, HttpAction, HttpOutcome, Options, Policy, ProtocolWriter, RunContext, Server, SshAction, SshError, SshOutcome,
 };
 use serde_json::{json, Value};
 
@@ -116,12 +115,18 @@ fn main() {
     println!("  JSON parse of the request line: call {parse_call:4.0} ns, ping {parse_ping:4.0} ns   extra {:6.0} ns", parse_call - parse_ping);
     println!("  JSON write of the answer: refusal {write_refusal:4.0} ns, pong {write_pong:4.0} ns     extra {:6.0} ns", write_refusal - write_pong);
     println!("  sum of the extras                                  {extra:6.0} ns");
-    let policy = Policy::from_text(r#"{"http":{"allow":[{"hosts":["127.0.0.1:9"],"methods":["GET"]}]},"audit":{"path":null}}"#, std::path::Path::new("bench_parts.json"))
-        .expect("the bench policy parses");
+    let policy = Policy::from_text(
+        r#"{"http":{"allow":[{"hosts":["127.0.0.1:9"],"methods":["GET"]}]},"audit":{"path":null}}"#,
+        std::path::Path::new("bench_parts.json"),
+    )
+    .expect("the bench policy parses");
     let n = 20_000;
     let denied = pipeline(&policy, &call, n);
     let pinged = pipeline(&policy, ping, n);
-    println!("  sp's pipeline in process, {n} pipelined requests, journal off: denial {denied:.0} ns, ping {pinged:.0} ns   extra {:6.0} ns", denied - pinged);
+    println!(
+        "  sp's pipeline in process, {n} pipelined requests, journal off: denial {denied:.0} ns, ping {pinged:.0} ns   extra {:6.0} ns",
+        denied - pinged
+    );
     println!("  (a denied call <= 1.3x a ping leaves 0.3x the ping round trip for all of the denial's own work;");
     println!("   with bench_compare's ping of P µs that is 300 x P ns, to hold these parts and the policy, the");
     println!("   arguments, the reason and sp's stricter JSON checks)");

@@ -16,8 +16,10 @@
 //! `/usr/sbin/sshd` the figure is skipped with a message and exit status 0.
 //!
 //! Usage: `cargo run --release --example bench_ssh -- target/release/sp`
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
 #[path = "../tests/support/sshd.rs"]
@@ -125,25 +127,33 @@ fn main() {
     .unwrap();
 
     let base: Vec<String> = [
-        "-F", "/dev/null", "-q", "-T",
-        "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes",
-        "-o", &format!("UserKnownHostsFile={}", known_hosts.display()),
-        "-i", &server.client_key.display().to_string(),
-        "-p", &server.port.to_string(), "-l", &server.user, "127.0.0.1",
+        "-F",
+        "/dev/null",
+        "-q",
+        "-T",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        &format!("UserKnownHostsFile={}", known_hosts.display()),
+        "-i",
+        &server.client_key.display().to_string(),
+        "-p",
+        &server.port.to_string(),
+        "-l",
+        &server.user,
+        "127.0.0.1",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let control = dir.join("cm");
-    let shared: Vec<String> = [
-        "-o".to_string(),
-        "ControlMaster=auto".into(),
-        "-o".into(),
-        format!("ControlPath={}", control.display()),
-        "-o".into(),
-        "ControlPersist=60".into(),
-    ]
-    .to_vec();
+    let shared: Vec<String> =
+        ["-o".to_string(), "ControlMaster=auto".into(), "-o".into(), format!("ControlPath={}", control.display()), "-o".into(), "ControlPersist=60".into()]
+            .to_vec();
 
     // Interleaved, one command of each kind in turn, so that load from elsewhere on the
     // machine falls on the three alike. sp's start and initialize count towards sp; the
@@ -178,19 +188,12 @@ fn main() {
         ("ssh -o ControlMaster=auto -o ControlPersist", t_cm),
         ("plain ssh (one login per call)", t_plain),
     ] {
-        println!(
-            "  {name:<44} {:>10} {:>8.1} ms {:>5.2}x  {:>+8.1} ms",
-            ms(d),
-            per(d),
-            d.as_secs_f64() / t_sp.as_secs_f64(),
-            per(d) - per(t_sp)
-        );
+        println!("  {name:<44} {:>10} {:>8.1} ms {:>5.2}x  {:>+8.1} ms", ms(d), per(d), d.as_secs_f64() / t_sp.as_secs_f64(), per(d) - per(t_sp));
     }
     match floor {
-        Some(f) => println!(
-            "  in every line: the remote shell's own start (`$SHELL -c true` with the user's rc files, timed locally) {:.1} ms per call",
-            per(f)
-        ),
+        Some(f) => {
+            println!("  in every line: the remote shell's own start (`$SHELL -c true` with the user's rc files, timed locally) {:.1} ms per call", per(f))
+        }
         None => println!("  (the remote shell's start could not be timed locally)"),
     }
     println!("  logins seen by sshd: {logins} (sp 1 + control master 1 + plain {N})");

@@ -17,7 +17,10 @@
 //! figure is sp's own work, not the disk's.
 //!
 //! Usage: `cargo run --release --example bench_upstream -- target/release/sp`
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
 
 mod support;
@@ -70,8 +73,10 @@ fn main() {
     let sp = std::env::args().nth(1).unwrap_or_else(|| "target/release/sp".into());
     let n_calls = std::env::var("SP_BENCH_UPSTREAM_CALLS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(CALLS);
     let dir = scratch_dir("sp-bench-upstream");
-    let upstream = |name: &str| json!({name: {"command": [python(), fixture(), "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}},
-        "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}}});
+    let upstream = |name: &str| {
+        json!({name: {"command": [python(), fixture(), "ok"], "tools": {"allow": ["*"]}, "arguments": {"act": {"x": ["ok-*"]}},
+        "sandbox": {"read": [env!("CARGO_MANIFEST_DIR")]}}})
+    };
 
     // Direct: the same client, the same upstream, no sp.
     let mut direct = Command::new(python());
@@ -115,10 +120,7 @@ fn main() {
     );
     println!("  sp_inventory, same sp     median {:>8.1} µs (an executed call that runs nothing: sp's floor)", us(inventory.median));
     let after_10k = if rss_10k.is_nan() { String::new() } else { format!(", after 10,000 {rss_10k:.1} MiB") };
-    println!(
-        "  sp RSS after 1,000 calls {rss_1k:.1} MiB{after_10k}, after {} calls {late_rss:.1} MiB; peak {peak_rss:.1} MiB",
-        n_calls + 500
-    );
+    println!("  sp RSS after 1,000 calls {rss_1k:.1} MiB{after_10k}, after {} calls {late_rss:.1} MiB; peak {peak_rss:.1} MiB", n_calls + 500);
 
     // An 8 MiB answer, with a secret given to the upstream in it: sp's peak.
     let secret_file = dir.join("token");

@@ -14,8 +14,10 @@
 //! default place).
 //!
 //! Usage: `cargo run --example demo -- target/release/sp`
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 // This program talks to a person on a terminal; it is not the gateway, whose stdout is
 // the protocol and is confined to src/out.rs.
 #![allow(clippy::print_stdout, clippy::disallowed_macros)]
@@ -176,7 +178,10 @@ fn main() {
     println!("   <- {}", r["result"]["content"][0]["text"]);
 
     let url = format!("http://{host}/v1/whoami");
-    send(&call(7, "http_request", json!({"method": "GET", "url": url, "headers": {"Authorization": "Bearer guessed"}})), "http_request with its own Authorization header");
+    send(
+        &call(7, "http_request", json!({"method": "GET", "url": url, "headers": {"Authorization": "Bearer guessed"}})),
+        "http_request with its own Authorization header",
+    );
     let r = recv();
     println!("   <- {}", r["result"]["content"][0]["text"]);
 
@@ -203,11 +208,8 @@ fn main() {
     println!("requests that reached the demo API: {} (the denied and refused ones never left sp)", api.requests().len());
     let journal_path = dir.join("audit.jsonl");
     let journal = std::fs::read_to_string(&journal_path).unwrap_or_default();
-    let kinds: Vec<String> = journal
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|row| row["kind"].as_str().map(str::to_owned))
-        .collect();
+    let kinds: Vec<String> =
+        journal.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter_map(|row| row["kind"].as_str().map(str::to_owned)).collect();
     println!("audit journal {}: {} rows ({})", journal_path.display(), kinds.len(), kinds.join(" "));
     let verify = Command::new(&sp).args(["audit", "verify"]).arg(&journal_path).output().expect("sp audit verify");
     println!("sp audit verify: {}", String::from_utf8_lossy(&verify.stdout).trim());

@@ -40,9 +40,15 @@ pub enum JsonError {
     /// Not JSON, or JSON followed by anything but whitespace. Carries serde_json's
     /// description, which names a position, never echoes content.
     Syntax(String),
-    DuplicateKey { key: String },
-    TooDeep { limit: usize },
-    TooLarge { limit: usize },
+    DuplicateKey {
+        key: String,
+    },
+    TooDeep {
+        limit: usize,
+    },
+    TooLarge {
+        limit: usize,
+    },
 }
 
 impl fmt::Display for JsonError {
@@ -248,22 +254,10 @@ mod tests {
 
     #[test]
     fn duplicate_keys_at_any_depth() {
-        for text in [
-            r#"{"a":1,"a":2}"#,
-            r#"{"a":1,"\u0061":2}"#,
-            r#"{"x":{"k":1,"k":1}}"#,
-            r#"[{"p":{"q":[{"z":1,"z":1}]}}]"#,
-        ] {
-            assert!(
-                matches!(parse(text), Err(JsonError::DuplicateKey { .. })),
-                "{text} gave {:?}",
-                parse(text)
-            );
+        for text in [r#"{"a":1,"a":2}"#, r#"{"a":1,"\u0061":2}"#, r#"{"x":{"k":1,"k":1}}"#, r#"[{"p":{"q":[{"z":1,"z":1}]}}]"#] {
+            assert!(matches!(parse(text), Err(JsonError::DuplicateKey { .. })), "{text} gave {:?}", parse(text));
         }
-        assert_eq!(
-            parse(r#"{"method":1,"method":2}"#),
-            Err(JsonError::DuplicateKey { key: "method".into() })
-        );
+        assert_eq!(parse(r#"{"method":1,"method":2}"#), Err(JsonError::DuplicateKey { key: "method".into() }));
     }
 
     #[test]

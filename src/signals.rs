@@ -114,11 +114,7 @@ impl Nudge {
     pub(crate) fn wait(&self, stdin: bool) {
         use rustix::event::{poll, PollFd, PollFlags};
         let input = io::stdin();
-        let mut fds = [
-            PollFd::new(&self.0.nudged, PollFlags::IN),
-            PollFd::new(&input, PollFlags::IN),
-            PollFd::new(&self.0.wake, PollFlags::IN),
-        ];
+        let mut fds = [PollFd::new(&self.0.nudged, PollFlags::IN), PollFd::new(&input, PollFlags::IN), PollFd::new(&self.0.wake, PollFlags::IN)];
         let n = if stdin { 3 } else { 1 };
         // EINTR or an error: the caller looks again and comes back.
         let _ = poll(&mut fds[..n], None);
@@ -134,10 +130,7 @@ impl Nudge {
         use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags};
         let Some(fd) = self.timer() else { return false };
         let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
-        let value = rustix::time::Timespec {
-            tv_sec: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(after.subsec_nanos()).max(1),
-        };
+        let value = rustix::time::Timespec { tv_sec: i64::try_from(after.as_secs()).unwrap_or(i64::MAX), tv_nsec: i64::from(after.subsec_nanos()).max(1) };
         timerfd_settime(fd, TimerfdTimerFlags::empty(), &Itimerspec { it_interval: zero, it_value: value }).is_ok()
     }
 

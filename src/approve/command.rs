@@ -62,7 +62,10 @@ pub(crate) fn ask_waiting(
     // The last non-blank line of its stdout, handed over when the pipe ends.
     let (last_tx, last_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     // Its own pipes, drained by threads so a chatty approver never blocks on them.
-    for (name, pipe) in [("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>))] {
+    for (name, pipe) in [
+        ("stdout", child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
+        ("stderr", child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
+    ] {
         if let Some(pipe) = pipe {
             let last_tx = (name == "stdout").then(|| last_tx.clone());
             std::thread::spawn(move || {
@@ -134,4 +137,3 @@ pub(crate) fn ask_waiting(
         }
     }
 }
-

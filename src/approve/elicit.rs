@@ -133,10 +133,7 @@ pub(crate) fn form(description: &Value, subject: &str, offers: &[Offer]) -> Valu
         field("request_fp"),
     );
     let mut properties = Map::new();
-    properties.insert(
-        FIELD_APPROVE.into(),
-        json!({"type": "boolean", "title": "Approve", "description": "Run this action once as shown", "default": false}),
-    );
+    properties.insert(FIELD_APPROVE.into(), json!({"type": "boolean", "title": "Approve", "description": "Run this action once as shown", "default": false}));
     if !offers.is_empty() {
         let mut values = vec!["once".to_owned()];
         let mut names = vec!["this call only".to_owned()];
@@ -147,10 +144,7 @@ pub(crate) fn form(description: &Value, subject: &str, offers: &[Offer]) -> Valu
                 Scope::Session => format!("every approval-flagged call for {}", minutes(o.ttl_s)),
             });
         }
-        properties.insert(
-            FIELD_GRANT.into(),
-            json!({"type": "string", "title": "Approval lasts", "enum": values, "enumNames": names, "default": "once"}),
-        );
+        properties.insert(FIELD_GRANT.into(), json!({"type": "string", "title": "Approval lasts", "enum": values, "enumNames": names, "default": "once"}));
     }
     json!({
         "message": message,
@@ -283,7 +277,10 @@ impl StateKey {
     }
 
     fn mac(&self, expires: u64, nonce: &str, fp: &str) -> Hmac<Sha256> {
-        #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
+        #[expect(
+            clippy::expect_used,
+            reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too"
+        )]
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
         mac.update(format!("sp-request-state/1\n{expires}\n{nonce}\n{fp}").as_bytes());
         mac
@@ -404,7 +401,10 @@ mod tests {
             (json!({"action": "accept", "content": {}}), Reply::Malformed("approve is not a boolean")),
             (json!({"action": "accept", "content": {"approve": true, "x": 1}}), Reply::Malformed("content has a field the form did not ask for")),
             (json!({"action": "accept"}), Reply::Malformed("accept without a content object")),
-            (json!({"action": "accept", "content": {"approve": true}, "extra": 1}), Reply::Malformed("the answer has a member other than action, content and _meta")),
+            (
+                json!({"action": "accept", "content": {"approve": true}, "extra": 1}),
+                Reply::Malformed("the answer has a member other than action, content and _meta"),
+            ),
             (json!({"action": "approve"}), Reply::Malformed("action is not accept, decline or cancel")),
             (json!([]), Reply::Malformed("the answer is not an object")),
         ];

@@ -97,7 +97,6 @@ pub(crate) const MAX_SHOWN_NAME: usize = 64;
 /// The longest grant line an approver may print.
 pub(crate) const MAX_ANSWER_BYTES: usize = 256;
 
-
 // ---------------------------------------------------------------------------------------
 // Types
 
@@ -265,9 +264,9 @@ pub(crate) enum GrantError {
 impl fmt::Display for GrantError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GrantError::NoLocation => f.write_str(
-                "no grants file location: neither XDG_STATE_HOME nor HOME is set to an absolute path (set approval.grants.path in the policy)",
-            ),
+            GrantError::NoLocation => {
+                f.write_str("no grants file location: neither XDG_STATE_HOME nor HOME is set to an absolute path (set approval.grants.path in the policy)")
+            }
             GrantError::NotAbsolute { path } => write!(f, "grants file {}: must be an absolute path", path.display()),
             GrantError::File { path, why } => {
                 let fix = match why {
@@ -282,21 +281,15 @@ impl fmt::Display for GrantError {
                 write!(f, "grants file {}: has {links} hard links (refused: a second name could change it)", path.display())
             }
             GrantError::Dir { path, why } => write!(f, "grants file {}: {why} (refused: another user could replace the file)", path.display()),
-            GrantError::Corrupt { path, why } => write!(
-                f,
-                "grants file {}: corrupt: {why}; no grant applies until `sp approve revoke --all` replaces it",
-                path.display()
-            ),
+            GrantError::Corrupt { path, why } => {
+                write!(f, "grants file {}: corrupt: {why}; no grant applies until `sp approve revoke --all` replaces it", path.display())
+            }
             GrantError::Key { path, why } => write!(f, "grants key {}: {why}; no grant applies", path.display()),
             GrantError::Locked { path } => {
                 write!(f, "grants file {}: another process has held its lock for more than {}s", path.display(), LOCK_WAIT.as_secs())
             }
             GrantError::Write { path, why } => write!(f, "grants file {}: write failed: {why}", path.display()),
-            GrantError::Full { path } => write!(
-                f,
-                "grants file {}: full ({MAX_GRANTS} grants or {MAX_FILE_BYTES} bytes); revoke some first",
-                path.display()
-            ),
+            GrantError::Full { path } => write!(f, "grants file {}: full ({MAX_GRANTS} grants or {MAX_FILE_BYTES} bytes); revoke some first", path.display()),
             GrantError::NotAllowed { scope } => {
                 write!(f, "the policy allows no {} grant (approval.grants.{}_max_s is not set)", scope.as_str(), scope.as_str())
             }

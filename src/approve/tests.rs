@@ -98,7 +98,11 @@ fn the_gate_asks_each_channel_in_turn() {
             json!(true),
             false,
             accept.clone(),
-            refuse(Reason::NotApproved, ToolCode::NotApproved, "this call was not approved: nobody could be asked: the client did not declare form elicitation"),
+            refuse(
+                Reason::NotApproved,
+                ToolCode::NotApproved,
+                "this call was not approved: nobody could be asked: the client did not declare form elicitation",
+            ),
             0,
             0,
         ),

@@ -38,16 +38,12 @@ impl fmt::Display for AuditError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AuditError::Open { path, why } => write!(f, "audit journal {}: {why}", path.display()),
-            AuditError::NoLocation { why } => write!(
-                f,
-                "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)"
-            ),
-            AuditError::Locked { path } => write!(
-                f,
-                "audit journal {}: another process has held its lock for more than {}s",
-                path.display(),
-                LOCK_WAIT.as_secs()
-            ),
+            AuditError::NoLocation { why } => {
+                write!(f, "no audit journal location: {why}; set audit.path in the policy (or \"audit\": {{\"path\": null}} to serve without a journal)")
+            }
+            AuditError::Locked { path } => {
+                write!(f, "audit journal {}: another process has held its lock for more than {}s", path.display(), LOCK_WAIT.as_secs())
+            }
             AuditError::Tampered { path, why } => {
                 write!(f, "audit journal {}: {why}; journaling stopped, no further action runs", path.display())
             }
@@ -69,18 +65,28 @@ impl std::error::Error for AuditError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tamper {
     /// The path names no file now (`lstat` failed: the reason).
-    Gone { why: String },
+    Gone {
+        why: String,
+    },
     /// Another file has the name.
     Replaced,
-    Truncated { size: u64, expected: u64 },
+    Truncated {
+        size: u64,
+        expected: u64,
+    },
     /// Rows appended by another writer end inside a row.
     PartialRow,
     /// A row appended by another writer does not verify.
     BadRow(BadRow),
     /// A row appended by another writer (`seq`) does not follow the last one known.
-    Unchained { seq: u64, last: u64 },
+    Unchained {
+        seq: u64,
+        last: u64,
+    },
     /// Reading what another writer appended failed.
-    Io { why: String },
+    Io {
+        why: String,
+    },
 }
 
 impl fmt::Display for Tamper {
@@ -125,10 +131,11 @@ pub(super) struct FileJournal {
 pub(super) fn create_private_dirs(path: &Path) -> Result<(), AuditError> {
     use std::os::unix::fs::DirBuilderExt;
     let Some(dir) = path.parent() else { return Ok(()) };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| AuditError::Open {
-        path: path.to_owned(),
-        why: format!("cannot create {}: {}", dir.display(), io_why(&e)),
-    })
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| AuditError::Open { path: path.to_owned(), why: format!("cannot create {}: {}", dir.display(), io_why(&e)) })
 }
 
 /// Held while appending; released on drop (and by the kernel if the process dies).
@@ -172,27 +179,14 @@ impl FileJournal {
         // The journal records what the agent sent (URLs, commands):
         // no group or other access at all, owned by this user (or root).
         if st.st_mode & 0o077 != 0 {
-            return Err(fail(format!(
-                "permissions {:04o} give group or others access (fix: chmod go-rwx {})",
-                st.st_mode & 0o7777,
-                path.display()
-            )));
+            return Err(fail(format!("permissions {:04o} give group or others access (fix: chmod go-rwx {})", st.st_mode & 0o7777, path.display())));
         }
         if st.st_uid != 0 && st.st_uid != crate::sys::euid() {
             return Err(fail(format!("is owned by uid {}, neither root nor the user sp runs as (fix: chown it, or name another journal)", st.st_uid)));
         }
         let file = Arc::new(File::from(fd));
-        let mut j = FileJournal {
-            file,
-            path: path.to_owned(),
-            dev: st.st_dev,
-            ino: st.st_ino,
-            size: 0,
-            seq: 0,
-            prev: GENESIS.to_owned(),
-            fsync,
-            stopped: None,
-        };
+        let mut j =
+            FileJournal { file, path: path.to_owned(), dev: st.st_dev, ino: st.st_ino, size: 0, seq: 0, prev: GENESIS.to_owned(), fsync, stopped: None };
         let created = st.st_size == 0;
         {
             let locked = Arc::clone(&j.file);
@@ -450,9 +444,6 @@ mod tests {
         let (mut j, path, _) = fresh("forged");
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"[1]\n").unwrap();
         assert_eq!(j.write(row()), tampered(&path, Tamper::BadRow(BadRow::NotObject)));
-        assert_eq!(
-            Tamper::Unchained { seq: 9, last: 2 }.to_string(),
-            "a row appended by another writer (seq 9) does not chain on from seq 2"
-        );
+        assert_eq!(Tamper::Unchained { seq: 9, last: 2 }.to_string(), "a row appended by another writer (seq 9) does not chain on from seq 2");
     }
 }

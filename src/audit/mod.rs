@@ -86,7 +86,6 @@
 //!   copy (the file has them whole). journald's native protocol was not chosen: `/dev/log`
 //!   reaches every syslog daemon, and journald listens there too.
 
-
 mod file;
 mod row;
 mod syslog;
@@ -179,8 +178,6 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
 
 // ---------------------------------------------------------------------------------------
 // Errors
-
-
 
 // ---------------------------------------------------------------------------------------
 // The journal
@@ -305,9 +302,7 @@ mod tests {
 
     #[test]
     fn default_location_rule() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
-        };
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
         let path = |pairs| default_location(env(pairs)).ok();
         assert_eq!(path(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")]), Some("/s/sallyport/audit.jsonl".into()));
         assert_eq!(path(&[("HOME", "/h")]), Some("/h/.local/state/sallyport/audit.jsonl".into()));

@@ -17,9 +17,31 @@ pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000
 
 /// The order fields are written in; unknown fields (none today) would follow, sorted.
 pub(crate) const FIELDS: [&str; 25] = [
-    "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
-    "exit_status", "is_error", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "channel",
-    "grant", "prev", "hash",
+    "seq",
+    "ts",
+    "session",
+    "kind",
+    "tool",
+    "target",
+    "decision",
+    "rule",
+    "reason",
+    "code",
+    "request_fp",
+    "credential",
+    "status",
+    "exit_status",
+    "is_error",
+    "bytes_in",
+    "bytes_out",
+    "truncated",
+    "duration_ms",
+    "host_key_fp",
+    "approver_exit",
+    "channel",
+    "grant",
+    "prev",
+    "hash",
 ];
 
 /// Where `key` is in [`FIELDS`].

@@ -28,7 +28,9 @@ pub(crate) struct ParsedRow {
 pub enum BadRow {
     NotUtf8,
     /// Not one JSON value (the parser's reason, which names a position).
-    NotJson { why: String },
+    NotJson {
+        why: String,
+    },
     NotObject,
     /// `seq`, `prev` or `hash` is missing or malformed.
     NoChain,
@@ -271,15 +273,11 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
                 let why = match find_hash(&mut r, &row.prev) {
                     Some(j) if j > n => format!("is out of order: it chains on from row {j}, which comes after it (rows were swapped or moved)"),
                     Some(j) => format!("is out of order: it chains on from row {j} instead of row {} (rows were moved or duplicated)", n - 1),
-                    None if row.seq > prev_seq + 1 => format!(
-                        "follows a gap: seq jumps from {prev_seq} to {} and its prev matches no row (row(s) removed before it)",
-                        row.seq
-                    ),
+                    None if row.seq > prev_seq + 1 => {
+                        format!("follows a gap: seq jumps from {prev_seq} to {} and its prev matches no row (row(s) removed before it)", row.seq)
+                    }
                     None if row.seq <= prev_seq => format!("is out of order: seq {} after seq {prev_seq}", row.seq),
-                    None => format!(
-                        "does not chain on from row {}: its prev is not that row's hash (a row was edited and re-hashed, or replaced)",
-                        n - 1
-                    ),
+                    None => format!("does not chain on from row {}: its prev is not that row's hash (a row was edited and re-hashed, or replaced)", n - 1),
                 };
                 return Err(Broken { row: n, why });
             }
@@ -417,13 +415,8 @@ mod tests {
         three.write(result()).unwrap();
         let v = verify(&std::fs::read(&path).unwrap(), None).unwrap();
         assert_eq!(v.rows, 9);
-        let unknown = |row: u64, seq: u64, j: &Journal, t: &str, ended: bool| Unknown {
-            row,
-            seq,
-            session: j.session().to_owned(),
-            target: Some(t.into()),
-            ended,
-        };
+        let unknown =
+            |row: u64, seq: u64, j: &Journal, t: &str, ended: bool| Unknown { row, seq, session: j.session().to_owned(), target: Some(t.into()), ended };
         assert_eq!(v.unknown, vec![unknown(5, 5, &one, "GET http://b/\u{1b}[2J", true), unknown(6, 6, &two, "GET http://c/", false)]);
         assert_eq!(v.unknown_count, 2);
         let shown = v.unknown[0].to_string();

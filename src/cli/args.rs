@@ -161,41 +161,68 @@ pub(crate) struct Args {
 pub(crate) enum UsageError {
     /// What lexopt refused (an unknown option, a missing or unexpected value), in its
     /// words.
-    Lexopt { why: String },
+    Lexopt {
+        why: String,
+    },
     MaxLineBytes,
-    UnknownCommand { name: String },
+    UnknownCommand {
+        name: String,
+    },
     NoCommand,
     /// A flag of `sp mcp` given to another command.
-    McpOnly { flag: &'static str },
+    McpOnly {
+        flag: &'static str,
+    },
     ConfigForAudit,
     ConfigTwice,
     /// `sp approve revoke` with something else than 16 hex digits.
     GrantId,
     /// `sp approve` or `sp audit` (`command`) without its subcommand.
-    NoSubcommand { command: &'static str },
-    UnknownSubcommand { command: &'static str, name: String },
+    NoSubcommand {
+        command: &'static str,
+    },
+    UnknownSubcommand {
+        command: &'static str,
+        name: String,
+    },
     /// A flag the subcommand `sub` of `sp command` does not take.
-    NotFor { flag: &'static str, command: &'static str, sub: String },
+    NotFor {
+        flag: &'static str,
+        command: &'static str,
+        sub: String,
+    },
     /// A flag of `sp check` given to another command.
-    CheckOnly { flag: &'static str },
+    CheckOnly {
+        flag: &'static str,
+    },
     /// A flag `sp init` does not take (it takes only FILE).
-    NotForInit { flag: &'static str },
+    NotForInit {
+        flag: &'static str,
+    },
     IdAndAll,
     NoIdNorAll,
     Anchor,
     Lines,
-    NoFile { sub: String },
+    NoFile {
+        sub: String,
+    },
     /// `sp upstream pin|diff|approve` without an upstream name, or with one that cannot
     /// be one (`[a-z0-9-]`, 1 to 24 characters).
     UpstreamName,
     /// `sp upstream pin|diff` given tool names (only `approve` takes them).
-    ToolsNotFor { sub: String },
+    ToolsNotFor {
+        sub: String,
+    },
     /// A flag of `sp explain` given to `sp test`.
-    ExplainOnly { flag: &'static str },
+    ExplainOnly {
+        flag: &'static str,
+    },
     /// `sp explain` given a CALL and `--tool` or `--args` too.
     CallTwice,
     /// `sp explain` with neither a CALL nor `--tool`.
-    NoCall { command: &'static str },
+    NoCall {
+        command: &'static str,
+    },
     /// `sp test` without its CASES file.
     NoCases,
 }
@@ -211,12 +238,8 @@ impl std::fmt::Display for UsageError {
             UsageError::ConfigForAudit => f.write_str("--config does not apply to sp audit (it reads the journal FILE it is given)"),
             UsageError::ConfigTwice => f.write_str("--config given twice"),
             UsageError::GrantId => f.write_str("sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
-            UsageError::NoSubcommand { command: "approve" } => {
-                f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)")
-            }
-            UsageError::NoSubcommand { command: "upstream" } => {
-                f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)")
-            }
+            UsageError::NoSubcommand { command: "approve" } => f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)"),
+            UsageError::NoSubcommand { command: "upstream" } => f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
             UsageError::NoSubcommand { command } => {
                 write!(f, "sp {command} needs a command: verify, tail or show (try: sp {command} --help)")
             }
@@ -235,7 +258,9 @@ impl std::fmt::Display for UsageError {
             UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
             UsageError::ExplainOnly { flag } => write!(f, "{flag} only applies to sp explain"),
             UsageError::CallTwice => f.write_str("sp explain takes a CALL or --tool NAME [--args JSON], not both"),
-            UsageError::NoCall { command } => write!(f, "sp {command} needs a CALL ('{{\"tool\": NAME, \"arguments\": {{...}}}}') or --tool NAME (try: sp {command} --help)"),
+            UsageError::NoCall { command } => {
+                write!(f, "sp {command} needs a CALL ('{{\"tool\": NAME, \"arguments\": {{...}}}}') or --tool NAME (try: sp {command} --help)")
+            }
             UsageError::NoCases => f.write_str("sp test needs a CASES file (JSON Lines of {\"call\", \"expect\"}; try: sp test --help)"),
         }
     }
@@ -279,11 +304,8 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
             }
             Long("max-line-bytes") => {
                 let v = p.value().map_err(lexopt)?;
-                args.max_line_bytes = v
-                    .to_str()
-                    .and_then(|s| s.parse::<usize>().ok())
-                    .filter(|n| (1024..=256 * 1024 * 1024).contains(n))
-                    .ok_or(UsageError::MaxLineBytes)?;
+                args.max_line_bytes =
+                    v.to_str().and_then(|s| s.parse::<usize>().ok()).filter(|n| (1024..=256 * 1024 * 1024).contains(n)).ok_or(UsageError::MaxLineBytes)?;
                 mcp_only = Some("--max-line-bytes");
             }
             Long("close-on-refusal") => {
@@ -380,9 +402,13 @@ Options:
 /// What `sp approve` does.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ApproveSub {
-    List { json: bool },
+    List {
+        json: bool,
+    },
     /// One grant, by its id (16 hex digits, lower case).
-    Revoke { id: String },
+    Revoke {
+        id: String,
+    },
     RevokeAll,
     Help,
 }
@@ -539,4 +565,3 @@ pub(crate) fn is_explain(argv: &[OsString]) -> bool {
 // `sp --help`, the man pages' OPTIONS and the parser agree (the module's docs).
 #[cfg(test)]
 mod help_agrees_with_man;
-

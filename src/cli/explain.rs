@@ -139,10 +139,9 @@ impl fmt::Display for ExplainError {
             ExplainError::Shape { why } => write!(f, "the call must be {{\"tool\": NAME, \"arguments\": {{...}}}}: {why}"),
             ExplainError::Call { why } => write!(f, "sp mcp would refuse the call itself (-32602): {why}"),
             ExplainError::Arguments { why } => write!(f, "the arguments fail their checks (SP_BAD_ARGUMENTS): {why}"),
-            ExplainError::Unresolved { name } => write!(
-                f,
-                "{name:?}: the upstream's own name of this tool is not in the pins file and is not plain (sp upstream pin records it)"
-            ),
+            ExplainError::Unresolved { name } => {
+                write!(f, "{name:?}: the upstream's own name of this tool is not in the pins file and is not plain (sp upstream pin records it)")
+            }
             ExplainError::Limits { why } => write!(f, "{why}"),
         }
     }
@@ -190,12 +189,26 @@ pub(crate) fn explain(policy: &Policy, call: &Value, cx: &Context) -> Result<Exp
         ToolCall::HttpGet(g) => Some(g.request().clone()),
         _ => None,
     };
-    let base = Explanation { tool: request.name.clone(), decision: Decision::Deny, code: None, reason: None, rule: None, credentials: Vec::new(), nearest: None, pins, notes };
+    let base = Explanation {
+        tool: request.name.clone(),
+        decision: Decision::Deny,
+        code: None,
+        reason: None,
+        rule: None,
+        credentials: Vec::new(),
+        nearest: None,
+        pins,
+        notes,
+    };
     let action = match tools::authorize(policy, call) {
         Ok(a) => a,
         Err(d) => {
             let nearest = match (&d, &http) {
-                (tools::Denial::Http(crate::tools::http::authorize::HttpDenial::NoRule { .. }) | tools::Denial::HttpGet(crate::tools::http::authorize::HttpDenial::NoRule { .. }), Some(req)) => nearest(policy, req),
+                (
+                    tools::Denial::Http(crate::tools::http::authorize::HttpDenial::NoRule { .. })
+                    | tools::Denial::HttpGet(crate::tools::http::authorize::HttpDenial::NoRule { .. }),
+                    Some(req),
+                ) => nearest(policy, req),
                 _ => None,
             };
             return Ok(Explanation { code: Some(d.code().as_str()), reason: Some(d.to_string()), nearest, ..base });
@@ -208,7 +221,12 @@ pub(crate) fn explain(policy: &Policy, call: &Value, cx: &Context) -> Result<Exp
     // Rate limits come after the policy allowed the call, before approval (server/call.rs).
     let applying = crate::gate::limits::applying(&policy.limits.rules, &crate::tools::subject::subject(&action));
     if let Some(limited) = cx.limits.as_ref().and_then(|s| s.check(&applying, cx.now_ms)) {
-        return Ok(Explanation { decision: Decision::RateLimited, code: Some(crate::gate::outcome::ToolCode::RateLimited.as_str()), reason: Some(limited.to_string()), ..e });
+        return Ok(Explanation {
+            decision: Decision::RateLimited,
+            code: Some(crate::gate::outcome::ToolCode::RateLimited.as_str()),
+            reason: Some(limited.to_string()),
+            ..e
+        });
     }
     for r in &applying {
         let used = cx.limits.as_ref().map_or(0, |s| s.used(r, cx.now_ms));
@@ -297,10 +315,13 @@ fn credentials_of(policy: &Policy, action: &Action) -> Vec<CredentialShown> {
         return a.action().credential.iter().map(|c| CredentialShown { name: c.name.clone(), scheme: scheme(&c.inject) }).collect();
     }
     let names = action.audit().credential.map(|c| c.split(',').map(str::to_owned).collect::<Vec<_>>()).unwrap_or_default();
-    names.into_iter().map(|name| {
-        let scheme = policy.credentials.get(&name).map_or_else(|| "upstream".to_owned(), |c| scheme(&c.inject));
-        CredentialShown { name, scheme }
-    }).collect()
+    names
+        .into_iter()
+        .map(|name| {
+            let scheme = policy.credentials.get(&name).map_or_else(|| "upstream".to_owned(), |c| scheme(&c.inject));
+            CredentialShown { name, scheme }
+        })
+        .collect()
 }
 
 /// How a credential is injected, in the policy's words (no value, no source).

@@ -66,8 +66,13 @@ wire `sp mcp` into the client (README, \"Wiring it to a client\").
 pub(crate) enum InitError {
     /// No FILE, and neither `XDG_CONFIG_HOME` nor `HOME` is set.
     NoPlace,
-    Exists { path: PathBuf },
-    Write { path: PathBuf, why: String },
+    Exists {
+        path: PathBuf,
+    },
+    Write {
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl std::fmt::Display for InitError {

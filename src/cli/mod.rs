@@ -272,14 +272,16 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
     let executors = crate::tools::Executors {
         http: crate::tools::http::exec::HttpExecutor::new().with_roots(policy.http.ca_certs.as_ref()),
         // Nothing starts now: each upstream on the first tools/list or call that needs it.
-        upstream: (!policy.upstreams.is_empty()).then(|| crate::tools::upstream::Upstreams::with_pins(&policy, policy.origin.as_deref().map(crate::tools::upstream::pins::beside))),
+        upstream: (!policy.upstreams.is_empty())
+            .then(|| crate::tools::upstream::Upstreams::with_pins(&policy, policy.origin.as_deref().map(crate::tools::upstream::pins::beside))),
         ..Default::default()
     };
     // No journal, no service. The start row proves the journal takes writes.
     let journal = crate::audit::Journal::for_policy(&policy.audit, |k| env.get(k)).and_then(|mut j| {
-        let origin = policy.origin.as_ref().map_or("(none: deny everything)".to_owned(), |p| {
-            std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()
-        });
+        let origin = policy
+            .origin
+            .as_ref()
+            .map_or("(none: deny everything)".to_owned(), |p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string());
         let start = crate::audit::Row::new("start")
             .set("decision", policy.approval.mode.as_str())
             .set("target", origin)
@@ -303,7 +305,8 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
             return ExitCode::from(EXIT_FATAL);
         }
     };
-    let mut server = Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_limiter(limiter).with_secrets_preloaded();
+    let mut server =
+        Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_limiter(limiter).with_secrets_preloaded();
     // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);
@@ -495,7 +498,10 @@ pub(crate) fn warnings(policy: &Policy) -> Vec<String> {
     }
     for h in policy.ssh.hosts.values() {
         if let Some(class) = judge(h.address.parse().ok(), Some(&h.address)) {
-            out.push(format!("ssh.hosts.{}.address: {} is {class}: check that this is the host you mean (cloud metadata services answer there)", h.name, h.address));
+            out.push(format!(
+                "ssh.hosts.{}.address: {} is {class}: check that this is the host you mean (cloud metadata services answer there)",
+                h.name, h.address
+            ));
         }
     }
     out.into_iter().map(|w| crate::escape::escape(&w).into_owned()).collect()

@@ -90,7 +90,9 @@ pub(crate) fn run(stdout: StdoutHandle, args: &UpstreamArgs, config: Option<std:
                 Err(entry) => {
                     let differ = pins::changes(Some(&entry), &seen).iter().filter(|c| !matches!(c, Change::Same { .. })).count();
                     if differ > 0 {
-                        eprintln!("sp: upstream {upstream} already has pins, and {differ} tool(s) differ from them: review with `sp upstream diff {upstream}`, then `sp upstream approve {upstream}`");
+                        eprintln!(
+                            "sp: upstream {upstream} already has pins, and {differ} tool(s) differ from them: review with `sp upstream diff {upstream}`, then `sp upstream approve {upstream}`"
+                        );
                         return Err(Failed);
                     }
                     (format!("upstream {upstream}: already pinned in {}, all {} tool(s) match\n", file.path().display(), seen.len()), Verdict::Same)
@@ -103,7 +105,9 @@ pub(crate) fn run(stdout: StdoutHandle, args: &UpstreamArgs, config: Option<std:
         }
         UpstreamSub::Approve { tools, .. } => {
             let approved = file.update(|all| approve(all.entry(upstream.to_owned()).or_default(), &seen, tools));
-            let changes = approved.map_err(|e| fail(e.to_string()))?.map_err(|tool| fail(format!("upstream {upstream} neither lists nor pins a tool {:?}: nothing approved", safe(&tool))))?;
+            let changes = approved
+                .map_err(|e| fail(e.to_string()))?
+                .map_err(|tool| fail(format!("upstream {upstream} neither lists nor pins a tool {:?}: nothing approved", safe(&tool))))?;
             (render_approved(upstream, &file, &changes), Verdict::Same)
         }
         UpstreamSub::Help => unreachable!("handled above"),
@@ -257,7 +261,11 @@ mod tests {
         let report = approve(&mut all, &now, &[]).unwrap();
         assert_eq!(
             report,
-            vec![("a".into(), Some(a1.sha256.clone()), Some(a2.sha256.clone())), ("c".into(), None, Some(c.sha256.clone())), ("g".into(), Some(gone.sha256.clone()), None)]
+            vec![
+                ("a".into(), Some(a1.sha256.clone()), Some(a2.sha256.clone())),
+                ("c".into(), None, Some(c.sha256.clone())),
+                ("g".into(), Some(gone.sha256.clone()), None)
+            ]
         );
         assert_eq!(all, pins::entry_of(&now));
 

@@ -10,8 +10,14 @@ use crate::cred::source::Secret;
 
 /// Where an injected secret goes. Values are zeroed on drop.
 pub(crate) enum Placement {
-    Header { name: String, value: Zeroizing<String> },
-    Query { name: String, value: Zeroizing<String> },
+    Header {
+        name: String,
+        value: Zeroizing<String>,
+    },
+    Query {
+        name: String,
+        value: Zeroizing<String>,
+    },
     /// `aws_sigv4`, `oauth2`: nothing to place from the source as is; the
     /// HTTP executor signs the final request or fetches a token (`http/exec.rs`).
     Executor,
@@ -26,9 +32,7 @@ pub(crate) fn place(inject: &Injection, secret: &Secret) -> Placement {
             name: "authorization".into(),
             value: Zeroizing::new(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(s))),
         },
-        Injection::Header { name, format } => {
-            Placement::Header { name: name.clone(), value: Zeroizing::new(format.replace("{secret}", s)) }
-        }
+        Injection::Header { name, format } => Placement::Header { name: name.clone(), value: Zeroizing::new(format.replace("{secret}", s)) },
         Injection::Query { name } => Placement::Query { name: name.clone(), value: Zeroizing::new(s.to_owned()) },
         Injection::AwsSigV4(_) | Injection::OAuth2(_) => Placement::Executor,
     }

@@ -61,16 +61,41 @@ impl Secret {
 /// Why a secret could not be read. Never contains the secret or any part of the file.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SecretError {
-    Unreadable { credential: String, why: String },
-    TooOpen { credential: String, mode: u32 },
-    WrongOwner { credential: String },
-    EnvMissing { credential: String, var: String },
-    Empty { credential: String },
-    Invalid { credential: String, why: &'static str },
-    NoCredentialsDirectory { credential: String },
-    Command { credential: String, why: String },
+    Unreadable {
+        credential: String,
+        why: String,
+    },
+    TooOpen {
+        credential: String,
+        mode: u32,
+    },
+    WrongOwner {
+        credential: String,
+    },
+    EnvMissing {
+        credential: String,
+        var: String,
+    },
+    Empty {
+        credential: String,
+    },
+    Invalid {
+        credential: String,
+        why: &'static str,
+    },
+    NoCredentialsDirectory {
+        credential: String,
+    },
+    Command {
+        credential: String,
+        why: String,
+    },
     /// Shorter than the credential's minimum (`what`: "secret", "password", ...).
-    TooShort { credential: String, what: &'static str, min: usize },
+    TooShort {
+        credential: String,
+        what: &'static str,
+        min: usize,
+    },
 }
 
 impl fmt::Display for SecretError {
@@ -79,10 +104,9 @@ impl fmt::Display for SecretError {
             SecretError::Unreadable { credential, why } => {
                 write!(f, "credential {credential:?}: secret file cannot be read: {why}")
             }
-            SecretError::TooOpen { credential, mode } => write!(
-                f,
-                "credential {credential:?}: secret file permissions {mode:04o} are too open (it must not be readable by group or others)"
-            ),
+            SecretError::TooOpen { credential, mode } => {
+                write!(f, "credential {credential:?}: secret file permissions {mode:04o} are too open (it must not be readable by group or others)")
+            }
             SecretError::WrongOwner { credential } => {
                 write!(f, "credential {credential:?}: secret file is not owned by this user or root")
             }
@@ -91,10 +115,9 @@ impl fmt::Display for SecretError {
             }
             SecretError::Empty { credential } => write!(f, "credential {credential:?}: secret is empty"),
             SecretError::Invalid { credential, why } => write!(f, "credential {credential:?}: {why}"),
-            SecretError::NoCredentialsDirectory { credential } => write!(
-                f,
-                "credential {credential:?}: $CREDENTIALS_DIRECTORY is not set (run sp under systemd with LoadCredential=)"
-            ),
+            SecretError::NoCredentialsDirectory { credential } => {
+                write!(f, "credential {credential:?}: $CREDENTIALS_DIRECTORY is not set (run sp under systemd with LoadCredential=)")
+            }
             SecretError::Command { credential, why } => write!(f, "credential {credential:?}: secret command {why}"),
             SecretError::TooShort { credential, what, min } => write!(
                 f,
@@ -112,12 +135,7 @@ impl std::error::Error for SecretError {}
 /// Neither remembered nor held to a minimum here: the Vault does both
 /// (`gate::vault::Vault::read`). `env` is the process environment (`env` and `systemd`
 /// sources read it), given explicitly so tests need no `set_var`.
-pub(crate) fn read(
-    credential: &str,
-    source: &SecretSource,
-    json: bool,
-    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
-) -> Result<Secret, SecretError> {
+pub(crate) fn read(credential: &str, source: &SecretSource, json: bool, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<Secret, SecretError> {
     let value = Zeroizing::new(match source {
         SecretSource::File(path) => read_file(credential, path)?,
         SecretSource::Systemd(name) => {
@@ -126,10 +144,9 @@ pub(crate) fn read(
                 .ok_or_else(|| SecretError::NoCredentialsDirectory { credential: credential.to_owned() })?;
             read_file_checked(credential, &std::path::Path::new(&dir).join(name), SYSTEMD_MODE_MASK)?
         }
-        SecretSource::Env(var) => env(var).and_then(|v| v.into_string().ok()).ok_or_else(|| SecretError::EnvMissing {
-            credential: credential.to_owned(),
-            var: var.clone(),
-        })?,
+        SecretSource::Env(var) => {
+            env(var).and_then(|v| v.into_string().ok()).ok_or_else(|| SecretError::EnvMissing { credential: credential.to_owned(), var: var.clone() })?
+        }
         SecretSource::Command { argv, timeout } => run_command(credential, argv, *timeout)?,
     });
     if value.is_empty() {
@@ -143,7 +160,6 @@ pub(crate) fn read(
     }
     Ok(Secret(value))
 }
-
 
 /// An SSH private key file: the same checks as a `file` source (owner-only, at most
 /// 64 KiB, read through the opened descriptor), but the text is kept whole, newlines
@@ -295,10 +311,7 @@ mod tests {
 
     #[test]
     fn command_source() {
-        let cmd = |args: &[&str], t: u64| SecretSource::Command {
-            argv: args.iter().map(|a| a.to_string()).collect(),
-            timeout: Duration::from_secs(t),
-        };
+        let cmd = |args: &[&str], t: u64| SecretSource::Command { argv: args.iter().map(|a| a.to_string()).collect(), timeout: Duration::from_secs(t) };
         let ok = get("c", &cmd(&["sh", "-c", "echo from-cmd; echo noise >&2"], 5)).unwrap();
         assert_eq!(ok.expose(), "from-cmd");
         let failed = get("c", &cmd(&["sh", "-c", "echo leaked-secret; exit 3"], 5)).unwrap_err();

@@ -87,11 +87,23 @@ impl fmt::Display for Limited {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LimitError {
     /// Opening or checking it failed (a link, another owner, too open, ...).
-    File { path: PathBuf, why: SysError },
-    Lock { path: PathBuf, why: sys::LockError },
+    File {
+        path: PathBuf,
+        why: SysError,
+    },
+    Lock {
+        path: PathBuf,
+        why: sys::LockError,
+    },
     /// It does not parse.
-    Corrupt { path: PathBuf, why: String },
-    Write { path: PathBuf, why: String },
+    Corrupt {
+        path: PathBuf,
+        why: String,
+    },
+    Write {
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for LimitError {
@@ -225,7 +237,11 @@ impl Limiter {
             && !dir.exists()
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| LimitError::Write { path: path.clone(), why: sys::io_reason(&e) })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| LimitError::Write { path: path.clone(), why: sys::io_reason(&e) })?;
         }
         let file_err = |why| LimitError::File { path: path.clone(), why };
         let (file, _) = sys::open(path, sys::Access::ReadWriteCreate { mode: 0o600 }, file_rules()).map_err(file_err)?;

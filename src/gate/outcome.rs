@@ -222,8 +222,7 @@ mod tests {
         let start = page.find(".SS Tool results").expect("sp(1) has Tool results");
         let rest = &page[start + 1..];
         let section = &rest[..rest.find("\n.SS ").or_else(|| rest.find("\n.SH ")).unwrap_or(rest.len())];
-        let mut documented: Vec<&str> =
-            section.split(".TP\n.B ").skip(1).filter_map(|s| s.lines().next()).filter(|w| w.starts_with("SP_")).collect();
+        let mut documented: Vec<&str> = section.split(".TP\n.B ").skip(1).filter_map(|s| s.lines().next()).filter(|w| w.starts_with("SP_")).collect();
         documented.sort_unstable();
         let mut ours: Vec<&str> = ToolCode::ALL.iter().map(|c| c.as_str()).collect();
         ours.sort_unstable();

@@ -249,8 +249,7 @@ mod tests {
             (b"1234567\r\n", vec![Ok("1234567")]),
         ];
         for (input, want) in cases {
-            let want: Vec<Result<String, FrameError>> =
-                want.iter().map(|r| r.as_ref().map(|s| s.to_string()).map_err(clone_err)).collect();
+            let want: Vec<Result<String, FrameError>> = want.iter().map(|r| r.as_ref().map(|s| s.to_string()).map_err(clone_err)).collect();
             assert_eq!(frames(input, 8), want, "input {:?}", String::from_utf8_lossy(input));
         }
     }
@@ -288,10 +287,7 @@ mod tests {
         for cut in 0..=input.len() {
             let prefix = &input[..cut];
             let got = frames(prefix, 1024);
-            let complete: Vec<&[u8]> = prefix
-                .split_inclusive(|b| *b == b'\n')
-                .filter(|l| l.ends_with(b"\n"))
-                .collect();
+            let complete: Vec<&[u8]> = prefix.split_inclusive(|b| *b == b'\n').filter(|l| l.ends_with(b"\n")).collect();
             let partial = prefix.len() - complete.iter().map(|l| l.len()).sum::<usize>();
             let oks: Vec<&String> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
             assert_eq!(oks.len(), complete.len(), "cut {cut}");

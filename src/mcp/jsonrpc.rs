@@ -73,9 +73,7 @@ impl fmt::Display for ShapeError {
                 let shown = crate::sys::short(name, 32, crate::sys::Ellipsis::Silent);
                 write!(f, "unexpected member {shown:?}")
             }
-            ShapeError::ClientResponse => {
-                f.write_str("responses are not accepted: this server sends no requests")
-            }
+            ShapeError::ClientResponse => f.write_str("responses are not accepted: this server sends no requests"),
         }
     }
 }
@@ -199,10 +197,7 @@ mod tests {
 
     #[test]
     fn accepted_shapes() {
-        assert_eq!(
-            classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})),
-            Ok(Message::Request { id: Id::Int(1), method: "ping".into(), params: None })
-        );
+        assert_eq!(classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})), Ok(Message::Request { id: Id::Int(1), method: "ping".into(), params: None }));
         assert_eq!(
             classify(json!({"jsonrpc":"2.0","id":"a","method":"x","params":{"k":1}})),
             Ok(Message::Request { id: Id::Str("a".into()), method: "x".into(), params: Some(json!({"k":1})) })

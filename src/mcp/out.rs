@@ -50,10 +50,7 @@ pub fn take_stdout() -> io::Result<StdoutHandle> {
     let private = original.as_fd().try_clone_to_owned()?;
     let redirected = match rustix::stdio::dup2_stdout(io::stderr()) {
         Ok(()) => Ok(()),
-        Err(_) => File::options()
-            .write(true)
-            .open("/dev/null")
-            .and_then(|null| rustix::stdio::dup2_stdout(null).map_err(io::Error::from)),
+        Err(_) => File::options().write(true).open("/dev/null").and_then(|null| rustix::stdio::dup2_stdout(null).map_err(io::Error::from)),
     };
     redirected?;
     Ok(StdoutHandle(private))

@@ -129,25 +129,29 @@ pub enum Step {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
-    NotInitialized { method: String },
+    NotInitialized {
+        method: String,
+    },
     AlreadyInitialized,
-    MethodNotFound { method: String },
+    MethodNotFound {
+        method: String,
+    },
     InvalidParams(String),
     /// A stateless request naming a version this server does not serve that way (-32022).
-    UnsupportedVersion { requested: String },
+    UnsupportedVersion {
+        requested: String,
+    },
     /// A request reusing the id of one still in flight (running, or waiting behind the
     /// running call): -32600 with `id: null` (`sp(1)` SESSION POLICY).
-    IdInFlight { id: crate::mcp::jsonrpc::Id },
+    IdInFlight {
+        id: crate::mcp::jsonrpc::Id,
+    },
 }
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refusal::NotInitialized { method } => write!(
-                f,
-                "{:?} before initialization: send initialize, then notifications/initialized",
-                short(method)
-            ),
+            Refusal::NotInitialized { method } => write!(f, "{:?} before initialization: send initialize, then notifications/initialized", short(method)),
             Refusal::AlreadyInitialized => f.write_str("the session is already initialized"),
             Refusal::MethodNotFound { method } => write!(f, "method not found: {:?}", short(method)),
             Refusal::InvalidParams(m) => f.write_str(m),
@@ -191,9 +195,7 @@ impl Session {
         match msg {
             Message::Notification { method, .. } => {
                 let next = match (&self, method.as_str()) {
-                    (Session::Initializing { version }, "notifications/initialized") => {
-                        Session::Ready { version }
-                    }
+                    (Session::Initializing { version }, "notifications/initialized") => Session::Ready { version },
                     _ => self,
                 };
                 (next, Step::Ignore)
@@ -228,9 +230,7 @@ impl Session {
             },
             (_, "initialize") => (self, Step::Refuse(Refusal::AlreadyInitialized)),
             (Session::Ready { .. }, "tools/list") => match optional_object(params, "tools/list") {
-                Ok(Some(p)) if p.contains_key("cursor") => {
-                    (self, Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into())))
-                }
+                Ok(Some(p)) if p.contains_key("cursor") => (self, Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))),
                 Ok(_) => (self, Step::ListTools(Era::Handshake)),
                 Err(r) => (self, Step::Refuse(r)),
             },
@@ -280,9 +280,7 @@ fn stateless(method: &str, params: Option<&Value>, offer: Offer) -> Step {
     }
     match method {
         "server/discover" => Step::Reply(discover(offer), Era::Stateless),
-        "tools/list" if p.contains_key("cursor") => {
-            Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into()))
-        }
+        "tools/list" if p.contains_key("cursor") => Step::Refuse(Refusal::InvalidParams("invalid cursor: the tool list has one page".into())),
         "tools/list" => Step::ListTools(Era::Stateless),
         "tools/call" => Step::CallTool(Era::Stateless),
         _ => Step::Relay(Era::Stateless),
@@ -430,7 +428,8 @@ mod tests {
             json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
         );
         assert_eq!(caps(Offer { list_changed: true, resources: false, prompts: true })["resources"], Value::Null);
-        let (s, step) = Session::AwaitingInit.handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true });
+        let (s, step) =
+            Session::AwaitingInit.handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true });
         assert_eq!((s, step), (Session::AwaitingInit, Step::Refuse(Refusal::NotInitialized { method: "prompts/list".into() })));
     }
 

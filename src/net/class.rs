@@ -215,12 +215,7 @@ pub fn classify_v6(a: Ipv6Addr) -> Verdict {
     }
     if s[..3] == [0x64, 0xff9b, 1] {
         // RFC 6052 layouts for a /48, /56, /64 and /96 prefix (bits 64..72 skipped).
-        let readings = [
-            v4([b[6], b[7], b[9], b[10]]),
-            v4([b[7], b[9], b[10], b[11]]),
-            v4([b[9], b[10], b[11], b[12]]),
-            tail,
-        ];
+        let readings = [v4([b[6], b[7], b[9], b[10]]), v4([b[7], b[9], b[10], b[11]]), v4([b[9], b[10], b[11], b[12]]), tail];
         return embedded(most_restrictive(readings), Form::Nat64);
     }
     if s[0] == 0x2002 {

@@ -81,7 +81,6 @@ impl Lookup for SystemLookup {
     }
 }
 
-
 /// Why a destination was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DestError {
@@ -151,12 +150,7 @@ pub fn check(host: &str, literal: bool, ips: &[IpAddr], named_exactly: bool) -> 
 
 /// Resolves the URL's host once (an IP literal as is; a name through `lookup`, within
 /// `timeout`) and checks every address.
-pub fn resolve_and_check(
-    lookup: &Arc<dyn Lookup>,
-    url: &url::Url,
-    named_exactly: bool,
-    timeout: Duration,
-) -> Result<Checked, DestError> {
+pub fn resolve_and_check(lookup: &Arc<dyn Lookup>, url: &url::Url, named_exactly: bool, timeout: Duration) -> Result<Checked, DestError> {
     let port = url.port_or_known_default().unwrap_or(0);
     // As the URL spells it, which is what ureq will ask the pinned resolver for
     // (`[::ffff:7f00:1]`, where `Ipv6Addr` would print `::ffff:127.0.0.1`).
@@ -295,20 +289,15 @@ mod tests {
             DestError::Blocked("db.corp resolves to a private (RFC 1918) address; private destinations are reachable only through an http.allow rule that names the host exactly (not a *. wildcard)".into())
         );
         // always blocked, even named exactly
-        let DestError::Blocked(m) = check("169.254.169.254", true, &ips(&["169.254.169.254"]), true).unwrap_err() else {
-            panic!()
-        };
+        let DestError::Blocked(m) = check("169.254.169.254", true, &ips(&["169.254.169.254"]), true).unwrap_err() else { panic!() };
         assert!(m.starts_with("169.254.169.254 is a link-local address; such destinations are never reachable"), "{m}");
         // every address counts, whatever its position
         assert!(check("x.test", false, &ips(&["192.0.2.1", "127.0.0.1"]), false).is_err());
         assert!(check("x.test", false, &ips(&["192.0.2.1", "2001:db8::1"]), false).is_ok());
         // the most restrictive class names the refusal
-        let DestError::Blocked(m) = check("x.test", false, &ips(&["10.0.0.1", "fe80::1"]), true).unwrap_err() else {
-            panic!()
-        };
+        let DestError::Blocked(m) = check("x.test", false, &ips(&["10.0.0.1", "fe80::1"]), true).unwrap_err() else { panic!() };
         assert!(m.contains("link-local"), "{m}");
     }
-
 
     fn literal(url: &str, exact: bool) -> Result<Checked, DestError> {
         let never: Arc<dyn Lookup> = Arc::new(|h: &str, _p: u16| -> io::Result<Vec<SocketAddr>> { panic!("looked up {h}") });
@@ -385,4 +374,3 @@ mod tests {
         assert!(ask("http://[::ffff:7f00:1]:8080/").is_err());
     }
 }
-

@@ -42,7 +42,6 @@ impl Default for AuditPolicy {
     }
 }
 
-
 const FACILITIES: [(&str, u8); 12] = [
     ("user", 1),
     ("daemon", 3),

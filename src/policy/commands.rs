@@ -151,7 +151,9 @@ fn glob(pieces: &[String], word: &str) -> bool {
     enum Tok {
         Lit(char),
         /// The one character a `*` must match (`no_dash`: the `*` opens the word).
-        Arg { no_dash: bool },
+        Arg {
+            no_dash: bool,
+        },
         /// What a `*` matches beyond its first character: zero or more.
         More,
     }
@@ -470,10 +472,7 @@ mod tests {
                 }
                 accepted += 1;
                 let resolved = normalise(&cmd);
-                assert!(
-                    resolved.as_ref().is_some_and(|r| r.starts_with(&inside)),
-                    "pattern {word:?} accepted {cmd:?}, which resolves outside {dir:?}"
-                );
+                assert!(resolved.as_ref().is_some_and(|r| r.starts_with(&inside)), "pattern {word:?} accepted {cmd:?}, which resolves outside {dir:?}");
             }
         }
         // The property was exercised, not vacuous.

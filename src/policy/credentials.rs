@@ -113,7 +113,6 @@ pub enum OnEcho {
     Withhold,
 }
 
-
 pub(super) fn credential(name: &str, def: &Value, field: &str) -> Check<Credential> {
     let map = object(def, field, &["source", "inject", "hosts", "paths", "methods", "on_echo", "approve", "allow_routing_headers", "min_secret_bytes"])?;
     let approve = super::approval::approve_flag(map, field)?;
@@ -220,7 +219,12 @@ fn injection(v: &Value, field: &str) -> Check<Injection> {
     let map = object(v, field, &["bearer", "basic", "header", "query", "aws_sigv4", "oauth2"])?;
     let (kind, value) = match map.iter().next() {
         Some((k, v)) if map.len() == 1 => (k.as_str(), v),
-        _ => return err(field, "must be exactly one of {\"bearer\": {}}, {\"basic\": {}}, {\"header\": {...}}, {\"query\": {...}}, {\"aws_sigv4\": {...}} or {\"oauth2\": {...}}"),
+        _ => {
+            return err(
+                field,
+                "must be exactly one of {\"bearer\": {}}, {\"basic\": {}}, {\"header\": {...}}, {\"query\": {...}}, {\"aws_sigv4\": {...}} or {\"oauth2\": {...}}",
+            );
+        }
     };
     let sub = format!("{field}.{kind}");
     Ok(match kind {

@@ -90,35 +90,60 @@ pub(crate) fn flag(map: &Map<String, Value>, key: &str, field: &str, default: bo
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatternError {
     /// Host: the port is not a number from 1 to 65535.
-    BadPort { text: String },
+    BadPort {
+        text: String,
+    },
     /// Host: a URL (`https://api.example.com/v1`); `host` is what to write instead
     /// (`api.example.com`, with the port when the URL names one), when it can be told.
-    Url { text: String, host: Option<String> },
+    Url {
+        text: String,
+        host: Option<String>,
+    },
     /// Host: an IPv6 literal without its `]`.
-    UnclosedBracket { text: String },
+    UnclosedBracket {
+        text: String,
+    },
     /// Host: a `*` other than a leading `*.`.
-    WildcardNotLeading { text: String },
-    NotAHost { text: String },
+    WildcardNotLeading {
+        text: String,
+    },
+    NotAHost {
+        text: String,
+    },
     /// Host: `*.` before an IP address.
-    WildcardIp { text: String },
+    WildcardIp {
+        text: String,
+    },
     /// Path: not starting with `/`.
-    NotAbsolute { text: String },
+    NotAbsolute {
+        text: String,
+    },
     /// Path: a `*` other than a final `/*`.
-    StarNotFinal { text: String },
+    StarNotFinal {
+        text: String,
+    },
     /// Path: `.`, `..`, `%`, `?` or `#`.
-    NotPlain { text: String },
+    NotPlain {
+        text: String,
+    },
     /// Command: empty.
     Empty,
     /// Command: a metacharacter the matcher always refuses (`what` names it).
-    Forbidden { what: &'static str },
+    Forbidden {
+        what: &'static str,
+    },
     /// Command: a control character.
     Control,
     /// Command: words not separated by single spaces.
     Spacing,
     /// Command: `**` in a word.
-    DoubleStar { word: String },
+    DoubleStar {
+        word: String,
+    },
     /// Command: a starred word with its own `..` segment, which never matches.
-    DotDotGlob { word: String },
+    DotDotGlob {
+        word: String,
+    },
 }
 
 impl fmt::Display for PatternError {
@@ -141,10 +166,9 @@ impl fmt::Display for PatternError {
             PatternError::Control => f.write_str("contains a control character"),
             PatternError::Spacing => f.write_str("words must be separated by single spaces, without leading or trailing space"),
             PatternError::DoubleStar { word } => write!(f, "{word:?}: two '*' in a row are ambiguous; one '*' already matches a whole argument"),
-            PatternError::DotDotGlob { word } => write!(
-                f,
-                "{word:?}: a word with '*' never matches text containing a '..' path segment, so this pattern could never match"
-            ),
+            PatternError::DotDotGlob { word } => {
+                write!(f, "{word:?}: a word with '*' never matches text containing a '..' path segment, so this pattern could never match")
+            }
         }
     }
 }

@@ -38,8 +38,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 6] =
-        [Method::Get, Method::Head, Method::Post, Method::Put, Method::Patch, Method::Delete];
+    pub const ALL: [Method; 6] = [Method::Get, Method::Head, Method::Post, Method::Put, Method::Patch, Method::Delete];
 
     pub fn parse(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.as_str() == s)
@@ -110,11 +109,7 @@ impl HostPattern {
             Some(p) => p == port,
             None => port == default_port,
         };
-        let host_ok = if self.wildcard {
-            host.len() > self.host.len() && host.ends_with(&self.host)
-        } else {
-            host == self.host
-        };
+        let host_ok = if self.wildcard { host.len() > self.host.len() && host.ends_with(&self.host) } else { host == self.host };
         port_ok && host_ok
     }
 
@@ -218,9 +213,7 @@ impl PathPattern {
     pub(crate) fn matches(&self, path: &str) -> bool {
         match self {
             PathPattern::Exact(p) => p == path,
-            PathPattern::Prefix(p) => {
-                path == p || (path.starts_with(p.as_str()) && path[p.len()..].starts_with('/'))
-            }
+            PathPattern::Prefix(p) => path == p || (path.starts_with(p.as_str()) && path[p.len()..].starts_with('/')),
         }
     }
 
@@ -359,10 +352,7 @@ pub(super) fn methods(m: &Value, field: &str) -> Check<Vec<Method>> {
             out.extend(Method::ALL);
             continue;
         }
-        out.push(
-            Method::parse(s)
-                .ok_or_else(|| (f, format!("unknown method {s:?} (GET, HEAD, POST, PUT, PATCH, DELETE or \"*\")")))?,
-        );
+        out.push(Method::parse(s).ok_or_else(|| (f, format!("unknown method {s:?} (GET, HEAD, POST, PUT, PATCH, DELETE or \"*\")")))?);
     }
     out.sort();
     out.dedup();
@@ -370,11 +360,7 @@ pub(super) fn methods(m: &Value, field: &str) -> Check<Vec<Method>> {
 }
 
 pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
-    let map = object(
-        v,
-        "http",
-        &["allow", "timeout_s", "max_response_bytes", "max_request_body_bytes", "max_redirects", "https_only", "ca_file"],
-    )?;
+    let map = object(v, "http", &["allow", "timeout_s", "max_response_bytes", "max_request_body_bytes", "max_redirects", "https_only", "ca_file"])?;
     let mut allow = Vec::new();
     if let Some(a) = map.get("allow") {
         let Value::Array(rules) = a else {
@@ -415,15 +401,7 @@ pub(super) fn http(v: &Value) -> Check<HttpPolicy> {
         None => None,
         Some(f) => Some(ca_bundle(string(f, "http.ca_file")?)?),
     };
-    Ok(HttpPolicy {
-        allow,
-        timeout: Duration::from_secs(timeout_s),
-        max_response_bytes,
-        max_request_body_bytes,
-        max_redirects,
-        https_only,
-        ca_certs,
-    })
+    Ok(HttpPolicy { allow, timeout: Duration::from_secs(timeout_s), max_response_bytes, max_request_body_bytes, max_redirects, https_only, ca_certs })
 }
 
 /// Reads a PEM bundle at startup, so a bad `ca_file` stops `sp` before it serves.
@@ -490,7 +468,10 @@ mod tests {
         // Issue 32, section 1: a URL written as a host is named as such (it read as host
         // "https" with port "//api.example.com" and got "the port must be a number").
         assert_eq!(why("https://api.example.com"), "\"https://api.example.com\" is a URL, not a host: write \"api.example.com\" (a path goes in \"paths\")");
-        assert_eq!(why("http://127.0.0.1:8080/v1/x"), "\"http://127.0.0.1:8080/v1/x\" is a URL, not a host: write \"127.0.0.1:8080\" (a path goes in \"paths\")");
+        assert_eq!(
+            why("http://127.0.0.1:8080/v1/x"),
+            "\"http://127.0.0.1:8080/v1/x\" is a URL, not a host: write \"127.0.0.1:8080\" (a path goes in \"paths\")"
+        );
         assert_eq!(why("https://"), "\"https://\" is a URL, not a host: write the host name alone (and :port)");
     }
 

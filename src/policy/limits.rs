@@ -115,7 +115,12 @@ pub struct LimitsPolicy {
 
 /// Parses `limits` (an array of rules) and `limits_state`. `credentials` and
 /// `upstreams` are the names the policy defines: a rule naming another is a typo.
-pub(crate) fn parse(rules: Option<&Value>, state: Option<&Value>, credentials: &dyn Fn(&str) -> bool, upstreams: &dyn Fn(&str) -> bool) -> Check<LimitsPolicy> {
+pub(crate) fn parse(
+    rules: Option<&Value>,
+    state: Option<&Value>,
+    credentials: &dyn Fn(&str) -> bool,
+    upstreams: &dyn Fn(&str) -> bool,
+) -> Check<LimitsPolicy> {
     let state = match state {
         None => None,
         Some(v) => {
@@ -239,7 +244,11 @@ mod tests {
             (json!([{"per_s": 1}]), "limits[0].max", "is required"),
             (json!([{"max": 0, "per_s": 1}]), "limits[0].max", "must be an integer from 1 to 1000000"),
             (json!([{"max": 1, "per_s": 604801}]), "limits[0].per_s", "must be an integer from 1 to 604800"),
-            (json!([{"max": 1, "per_s": 1, "host": "x"}]), "limits[0].host", "unknown field (expected one of: tool, target, credential, upstream, max, per_s)"),
+            (
+                json!([{"max": 1, "per_s": 1, "host": "x"}]),
+                "limits[0].host",
+                "unknown field (expected one of: tool, target, credential, upstream, max, per_s)",
+            ),
             (json!([{"max": 1, "per_s": 1, "credential": "gitlab"}]), "limits[0].credential", "no credential \"gitlab\" in credentials"),
             (json!([{"max": 1, "per_s": 1, "upstream": "gl"}]), "limits[0].upstream", "no upstream \"gl\" in upstreams"),
             (json!([{"max": 1, "per_s": 1, "tool": ""}]), "limits[0].tool", "must not be empty"),
@@ -268,7 +277,12 @@ mod tests {
         let ssh = Subject { tool: "ssh_exec".into(), target: Some("db1".into()), ..Default::default() };
         let web = Subject { tool: "ssh_exec".into(), target: Some("web1".into()), ..Default::default() };
         let http = Subject { tool: "http_request".into(), target: Some("api.github.com".into()), credentials: vec!["github".into()], upstream: None };
-        let up = Subject { tool: "gh_create_issue".into(), upstream: Some(("gh".into(), "create_issue".into())), credentials: vec!["github".into()], target: None };
+        let up = Subject {
+            tool: "gh_create_issue".into(),
+            upstream: Some(("gh".into(), "create_issue".into())),
+            credentials: vec!["github".into()],
+            target: None,
+        };
         let up_read = Subject { tool: "gh_get_issue".into(), upstream: Some(("gh".into(), "get_issue".into())), ..Default::default() };
         let m = |s: &Subject| p.rules.iter().map(|r| r.mismatch(s)).collect::<Vec<_>>();
         assert_eq!(m(&ssh), [None, Some("credential"), Some("upstream"), Some("tool"), None]);

@@ -183,7 +183,9 @@ pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
             // A shared sticky directory such as /tmp is meant to be writable by all:
             // `chmod go-w /tmp` would be bad advice (issue 32, section 1).
             SysError::TooOpen { mode, .. } if mode & 0o1000 != 0 => {
-                format!("move the policy to a private directory, such as ~/.config/sallyport/ or /etc/sallyport/; {d} is shared by design, leave its mode alone")
+                format!(
+                    "move the policy to a private directory, such as ~/.config/sallyport/ or /etc/sallyport/; {d} is shared by design, leave its mode alone"
+                )
             }
             SysError::TooOpen { .. } => format!("chmod go-w {d}, or move the policy to a private directory"),
             SysError::WrongOwner { .. } => format!("chown root {d} (or the user sp runs as), or move the policy"),
@@ -203,7 +205,9 @@ pub(crate) fn trusted_bytes(path: &Path) -> Result<Vec<u8>, PolicyError> {
         let t = target.display();
         match e {
             SysError::TooOpen { .. } => whole(format!("{e}; refused, since others could rewrite the policy (fix: chmod go-w {t})")),
-            SysError::WrongOwner { .. } => whole(format!("{e}; refused, since its owner could rewrite the policy (fix: chown root {t}, or to the user sp runs as)")),
+            SysError::WrongOwner { .. } => {
+                whole(format!("{e}; refused, since its owner could rewrite the policy (fix: chown root {t}, or to the user sp runs as)"))
+            }
             SysError::Missing | SysError::Denied | SysError::Io { .. } => whole(format!("cannot read: {e}")),
             e => whole(e.to_string()),
         }
@@ -237,7 +241,6 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
-
 
 fn parse(root: &Value) -> Check<Policy> {
     let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams", "limits", "limits_state"])?;
@@ -303,11 +306,7 @@ pub(crate) enum Lookup {
     None(Vec<PathBuf>),
 }
 
-pub(crate) fn lookup(
-    flag: Option<PathBuf>,
-    env: impl Fn(&str) -> Option<String>,
-    exists: impl Fn(&Path) -> bool,
-) -> Lookup {
+pub(crate) fn lookup(flag: Option<PathBuf>, env: impl Fn(&str) -> Option<String>, exists: impl Fn(&Path) -> bool) -> Lookup {
     if let Some(p) = flag {
         return Lookup::Explicit(p);
     }
@@ -401,8 +400,14 @@ mod tests {
             (json!({"credentials": {"x": {"inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source"),
             (json!({"credentials": {"x": {"source": {"file": "rel"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.file"),
             (json!({"credentials": {"x": {"source": {"file": "/a", "env": "B"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source"),
-            (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "X", "format": "no placeholder"}}, "hosts": ["a"]}}}), "credentials.x.inject.header.format"),
-            (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "Host"}}, "hosts": ["a"]}}}), "credentials.x.inject.header.name"),
+            (
+                json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "X", "format": "no placeholder"}}, "hosts": ["a"]}}}),
+                "credentials.x.inject.header.format",
+            ),
+            (
+                json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"header": {"name": "Host"}}, "hosts": ["a"]}}}),
+                "credentials.x.inject.header.name",
+            ),
             (json!({"credentials": {"x": {"source": {"env": "B"}, "inject": {"bearer": {}}}}}), "credentials.x.hosts"),
             (json!({"credentials": {"bad name": {}}}), "credentials.bad name"),
             (json!({"http": {"allow": [{"hosts": ["a.com:0"]}]}}), "http.allow[0].hosts[0]"),
@@ -413,15 +418,33 @@ mod tests {
             (json!({"http": {"ca_file": "/nonexistent/ca.pem"}}), "http.ca_file"),
             (json!({"http": {"ca_file": "/etc/hostname"}}), "http.ca_file"),
             (json!({"http": {"ca_file": "relative.pem"}}), "http.ca_file"),
-            (json!({"credentials": {"x": {"source": {"systemd": "../etc/shadow"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.systemd"),
+            (
+                json!({"credentials": {"x": {"source": {"systemd": "../etc/shadow"}, "inject": {"bearer": {}}, "hosts": ["a"]}}}),
+                "credentials.x.source.systemd",
+            ),
             (json!({"credentials": {"x": {"source": {"command": []}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command"),
-            (json!({"credentials": {"x": {"source": {"command": ["pass", 1]}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.command[1]"),
-            (json!({"credentials": {"x": {"source": {"command": ["pass"], "timeout_s": 0}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.timeout_s"),
-            (json!({"credentials": {"x": {"source": {"env": "A", "timeout_s": 5}, "inject": {"bearer": {}}, "hosts": ["a"]}}}), "credentials.x.source.timeout_s"),
-            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"query": {"name": "a&b"}}, "hosts": ["a"]}}}), "credentials.x.inject.query.name"),
+            (
+                json!({"credentials": {"x": {"source": {"command": ["pass", 1]}, "inject": {"bearer": {}}, "hosts": ["a"]}}}),
+                "credentials.x.source.command[1]",
+            ),
+            (
+                json!({"credentials": {"x": {"source": {"command": ["pass"], "timeout_s": 0}, "inject": {"bearer": {}}, "hosts": ["a"]}}}),
+                "credentials.x.source.timeout_s",
+            ),
+            (
+                json!({"credentials": {"x": {"source": {"env": "A", "timeout_s": 5}, "inject": {"bearer": {}}, "hosts": ["a"]}}}),
+                "credentials.x.source.timeout_s",
+            ),
+            (
+                json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"query": {"name": "a&b"}}, "hosts": ["a"]}}}),
+                "credentials.x.inject.query.name",
+            ),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"basic": {"user": "u"}}, "hosts": ["a"]}}}), "credentials.x.inject.basic.user"),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}, "basic": {}}, "hosts": ["a"]}}}), "credentials.x.inject"),
-            (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "methods": ["GET", "FETCH"]}}}), "credentials.x.methods[1]"),
+            (
+                json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "methods": ["GET", "FETCH"]}}}),
+                "credentials.x.methods[1]",
+            ),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "on_echo": "drop"}}}), "credentials.x.on_echo"),
             (json!({"credentials": {"x": {"source": {"env": "A"}, "inject": {"bearer": {}}, "hosts": ["a"], "on_echo": true}}}), "credentials.x.on_echo"),
         ];
@@ -452,7 +475,11 @@ mod tests {
                 "upstreams.u.tools.approve",
                 need.clone(),
             ),
-            (json!({"upstreams": {"u": {"command": ["/a"], "approve": true}}}), "upstreams.u.approve", "must be \"command\" (tools.approve chooses the tools)".to_owned()),
+            (
+                json!({"upstreams": {"u": {"command": ["/a"], "approve": true}}}),
+                "upstreams.u.approve",
+                "must be \"command\" (tools.approve chooses the tools)".to_owned(),
+            ),
             (json!({"approval": {"via": []}}), "approval.via", "must name at least one channel".to_owned()),
             (json!({"approval": {"via": "command"}}), "approval.via", "must be an array of \"elicitation\" and \"command\"".to_owned()),
             (json!({"approval": {"via": ["command", "command"], "command": ["/a"]}}), "approval.via[1]", "names a channel twice".to_owned()),
@@ -500,17 +527,37 @@ mod tests {
             (json!({"approval": {"command": ["/a"], "timeout_s": 0}}), "approval.timeout_s", "must be an integer from 1 to 3600"),
             (json!({"approval": {"cmd": ["/a"]}}), "approval.cmd", "unknown field (expected one of: command, timeout_s, grants, via)"),
             (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": 0}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
-            (json!({"approval": {"command": ["/a"], "grants": {"session_max_s": 86401}}}), "approval.grants.session_max_s", "must be an integer from 1 to 86400"),
+            (
+                json!({"approval": {"command": ["/a"], "grants": {"session_max_s": 86401}}}),
+                "approval.grants.session_max_s",
+                "must be an integer from 1 to 86400",
+            ),
             (json!({"approval": {"command": ["/a"], "grants": {"exact_max_s": "900"}}}), "approval.grants.exact_max_s", "must be an integer from 1 to 86400"),
             (json!({"approval": {"command": ["/a"], "grants": {"path": "grants.json"}}}), "approval.grants.path", "must be an absolute path to a file"),
             (json!({"approval": {"command": ["/a"], "grants": {"path": "/state/"}}}), "approval.grants.path", "must be an absolute path to a file"),
-            (json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}), "approval.grants.once_max_s", "unknown field (expected one of: exact_max_s, session_max_s, path)"),
+            (
+                json!({"approval": {"command": ["/a"], "grants": {"once_max_s": 1}}}),
+                "approval.grants.once_max_s",
+                "unknown field (expected one of: exact_max_s, session_max_s, path)",
+            ),
             (json!({"approval": {"command": ["/a"], "grants": []}}), "approval.grants", "must be an object"),
             (json!({"approval": {}}), "approval.command", "is required (or \"via\": [\"elicitation\"])"),
             (json!({"credentials": {"a": cred(json!("yes"))}}), "credentials.a.approve", "must be true, false or \"command\""),
-            (json!({"credentials": {"a": cred(json!(true))}}), "credentials.a.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
-            (json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}), "ssh.hosts.w.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
-            (json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}), "upstreams.u.tools.approve", "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)"),
+            (
+                json!({"credentials": {"a": cred(json!(true))}}),
+                "credentials.a.approve",
+                "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)",
+            ),
+            (
+                json!({"ssh": {"known_hosts": "/kh", "hosts": {"w": host}}}),
+                "ssh.hosts.w.approve",
+                "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)",
+            ),
+            (
+                json!({"upstreams": {"u": {"command": ["/a"], "tools": {"allow": ["*"], "approve": ["x"]}}}}),
+                "upstreams.u.tools.approve",
+                "needs an approver: set approval.command (or \"mode\": \"observe\" while rolling out)",
+            ),
         ] {
             let shown = v.to_string();
             let (f, w) = parse_err(v);
@@ -539,17 +586,12 @@ mod tests {
 
     #[test]
     fn lookup_order() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
-        };
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
         let none = |_: &Path| false;
         assert_eq!(lookup(Some("/x".into()), env(&[("SP_CONFIG", "/y")]), none), Lookup::Explicit("/x".into()));
         assert_eq!(lookup(None, env(&[("SP_CONFIG", "/y")]), none), Lookup::Explicit("/y".into()));
         let all = |_: &Path| true;
-        assert_eq!(
-            lookup(None, env(&[("XDG_CONFIG_HOME", "/xdg"), ("HOME", "/h")]), all),
-            Lookup::Found("/xdg/sallyport/policy.json".into())
-        );
+        assert_eq!(lookup(None, env(&[("XDG_CONFIG_HOME", "/xdg"), ("HOME", "/h")]), all), Lookup::Found("/xdg/sallyport/policy.json".into()));
         assert_eq!(lookup(None, env(&[("HOME", "/h")]), all), Lookup::Found("/h/.config/sallyport/policy.json".into()));
         let etc_only = |p: &Path| p == Path::new("/etc/sallyport/policy.json");
         assert_eq!(lookup(None, env(&[("HOME", "/h")]), etc_only), Lookup::Found("/etc/sallyport/policy.json".into()));

@@ -87,4 +87,3 @@ pub(super) fn user_name(v: &Value, field: &str) -> Check<String> {
     }
     Ok(s.to_owned())
 }
-

@@ -19,11 +19,7 @@ pub struct SectionError {
 
 impl fmt::Display for SectionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
+        if self.field.is_empty() { f.write_str(self.message) } else { write!(f, "{}: {}", self.field, self.message) }
     }
 }
 
@@ -32,23 +28,13 @@ impl std::error::Error for SectionError {}
 impl SectionError {
     /// As a policy `(field, message)` under `section` (`credentials.<name>.inject.aws_sigv4`).
     pub fn at(self, section: &str) -> (String, String) {
-        let field = if self.field.is_empty() {
-            section.to_owned()
-        } else {
-            format!("{section}.{}", self.field)
-        };
+        let field = if self.field.is_empty() { section.to_owned() } else { format!("{section}.{}", self.field) };
         (field, self.message.to_owned())
     }
 }
 
-pub(crate) fn section_err<T>(
-    field: impl Into<String>,
-    message: &'static str,
-) -> Result<T, SectionError> {
-    Err(SectionError {
-        field: field.into(),
-        message,
-    })
+pub(crate) fn section_err<T>(field: impl Into<String>, message: &'static str) -> Result<T, SectionError> {
+    Err(SectionError { field: field.into(), message })
 }
 
 /// Why a region or service cannot name a credential scope.
@@ -82,23 +68,14 @@ pub struct Scope {
 
 impl Scope {
     pub fn new(region: &str, service: &str) -> Result<Scope, ScopeError> {
-        let ok = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 64
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        };
+        let ok = |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !ok(region) {
             return Err(ScopeError::BadRegion);
         }
         if !ok(service) {
             return Err(ScopeError::BadService);
         }
-        Ok(Scope {
-            region: region.to_owned(),
-            service: service.to_owned(),
-            content_sha256_header: true,
-        })
+        Ok(Scope { region: region.to_owned(), service: service.to_owned(), content_sha256_header: true })
     }
 
     pub fn region(&self) -> &str {
@@ -130,14 +107,8 @@ impl SigV4Config {
         let Some(map) = v.as_object() else {
             return section_err("", "must be an object {\"region\": ..., \"service\": ...}");
         };
-        if let Some(k) = map
-            .keys()
-            .find(|k| !["region", "service", "unsigned_payload"].contains(&k.as_str()))
-        {
-            return section_err(
-                k.as_str(),
-                "is not a member (region, service, unsigned_payload)",
-            );
+        if let Some(k) = map.keys().find(|k| !["region", "service", "unsigned_payload"].contains(&k.as_str())) {
+            return section_err(k.as_str(), "is not a member (region, service, unsigned_payload)");
         }
         let region = match map.get("region") {
             Some(serde_json::Value::String(r)) => r,
@@ -154,15 +125,10 @@ impl SigV4Config {
         };
         let scope = match Scope::new(region, service) {
             Ok(s) => s,
-            Err(ScopeError::BadRegion) => {
-                return section_err("region", "must be 1-64 of [a-z0-9-]")
-            }
+            Err(ScopeError::BadRegion) => return section_err("region", "must be 1-64 of [a-z0-9-]"),
             Err(_) => return section_err("service", "must be 1-64 of [a-z0-9-]"),
         };
-        Ok(SigV4Config {
-            scope,
-            unsigned_payload,
-        })
+        Ok(SigV4Config { scope, unsigned_payload })
     }
 
     /// For `sp check`: the scope and the payload rule.
@@ -171,11 +137,7 @@ impl SigV4Config {
             "aws_sigv4 region {} service {}{}",
             self.scope.region,
             self.scope.service,
-            if self.unsigned_payload {
-                ", UNSIGNED-PAYLOAD"
-            } else {
-                ", body hashed"
-            }
+            if self.unsigned_payload { ", UNSIGNED-PAYLOAD" } else { ", body hashed" }
         )
     }
 }
@@ -205,24 +167,14 @@ pub enum TokenRequestError {
 impl fmt::Display for TokenRequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TokenRequestError::BadUrl => {
-                f.write_str("oauth2 token_url is not an absolute http(s) URL")
-            }
-            TokenRequestError::NotHttps => {
-                f.write_str("oauth2 token_url must be https (http only on loopback)")
-            }
-            TokenRequestError::UserInfo => {
-                f.write_str("oauth2 token_url must not carry a user or password")
-            }
-            TokenRequestError::Fragment => {
-                f.write_str("oauth2 token_url must not have a #fragment")
-            }
+            TokenRequestError::BadUrl => f.write_str("oauth2 token_url is not an absolute http(s) URL"),
+            TokenRequestError::NotHttps => f.write_str("oauth2 token_url must be https (http only on loopback)"),
+            TokenRequestError::UserInfo => f.write_str("oauth2 token_url must not carry a user or password"),
+            TokenRequestError::Fragment => f.write_str("oauth2 token_url must not have a #fragment"),
             TokenRequestError::BadScope(i) => {
                 write!(f, "oauth2 scope {i} is empty or has a space, quote, backslash or control character")
             }
-            TokenRequestError::BadAudience => {
-                f.write_str("oauth2 audience is empty or has control characters")
-            }
+            TokenRequestError::BadAudience => f.write_str("oauth2 audience is empty or has control characters"),
         }
     }
 }
@@ -238,12 +190,8 @@ pub struct TokenRequest {
     pub(crate) client_auth: ClientAuth,
 }
 
-
 impl TokenRequest {
-    pub fn new(
-        token_url: &str,
-        client_auth: ClientAuth,
-    ) -> Result<TokenRequest, TokenRequestError> {
+    pub fn new(token_url: &str, client_auth: ClientAuth) -> Result<TokenRequest, TokenRequestError> {
         let url = Url::parse(token_url).map_err(|_| TokenRequestError::BadUrl)?;
         let loopback = match url.host() {
             Some(url::Host::Ipv4(a)) => IpAddr::V4(a).is_loopback(),
@@ -263,27 +211,15 @@ impl TokenRequest {
         if url.fragment().is_some() {
             return Err(TokenRequestError::Fragment);
         }
-        Ok(TokenRequest {
-            url,
-            scopes: Vec::new(),
-            audience: None,
-            client_auth,
-        })
+        Ok(TokenRequest { url, scopes: Vec::new(), audience: None, client_auth })
     }
 
     /// Scopes, each an RFC 6749 `scope-token` (`%x21 / %x23-5B / %x5D-7E`), sent
     /// space-separated; none means no `scope` parameter.
-    pub fn scopes<S: AsRef<str>>(
-        mut self,
-        scopes: &[S],
-    ) -> Result<TokenRequest, TokenRequestError> {
+    pub fn scopes<S: AsRef<str>>(mut self, scopes: &[S]) -> Result<TokenRequest, TokenRequestError> {
         for (i, s) in scopes.iter().enumerate() {
             let s = s.as_ref();
-            if s.is_empty()
-                || !s
-                    .bytes()
-                    .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
-            {
+            if s.is_empty() || !s.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b)) {
                 return Err(TokenRequestError::BadScope(i));
             }
         }
@@ -309,14 +245,8 @@ impl TokenRequest {
         let Some(map) = v.as_object() else {
             return section_err("", "must be an object {\"token_url\": ..., ...}");
         };
-        if let Some(k) = map
-            .keys()
-            .find(|k| !["token_url", "scopes", "client_auth", "audience"].contains(&k.as_str()))
-        {
-            return section_err(
-                k.as_str(),
-                "is not a member (token_url, scopes, client_auth, audience)",
-            );
+        if let Some(k) = map.keys().find(|k| !["token_url", "scopes", "client_auth", "audience"].contains(&k.as_str())) {
+            return section_err(k.as_str(), "is not a member (token_url, scopes, client_auth, audience)");
         }
         let client_auth = match map.get("client_auth") {
             None => ClientAuth::Basic,
@@ -326,12 +256,7 @@ impl TokenRequest {
         };
         let url = match map.get("token_url") {
             Some(Value::String(u)) => u,
-            _ => {
-                return section_err(
-                    "token_url",
-                    "must be a string such as \"https://auth.example/oauth/token\"",
-                )
-            }
+            _ => return section_err("token_url", "must be a string such as \"https://auth.example/oauth/token\""),
         };
         let mut req = TokenRequest::new(url, client_auth).or_else(|e| {
             section_err(
@@ -355,10 +280,9 @@ impl TokenRequest {
                     }
                 }
                 req = req.scopes(&scopes).or_else(|e| match e {
-                    TokenRequestError::BadScope(i) => section_err(
-                        format!("scopes[{i}]"),
-                        "must be a non-empty scope without spaces, quotes, backslashes or control characters",
-                    ),
+                    TokenRequestError::BadScope(i) => {
+                        section_err(format!("scopes[{i}]"), "must be a non-empty scope without spaces, quotes, backslashes or control characters")
+                    }
                     _ => section_err("scopes", "is not valid"),
                 })?;
             }
@@ -367,12 +291,7 @@ impl TokenRequest {
         match map.get("audience") {
             None => {}
             Some(Value::String(a)) => {
-                req = req.audience(a).or_else(|_| {
-                    section_err(
-                        "audience",
-                        "must be a non-empty string without control characters",
-                    )
-                })?;
+                req = req.audience(a).or_else(|_| section_err("audience", "must be a non-empty string without control characters"))?;
             }
             Some(_) => return section_err("audience", "must be a string"),
         }
@@ -414,13 +333,7 @@ mod tests {
 
     #[test]
     fn token_url_must_be_https_outside_loopback() {
-        for ok in [
-            "https://auth.example/token",
-            "http://127.0.0.1:8080/t",
-            "http://[::1]/t",
-            "http://localhost:9/t",
-            "http://127.9.9.9/t",
-        ] {
+        for ok in ["https://auth.example/token", "http://127.0.0.1:8080/t", "http://[::1]/t", "http://localhost:9/t", "http://127.9.9.9/t"] {
             assert!(TokenRequest::new(ok, ClientAuth::Basic).is_ok(), "{ok}");
         }
         let cases = [
@@ -433,60 +346,29 @@ mod tests {
             ("https://auth.example/t#x", TokenRequestError::Fragment),
         ];
         for (url, want) in cases {
-            assert_eq!(
-                TokenRequest::new(url, ClientAuth::Basic).unwrap_err(),
-                want,
-                "{url}"
-            );
+            assert_eq!(TokenRequest::new(url, ClientAuth::Basic).unwrap_err(), want, "{url}");
         }
     }
 
     #[test]
     fn scopes_and_audience_are_checked() {
         let r = TokenRequest::new("https://a.example/t", ClientAuth::Body).unwrap();
-        assert_eq!(
-            r.clone().scopes(&["read", "a b"]).unwrap_err(),
-            TokenRequestError::BadScope(1)
-        );
-        assert_eq!(
-            r.clone().scopes(&["\"q"]).unwrap_err(),
-            TokenRequestError::BadScope(0)
-        );
-        assert_eq!(
-            r.clone().scopes(&["a\\b"]).unwrap_err(),
-            TokenRequestError::BadScope(0)
-        );
-        assert_eq!(
-            r.clone().scopes(&[""]).unwrap_err(),
-            TokenRequestError::BadScope(0)
-        );
-        assert!(r
-            .clone()
-            .scopes(&["https://graph.example/.default", "x:y"])
-            .is_ok());
-        assert_eq!(
-            r.clone().audience("a\nb").unwrap_err(),
-            TokenRequestError::BadAudience
-        );
+        assert_eq!(r.clone().scopes(&["read", "a b"]).unwrap_err(), TokenRequestError::BadScope(1));
+        assert_eq!(r.clone().scopes(&["\"q"]).unwrap_err(), TokenRequestError::BadScope(0));
+        assert_eq!(r.clone().scopes(&["a\\b"]).unwrap_err(), TokenRequestError::BadScope(0));
+        assert_eq!(r.clone().scopes(&[""]).unwrap_err(), TokenRequestError::BadScope(0));
+        assert!(r.clone().scopes(&["https://graph.example/.default", "x:y"]).is_ok());
+        assert_eq!(r.clone().audience("a\nb").unwrap_err(), TokenRequestError::BadAudience);
         assert_eq!(r.audience("").unwrap_err(), TokenRequestError::BadAudience);
     }
 
     #[test]
     fn scope_names_are_checked() {
         assert!(Scope::new("eu-west-1", "s3").is_ok());
-        assert_eq!(
-            Scope::new("eu/west", "s3").unwrap_err(),
-            ScopeError::BadRegion
-        );
+        assert_eq!(Scope::new("eu/west", "s3").unwrap_err(), ScopeError::BadRegion);
         assert_eq!(Scope::new("", "s3").unwrap_err(), ScopeError::BadRegion);
-        assert_eq!(
-            Scope::new("us-east-1", "S3").unwrap_err(),
-            ScopeError::BadService
-        );
-        assert_eq!(
-            Scope::new("us-east-1", "s3\naws4_request").unwrap_err(),
-            ScopeError::BadService
-        );
+        assert_eq!(Scope::new("us-east-1", "S3").unwrap_err(), ScopeError::BadService);
+        assert_eq!(Scope::new("us-east-1", "s3\naws4_request").unwrap_err(), ScopeError::BadService);
         assert!(Scope::new("us-east-1", "s3-object-lambda").unwrap().is_s3());
         assert!(!Scope::new("us-east-1", "sts").unwrap().is_s3());
     }

@@ -69,8 +69,13 @@ impl HostKeyPolicy {
 /// How `sp` proves who it is. Paths only: the files are read at use (`secret.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SshAuth {
-    Key { key_file: PathBuf, passphrase_file: Option<PathBuf> },
-    Password { password_file: PathBuf },
+    Key {
+        key_file: PathBuf,
+        passphrase_file: Option<PathBuf>,
+    },
+    Password {
+        password_file: PathBuf,
+    },
     /// The agent at `$SSH_AUTH_SOCK` of the `sp` process.
     Agent,
 }
@@ -126,9 +131,7 @@ pub(crate) fn is_host_name(s: &str) -> bool {
 /// A remote login name: portable POSIX user names, plus what `useradd` accepts in
 /// practice; never something an SSH server or a log line could misread.
 pub(crate) fn is_user(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && !s.starts_with('-')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    (1..=64).contains(&s.len()) && !s.starts_with('-') && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// A DNS name or an IP literal, normalised (lowercase, IPv6 without brackets).
@@ -145,20 +148,13 @@ pub(crate) fn normalize_address(s: &str) -> Option<String> {
     }
     let name = bare.strip_suffix('.').unwrap_or(bare).to_ascii_lowercase();
     let label_ok = |l: &str| {
-        (1..=63).contains(&l.len())
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        (1..=63).contains(&l.len()) && !l.starts_with('-') && !l.ends_with('-') && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
 }
 
 pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
-    let map = object(
-        v,
-        "ssh",
-        &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts"],
-    )?;
+    let map = object(v, "ssh", &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts"])?;
     let mut p = SshPolicy::default();
     if let Some(k) = map.get("known_hosts") {
         p.known_hosts = Some(abs_path(k, "ssh.known_hosts")?);
@@ -243,10 +239,7 @@ fn auth(v: &Value, field: &str) -> Check<SshAuth> {
     let map = object(v, field, &["key_file", "passphrase_file", "password_file", "agent"])?;
     let kinds: Vec<&str> = ["key_file", "password_file", "agent"].into_iter().filter(|k| map.contains_key(*k)).collect();
     let [kind] = kinds[..] else {
-        return err(
-            field,
-            "must be exactly one of {\"key_file\": PATH[, \"passphrase_file\": PATH]}, {\"password_file\": PATH} or {\"agent\": true}",
-        );
+        return err(field, "must be exactly one of {\"key_file\": PATH[, \"passphrase_file\": PATH]}, {\"password_file\": PATH} or {\"agent\": true}");
     };
     if kind != "key_file" && map.contains_key("passphrase_file") {
         return err(&format!("{field}.passphrase_file"), "only applies with key_file");

@@ -273,7 +273,22 @@ fn is_env_name(s: &str) -> bool {
 }
 
 const KEYS: &[&str] = &[
-    "command", "env", "cwd", "url", "credential", "tools", "arguments", "timeout_s", "startup_timeout_s", "max_output_bytes", "approve", "sandbox", "user", "pin", "resources", "prompts",
+    "command",
+    "env",
+    "cwd",
+    "url",
+    "credential",
+    "tools",
+    "arguments",
+    "timeout_s",
+    "startup_timeout_s",
+    "max_output_bytes",
+    "approve",
+    "sandbox",
+    "user",
+    "pin",
+    "resources",
+    "prompts",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -286,7 +301,12 @@ pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Ch
         let field = format!("upstreams.{name}");
         if !is_upstream_name(name) {
             let shown = if name.chars().any(char::is_control) { format!("upstreams.{name:?}") } else { field };
-            return err(&shown, format!("an upstream name is 1-{MAX_NAME_LEN} lowercase letters, digits or '-' (no '_': it joins the upstream and the tool in exposed names)"));
+            return err(
+                &shown,
+                format!(
+                    "an upstream name is 1-{MAX_NAME_LEN} lowercase letters, digits or '-' (no '_': it joins the upstream and the tool in exposed names)"
+                ),
+            );
         }
         out.insert(name.clone(), upstream(name, def, &field, credentials)?);
     }
@@ -414,10 +434,8 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
     }
     let timeout_s = map.get("timeout_s").map(|t| int(t, &format!("{field}.timeout_s"), 1, MAX_TIMEOUT_S)).transpose()?;
     let startup_s = map.get("startup_timeout_s").map(|t| int(t, &format!("{field}.startup_timeout_s"), 1, MAX_STARTUP_TIMEOUT_S)).transpose()?;
-    let max_output_bytes = map
-        .get("max_output_bytes")
-        .map(|t| int(t, &format!("{field}.max_output_bytes"), MIN_OUTPUT_BYTES, MAX_OUTPUT_BYTES_CEILING))
-        .transpose()?;
+    let max_output_bytes =
+        map.get("max_output_bytes").map(|t| int(t, &format!("{field}.max_output_bytes"), MIN_OUTPUT_BYTES, MAX_OUTPUT_BYTES_CEILING)).transpose()?;
     Ok(Upstream {
         name: name.to_owned(),
         approve_command_only,
@@ -457,7 +475,10 @@ fn rules(v: Option<&Value>, field: &str) -> Check<ToolRules> {
         return err(field, "is required: {\"allow\": [globs]} (an upstream without allow exposes nothing)");
     };
     let map = object(v, field, &["allow", "deny", "approve"])?;
-    let allow = glob_list(map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow exposes nothing)".to_owned()))?, &format!("{field}.allow"))?;
+    let allow = glob_list(
+        map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow exposes nothing)".to_owned()))?,
+        &format!("{field}.allow"),
+    )?;
     let opt = |k: &str| map.get(k).map(|v| glob_list(v, &format!("{field}.{k}"))).transpose().map(Option::unwrap_or_default);
     Ok(ToolRules { allow, deny: opt("deny")?, approve: opt("approve")? })
 }
@@ -465,7 +486,10 @@ fn rules(v: Option<&Value>, field: &str) -> Check<ToolRules> {
 /// `resources` / `prompts`: `{"allow": [globs], "deny": [globs]}`, `allow` required.
 fn item_rules(v: &Value, field: &str) -> Check<ItemRules> {
     let map = object(v, field, &["allow", "deny"])?;
-    let allow = glob_list(map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow relays nothing)".to_owned()))?, &format!("{field}.allow"))?;
+    let allow = glob_list(
+        map.get("allow").ok_or_else(|| (format!("{field}.allow"), "is required (no allow relays nothing)".to_owned()))?,
+        &format!("{field}.allow"),
+    )?;
     let deny = map.get("deny").map(|v| glob_list(v, &format!("{field}.deny"))).transpose()?.unwrap_or_default();
     Ok(ItemRules { allow, deny })
 }

@@ -118,11 +118,7 @@ impl<E: Executor> Server<'_, E> {
         self.stats.executed_one(&journal::tool_field(&tool), outcome);
         // Its outside pieces were scrubbed as they were made (`Scrubbed`); what their JSON
         // text alone spells withholds the whole result (`vault::withholds`).
-        let result = if withholds(&self.vault, &result) {
-            ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD))
-        } else {
-            result
-        };
+        let result = if withholds(&self.vault, &result) { ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD)) } else { result };
         self.journal_result(code, result.message().map(str::to_owned));
         if code == Some(ToolCode::Cancelled) {
             log::info!("{tool} cancelled by the client: no answer is sent");

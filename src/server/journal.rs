@@ -49,7 +49,13 @@ pub(super) enum Halt {
 /// Approval (when the action's kind flags it), then the first intent row. A function of
 /// the fields it uses (not a method), so the server's other fields stay lent to the
 /// elicitor meanwhile.
-pub(super) fn audit_gate(policy: &Policy, journal: &mut Journal, audit: &mut Context, action: &Action, asking: &mut crate::approve::Asking<'_, '_>) -> Result<(), Halt> {
+pub(super) fn audit_gate(
+    policy: &Policy,
+    journal: &mut Journal,
+    audit: &mut Context,
+    action: &Action,
+    asking: &mut crate::approve::Asking<'_, '_>,
+) -> Result<(), Halt> {
     let facts = action.audit();
     audit.rule = facts.rule;
     audit.credential = facts.credential;
@@ -119,11 +125,7 @@ pub(super) fn tool_field_with(name: &str, scrub: impl Fn(String) -> crate::gate:
 impl<E: Executor> Server<'_, E> {
     /// A malformed frame: its length and the fingerprint of its raw bytes, never the bytes.
     pub(super) fn audit_raw(&mut self, raw: &[u8]) {
-        self.audit = crate::audit::Context {
-            request_fp: Some(crate::audit::raw_fp(raw)),
-            bytes_in: Some(raw.len() as u64),
-            ..Default::default()
-        };
+        self.audit = crate::audit::Context { request_fp: Some(crate::audit::raw_fp(raw)), bytes_in: Some(raw.len() as u64), ..Default::default() };
     }
 
     /// A `reject` row; `reason` is the counter key, so rows and [`Stats`](super::Stats) agree.
@@ -135,7 +137,6 @@ impl<E: Executor> Server<'_, E> {
         let row = self.audit.row("reject").set("decision", reason.as_str()).set("code", code.map(str::to_owned)).set("reason", message);
         self.journal.record(row);
     }
-
 
     /// The `result` row of an execution (after scrubbing: it reads the error message).
     pub(super) fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
@@ -170,4 +171,3 @@ impl<E: Executor> Server<'_, E> {
         self.journal.record(row);
     }
 }
-

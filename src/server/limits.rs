@@ -34,7 +34,11 @@ impl<E: Executor> Server<'_, E> {
         let Some(limiter) = &self.limiter else {
             // `sp mcp` refuses to start without one; an in-process server without it
             // fails closed.
-            let r = crate::gate::outcome::Rejection { reason: crate::gate::outcome::Reason::LimitsUnavailable, code: ToolCode::Unavailable, message: "rate limit state: none configured; the call was not run".into() };
+            let r = crate::gate::outcome::Rejection {
+                reason: crate::gate::outcome::Reason::LimitsUnavailable,
+                code: ToolCode::Unavailable,
+                message: "rate limit state: none configured; the call was not run".into(),
+            };
             return Some(self.refuse_tool(id, r));
         };
         match limiter.admit(&applying, limits::now_ms()) {
@@ -48,7 +52,11 @@ impl<E: Executor> Server<'_, E> {
             }
             Err(e) => {
                 log::error!("{e}");
-                let r = crate::gate::outcome::Rejection { reason: crate::gate::outcome::Reason::LimitsUnavailable, code: ToolCode::Unavailable, message: format!("{e}; the call was not run") };
+                let r = crate::gate::outcome::Rejection {
+                    reason: crate::gate::outcome::Reason::LimitsUnavailable,
+                    code: ToolCode::Unavailable,
+                    message: format!("{e}; the call was not run"),
+                };
                 Some(self.refuse_tool(id, r))
             }
         }

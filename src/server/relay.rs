@@ -26,7 +26,14 @@ use crate::tools::Executor;
 
 impl<E: Executor> Server<'_, E> {
     /// One relayed request; `None`: the client cancelled it (no answer).
-    pub(super) fn relay<W: Write + Send>(&mut self, id: &Id, method: &str, params: Option<Value>, _era: Era, io: &mut Input<'_, '_, '_, W>) -> Option<(Answer, bool)> {
+    pub(super) fn relay<W: Write + Send>(
+        &mut self,
+        id: &Id,
+        method: &str,
+        params: Option<Value>,
+        _era: Era,
+        io: &mut Input<'_, '_, '_, W>,
+    ) -> Option<(Answer, bool)> {
         let params = match params_object(params, method) {
             Ok(p) => p,
             Err(e) => return Some(self.refuse_rpc(id, RpcError::Relay(e))),

@@ -124,6 +124,7 @@ fn outside_tool_names_are_scrubbed_and_bounded() {
 /// The `end` row's decision is spelled by hand (issue 32: no journal value from `Debug`).
 #[test]
 fn the_end_rows_decisions_are_the_documented_words() {
-    let names: Vec<String> = [Exit::Eof, Exit::ClientGone, Exit::Malformed, Exit::Refused, Exit::Signal(15), Exit::Signal(2), Exit::Signal(1)].map(Exit::name).into();
+    let names: Vec<String> =
+        [Exit::Eof, Exit::ClientGone, Exit::Malformed, Exit::Refused, Exit::Signal(15), Exit::Signal(2), Exit::Signal(1)].map(Exit::name).into();
     assert_eq!(names, ["eof", "clientgone", "malformed", "refused", "sigterm", "sigint", "sighup"]);
 }

@@ -132,10 +132,13 @@ impl<E: Executor> Server<'_, E> {
                     .set("target", upstream)
                     .set("decision", if restart { "restart" } else { "start" })
                     .set("reason", format!("process group {pid}")),
-                UpstreamEvent::Ended { upstream, why } => crate::audit::Row::new("upstream").set("target", upstream).set("decision", "exit").set("reason", why),
-                UpstreamEvent::Pinned { upstream, count } => {
-                    crate::audit::Row::new("upstream").set("target", upstream).set("decision", "pin").set("reason", format!("{count} tool definition(s) pinned at first use"))
+                UpstreamEvent::Ended { upstream, why } => {
+                    crate::audit::Row::new("upstream").set("target", upstream).set("decision", "exit").set("reason", why)
                 }
+                UpstreamEvent::Pinned { upstream, count } => crate::audit::Row::new("upstream")
+                    .set("target", upstream)
+                    .set("decision", "pin")
+                    .set("reason", format!("{count} tool definition(s) pinned at first use")),
                 // Both hashes, in full: what `sp upstream diff` will show the operator.
                 UpstreamEvent::Withheld { upstream, why } => crate::audit::Row::new("upstream")
                     .set("target", format!("{upstream} {}", why.tool))
@@ -167,7 +170,12 @@ impl<E: Executor> Server<'_, E> {
     /// `work` (listing upstreams, which may start them) with the control thread serving
     /// the client meanwhile, as during a call (`mcp/control`): pings answered, a cancel of
     /// request `id` noted (`io.cancel_requested`).
-    pub(super) fn not_deaf<W: std::io::Write + Send, T>(&mut self, io: &mut crate::mcp::control::Input<'_, '_, '_, W>, id: &crate::mcp::jsonrpc::Id, work: impl FnOnce(&mut Self) -> T) -> T {
+    pub(super) fn not_deaf<W: std::io::Write + Send, T>(
+        &mut self,
+        io: &mut crate::mcp::control::Input<'_, '_, '_, W>,
+        id: &crate::mcp::jsonrpc::Id,
+        work: impl FnOnce(&mut Self) -> T,
+    ) -> T {
         let cancel = crate::gate::exec::Cancel::new();
         let session = std::mem::replace(&mut self.session, crate::mcp::session::Session::AwaitingInit);
         let (out, session) = io.during(session, id, &cancel, |_| work(self));

@@ -116,8 +116,7 @@ pub(crate) fn reap_strays() -> usize {
         if strays.is_empty() {
             break;
         }
-        let living: Vec<Pid> =
-            doomed.iter().filter(|pid| table.iter().any(|p| p.pid == **pid && !p.zombie)).filter_map(|pid| Pid::from_raw(*pid)).collect();
+        let living: Vec<Pid> = doomed.iter().filter(|pid| table.iter().any(|p| p.pid == **pid && !p.zombie)).filter_map(|pid| Pid::from_raw(*pid)).collect();
         for signal in [Signal::STOP, Signal::KILL] {
             for pid in &living {
                 let _ = kill_process(*pid, signal);
@@ -219,7 +218,6 @@ impl Child {
     }
 }
 
-
 #[cfg(test)]
 #[allow(clippy::disallowed_methods, reason = "tests start a shell")]
 mod tests {
@@ -275,5 +273,4 @@ mod tests {
         // Without `become_subreaper` (unit tests) nothing is looked for.
         assert_eq!(reap_strays(), 0);
     }
-
 }

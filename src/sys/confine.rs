@@ -45,12 +45,41 @@ pub(crate) const ENTRY: &str = "__sp-exec";
 /// and `sp`'s own are closed to others (it is not dumpable, and Landlock refuses
 /// `ptrace`-class access across its domain).
 pub(crate) const DEFAULT_READ: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
-    "/etc/host.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols",
-    "/etc/localtime", "/etc/timezone", "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
-    "/etc/crypto-policies", "/etc/alternatives", "/etc/os-release", "/etc/mime.types",
-    "/proc", "/sys", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/full",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki",
+    "/etc/crypto-policies",
+    "/etc/alternatives",
+    "/etc/os-release",
+    "/etc/mime.types",
+    "/proc",
+    "/sys",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/full",
 ];
 /// What an upstream may write without the policy naming it.
 pub(crate) const DEFAULT_WRITE: &[&str] = &["/dev/null"];
@@ -146,9 +175,7 @@ impl std::error::Error for LaunchError {
 /// when unset): a name with a `/` as it is, else the first executable regular file of
 /// that name in PATH's directories.
 pub(crate) fn resolve_program(program: &str, path: Option<&OsStr>) -> std::io::Result<PathBuf> {
-    let executable = |p: &Path| -> bool {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file()) && rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok()
-    };
+    let executable = |p: &Path| -> bool { std::fs::metadata(p).is_ok_and(|m| m.is_file()) && rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok() };
     if program.contains('/') {
         return if executable(Path::new(program)) {
             Ok(PathBuf::from(program))
@@ -286,7 +313,8 @@ fn parse(args: Vec<OsString>) -> Result<Spec, String> {
     let mut p = lexopt::Parser::from_args(args);
     let mut spec = Spec::default();
     let mut confine: Option<Confinement> = None;
-    let number = |v: OsString, what: &str| -> Result<u64, String> { v.to_str().and_then(|s| s.parse().ok()).ok_or_else(|| format!("--{what} takes a number")) };
+    let number =
+        |v: OsString, what: &str| -> Result<u64, String> { v.to_str().and_then(|s| s.parse().ok()).ok_or_else(|| format!("--{what} takes a number")) };
     let small = |n: u64, what: &str| u32::try_from(n).map_err(|_| format!("--{what} is out of range"));
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         if let Value(program) = arg {
@@ -313,7 +341,11 @@ fn parse(args: Vec<OsString>) -> Result<Spec, String> {
             "gid" => spec.gid = Some(small(number(value, &name)?, &name)?),
             "groups" => {
                 let v = value.to_str().ok_or("--groups takes numbers")?;
-                spec.groups = v.split(',').filter(|s| !s.is_empty()).map(|g| g.parse::<u32>().map_err(|_| "--groups takes numbers".to_owned())).collect::<Result<_, _>>()?;
+                spec.groups = v
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|g| g.parse::<u32>().map_err(|_| "--groups takes numbers".to_owned()))
+                    .collect::<Result<_, _>>()?;
             }
             "read" | "write" | "memory" | "processes" | "files" => {
                 let c = confine.as_mut().ok_or_else(|| format!("--{name} before --confine"))?;

@@ -94,12 +94,25 @@ pub(crate) enum SysError {
     Denied,
     Symlink,
     /// A FIFO, socket, device or directory: `kind` names it.
-    NotRegular { kind: &'static str },
-    TooOpen { mode: u32, forbidden: u32 },
-    WrongOwner { uid: u32 },
-    TooLarge { max: u64 },
-    TimedOut { after: Duration },
-    Io { why: String },
+    NotRegular {
+        kind: &'static str,
+    },
+    TooOpen {
+        mode: u32,
+        forbidden: u32,
+    },
+    WrongOwner {
+        uid: u32,
+    },
+    TooLarge {
+        max: u64,
+    },
+    TimedOut {
+        after: Duration,
+    },
+    Io {
+        why: String,
+    },
 }
 
 impl fmt::Display for SysError {
@@ -175,10 +188,14 @@ fn io(e: &std::io::Error) -> SysError {
 pub(crate) enum Access {
     Read,
     /// Read and append, created with `mode` when missing (`known_hosts` under `accept-new`).
-    AppendCreate { mode: u32 },
+    AppendCreate {
+        mode: u32,
+    },
     /// Read and write anywhere, created with `mode` when missing (the rate limits' state
     /// file, rewritten in place under its lock: `gate/limits.rs`).
-    ReadWriteCreate { mode: u32 },
+    ReadWriteCreate {
+        mode: u32,
+    },
 }
 
 /// Opens `path` as the module docs say and checks the open descriptor against `rules`.
@@ -190,7 +207,9 @@ pub(crate) fn open(path: &Path, access: Access, rules: Rules) -> Result<(File, I
     let path = if rules.follow {
         resolved = match std::fs::canonicalize(path) {
             Ok(p) => p,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. } | Access::ReadWriteCreate { .. }) => path.to_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(access, Access::AppendCreate { .. } | Access::ReadWriteCreate { .. }) => {
+                path.to_owned()
+            }
             Err(e) => return Err(io(&e)),
         };
         resolved.as_path()
@@ -246,14 +265,8 @@ pub(crate) fn check(fd: impl AsFd, rules: Rules) -> Result<Info, SysError> {
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(SysError::NotRegular { kind: kind_name(raw_mode) });
     }
-    let info = Info {
-        mode: raw_mode & 0o7777,
-        uid: st.st_uid,
-        size: st.st_size as u64,
-        nlink: st.st_nlink as u64,
-        dev: st.st_dev as u64,
-        ino: st.st_ino as u64,
-    };
+    let info =
+        Info { mode: raw_mode & 0o7777, uid: st.st_uid, size: st.st_size as u64, nlink: st.st_nlink as u64, dev: st.st_dev as u64, ino: st.st_ino as u64 };
     if rules.owner && info.uid != 0 && info.uid != euid() {
         return Err(SysError::WrongOwner { uid: info.uid });
     }
@@ -345,10 +358,8 @@ pub(crate) fn at_startup<T>(f: impl FnOnce() -> T) -> T {
 /// network or FUSE file system (NFS, CIFS, 9p, sshfs, ...), where `open(2)` or `read(2)`
 /// can wait for a server that does not answer. ext2/3/4, XFS, Btrfs, tmpfs, ramfs,
 /// overlayfs (containers), F2FS, ZFS, bcachefs, EROFS, SquashFS.
-pub(crate) const LOCAL_FILE_SYSTEMS: [u64; 11] = [
-    0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58F6, 0x794C_7630, 0xF2F5_2010, 0x2FC1_2FC1, 0xCA45_1A4E,
-    0xE0F5_E1E2, 0x7371_7368,
-];
+pub(crate) const LOCAL_FILE_SYSTEMS: [u64; 11] =
+    [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58F6, 0x794C_7630, 0xF2F5_2010, 0x2FC1_2FC1, 0xCA45_1A4E, 0xE0F5_E1E2, 0x7371_7368];
 
 /// The paths [`read_within`] reads on the caller's thread (module docs).
 mod local {

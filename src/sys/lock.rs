@@ -6,7 +6,6 @@ use std::fs::File;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-
 /// An exclusive `flock` on a file, released on drop (and by the kernel when the process
 /// dies or the file is closed).
 #[derive(Debug)]
@@ -55,7 +54,6 @@ pub(crate) fn lock_exclusive(file: &File, wait: Duration) -> Result<FileLock<'_>
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,7 +72,6 @@ mod tests {
         drop(held);
         assert!(lock_exclusive(&b, Duration::ZERO).is_ok(), "dropping the guard releases the lock");
     }
-
 
     #[test]
     fn a_lock_error_is_a_std_error() {

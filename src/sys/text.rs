@@ -114,5 +114,4 @@ mod tests {
         assert_eq!(io_reason(&std::io::Error::from(std::io::ErrorKind::NotFound)), "no such file");
         assert!(os_reason(&std::io::Error::from_raw_os_error(28)).contains("space"), "ENOSPC in the kernel's words");
     }
-
 }

@@ -106,7 +106,10 @@ fn tagged(lines: &[String], field: &str) -> String {
 fn every_kind_has_its_policy_section_inventory_entry_journal_facts_and_man_page() {
     let owed = owed();
     let rows: Vec<&str> = owed.iter().map(|o| o.kind).collect();
-    assert_eq!(rows, KINDS, "a kind was added to (or left) the table: give it a row here, with its policy section, inventory entry, journal facts and man page");
+    assert_eq!(
+        rows, KINDS,
+        "a kind was added to (or left) the table: give it a row here, with its policy section, inventory entry, journal facts and man page"
+    );
 
     // The top level refuses what it does not parse, so a section that parses is one `policy/` reads.
     let unknown = Policy::from_text(&json!({"not_a_section": {}}).to_string(), Path::new("t.json"));

@@ -467,9 +467,7 @@ impl fmt::Display for CallError {
             CallError::MissingName => f.write_str("tools/call params need a \"name\""),
             CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
             CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
-            CallError::BadMeta => {
-                f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer")
-            }
+            CallError::BadMeta => f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer"),
             CallError::UnknownTool { name } => write!(f, "unknown tool {:?}", short(name)),
         }
     }

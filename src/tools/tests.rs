@@ -143,7 +143,10 @@ fn http_denied() {
             HttpDenial::HeaderConflict { name: "keyed".into(), header: "x-key".into() },
         ),
         (json!({"method": "GET", "url": "https://q.example.net/x?api_key=mine"}), HttpDenial::QueryConflict { name: "q".into(), param: "api_key".into() }),
-        (json!({"method": "GET", "url": "https://q.example.net/x", "query": {"api_key": "mine"}}), HttpDenial::QueryConflict { name: "q".into(), param: "api_key".into() }),
+        (
+            json!({"method": "GET", "url": "https://q.example.net/x", "query": {"api_key": "mine"}}),
+            HttpDenial::QueryConflict { name: "q".into(), param: "api_key".into() },
+        ),
         (json!({"method": "POST", "url": "https://q.example.net/x", "body": "x".repeat(65)}), HttpDenial::BodyTooLarge { limit: 64 }),
         (json!({"method": "POST", "url": "https://ro.example.net/x", "credential": "readonly"}), not_bound("readonly", "ro.example.net", "/x")),
     ];
@@ -169,10 +172,7 @@ fn call_params() {
     assert_eq!(call_request(Some(json!("x"))), Err(CallError::ParamsNotObject { found: "a string" }));
     assert_eq!(call(json!({})), Err(CallError::MissingName));
     assert_eq!(call(json!({"name": 1})), Err(CallError::NameNotString));
-    assert_eq!(
-        call(json!({"name": "http_request", "arguments": []})),
-        Err(CallError::ArgumentsNotObject { found: "an array" })
-    );
+    assert_eq!(call(json!({"name": "http_request", "arguments": []})), Err(CallError::ArgumentsNotObject { found: "an array" }));
     assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
     // Unknown params members (task augmentation, future fields) are ignored.
     assert_eq!(call(json!({"name": "sp_inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp_inventory");

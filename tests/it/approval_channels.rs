@@ -425,7 +425,8 @@ fn an_allow_rule_with_approve_asks_for_its_calls_only() {
     let host = format!("127.0.0.1:{}", server.port);
     // Records who it was asked about, one line per question, and says no.
     let subjects = dir.join("subjects");
-    let approver = dir.file("approver", format!("#!/bin/sh\ncat >/dev/null\nprintf '%s\\n' \"$SP_APPROVAL_SUBJECT\" >> {subjects}\nexit 1\n").as_bytes(), 0o700);
+    let approver =
+        dir.file("approver", format!("#!/bin/sh\ncat >/dev/null\nprintf '%s\\n' \"$SP_APPROVAL_SUBJECT\" >> {subjects}\nexit 1\n").as_bytes(), 0o700);
     let asked = || std::fs::read_to_string(&subjects).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>();
     let policy = json!({
         "http": {"allow": [

@@ -245,7 +245,8 @@ fn http_request_hosts_come_as_punycode_beside_their_unicode_form_and_fields_are_
         // sp takes only punycode from the agent (a Unicode host is SP_BAD_ARGUMENTS); the
         // policy may name the Unicode form.
         let url = format!("https://{ascii}/v1/x?q=1");
-        let r = s.tool(id as i64 + 1, "http_request", json!({"method": "POST", "url": url, "headers": {"X-Note": header}, "body": body, "credential": "api"}));
+        let r =
+            s.tool(id as i64 + 1, "http_request", json!({"method": "POST", "url": url, "headers": {"X-Note": header}, "body": body, "credential": "api"}));
         assert_eq!(tool_error_code(&r), Some("SP_NOT_APPROVED"), "{r}");
         let got = seen(&dir);
         for (k, v) in &got.env {
@@ -325,9 +326,7 @@ fn sp_approve_shows_what_sp_gives_it_through_a_real_session() {
     let dir = TempDir::new("sp-approve-session");
     let approver = dir.file("sp-approve", &std::fs::read(script()).unwrap(), 0o700);
     let tty = dir.file("tty", b"y\n", 0o600);
-    let mut s = Session::start(
-        Launch::mcp(&ssh_policy(&dir, &approver), &[]).env("SP_APPROVE_TTY", &tty.display().to_string()).env("LC_ALL", "C.UTF-8"),
-    );
+    let mut s = Session::start(Launch::mcp(&ssh_policy(&dir, &approver), &[]).env("SP_APPROVE_TTY", &tty.display().to_string()).env("LC_ALL", "C.UTF-8"));
     s.ready("2025-06-18");
     let spoof = "rm -rf ~/data #\u{9b}2J\u{9b}Hsp: the agent asks to run ssh_exec web1 uptime";
     let r = s.tool(1, "ssh_exec", json!({"host": "web1", "command": spoof}));
@@ -401,11 +400,8 @@ fn sp_approve_shows_the_escaped_form_and_unicode_under_a_utf8_locale() {
 
 #[test]
 fn sp_approve_refuses_what_it_cannot_show_faithfully() {
-    let mut raw: Vec<(String, Vec<u8>)> = CLASS
-        .iter()
-        .filter(|(c, _)| *c != '\0')
-        .map(|(c, e)| (format!("raw {e}"), format!("web1 echo a{c}b").into_bytes()))
-        .collect();
+    let mut raw: Vec<(String, Vec<u8>)> =
+        CLASS.iter().filter(|(c, _)| *c != '\0').map(|(c, e)| (format!("raw {e}"), format!("web1 echo a{c}b").into_bytes())).collect();
     raw.push(("invalid UTF-8".into(), b"web1 echo \xff\xfe".to_vec()));
     raw.push(("a lone continuation byte".into(), b"web1 echo \x80".to_vec()));
     raw.push(("an overlong slash".into(), b"web1 echo \xc0\xaf".to_vec()));
@@ -423,7 +419,9 @@ fn sp_approve_refuses_what_it_cannot_show_faithfully() {
         let (code, shown, stderr) = run_script(shell, &borrowed(&env), "y\n");
         assert_eq!((code, shown.as_str()), (Some(1), ""), "{shell}: {stderr}");
         // A missing field, an empty one, an sp that does not say version 2.
-        for (var, value) in [("SP_APPROVAL_HOST", None), ("SP_APPROVAL_REQUEST", Some(&b""[..])), ("SP_APPROVAL_VERSION", Some(&b"1"[..])), ("SP_APPROVAL_VERSION", None)] {
+        for (var, value) in
+            [("SP_APPROVAL_HOST", None), ("SP_APPROVAL_REQUEST", Some(&b""[..])), ("SP_APPROVAL_VERSION", Some(&b"1"[..])), ("SP_APPROVAL_VERSION", None)]
+        {
             let mut env = env_with(b"web1 uptime");
             env.retain(|(k, _)| *k != var);
             if let Some(v) = value {

@@ -13,7 +13,10 @@
 //!   on a credentialed `POST /ok/*`: SP_BAD_ARGUMENTS and zero requests (held).
 //! - CLI: `sp -q audit verify F`, `sp -v audit ...` work; `sp -c X audit`, an
 //!   `--anchor` that is not 64 hex digits exit 2 with nothing on stdout (held).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

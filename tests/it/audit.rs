@@ -8,7 +8,10 @@
 //! requests at the loopback server; no secret ever reaches the journal or its syslog
 //! copy; the approver decides each approve-flagged call and nothing it prints reaches
 //! the protocol stream; the exit counters equal the journal's rows.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -124,11 +127,7 @@ fn a_session_journals_every_decision_and_verifies() {
     busy_journal(&server, &f);
     let all = rows(&f.journal);
     let kinds: Vec<&str> = all.iter().map(|r| r["kind"].as_str().unwrap()).collect();
-    assert_eq!(
-        kinds,
-        ["start", "intent", "result", "reject", "reject", "intent", "result", "reject", "intent", "result", "end"],
-        "{all:#?}"
-    );
+    assert_eq!(kinds, ["start", "intent", "result", "reject", "reject", "intent", "result", "reject", "intent", "result", "end"], "{all:#?}");
     let session = all[0]["session"].as_str().unwrap();
     assert!(all.iter().all(|r| r["session"] == session));
     for (i, r) in all.iter().enumerate() {
@@ -421,11 +420,7 @@ fn file_size_limit_refuses_the_action_and_keeps_the_journal_whole() {
         .arg(format!("trap '' XFSZ; exec prlimit --fsize={limit} -- \"$0\" \"$@\""))
         .arg(support::process::sp_bin())
         .args(&f.launch().args);
-    let input = lines(&[
-        initialize(json!(1), "2025-06-18"),
-        initialized(),
-        tool_call(2, "http_request", get(format!("{}/v1/users", server.base()))),
-    ]);
+    let input = lines(&[initialize(json!(1), "2025-06-18"), initialized(), tool_call(2, "http_request", get(format!("{}/v1/users", server.base())))]);
     server.settle();
     let out = cmd
         .stdin(std::process::Stdio::piped())
@@ -637,12 +632,7 @@ fn approver_yes_no_timeout_crash_and_chatter() {
         ("no", format!("{record}; exit 1"), false, "refused"),
         ("timeout", format!("{record}; sleep 30"), false, "timeout"),
         ("crash", format!("{record}; kill -SEGV $$"), false, "failed"),
-        (
-            "chatter",
-            format!("{record}; echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{}}}}'; echo 'to stderr' >&2; exit 0"),
-            true,
-            "approved",
-        ),
+        ("chatter", format!("{record}; echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{}}}}'; echo 'to stderr' >&2; exit 0"), true, "approved"),
     ];
     for (name, body, runs, decision) in cases {
         let a = Approver::new(&dir, name, &body);
@@ -774,9 +764,8 @@ fn ssh_rows_and_host_approval() {
     let sshd = Sshd::start();
     let dir = TempDir::new("audit-ssh");
     let known_hosts = dir.file("known_hosts", format!("{}\n", sshd.known_hosts_line()).as_bytes(), 0o600);
-    let host = |approve: bool| {
-        json!({"address": "127.0.0.1", "port": sshd.port, "user": sshd.user, "auth": {"key_file": sshd.client_key}, "approve": approve})
-    };
+    let host =
+        |approve: bool| json!({"address": "127.0.0.1", "port": sshd.port, "user": sshd.user, "auth": {"key_file": sshd.client_key}, "approve": approve});
     let journal = dir.path.join("audit.jsonl");
     for (answer, runs) in [(0, true), (1, false)] {
         let approver = dir.file(&format!("approver{answer}"), format!("#!/bin/sh\ncat > \"$0.stdin\"\nexit {answer}\n").as_bytes(), 0o700);

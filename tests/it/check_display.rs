@@ -87,7 +87,9 @@ fn policy_errors_and_the_summary_show_control_and_bidi_characters_escaped() {
         ),
         (
             json!({"x\u{1b}\u{202e}\u{2066}": 1}),
-            format!("sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode, upstreams)\n"),
+            format!(
+                "sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode, upstreams)\n"
+            ),
         ),
         (
             json!({"http": {"allow": [{"hosts": ["a\u{202e}.example"]}]}}),
@@ -108,7 +110,11 @@ fn policy_errors_and_the_summary_show_control_and_bidi_characters_escaped() {
     let run = run_sp(&["check", "--config", &shown], &[], b"");
     assert_eq!(run.code(), Some(0), "{}", run.context());
     // The unset variable is a warning, its name shown escaped.
-    assert!(run.stderr.contains("sp: warning: credentials.c.source.env: credential \"c\": environment variable A\\u{1b}[2J\\u{202e} is not set;"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("sp: warning: credentials.c.source.env: credential \"c\": environment variable A\\u{1b}[2J\\u{202e} is not set;"),
+        "{}",
+        run.stderr
+    );
     let out = String::from_utf8(run.stdout.clone()).unwrap();
     assert!(out.lines().any(|l| l == "  c: env A\\u{1b}[2J\\u{202e} -> a.example /* (any method)"), "{out}");
     assert!(!out.contains('\u{1b}') && !out.contains('\u{202e}'), "{out:?}");

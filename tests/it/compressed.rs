@@ -18,7 +18,10 @@
 //! - clean gzip as `application/gzip`: passed on as the bytes it was (`body_base64`);
 //! - gzip whose only block is stored (the secret literal in the bytes): scrubbed in
 //!   place before the search, so what decodes holds the marker, not the secret.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -146,9 +149,8 @@ fn compressed_echoes_of_the_secret_never_reach_the_agent() {
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(!out.contains(&secret), "the secret reached the agent\n{}", run.context());
 
-    let withheld = |coding: &str| {
-        format!("the response body is {coding} data that holds the secret of credential \"api\" once decompressed, so it is withheld")
-    };
+    let withheld =
+        |coding: &str| format!("the response body is {coding} data that holds the secret of credential \"api\" once decompressed, so it is withheld");
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     for (route, sc) in results {
         let body_withheld = sc.get("body_withheld").and_then(Value::as_str).map(str::to_owned);
@@ -168,7 +170,9 @@ fn compressed_echoes_of_the_secret_never_reach_the_agent() {
             ),
             "/v1/bomb" => assert_eq!(
                 body_withheld.as_deref(),
-                Some("the response body is gzip data that decompresses to more than max_response_bytes (65536), so it cannot be searched for secrets and is withheld"),
+                Some(
+                    "the response body is gzip data that decompresses to more than max_response_bytes (65536), so it cannot be searched for secrets and is withheld"
+                ),
                 "{route}: {sc}"
             ),
             "/v1/declared-gzip" | "/v1/declared-deflate" => {

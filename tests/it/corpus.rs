@@ -3,7 +3,10 @@
 //! executor placed exactly behind authorization. A rejected case must leave it with zero
 //! calls. `tests/process_corpus.rs` runs the same cases against the built binary and a
 //! real loopback HTTP server.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

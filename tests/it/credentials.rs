@@ -39,7 +39,10 @@
 //!   request), no token fetched, nothing sent (held);
 //! - `token_url` over plain http to a non-loopback host, bad region, unknown members:
 //!   `sp check` refuses, naming the field (held).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -79,10 +82,7 @@ fn sha_hex(bytes: &[u8]) -> String {
 
 /// AWS `UriEncode`: RFC 3986 unreserved characters kept, every other byte `%XX`.
 fn aws_encode(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|&b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
+    bytes.iter().map(|&b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 fn pct_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
@@ -132,8 +132,7 @@ fn verify_sigv4(r: &Recorded, key: &AwsKey) -> Result<String, String> {
             _ => return Err(format!("unexpected authorization part {part:?}")),
         }
     }
-    let (credential, signed, signature) =
-        (credential.ok_or("no Credential")?, signed.ok_or("no SignedHeaders")?, signature.ok_or("no Signature")?);
+    let (credential, signed, signature) = (credential.ok_or("no Credential")?, signed.ok_or("no SignedHeaders")?, signature.ok_or("no Signature")?);
     let scope: Vec<&str> = credential.split('/').collect();
     let [id, date, region, service, "aws4_request"] = scope[..] else { return Err(format!("bad credential scope {credential}")) };
     if (id, region, service) != (key.id.as_str(), key.region, key.service) {
@@ -168,10 +167,8 @@ fn verify_sigv4(r: &Recorded, key: &AwsKey) -> Result<String, String> {
         return Err("x-amz-content-sha256 is not the body's hash".into());
     }
     let (path, query) = r.target.split_once('?').unwrap_or((&r.target, ""));
-    let uri: Vec<String> = path
-        .split('/')
-        .map(|seg| if key.service == "s3" { aws_encode(&pct_decode(seg, false)) } else { aws_encode(seg.as_bytes()) })
-        .collect();
+    let uri: Vec<String> =
+        path.split('/').map(|seg| if key.service == "s3" { aws_encode(&pct_decode(seg, false)) } else { aws_encode(seg.as_bytes()) }).collect();
     let mut pairs: Vec<(String, String)> = query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -184,12 +181,7 @@ fn verify_sigv4(r: &Recorded, key: &AwsKey) -> Result<String, String> {
     let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut headers = String::new();
     for n in &names {
-        let values: Vec<String> = r
-            .headers
-            .iter()
-            .filter(|(h, _)| h == n)
-            .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
-            .collect();
+        let values: Vec<String> = r.headers.iter().filter(|(h, _)| h == n).map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
         if values.is_empty() {
             return Err(format!("signed header {n} did not arrive"));
         }
@@ -307,18 +299,26 @@ fn sigv4_requests_verify_at_an_independent_server_and_a_wrong_key_gets_403() {
 
     // S3 GET object: an encoded key, a query (sorted and re-encoded by the verifier), an
     // agent header with inner spaces (collapsed in the canonical form).
-    let r = s.tool(1, "http_request", json!({
-        "method": "GET",
-        "url": format!("{base}/bucket/photos/my%20cat%2Bdog.jpg?versionId=3%2F4&acl"),
-        "query": {"response-content-type": "text/plain; charset=utf-8"},
-        "headers": {"X-Custom": "a   b", "Range": "bytes=0-9"}
-    }));
+    let r = s.tool(
+        1,
+        "http_request",
+        json!({
+            "method": "GET",
+            "url": format!("{base}/bucket/photos/my%20cat%2Bdog.jpg?versionId=3%2F4&acl"),
+            "query": {"response-content-type": "text/plain; charset=utf-8"},
+            "headers": {"X-Custom": "a   b", "Range": "bytes=0-9"}
+        }),
+    );
     assert_eq!(sc(&r)["status"], 200, "{r}");
     let signed = sc(&r)["json"]["headers"].to_string();
     assert!(signed.contains("x-amz-security-token") && signed.contains("x-amz-content-sha256"), "{r}");
 
     // PUT with a body: its SHA-256 is signed.
-    let r = s.tool(2, "http_request", json!({"method": "PUT", "url": format!("{base}/bucket/upload.txt"), "body": "hello, bucket\n", "headers": {"Content-Type": "text/plain"}}));
+    let r = s.tool(
+        2,
+        "http_request",
+        json!({"method": "PUT", "url": format!("{base}/bucket/upload.txt"), "body": "hello, bucket\n", "headers": {"Content-Type": "text/plain"}}),
+    );
     assert_eq!(sc(&r)["status"], 200, "{r}");
     let put = server.requests().into_iter().rev().find(|q| q.target == "/bucket/upload.txt").expect("the PUT arrived");
     assert_eq!(put.header("x-amz-content-sha256"), Some(sha_hex(b"hello, bucket\n").as_str()));
@@ -330,11 +330,15 @@ fn sigv4_requests_verify_at_an_independent_server_and_a_wrong_key_gets_403() {
     assert_eq!(post.header("x-amz-content-sha256"), Some("UNSIGNED-PAYLOAD"));
 
     // An STS session (service sts: the path is encoded twice), from pretty-printed JSON.
-    let r = s.tool(4, "http_request", json!({
-        "method": "POST", "url": format!("{base}/sts/"),
-        "headers": {"Content-Type": "application/x-www-form-urlencoded"},
-        "body": "Action=GetCallerIdentity&Version=2011-06-15"
-    }));
+    let r = s.tool(
+        4,
+        "http_request",
+        json!({
+            "method": "POST", "url": format!("{base}/sts/"),
+            "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            "body": "Action=GetCallerIdentity&Version=2011-06-15"
+        }),
+    );
     assert_eq!(sc(&r)["status"], 200, "{r}");
 
     // A wrong secret key: the verifier says so.
@@ -404,7 +408,8 @@ fn sigv4_echo_never_reveals_the_signature_secret_key_or_session_token() {
     server.handle("/echo/s3-error", |r| {
         let sig = r.header("authorization").unwrap_or_default().rsplit("Signature=").next().unwrap_or_default().to_owned();
         let b64 = base64::engine::general_purpose::STANDARD.encode(&sig);
-        let mut reply = Reply::text(403, &format!("<Error><Code>SignatureDoesNotMatch</Code><SignatureProvided>{sig}</SignatureProvided><B64>{b64}</B64></Error>"));
+        let mut reply =
+            Reply::text(403, &format!("<Error><Code>SignatureDoesNotMatch</Code><SignatureProvided>{sig}</SignatureProvided><B64>{b64}</B64></Error>"));
         reply.headers.push(("X-Sig".into(), sig.to_uppercase()));
         reply
     });
@@ -455,11 +460,14 @@ fn sigv4_source_that_is_not_credentials_json_is_sp_unavailable_and_never_quoted(
     let mut creds = serde_json::Map::new();
     for (name, text) in &sources {
         let file = dir.file(name, text.as_bytes(), 0o600);
-        creds.insert(name.to_string(), json!({
-            "source": {"file": file.display().to_string()},
-            "inject": {"aws_sigv4": {"region": "eu-west-1", "service": "s3"}},
-            "hosts": [host], "paths": [format!("/{name}/*")]
-        }));
+        creds.insert(
+            name.to_string(),
+            json!({
+                "source": {"file": file.display().to_string()},
+                "inject": {"aws_sigv4": {"region": "eu-west-1", "service": "s3"}},
+                "hosts": [host], "paths": [format!("/{name}/*")]
+            }),
+        );
     }
     let policy = json!({"credentials": creds, "http": {"allow": [{"hosts": [host]}]}, "audit": {"path": null}});
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);

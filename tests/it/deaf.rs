@@ -34,7 +34,10 @@
 //!   queued or a finished call) and lines split in two writes at random offsets around
 //!   the call boundaries: every ping and uncancelled call answered once, calls in order,
 //!   no id twice, no more intent rows than calls (held, seeds printed).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

@@ -18,7 +18,10 @@
 //! - stderr closed: answers unchanged, exit 0 (log lines are dropped, not fatal);
 //! - a slowloris client (one byte every 20 ms): the request is answered whole, and sp
 //!   sleeps in read(2) meanwhile (CPU time far below the wall time).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -269,7 +272,12 @@ fn stdin_closed_mid_line_is_a_parse_error_and_nothing_runs() {
 fn stderr_closed_changes_nothing_on_stdout() {
     let dir = TempDir::new("faults-stderr");
     let policy = dir.file("policy.json", json!({"audit": {"path": null}}).to_string().as_bytes(), 0o600);
-    let input = lines(&[initialize(json!(0), "2025-06-18"), initialized(), tool_call(1, "sp_inventory", json!({})), json!({"jsonrpc": "2.0", "id": 2, "method": "nope"})]);
+    let input = lines(&[
+        initialize(json!(0), "2025-06-18"),
+        initialized(),
+        tool_call(1, "sp_inventory", json!({})),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "nope"}),
+    ]);
     let script = format!("exec 2>&-; exec '{}' mcp -vv --config '{}'", support::process::sp_bin(), policy.display());
     let mut child = Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();

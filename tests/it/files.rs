@@ -26,7 +26,10 @@
 //! - An approver that is a FIFO (refused at once, as before, now naming the FIFO) or
 //!   world-writable (it used to run and approve): the call is SP_NOT_APPROVED.
 //! - `sp audit verify/tail/show` on a FIFO: refused at once naming it (it used to block).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

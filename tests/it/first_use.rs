@@ -124,7 +124,8 @@ fn assert_entry(file: &Path, entry: &Value) {
 #[test]
 fn client_snippets_parse_and_name_sp_mcp() {
     let dir = root().join("packaging/clients");
-    for (file, key) in [("claude-desktop.json", "mcpServers"), ("claude-code.json", "mcpServers"), ("cursor.json", "mcpServers"), ("vscode.json", "servers")] {
+    for (file, key) in [("claude-desktop.json", "mcpServers"), ("claude-code.json", "mcpServers"), ("cursor.json", "mcpServers"), ("vscode.json", "servers")]
+    {
         let path = dir.join(file);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_entry(&path, &v[key]["sallyport"]);

@@ -22,7 +22,10 @@
 //!   src/redact.rs searched the joined view: below, with the property test over the
 //!   class: escape-prone secrets, every wrap position, `\n` and `\r\n`, a `%`, `\\` or
 //!   `&` before, raw and in every promised encoding (held)).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use sallyport::fuzzing::{check_command, CommandPattern, Policy, Redactor};
 
@@ -82,9 +85,7 @@ fn promised_spellings(secret: &str) -> Vec<(&'static str, String)> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     use base64::Engine as _;
     let pct = |s: &str, all: bool| -> String {
-        s.bytes()
-            .map(|b| if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) { (b as char).to_string() } else { format!("%{b:02X}") })
-            .collect()
+        s.bytes().map(|b| if !all && (b.is_ascii_alphanumeric() || b"-._~".contains(&b)) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
     };
     let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
     let json = serde_json::to_string(secret).unwrap();
@@ -125,10 +126,8 @@ fn wrapped_echo_of_escape_prone_secrets_is_redacted_at_every_position() {
         state ^= state << 17;
         state
     };
-    let mut secrets: Vec<String> = [r"dddd1!2 %% \\ && tex", "dddd1!234", r"\\u0041%41&amp;", "%%&&\\\\", "&#59;x", "%25%2541", "ab\\x41"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut secrets: Vec<String> =
+        [r"dddd1!2 %% \\ && tex", "dddd1!234", r"\\u0041%41&amp;", "%%&&\\\\", "&#59;x", "%25%2541", "ab\\x41"].iter().map(|s| s.to_string()).collect();
     for _ in 0..200 {
         let len = 6 + (next() % 9) as usize;
         secrets.push((0..len).map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize] as char).collect());

@@ -22,7 +22,10 @@
 //!   `SP_NOT_APPROVED`, the server sees no request, the journal has one `grant` row
 //!   (`forged`) per forgery per session, and `sp approve list` does not list it; the
 //!   same grant signed with the key in the key file runs without asking.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -68,8 +71,20 @@ const KEY: [u8; 32] = [0x5a; 32];
 fn mac(key: &[u8], g: &Value) -> String {
     use hmac::Mac;
     let canonical = json!([
-        "sp-grant-mac/1", g["id"], g["scope"], g["policy"], g["created"], g["expires"], g["ttl_s"], g["requested_ttl_s"],
-        g["action"], g["tool"], g["target"], g["subject"], g["channel"], g["uid"]
+        "sp-grant-mac/1",
+        g["id"],
+        g["scope"],
+        g["policy"],
+        g["created"],
+        g["expires"],
+        g["ttl_s"],
+        g["requested_ttl_s"],
+        g["action"],
+        g["tool"],
+        g["target"],
+        g["subject"],
+        g["channel"],
+        g["uid"]
     ]);
     let mut m = hmac::Hmac::<Sha256>::new_from_slice(key).unwrap();
     m.update(canonical.to_string().as_bytes());
@@ -176,7 +191,11 @@ fn list_shows_the_live_grants_escaped_and_revoke_ends_them() {
     run.assert_exit(1);
     assert_eq!(run.stderr, format!("sp: no grant {A}\n"), "{}", run.context());
     let left: Value = serde_json::from_str(&std::fs::read_to_string(&s.file).unwrap()).unwrap();
-    assert_eq!(left["grants"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap()).collect::<Vec<_>>(), vec![B], "the expired one was dropped by the write");
+    assert_eq!(
+        left["grants"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap()).collect::<Vec<_>>(),
+        vec![B],
+        "the expired one was dropped by the write"
+    );
     assert_eq!(std::fs::metadata(&s.file).unwrap().permissions().mode() & 0o777, 0o600);
 
     let run = s.sp(&["approve", "revoke", "--all"]);
@@ -223,10 +242,7 @@ fn a_corrupt_file_fails_until_revoke_all_replaces_it() {
     assert_eq!(std::fs::read(&s.file).unwrap(), before, "a corrupt file is never rewritten but by --all");
     let run = s.sp(&["approve", "revoke", "--all"]);
     run.assert_exit(0);
-    assert_eq!(
-        stdout(&run),
-        format!("replaced the corrupt grants file {} (grants[0]: expires is not created + ttl_s): no grants\n", s.file.display())
-    );
+    assert_eq!(stdout(&run), format!("replaced the corrupt grants file {} (grants[0]: expires is not created + ttl_s): no grants\n", s.file.display()));
     assert_eq!(std::fs::read_to_string(&s.file).unwrap(), "{\"version\":1,\"grants\":[\n]}\n");
     s.sp(&["approve", "list"]).assert_exit(0);
 }
@@ -272,7 +288,8 @@ fn the_policy_names_the_file_and_binds_the_grants() {
     let policy = dir.file("policy.json", policy_text.as_bytes(), 0o600);
     let hash = sha256(policy_text.as_bytes());
     let t = now();
-    std::fs::write(&path, file_text(&[grant(A, "exact", &hash, t, 600, "GET http://h/a"), grant(B, "exact", &"9".repeat(64), t, 300, "GET http://h/b")])).unwrap();
+    std::fs::write(&path, file_text(&[grant(A, "exact", &hash, t, 600, "GET http://h/a"), grant(B, "exact", &"9".repeat(64), t, 300, "GET http://h/b")]))
+        .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     write_key(&path);
     // XDG_STATE_HOME points elsewhere: the policy's path wins.
@@ -361,11 +378,8 @@ fn a_forged_grant_does_not_let_an_approve_flagged_call_run() {
         assert!(list.stdout.is_empty(), "a forged grant is listed: {}", list.context());
     }
     let rows: Vec<Value> = std::fs::read_to_string(&journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let forged_rows: Vec<(String, String)> = rows
-        .iter()
-        .filter(|r| r["kind"] == "grant")
-        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["grant"].as_str().unwrap().to_owned()))
-        .collect();
+    let forged_rows: Vec<(String, String)> =
+        rows.iter().filter(|r| r["kind"] == "grant").map(|r| (r["decision"].as_str().unwrap().to_owned(), r["grant"].as_str().unwrap().to_owned())).collect();
     let want: Vec<(String, String)> = [A, B, OLD, "00000000000000dd"].iter().map(|id| ("forged".to_owned(), id.to_string())).collect();
     assert_eq!(forged_rows, want, "one row per forgery, once per session (two calls read the file)");
     let reasons: Vec<&str> = rows.iter().filter(|r| r["kind"] == "grant").map(|r| r["reason"].as_str().unwrap()).collect();

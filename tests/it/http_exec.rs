@@ -8,7 +8,10 @@
 //! follows same-origin hops only); denials, timeouts and refused connections are
 //! `isError` results with stable codes; proxy variables in the environment are ignored; the exit summary on stderr
 //! counts executions and rejections right.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -332,12 +335,7 @@ fn authorized_session_end_to_end() {
     assert_eq!(server.requests().len(), 15);
     let to_v1_target = server.requests().iter().filter(|r| r.target == "/v1/target").count();
     assert_eq!(to_v1_target, 1, "only the uncredentialed hop reaches /v1/target; a credentialed redirect was followed");
-    assert_eq!(
-        run.summary(),
-        "sp: session ended (Eof): executions=14 [http_request:ok=13 sp_inventory:ok=1] rejections=3 [denied=3]",
-        "{}",
-        run.context()
-    );
+    assert_eq!(run.summary(), "sp: session ended (Eof): executions=14 [http_request:ok=13 sp_inventory:ok=1] rejections=3 [denied=3]", "{}", run.context());
 }
 
 #[test]
@@ -418,11 +416,7 @@ fn truncation_inside_an_echoed_secret_leaks_no_prefix() {
     let run = s.finish();
     run.protocol();
     let prefix = &secret[..secret.len() - 1];
-    assert!(
-        !String::from_utf8_lossy(&run.stdout).contains(prefix),
-        "all but the last character of the secret reached the agent: {}",
-        sc(&r)["body"]
-    );
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(prefix), "all but the last character of the secret reached the agent: {}", sc(&r)["body"]);
 }
 
 /// Routing headers (sp-policy(5), REQUEST OVERRIDES) on a credentialed request: refused
@@ -445,7 +439,10 @@ fn routing_headers_on_credentialed_requests_need_permission_by_name() {
     let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
     let mut s = ready(Launch::mcp(&policy, &[]));
     let url = format!("http://{host}/v1/x");
-    for (id, h) in ["X-Forwarded-Host", "Forwarded", "X_Forwarded_Host", "X-Original-Host", "X-Rewrite-Uri", "X-Envoy-Original-Url", "Destination", "X-Host"].into_iter().enumerate() {
+    for (id, h) in ["X-Forwarded-Host", "Forwarded", "X_Forwarded_Host", "X-Original-Host", "X-Rewrite-Uri", "X-Envoy-Original-Url", "Destination", "X-Host"]
+        .into_iter()
+        .enumerate()
+    {
         let r = denied(&mut s, &server, id as i64 + 1, json!({"method": "GET", "url": url, "headers": {h: "evil.example"}}));
         let text = r["content"][0]["text"].as_str().unwrap_or_default();
         assert!(text.contains(&format!("header {:?} could route credential \"api\"", h.to_ascii_lowercase())), "{h}: {text}");
@@ -453,7 +450,8 @@ fn routing_headers_on_credentialed_requests_need_permission_by_name() {
     let (r, seen) = exec_once(&mut s, &server, 20, json!({"method": "GET", "url": url, "headers": {"X-Forwarded-Proto": "https"}}));
     assert_ok(&r, 200);
     assert_eq!((seen.header("x-forwarded-proto"), seen.header("authorization")), (Some("https"), Some(format!("Bearer {secret}").as_str())));
-    let (r, seen) = exec_once(&mut s, &server, 21, json!({"method": "GET", "url": format!("http://{host}/open"), "headers": {"X-Forwarded-Host": "other.example"}}));
+    let (r, seen) =
+        exec_once(&mut s, &server, 21, json!({"method": "GET", "url": format!("http://{host}/open"), "headers": {"X-Forwarded-Host": "other.example"}}));
     assert_ok(&r, 200);
     assert_eq!((seen.header("x-forwarded-host"), seen.header("authorization")), (Some("other.example"), None));
     s.finish();

@@ -15,7 +15,10 @@
 //! - no answer at all, headers then silence, a server that never reads a 3 MiB request
 //!   body: `SP_TIMEOUT` within the 1 s policy timeout (plus margin), never a hang;
 //! - a 3 MiB answer written in 64 KiB pieces with pauses: read whole.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -138,11 +141,14 @@ fn body(result: &Value) -> &str {
 fn a_kept_connection_is_reused_and_the_credential_read_again_is_the_same() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
-    let (port, conns) = server(true, Arc::new(move |s, n, r| {
-        s2.lock().unwrap().push(r.authorization.clone());
-        answer(s, &format!("{n} {}", r.authorization.as_deref().unwrap_or("-")));
-        true
-    }));
+    let (port, conns) = server(
+        true,
+        Arc::new(move |s, n, r| {
+            s2.lock().unwrap().push(r.authorization.clone());
+            answer(s, &format!("{n} {}", r.authorization.as_deref().unwrap_or("-")));
+            true
+        }),
+    );
     let mut t = start(port);
     for i in 0..6 {
         let r = t.call(i + 1, "GET", "/auth/x", None);
@@ -156,23 +162,26 @@ fn a_kept_connection_is_reused_and_the_credential_read_again_is_the_same() {
 #[test]
 fn bytes_sent_after_an_answer_are_never_read_as_the_next_answer() {
     for late in [true, false] {
-        let (port, conns) = server(true, Arc::new(move |s, n, r| {
-            if n > 0 || r.path != "/first" {
-                answer(s, "real");
-                return true;
-            }
-            let forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
-            if late {
-                answer(s, "first");
-                thread::sleep(Duration::from_millis(100));
-                let _ = s.write_all(forged.as_bytes());
-            } else {
-                let _ = s.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst{forged}").as_bytes());
-            }
-            // Keeps the connection open, reading nothing more.
-            thread::sleep(Duration::from_secs(3));
-            false
-        }));
+        let (port, conns) = server(
+            true,
+            Arc::new(move |s, n, r| {
+                if n > 0 || r.path != "/first" {
+                    answer(s, "real");
+                    return true;
+                }
+                let forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+                if late {
+                    answer(s, "first");
+                    thread::sleep(Duration::from_millis(100));
+                    let _ = s.write_all(forged.as_bytes());
+                } else {
+                    let _ = s.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst{forged}").as_bytes());
+                }
+                // Keeps the connection open, reading nothing more.
+                thread::sleep(Duration::from_secs(3));
+                false
+            }),
+        );
         let mut t = start(port);
         assert_eq!(body(&t.call(1, "GET", "/first", None)), "first");
         thread::sleep(Duration::from_millis(300));
@@ -183,11 +192,14 @@ fn bytes_sent_after_an_answer_are_never_read_as_the_next_answer() {
 
 #[test]
 fn a_connection_the_server_closed_is_not_reused() {
-    let (port, conns) = server(true, Arc::new(|s, n, _| {
-        answer(s, &format!("n={n}"));
-        let _ = s.shutdown(std::net::Shutdown::Both);
-        false
-    }));
+    let (port, conns) = server(
+        true,
+        Arc::new(|s, n, _| {
+            answer(s, &format!("n={n}"));
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            false
+        }),
+    );
     let mut t = start(port);
     for i in 0..4 {
         thread::sleep(Duration::from_millis(50));
@@ -198,18 +210,21 @@ fn a_connection_the_server_closed_is_not_reused() {
 
 #[test]
 fn every_wait_ends_with_the_policy_timeout() {
-    let (port, _) = server(false, Arc::new(|s, _, r| {
-        match r.path.as_str() {
-            "/silent" => thread::sleep(Duration::from_secs(4)),
-            "/half" => {
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf");
-                thread::sleep(Duration::from_secs(4));
+    let (port, _) = server(
+        false,
+        Arc::new(|s, _, r| {
+            match r.path.as_str() {
+                "/silent" => thread::sleep(Duration::from_secs(4)),
+                "/half" => {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf");
+                    thread::sleep(Duration::from_secs(4));
+                }
+                // Never reads the body (read_body is false): sp's writes fill the buffers.
+                _ => thread::sleep(Duration::from_secs(4)),
             }
-            // Never reads the body (read_body is false): sp's writes fill the buffers.
-            _ => thread::sleep(Duration::from_secs(4)),
-        }
-        false
-    }));
+            false
+        }),
+    );
     let mut t = start(port);
     for (i, (method, path, body)) in
         [("GET", "/silent", None), ("GET", "/half", None), ("POST", "/unread", Some("x".repeat(3 << 20)))].into_iter().enumerate()
@@ -224,22 +239,25 @@ fn every_wait_ends_with_the_policy_timeout() {
 
 #[test]
 fn large_bodies_come_whole_both_ways() {
-    let (port, _) = server(true, Arc::new(|s, _, r| {
-        if r.path == "/up" {
-            answer(s, &format!("got {}", r.body_len));
-            return true;
-        }
-        let total = 3 << 20;
-        let _ = s.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {total}\r\n\r\n").as_bytes());
-        let chunk = vec![b'a'; 64 << 10];
-        for i in 0..total / chunk.len() {
-            let _ = s.write_all(&chunk);
-            if i % 8 == 0 {
-                thread::sleep(Duration::from_millis(5));
+    let (port, _) = server(
+        true,
+        Arc::new(|s, _, r| {
+            if r.path == "/up" {
+                answer(s, &format!("got {}", r.body_len));
+                return true;
             }
-        }
-        true
-    }));
+            let total = 3 << 20;
+            let _ = s.write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {total}\r\n\r\n").as_bytes());
+            let chunk = vec![b'a'; 64 << 10];
+            for i in 0..total / chunk.len() {
+                let _ = s.write_all(&chunk);
+                if i % 8 == 0 {
+                    thread::sleep(Duration::from_millis(5));
+                }
+            }
+            true
+        }),
+    );
     let mut t = start(port);
     let r = t.call(1, "GET", "/down", None);
     assert_eq!(body(&r).len(), 3 << 20);

@@ -97,10 +97,7 @@ fn a_request_reusing_an_id_in_flight_is_refused_and_the_cancel_hits_only_the_fir
             "data": {"requestId": id}
         }})
     };
-    assert_eq!(
-        refusals,
-        vec![refusal(json!(7)), refusal(json!(7)), refusal(json!(7)), refusal(json!(8))]
-    );
+    assert_eq!(refusals, vec![refusal(json!(7)), refusal(json!(7)), refusal(json!(7)), refusal(json!(8))]);
     assert_eq!(answered.len(), 1, "{answered:#?}");
     assert_eq!((answered[0]["id"].as_i64(), answered[0]["result"]["structuredContent"]["status"].as_u64()), (Some(8), Some(200)));
     // The duplicate call never ran.

@@ -17,7 +17,10 @@
 //! - XDG_STATE_HOME relative with HOME set: the journal goes under HOME, with a warning;
 //! - XDG_STATE_HOME empty: treated as unset (the spec's "empty or not set");
 //! - `"path": null`: serves with no journal and no warning.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

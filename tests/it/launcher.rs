@@ -11,7 +11,10 @@
 //! - an sp mcp option with spaces and `=` passed through the launcher: arrives as one
 //!   argument, after `mcp --config POLICY`;
 //! - a relative XDG_STATE_HOME: not handed on (the launcher uses HOME instead).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -57,8 +60,7 @@ fn launcher_serves_from_an_empty_environment() {
 fn launcher_refuses_a_policy_that_fails_sp_check_before_sp_mcp_starts() {
     let dir = TempDir::new("launch-bad");
     let policy = dir.file("policy.json", br#"{"http": {"allow": [{"hosts": ["x"], "methods": ["FETCH"]}]}}"#, 0o644);
-    let (status, stdout, stderr) =
-        launch(&[("SP", support::process::sp_bin()), ("SP_POLICY", policy.to_str().unwrap())], &[], PING);
+    let (status, stdout, stderr) = launch(&[("SP", support::process::sp_bin()), ("SP_POLICY", policy.to_str().unwrap())], &[], PING);
     assert_eq!(status, 1, "{stderr}");
     assert!(stdout.is_empty(), "stdout: {:?}", String::from_utf8_lossy(&stdout));
     assert!(stderr.contains("does not pass 'sp check'; not starting sp mcp"), "{stderr}");

@@ -18,7 +18,10 @@
 //! - a credential bound to `localhost:PORT` over plain http (it is loopback, like
 //!   `127.0.0.1:PORT`): sent, with the credential, to the server on 127.0.0.1; bound to
 //!   `localhost.example.com:PORT` (a look-alike, resolved by DNS): refused, https only.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

@@ -21,6 +21,7 @@ mod compressed;
 mod corpus;
 mod credentials;
 mod deaf;
+mod explain;
 mod faults;
 mod files;
 mod first_use;

@@ -6,7 +6,10 @@
 //! Attacks tried (held): killed after the server got the request; killed while a second
 //! session of the same journal completes a call (only the killed session's call is
 //! listed). (A target with raw control characters is printed escaped: audit/verify.rs.)
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

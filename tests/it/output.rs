@@ -16,7 +16,10 @@
 //! - SIGTERM/SIGINT/SIGHUP while a multi-MiB answer is being written: the line was cut;
 //!   SIGTERM while an action runs: it answers, a request sent after the signal never runs;
 //! - a non-blocking stdin that is empty when sp reads: it was taken as broken (exit 3).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

@@ -11,7 +11,10 @@
 //!
 //! Each case gets its own server, and [`TestServer::settle`] runs after the process has
 //! exited, so a connection cannot be missed or counted against the wrong case.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -91,10 +94,8 @@ fn every_case_through_the_binary() {
     let workers = 4;
     let chunks: Vec<Vec<corpus::Case>> = (0..workers).map(|w| cases.iter().skip(w).step_by(workers).cloned().collect()).collect();
     let failures: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|chunk| scope.spawn(|| chunk.iter().filter_map(|case| run_case(case, &dir, &token).err()).collect::<Vec<_>>()))
-            .collect();
+        let handles: Vec<_> =
+            chunks.iter().map(|chunk| scope.spawn(|| chunk.iter().filter_map(|case| run_case(case, &dir, &token).err()).collect::<Vec<_>>())).collect();
         handles.into_iter().flat_map(|h| h.join().expect("worker")).collect()
     });
     assert!(failures.is_empty(), "{} of {} corpus cases failed at process level:\n{}", failures.len(), cases.len(), failures.join("\n\n"));

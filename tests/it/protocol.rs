@@ -9,7 +9,10 @@
 //! - `params` of the wrong type (an array for ping) is still -32602;
 //! - a task-augmented `tools/call` that would be denied is denied (the `task` member does not
 //!   skip authorization).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -37,11 +40,7 @@ fn unknown_params_members_are_ignored_but_arguments_stay_strict() {
     let mut call_with_task = tool_call(4, "sp_inventory", json!({}));
     call_with_task["params"]["task"] = json!({"ttl": 60000});
     call_with_task["params"]["futureParam"] = json!([1, 2]);
-    let mut denied_with_task = tool_call(
-        5,
-        "http_request",
-        json!({"method": "DELETE", "url": format!("http://127.0.0.1:{}/open/task", server.port)}),
-    );
+    let mut denied_with_task = tool_call(5, "http_request", json!({"method": "DELETE", "url": format!("http://127.0.0.1:{}/open/task", server.port)}));
     denied_with_task["params"]["task"] = json!({"ttl": 1});
     let input = lines(&[
         initialize(json!(1), "2025-11-25"),
@@ -88,12 +87,7 @@ fn lifecycle_errors_are_invalid_request_with_the_id() {
     let codes: Vec<(Value, Value)> = msgs.iter().map(|m| (m["id"].clone(), m["error"]["code"].clone())).collect();
     assert_eq!(
         codes,
-        vec![
-            (json!("early"), json!(-32600)),
-            (json!(1), Value::Null),
-            (json!("between"), json!(-32600)),
-            (json!("again"), json!(-32600)),
-        ],
+        vec![(json!("early"), json!(-32600)), (json!(1), Value::Null), (json!("between"), json!(-32600)), (json!("again"), json!(-32600)),],
         "{}",
         run.context()
     );
@@ -229,12 +223,7 @@ fn a_denial_is_the_same_refusal_in_both_eras_and_stamped_only_in_the_stateless_o
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {}
     });
-    let input = lines(&[
-        req(json!("s"), "tools/call", stateless),
-        initialize(json!(1), "2025-11-25"),
-        initialized(),
-        req(json!(2), "tools/call", denied),
-    ]);
+    let input = lines(&[req(json!("s"), "tools/call", stateless), initialize(json!(1), "2025-11-25"), initialized(), req(json!(2), "tools/call", denied)]);
     let run = Launch::mcp(&policy, &[]).run(&input);
     run.assert_exit(0);
     let msgs = run.protocol();

@@ -10,7 +10,10 @@
 //!   once, the server sees nothing more;
 //! - every refused call: `SP_RATE_LIMITED` with `retry_after_s`, one `reject` row
 //!   (`rate_limited`) in the journal each, and no `intent` row beyond the `max` that ran.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -44,10 +47,12 @@ fn concurrent_sessions_share_one_limit_exactly() {
     };
     // All at once: each thread starts its process and writes its whole input.
     let runs: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..SESSIONS).map(|n| {
-            let (launch, input) = (launch.clone(), input(n));
-            s.spawn(move || launch.run(&input))
-        }).collect();
+        let handles: Vec<_> = (0..SESSIONS)
+            .map(|n| {
+                let (launch, input) = (launch.clone(), input(n));
+                s.spawn(move || launch.run(&input))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().expect("a session thread")).collect()
     });
     let (mut ok, mut limited) = (0, 0);

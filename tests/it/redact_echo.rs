@@ -16,7 +16,10 @@
 //! - a JSON body parsed into `structuredContent` with the secret `\u`-escaped in a value;
 //! - a body cut at `max_response_bytes` inside an HTML-encoded echo, so only a prefix of
 //!   the secret is there, cut in the middle of an escape (was open: the prefix leaked).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 

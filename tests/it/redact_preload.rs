@@ -91,11 +91,7 @@ fn an_upstream_reading_unused_secrets_gets_them_redacted() {
     }
     let run = s.finish();
     run.assert_exit(0);
-    assert!(
-        run.stderr.contains("redaction: credential \"gone\": secret file cannot be read") && run.stderr.contains("not read ahead"),
-        "{}",
-        run.context()
-    );
+    assert!(run.stderr.contains("redaction: credential \"gone\": secret file cannot be read") && run.stderr.contains("not read ahead"), "{}", run.context());
     let journal: Vec<Value> = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let journal_text = serde_json::to_string(&journal).unwrap();
     for secret in [&bearer, &by_command, &aws_secret, &client_secret, &key_line, &password] {

@@ -27,7 +27,10 @@
 //!   `tool` intact; the text block still equals the JSON of `structuredContent`;
 //!   `sp audit verify` ok; log lines readable (`executing GET http://...`);
 //! - `\u0000` and `sp:text` searched for on stdout, in the journal and on stderr.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -42,8 +45,28 @@ use support::process::{run_sp, tool_error_code, Launch, Run, Session, TempDir};
 
 /// Journal field names (`sp-audit(1)`), kinds and tools: sp's own words.
 const FIELDS: [&str; 22] = [
-    "seq", "ts", "session", "kind", "tool", "target", "decision", "rule", "reason", "code", "request_fp", "credential", "status",
-    "exit_status", "bytes_in", "bytes_out", "truncated", "duration_ms", "host_key_fp", "approver_exit", "prev", "hash",
+    "seq",
+    "ts",
+    "session",
+    "kind",
+    "tool",
+    "target",
+    "decision",
+    "rule",
+    "reason",
+    "code",
+    "request_fp",
+    "credential",
+    "status",
+    "exit_status",
+    "bytes_in",
+    "bytes_out",
+    "truncated",
+    "duration_ms",
+    "host_key_fp",
+    "approver_exit",
+    "prev",
+    "hash",
 ];
 const KINDS: [&str; 8] = ["start", "reject", "approval", "intent", "token", "result", "end", "recover"];
 const TOOLS: [&str; 3] = ["http_request", "ssh_exec", "sp_inventory"];

@@ -5,7 +5,10 @@
 //! counts TCP connections, `userauth-request` counts authentication attempts (even the
 //! `none` probe), `Accepted publickey` counts logins. That is how "zero auth attempts"
 //! and "one TCP connection for many calls" are asserted, not by trusting `sp`.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -754,7 +757,11 @@ fn sp_check_summarises_ssh_hosts() {
     let key = std::fs::read_to_string(&w.sshd.client_key).unwrap();
     assert!(!out.contains(key.lines().nth(1).unwrap()), "{out}");
     // a field-precise error for a broken ssh section
-    let bad = w.dir.file("bad.json", br#"{"ssh": {"known_hosts": "/kh", "hosts": {"web1": {"address": "h", "user": "u", "auth": {"key_file": "relative"}}}}}"#, 0o600);
+    let bad = w.dir.file(
+        "bad.json",
+        br#"{"ssh": {"known_hosts": "/kh", "hosts": {"web1": {"address": "h", "user": "u", "auth": {"key_file": "relative"}}}}}"#,
+        0o600,
+    );
     let run = Launch::new(&["check", "--config", &bad.display().to_string()]).run(b"");
     run.assert_exit(1);
     assert!(run.stderr.contains("ssh.hosts.web1.auth.key_file: must be an absolute path"), "{}", run.stderr);

@@ -10,7 +10,10 @@
 //! where the accept count catches it. Blocked cases use the loopback `TestServer`'s port,
 //! so a request that slipped through would be counted there; the count must stay zero,
 //! and be exactly one for the allowed controls.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -123,11 +126,7 @@ fn session(policy: &Policy, exec: HttpExecutor, urls: &[String]) -> (Vec<Value>,
 }
 
 fn code(result: &Value) -> Option<&str> {
-    if result["isError"] == true {
-        result["structuredContent"]["error"]["code"].as_str()
-    } else {
-        None
-    }
+    if result["isError"] == true { result["structuredContent"]["error"]["code"].as_str() } else { None }
 }
 
 fn message(result: &Value) -> &str {
@@ -196,9 +195,10 @@ fn serve_keep_alive(stream: TcpStream, fences: &AtomicUsize, requests: &AtomicUs
                 break;
             }
             if let Some((n, v)) = h.split_once(':')
-                && n.trim().eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
+                && n.trim().eq_ignore_ascii_case("content-length")
+            {
+                len = v.trim().parse().unwrap_or(0);
+            }
         }
         io::copy(&mut (&mut reader).take(len as u64), &mut io::sink())?;
         if path == FENCE {
@@ -505,12 +505,9 @@ fn blocked_before_the_credential_is_read() {
     let p = server.port;
     let dns = Dns::default().answer("api.wild.test", &["10.0.0.7"]).answer("ok.wild.test", &["192.0.2.10"]);
     let host = format!("*.wild.test:{p}");
-    let policy = policy(
-        rule(&host),
-        json!({"credentials": {"api": {"source": {"env": "SP_SSRF_TEST_NEVER_SET"}, "inject": {"bearer": {}}, "hosts": [host]}}}),
-    );
-    let (results, dials) =
-        session(&policy, executor(&dns), &[format!("https://api.wild.test:{p}/"), format!("https://ok.wild.test:{p}/")]);
+    let policy =
+        policy(rule(&host), json!({"credentials": {"api": {"source": {"env": "SP_SSRF_TEST_NEVER_SET"}, "inject": {"bearer": {}}, "hosts": [host]}}}));
+    let (results, dials) = session(&policy, executor(&dns), &[format!("https://api.wild.test:{p}/"), format!("https://ok.wild.test:{p}/")]);
     assert_eq!(code(&results[0]), Some("SP_BLOCKED"), "{}", results[0]);
     assert!(message(&results[0]).contains("api.wild.test resolves to a private (RFC 1918) address"), "{}", results[0]);
     // Control: a destination that passes goes on to read the (missing) credential.
@@ -527,10 +524,8 @@ fn blocked_is_a_tool_result_and_the_session_continues() {
     let server = TestServer::start();
     let p = server.port;
     let dns = Dns::default().answer("a.wild.test", &["127.0.0.1"]);
-    let policy = policy(
-        json!([{"hosts": [format!("*.wild.test:{p}")], "methods": ["GET"]}, {"hosts": [format!("127.0.0.1:{p}")], "methods": ["GET"]}]),
-        json!({}),
-    );
+    let policy =
+        policy(json!([{"hosts": [format!("*.wild.test:{p}")], "methods": ["GET"]}, {"hosts": [format!("127.0.0.1:{p}")], "methods": ["GET"]}]), json!({}));
     let (results, _) = session(&policy, executor(&dns), &[format!("http://a.wild.test:{p}/"), format!("http://127.0.0.1:{p}/after")]);
     assert_eq!(results[0]["isError"], true);
     let text = results[0]["content"][0]["text"].as_str().unwrap();

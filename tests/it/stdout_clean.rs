@@ -9,7 +9,10 @@
 //! Also: the human-facing commands (`--version`, `--help`, usage errors, `sp check`) and
 //! the descriptor layout DESIGN.md promises (fd 1 points at stderr; the protocol stream
 //! is a private close-on-exec descriptor >= 3), read from `/proc` while `sp mcp` runs.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -19,10 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use support::http_server::TestServer;
-use support::process::{
-    canary, check_protocol, initialize, initialized, lines, py_bytes, run_sp, tool_call, tool_error_code, Launch, Run, Session,
-    TempDir,
-};
+use support::process::{canary, check_protocol, initialize, initialized, lines, py_bytes, run_sp, tool_call, tool_error_code, Launch, Run, Session, TempDir};
 
 // ---------------------------------------------------------------------------------------
 // Fixtures
@@ -113,20 +113,20 @@ fn the_checker_rejects_non_protocol_bytes() {
     after.extend_from_slice(b"thread 'main' panicked\n");
     assert_eq!(check_protocol(&after).unwrap_err(), r"non-protocol stdout on line 2: b'thread \'main\' panicked\n'");
     for bad in [
-        &b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}"[..],                 // no newline
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}\r\n",                    // CRLF
-        b" {\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}\n",                     // leading space
-        b"\n",                                                                  // empty line
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}{\"id\":2}\n",            // two values
-        b"[{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}]\n",                    // batch
-        b"{\"id\":1,\"jsonrpc\":\"1.0\",\"result\":{}}\n",                      // version
-        b"{\"id\":1,\"jsonrpc\":\"2.0\"}\n",                                    // neither result nor error
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{},\"error\":{}}\n",         // both
-        b"{\"id\":1.5,\"jsonrpc\":\"2.0\",\"result\":{}}\n",                    // float id
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"method\":\"sampling/x\"}\n",          // a request to the client
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{},\"extra\":1}\n",          // extra member
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"error\":{\"message\":\"x\"}}\n",      // error without code
-        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":\"\xff\"}\n",                // not UTF-8
+        &b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}"[..],              // no newline
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}\r\n",               // CRLF
+        b" {\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}\n",                // leading space
+        b"\n",                                                             // empty line
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}{\"id\":2}\n",       // two values
+        b"[{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}]\n",               // batch
+        b"{\"id\":1,\"jsonrpc\":\"1.0\",\"result\":{}}\n",                 // version
+        b"{\"id\":1,\"jsonrpc\":\"2.0\"}\n",                               // neither result nor error
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{},\"error\":{}}\n",    // both
+        b"{\"id\":1.5,\"jsonrpc\":\"2.0\",\"result\":{}}\n",               // float id
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"method\":\"sampling/x\"}\n",     // a request to the client
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{},\"extra\":1}\n",     // extra member
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"error\":{\"message\":\"x\"}}\n", // error without code
+        b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":\"\xff\"}\n",           // not UTF-8
     ] {
         let err = check_protocol(bad).expect_err(&py_bytes(bad));
         assert!(err.starts_with("non-protocol stdout on line 1: b'"), "{err}");
@@ -151,11 +151,7 @@ fn verbose_flags_keep_stdout_clean() {
 fn verbose_env_vars_keep_stdout_clean() {
     let server = TestServer::start();
     let f = fixture(server.port, 0o600);
-    let launch = Launch::mcp(&f.policy, &[])
-        .env("SP_LOG", "trace")
-        .env("RUST_LOG", "trace")
-        .env("RUST_BACKTRACE", "full")
-        .env("RUST_LIB_BACKTRACE", "1");
+    let launch = Launch::mcp(&f.policy, &[]).env("SP_LOG", "trace").env("RUST_LOG", "trace").env("RUST_BACKTRACE", "full").env("RUST_LIB_BACKTRACE", "1");
     let run = assert_busy_session_clean(launch, &server, &f);
     assert!(run.stderr.contains("executing GET"), "SP_LOG=trace had no effect\n{}", run.context());
 }
@@ -218,10 +214,7 @@ fn config_with_a_bad_field_names_the_field() {
 
 #[test]
 fn no_config_anywhere_serves_deny_all_with_one_warning() {
-    assert!(
-        !Path::new("/etc/sallyport/policy.json").exists(),
-        "this machine has /etc/sallyport/policy.json; the no-config test cannot run here"
-    );
+    assert!(!Path::new("/etc/sallyport/policy.json").exists(), "this machine has /etc/sallyport/policy.json; the no-config test cannot run here");
     let server = TestServer::start();
     let home = TempDir::new("home");
     std::fs::create_dir(home.path.join("xdg")).unwrap();
@@ -535,7 +528,8 @@ fn a_child_writing_to_fd_1_reaches_stderr_not_the_protocol() {
     let server = TestServer::start();
     let dir = TempDir::new("child");
     let secret = canary();
-    let script = r#"{ printf 'stray-from-child fds:'; for f in /proc/$$/fd/*; do printf ' %s' "$(readlink "$f")"; done; echo; } > /proc/$PPID/fd/1; echo "$0""#;
+    let script =
+        r#"{ printf 'stray-from-child fds:'; for f in /proc/$$/fd/*; do printf ' %s' "$(readlink "$f")"; done; echo; } > /proc/$PPID/fd/1; echo "$0""#;
     let policy = json!({
         "credentials": {"cmd": {
             "source": {"command": ["/bin/sh", "-c", script, secret]},
@@ -631,10 +625,7 @@ fn check_rejects_a_bad_policy_naming_the_field() {
 /// script must keep working.
 #[test]
 fn human_commands_may_write_to_dev_null() {
-    let status = std::process::Command::new(support::process::sp_bin())
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run sp --version");
+    let status =
+        std::process::Command::new(support::process::sp_bin()).arg("--version").stdout(std::process::Stdio::null()).status().expect("run sp --version");
     assert_eq!(status.code(), Some(0));
 }

@@ -48,8 +48,7 @@ impl Drop for Cleanup {
 /// Waits until `pid` is gone (no `/proc` entry, or a zombie nobody reaped yet).
 fn wait_gone(pid: i32, what: &str) {
     let gone = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
     };
     let t = Instant::now();
     while !gone() {

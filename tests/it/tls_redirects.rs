@@ -2,7 +2,10 @@
 //! https-only rule, and redirects across host, port and scheme. Real loopback servers
 //! (plain and HTTPS); every "not followed" case asserts the second server saw nothing and
 //! every credentialed case asserts the credential reached only the first.
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -108,7 +111,10 @@ fn redirects_stay_on_their_origin() {
     let st = setup(&[host(&a), host(&b), host(&tls)], json!({}), Some(&pki.ca_pem));
     let to = |server: &TestServer, path: &str| format!("http://127.0.0.1:{}{path}", server.port);
     a.route("/cross-port", Reply { status: 302, headers: vec![("Location".into(), to(&b, "/landing"))], body: vec![], delay_ms: 0 });
-    a.route("/cross-host", Reply { status: 302, headers: vec![("Location".into(), format!("http://localhost:{}/landing", a.port))], body: vec![], delay_ms: 0 });
+    a.route(
+        "/cross-host",
+        Reply { status: 302, headers: vec![("Location".into(), format!("http://localhost:{}/landing", a.port))], body: vec![], delay_ms: 0 },
+    );
     a.route("/same", Reply { status: 301, headers: vec![("Location".into(), "/landing?x=1".into())], body: vec![], delay_ms: 0 });
     a.route("/loop", Reply { status: 302, headers: vec![("Location".into(), "/loop".into())], body: vec![], delay_ms: 0 });
     a.route("/v1/credentialed", Reply { status: 307, headers: vec![("Location".into(), "/v1/next".into())], body: vec![], delay_ms: 0 });

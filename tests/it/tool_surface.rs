@@ -69,7 +69,8 @@ fn real_results_match_their_output_schemas() {
     let tools = tools(&mut s);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     // ssh_exec is listed only with an SSH host (issue 32: only what the policy makes possible).
-    let want: &[&str] = if sshd.is_some() { &["http_request", "http_get", "sp_inventory", "ssh_exec"] } else { &["http_request", "http_get", "sp_inventory"] };
+    let want: &[&str] =
+        if sshd.is_some() { &["http_request", "http_get", "sp_inventory", "ssh_exec"] } else { &["http_request", "http_get", "sp_inventory"] };
     assert_eq!(names, want);
     let url = |p: &str| format!("{}{p}", server.base());
     let http = schema_of(&tools, "http_request");
@@ -134,7 +135,11 @@ fn names_titles_and_hints_are_what_hosts_expect() {
             let name = t["name"].as_str().unwrap();
             assert!(host_accepts(name), "{name}");
             assert!(t["title"].as_str().is_some_and(|x| x.len() <= 40), "{name}: title {}", t["title"]);
-            assert!(t["description"].as_str().is_some_and(|x| x.len() <= 800), "{name}: description of {} bytes", t["description"].as_str().map_or(0, str::len));
+            assert!(
+                t["description"].as_str().is_some_and(|x| x.len() <= 800),
+                "{name}: description of {} bytes",
+                t["description"].as_str().map_or(0, str::len)
+            );
             assert_eq!(t["inputSchema"]["type"], "object", "{name}");
             assert_eq!(t["outputSchema"]["type"], "object", "{name}");
             let hints = &t["annotations"];

@@ -31,7 +31,10 @@
 //!   elicitations and `via` naming elicitation first: no `elicitation/create` is sent,
 //!   the approver command is asked (failed before the merge wired it: the flag was
 //!   parsed but the call asked the client).
-#![allow(clippy::disallowed_methods, reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
+)]
 
 use crate::support;
 
@@ -81,10 +84,7 @@ fn names(list: &Value) -> Vec<String> {
 
 /// The process group an `upstream` row names (`process group N`).
 fn groups(all: &[Value]) -> Vec<i32> {
-    rows(all, "upstream")
-        .iter()
-        .filter_map(|r| r["reason"].as_str()?.strip_prefix("process group ")?.parse().ok())
-        .collect()
+    rows(all, "upstream").iter().filter_map(|r| r["reason"].as_str()?.strip_prefix("process group ")?.parse().ok()).collect()
 }
 
 fn assert_group_gone(group: i32) {
@@ -150,10 +150,7 @@ fn the_operators_example_works_with_a_real_server_restricted_by_a_path_pin() {
     let init = s.ready("2025-06-18");
     assert_eq!(init["capabilities"], json!({"tools": {"listChanged": true}}));
     let list = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-    assert_eq!(
-        names(&list),
-        ["sp_inventory", "fs_read_text_file", "fs_create_directory", "fs_list_directory", "fs_list_directory_with_sizes"]
-    );
+    assert_eq!(names(&list), ["sp_inventory", "fs_read_text_file", "fs_create_directory", "fs_list_directory", "fs_list_directory_with_sizes"]);
     let read = list["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "fs_read_text_file").unwrap().clone();
     assert_eq!((read["inputSchema"]["type"].as_str(), read["annotations"]["readOnlyHint"].as_bool()), (Some("object"), Some(true)));
 
@@ -351,7 +348,8 @@ fn ping_list_cancel_and_progress_during_an_upstream_call() {
     let run = s.finish();
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let received = std::fs::read_to_string(&record).unwrap();
-    let cancelled: Vec<Value> = received.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|m| m["method"] == "notifications/cancelled").collect();
+    let cancelled: Vec<Value> =
+        received.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|m| m["method"] == "notifications/cancelled").collect();
     assert_eq!(cancelled.len(), 1, "{received}");
     assert_eq!(cancelled[0]["params"]["reason"], "cancelled by the client");
 }

@@ -246,8 +246,14 @@ fn sp_check_shows_each_upstreams_sandbox() {
     check.assert_exit(0);
     let script = root().join("tests/support/upstreams/hostile.py");
     for want in [
-        format!("sp: warning: upstreams.w.command[1]: {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.w.sandbox.read", script.display()),
-        format!("sp: warning: upstreams.v.command[0]'s interpreter (#!): {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.v.sandbox.read", interp.display()),
+        format!(
+            "sp: warning: upstreams.w.command[1]: {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.w.sandbox.read",
+            script.display()
+        ),
+        format!(
+            "sp: warning: upstreams.v.command[0]'s interpreter (#!): {} is outside the upstream's sandbox, which will not let it read it: add it (or its directory) to upstreams.v.sandbox.read",
+            interp.display()
+        ),
     ] {
         assert!(check.stderr.contains(&want), "want {want}\n{}", check.context());
     }

@@ -170,7 +170,9 @@ fn a_changed_definition_is_withheld_until_the_operator_approves_it() {
     let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
     assert_eq!(
         message,
-        format!("m_act is withheld: its definition changed since it was pinned (pinned sha256:{h1}, now sha256:{h2}); the operator reviews it with `sp upstream diff m` and allows it with `sp upstream approve m`")
+        format!(
+            "m_act is withheld: its definition changed since it was pinned (pinned sha256:{h1}, now sha256:{h2}); the operator reviews it with `sp upstream diff m` and allows it with `sp upstream approve m`"
+        )
     );
     assert_eq!(s.tool(3, "m_keep", json!({}))["isError"], false, "the unchanged tool still works");
     let run = s.finish();
@@ -233,8 +235,7 @@ fn a_mid_session_rug_pull_is_withheld_at_the_relisting() {
     let run = s.finish();
     assert_eq!(run.code(), Some(0), "{}", run.context());
     assert_eq!(f.calls_received(), ["keep", "keep"]);
-    let withheld: Vec<String> =
-        f.journal().iter().filter(|r| r["decision"] == "withhold").map(|r| r["target"].as_str().unwrap().to_owned()).collect();
+    let withheld: Vec<String> = f.journal().iter().filter(|r| r["decision"] == "withhold").map(|r| r["target"].as_str().unwrap().to_owned()).collect();
     // The second listing had no exfil any more.
     assert_eq!(withheld, ["m act", "m exfil", "m act", "m keep"]);
 
@@ -276,7 +277,13 @@ fn strict_pins_list_nothing_until_sp_upstream_pin() {
     f.tools(&json!([act("reads more"), keep()]));
     let again = f.sp_upstream(&["pin", "m"]);
     again.assert_exit(1);
-    assert!(again.stderr.contains("sp: upstream m already has pins, and 1 tool(s) differ from them: review with `sp upstream diff m`, then `sp upstream approve m`"), "{}", again.context());
+    assert!(
+        again
+            .stderr
+            .contains("sp: upstream m already has pins, and 1 tool(s) differ from them: review with `sp upstream diff m`, then `sp upstream approve m`"),
+        "{}",
+        again.context()
+    );
 
     // Unknown names are refused with the reason.
     let nope = f.sp_upstream(&["approve", "m", "nope"]);

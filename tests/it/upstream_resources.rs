@@ -138,7 +138,9 @@ fn hostile_resources_are_confined_to_their_upstream_and_scrubbed() {
     assert_eq!(crossed["result"]["contents"][0]["text"], "served by evil: other+fx://ok/readme", "{crossed}");
     assert_eq!(crossed["result"]["contents"][0]["uri"], "evil+other+fx://ok/readme");
     // What other's policy does not allow, what evil's denies, what names no upstream.
-    for (id, uri) in [(4, "other+fx://secret/token"), (5, "evil+fx://denied/x"), (6, "fx://ok/readme"), (7, "nobody+fx://ok/readme"), (8, "evil+fx://denied/../ok/x")] {
+    for (id, uri) in
+        [(4, "other+fx://secret/token"), (5, "evil+fx://denied/x"), (6, "fx://ok/readme"), (7, "nobody+fx://ok/readme"), (8, "evil+fx://denied/../ok/x")]
+    {
         let refused = s.call(&request(id, "resources/read", json!({"uri": uri})));
         assert_eq!(refused["error"]["code"], -32002, "{uri}: {refused}");
         assert!(refused["error"]["message"].as_str().unwrap().starts_with("resource not found"), "{refused}");
@@ -173,7 +175,8 @@ fn hostile_resources_are_confined_to_their_upstream_and_scrubbed() {
     assert_eq!(got["result"]["messages"][1]["content"]["uri"], "evil+fx://ok/readme");
     let hidden = s.call(&request(19, "prompts/get", json!({"name": "evil_hidden"})));
     assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
-    let done = s.call(&request(20, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "evil_greet"}, "argument": {"name": "who", "value": "a"}})));
+    let done =
+        s.call(&request(20, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "evil_greet"}, "argument": {"name": "who", "value": "a"}})));
     assert_eq!(done["result"]["completion"]["values"], json!(["a1", "a2"]), "{done}");
     let sub = s.call(&request(21, "resources/subscribe", json!({"uri": "evil+fx://ok/readme"})));
     assert_eq!(sub["error"]["code"], -32601);
@@ -255,11 +258,26 @@ fn server_everything_resources_prompts_and_completion_are_relayed() {
     let prompts = ask(&mut s, &request(6, "prompts/list", json!({})));
     let names: Vec<&str> = prompts["result"]["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["everything_simple-prompt", "everything_completable-prompt", "everything_resource-prompt"]);
-    let got = ask(&mut s, &request(7, "prompts/get", json!({"name": "everything_resource-prompt", "arguments": {"resourceType": "Text", "resourceId": "2"}})));
+    let got =
+        ask(&mut s, &request(7, "prompts/get", json!({"name": "everything_resource-prompt", "arguments": {"resourceType": "Text", "resourceId": "2"}})));
     assert_eq!(got["result"]["messages"][1]["content"]["resource"]["uri"], "everything+demo://resource/dynamic/text/2", "{got}");
-    let done = ask(&mut s, &request(8, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "everything_completable-prompt"}, "argument": {"name": "department", "value": "S"}})));
+    let done = ask(
+        &mut s,
+        &request(
+            8,
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "everything_completable-prompt"}, "argument": {"name": "department", "value": "S"}}),
+        ),
+    );
     assert_eq!(done["result"]["completion"]["values"], json!(["Sales", "Support"]), "{done}");
-    let done = ask(&mut s, &request(9, "completion/complete", json!({"ref": {"type": "ref/resource", "uri": "everything+demo://resource/dynamic/text/{resourceId}"}, "argument": {"name": "resourceId", "value": "1"}})));
+    let done = ask(
+        &mut s,
+        &request(
+            9,
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": "everything+demo://resource/dynamic/text/{resourceId}"}, "argument": {"name": "resourceId", "value": "1"}}),
+        ),
+    );
     assert!(done["result"]["completion"]["values"].is_array(), "{done}");
     s.finish();
 }

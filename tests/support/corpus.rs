@@ -146,8 +146,7 @@ pub fn check_output(case: &Case, raw: &[u8]) -> Result<(), String> {
     let mut msgs = Vec::new();
     let body = raw.strip_suffix(b"\n").unwrap_or(raw);
     for (i, line) in body.split(|b| *b == b'\n').enumerate().filter(|_| !raw.is_empty()) {
-        let v: Value = serde_json::from_slice(line)
-            .map_err(|_| format!("non-protocol stdout on line {}: {:?}", i + 1, String::from_utf8_lossy(line)))?;
+        let v: Value = serde_json::from_slice(line).map_err(|_| format!("non-protocol stdout on line {}: {:?}", i + 1, String::from_utf8_lossy(line)))?;
         if v["jsonrpc"] != "2.0" {
             return Err(format!("line {} is not JSON-RPC 2.0: {v}", i + 1));
         }

@@ -159,8 +159,12 @@ impl TestServer {
         let _ = s.set_read_timeout(Some(limit));
         s.write_all(format!("GET {FENCE} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).expect("fence request");
         let mut sink = Vec::new();
-        s.read_to_end(&mut sink)
-            .unwrap_or_else(|e| panic!("settle: no answer to the fence request within {} s (waiting for the test server to accept every earlier connection): {e}", limit.as_secs()));
+        s.read_to_end(&mut sink).unwrap_or_else(|e| {
+            panic!(
+                "settle: no answer to the fence request within {} s (waiting for the test server to accept every earlier connection): {e}",
+                limit.as_secs()
+            )
+        });
         assert!(sink.starts_with(b"HTTP/1.1 204"), "fence answered {:?}", String::from_utf8_lossy(&sink));
     }
 
@@ -206,9 +210,9 @@ fn handle(stream: Box<dyn Conn>, shared: &Shared) -> std::io::Result<()> {
     let reply = match (echo, handler) {
         (_, Some(h)) => h(&recorded),
         (Some(how), None) => echo_reply(how, &recorded.headers),
-        (None, None) => shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| {
-            Reply::json(200, &format!("{{\"method\":\"{method}\",\"path\":\"{path}\"}}"))
-        }),
+        (None, None) => {
+            shared.routes.lock().unwrap().get(&path).cloned().unwrap_or_else(|| Reply::json(200, &format!("{{\"method\":\"{method}\",\"path\":\"{path}\"}}")))
+        }
     };
     shared.requests.lock().unwrap().push(recorded);
     if reply.delay_ms > 0 {

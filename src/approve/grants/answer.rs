@@ -11,11 +11,17 @@ use super::{GrantRequest, Scope, MAX_ANSWER_BYTES};
 /// this one call and logs this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AnswerError {
-    TooLong { max: usize },
+    TooLong {
+        max: usize,
+    },
     NotUtf8,
-    Json { why: String },
+    Json {
+        why: String,
+    },
     /// Valid JSON of the wrong shape: names what is wrong, never echoes a value.
-    Shape { why: &'static str },
+    Shape {
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for AnswerError {
@@ -31,7 +37,6 @@ impl fmt::Display for AnswerError {
 }
 
 impl std::error::Error for AnswerError {}
-
 
 /// The grant an approver asked for on its standard output, if any. The request is the
 /// last non-empty line, and only when it starts with `{` (earlier lines, and a last line

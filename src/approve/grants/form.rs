@@ -21,18 +21,30 @@ const FILE_VERSION: u64 = 1;
 pub(crate) enum FormError {
     NotUtf8,
     /// Not one JSON value (the parser's reason, which names a position).
-    Json { why: String },
+    Json {
+        why: String,
+    },
     NotObject,
     /// A top-level key other than `version` and `grants` (cut to 32 characters).
-    UnknownKey { key: String },
+    UnknownKey {
+        key: String,
+    },
     Version,
     GrantsNotArray,
     TooMany,
-    TooLarge { max: u64 },
+    TooLarge {
+        max: u64,
+    },
     /// The grant at `index` is not one this `sp` wrote.
-    Grant { index: usize, why: BadGrant },
+    Grant {
+        index: usize,
+        why: BadGrant,
+    },
     /// The grant at `index` repeats the id of an earlier one.
-    SameId { index: usize, id: String },
+    SameId {
+        index: usize,
+        id: String,
+    },
 }
 
 impl fmt::Display for FormError {
@@ -66,10 +78,19 @@ impl std::error::Error for FormError {
 pub(crate) enum BadGrant {
     NotObject,
     /// A key no grant has (cut to 32 characters).
-    UnknownKey { key: String },
-    NotString { key: &'static str },
-    TooLong { key: &'static str, max: usize },
-    NotNumber { key: &'static str },
+    UnknownKey {
+        key: String,
+    },
+    NotString {
+        key: &'static str,
+    },
+    TooLong {
+        key: &'static str,
+        max: usize,
+    },
+    NotNumber {
+        key: &'static str,
+    },
     Id,
     Scope,
     Policy,

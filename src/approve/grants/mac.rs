@@ -116,7 +116,10 @@ impl GrantKey {
     }
 
     fn hmac(&self, g: &Grant) -> Hmac<Sha256> {
-        #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
+        #[expect(
+            clippy::expect_used,
+            reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too"
+        )]
         let mut mac = Hmac::<Sha256>::new_from_slice(self.0.as_slice()).expect("HMAC takes keys of any length");
         mac.update(canonical(g).as_bytes());
         mac
@@ -222,9 +225,7 @@ fn random() -> Result<Zeroizing<[u8; KEY_BYTES]>, KeyError> {
     if matches!(rustix::rand::getrandom(key.as_mut_slice(), rustix::rand::GetRandomFlags::empty()), Ok(KEY_BYTES)) {
         return Ok(key);
     }
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(key.as_mut_slice()))
-        .map_err(|e| KeyError::Random { why: sys::os_reason(&e) })?;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(key.as_mut_slice())).map_err(|e| KeyError::Random { why: sys::os_reason(&e) })?;
     Ok(key)
 }
 

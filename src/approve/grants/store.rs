@@ -15,7 +15,6 @@ use super::{ActionKey, Channel, Grant, GrantError, Scope, LOCK_WAIT, MAX_FILE_BY
 use crate::policy::approval::GrantsPolicy;
 use crate::sys::{self, SysError};
 
-
 /// The grants file and the operator's limits (module docs). Cheap: nothing is read
 /// until a method needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +174,9 @@ impl Grants {
         self.update(now, |grants| {
             // The channel counts: a command's grant must not be replaced by one an
             // elicitation gave (subjects that require the command accept only the former).
-            let same = |g: &Grant| g.scope == grant.scope && g.policy == grant.policy && g.action == grant.action && g.uid == grant.uid && g.channel == grant.channel;
+            let same = |g: &Grant| {
+                g.scope == grant.scope && g.policy == grant.policy && g.action == grant.action && g.uid == grant.uid && g.channel == grant.channel
+            };
             grants.retain(|g| !same(g));
             if grants.len() >= MAX_GRANTS {
                 return Err(GrantError::Full { path: self.path.clone() });
@@ -276,13 +277,7 @@ impl Grants {
             return;
         }
         let g = &r.grant;
-        log::warn!(
-            "grants file {}: grant {} ({} scope) is ignored: {} (sp did not write it)",
-            self.path.display(),
-            g.id,
-            g.scope.as_str(),
-            why.as_str()
-        );
+        log::warn!("grants file {}: grant {} ({} scope) is ignored: {} (sp did not write it)", self.path.display(), g.id, g.scope.as_str(), why.as_str());
         forged.new.push(Forged { id: g.id.clone(), scope: g.scope, tool: g.tool.clone(), subject: g.subject.clone(), why });
     }
 
@@ -357,10 +352,11 @@ impl Grants {
     fn create_dir(&self) -> Result<(), GrantError> {
         if let Some(dir) = self.path.parent() {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| GrantError::Write {
-                path: self.path.clone(),
-                why: format!("cannot create {}: {}", dir.display(), sys::os_reason(&e)),
-            })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| GrantError::Write { path: self.path.clone(), why: format!("cannot create {}: {}", dir.display(), sys::os_reason(&e)) })?;
         }
         Ok(())
     }

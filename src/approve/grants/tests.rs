@@ -310,10 +310,13 @@ fn a_corrupt_file_fails_closed_and_only_revoke_all_replaces_it() {
         ("an unknown grant key", with(&|v| v["note"] = json!("x"))),
         ("a bad id", with(&|v| v["id"] = json!("XYZ"))),
         ("a forged expires", with(&|v| v["expires"] = json!(T0 + 86_400 * 365))),
-        ("a ttl past the cap", with(&|v| {
-            v["ttl_s"] = json!(MAX_GRANT_S + 1);
-            v["expires"] = json!(T0 + MAX_GRANT_S + 1);
-        })),
+        (
+            "a ttl past the cap",
+            with(&|v| {
+                v["ttl_s"] = json!(MAX_GRANT_S + 1);
+                v["expires"] = json!(T0 + MAX_GRANT_S + 1);
+            }),
+        ),
         ("a session grant with an action", with(&|v| v["action"] = json!(P2))),
         ("an exact grant without one", with(&|v| v["scope"] = json!("exact"))),
         ("an unknown channel", with(&|v| v["channel"] = json!("agent"))),
@@ -441,10 +444,7 @@ fn the_approvers_grant_line_is_parsed_strictly() {
     }
     let long = format!("{{\"grant\":\"exact\",\"ttl_s\":9,\"pad\":\"{}\"}}", "x".repeat(10_000));
     assert_eq!(parse_answer(long.as_bytes()), Err(AnswerError::TooLong { max: MAX_ANSWER_BYTES }));
-    assert_eq!(
-        AnswerError::TooLong { max: 256 }.to_string(),
-        "the approver's grant line is ignored (this approval covers one call): longer than 256 bytes"
-    );
+    assert_eq!(AnswerError::TooLong { max: 256 }.to_string(), "the approver's grant line is ignored (this approval covers one call): longer than 256 bytes");
 }
 
 #[test]
@@ -463,7 +463,10 @@ fn the_file_round_trips_and_the_location_follows_the_journals_rule() {
     assert_eq!(location(&named, env(&[])), Ok(PathBuf::from("/var/lib/sp/g.json")));
     assert_eq!(Grants::open(Path::new("rel.json"), &named), Err(GrantError::NotAbsolute { path: PathBuf::from("rel.json") }));
     assert_eq!(check_summary(&GrantsPolicy::default(), env(&[])), "grants: none (each approval covers one call)\n");
-    assert_eq!(check_summary(&limits(Some(3600), None), env(&[("HOME", "/h")])), "grants: exact up to 3600s, session never; file /h/.local/state/sallyport/grants.json (default)\n");
+    assert_eq!(
+        check_summary(&limits(Some(3600), None), env(&[("HOME", "/h")])),
+        "grants: exact up to 3600s, session never; file /h/.local/state/sallyport/grants.json (default)\n"
+    );
 }
 
 #[test]
@@ -536,4 +539,3 @@ fn a_corrupt_file_is_refused_for_a_named_reason() {
         assert_eq!(parse_file(text.as_bytes()), Err(want), "{text}");
     }
 }
-

@@ -37,8 +37,13 @@ Options:
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ExplainSub {
     /// The call as a JSON text: given whole, or made of `--tool` and `--args`.
-    Explain { call: String, json: bool },
-    Test { file: PathBuf },
+    Explain {
+        call: String,
+        json: bool,
+    },
+    Test {
+        file: PathBuf,
+    },
     Help,
 }
 

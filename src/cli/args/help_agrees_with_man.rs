@@ -49,13 +49,7 @@ fn man_flags(page: &str, section: &str) -> BTreeSet<Flag> {
         if pair[0] != ".TP" {
             continue;
         }
-        let text = pair[1]
-            .split_once(' ')
-            .map_or("", |(_, rest)| rest)
-            .replace("\\fI", "")
-            .replace("\\fR", "")
-            .replace("\\-", "-")
-            .replace(['"', ','], " ");
+        let text = pair[1].split_once(' ').map_or("", |(_, rest)| rest).replace("\\fI", "").replace("\\fR", "").replace("\\-", "-").replace(['"', ','], " ");
         let words: Vec<&str> = text.split_whitespace().collect();
         if !words.first().is_some_and(|w| w.starts_with('-')) {
             continue;

@@ -64,9 +64,15 @@ fn usage_errors() {
 #[test]
 fn approve_parses_with_the_policy_before_or_after() {
     let a = p(&["-q", "-c", "/p", "approve", "list", "--json"]).unwrap();
-    assert_eq!((a.command, a.config, a.quiet), (Command::Approve(ApproveArgs { sub: ApproveSub::List { json: true }, config: None }), Some(PathBuf::from("/p")), true));
+    assert_eq!(
+        (a.command, a.config, a.quiet),
+        (Command::Approve(ApproveArgs { sub: ApproveSub::List { json: true }, config: None }), Some(PathBuf::from("/p")), true)
+    );
     let a = p(&["approve", "revoke", "ABCDEF0123456789", "--config", "/p"]).unwrap();
-    assert_eq!((a.command, a.config), (Command::Approve(ApproveArgs { sub: ApproveSub::Revoke { id: "abcdef0123456789".into() }, config: None }), Some(PathBuf::from("/p"))));
+    assert_eq!(
+        (a.command, a.config),
+        (Command::Approve(ApproveArgs { sub: ApproveSub::Revoke { id: "abcdef0123456789".into() }, config: None }), Some(PathBuf::from("/p")))
+    );
     assert_eq!(p(&["approve", "revoke", "--all"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::RevokeAll, config: None }));
     assert_eq!(p(&["approve", "--help"]).unwrap().command, Command::Approve(ApproveArgs { sub: ApproveSub::Help, config: None }));
     for (args, want) in [
@@ -95,7 +101,10 @@ fn upstream_parses_with_the_policy_before_or_after() {
     let a = p(&["upstream", "approve", "gh", "get_me", "files.read", "--config", "/p"]).unwrap();
     let approve = UpstreamArgs { sub: UpstreamSub::Approve { upstream: "gh".into(), tools: vec!["get_me".into(), "files.read".into()] }, config: None };
     assert_eq!((a.command, a.config), (Command::Upstream(approve), Some(PathBuf::from("/p"))));
-    assert_eq!(p(&["upstream", "pin", "gh"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Pin { upstream: "gh".into() }, config: None }));
+    assert_eq!(
+        p(&["upstream", "pin", "gh"]).unwrap().command,
+        Command::Upstream(UpstreamArgs { sub: UpstreamSub::Pin { upstream: "gh".into() }, config: None })
+    );
     assert_eq!(p(&["upstream", "-h"]).unwrap().command, Command::Upstream(UpstreamArgs { sub: UpstreamSub::Help, config: None }));
     for (args, want) in [
         (&["upstream"][..], "sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
@@ -152,7 +161,10 @@ fn explain_and_test_parse() {
     let p = |a: &[&str]| parse(a.iter().map(OsString::from));
     let call = r#"{"tool":"sp_inventory"}"#;
     let a = p(&["explain", "-c", "/p.json", "--json", call]).unwrap();
-    assert_eq!((a.command, a.config), (Command::Explain(ExplainArgs { sub: ExplainSub::Explain { call: call.into(), json: true }, config: None }), Some(PathBuf::from("/p.json"))));
+    assert_eq!(
+        (a.command, a.config),
+        (Command::Explain(ExplainArgs { sub: ExplainSub::Explain { call: call.into(), json: true }, config: None }), Some(PathBuf::from("/p.json")))
+    );
     let a = p(&["-c", "/p.json", "explain", "--tool", "http_get", "--args", r#"{"url":"https://a"}"#]).unwrap();
     let want = ExplainSub::Explain { call: r#"{"tool": "http_get", "arguments": {"url":"https://a"}}"#.into(), json: false };
     assert_eq!((a.command, a.config), (Command::Explain(ExplainArgs { sub: want, config: None }), Some(PathBuf::from("/p.json"))));
@@ -160,7 +172,10 @@ fn explain_and_test_parse() {
     let a = p(&["explain", "--tool", "x\", \"y\": \"z"]).unwrap();
     let Command::Explain(ExplainArgs { sub: ExplainSub::Explain { call: built, .. }, .. }) = a.command else { panic!() };
     assert_eq!(serde_json::from_str::<serde_json::Value>(&built).unwrap()["tool"], "x\", \"y\": \"z");
-    assert_eq!(p(&["test", "cases.jsonl"]).unwrap().command, Command::Explain(ExplainArgs { sub: ExplainSub::Test { file: "cases.jsonl".into() }, config: None }));
+    assert_eq!(
+        p(&["test", "cases.jsonl"]).unwrap().command,
+        Command::Explain(ExplainArgs { sub: ExplainSub::Test { file: "cases.jsonl".into() }, config: None })
+    );
     assert_eq!(p(&["explain", "--help"]).unwrap().command, Command::Explain(ExplainArgs { sub: ExplainSub::Help, config: None }));
     assert_eq!(p(&["explain"]).unwrap_err(), UsageError::NoCall { command: "explain" });
     assert_eq!(p(&["explain", call, "--tool", "x"]).unwrap_err(), UsageError::CallTwice);

@@ -29,10 +29,17 @@ Options:
 /// What `sp upstream` does, to which upstream.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum UpstreamSub {
-    Pin { upstream: String },
-    Diff { upstream: String },
+    Pin {
+        upstream: String,
+    },
+    Diff {
+        upstream: String,
+    },
     /// `tools` empty: every exposed tool.
-    Approve { upstream: String, tools: Vec<String> },
+    Approve {
+        upstream: String,
+        tools: Vec<String>,
+    },
     Help,
 }
 

@@ -143,9 +143,19 @@ fn exact_paths_ending_in_a_slash_and_the_approver() {
     for (program, want) in [
         (ok.clone(), None),
         (noexec.clone(), Some(format!("approval.command[0]: {noexec} is not executable; run chmod u+x {noexec}"))),
-        (writable.clone(), Some(format!("approval.command[0]: {writable}: permissions 0757 are too open (must not let group or others write it); {refused}; run chmod go-w {writable}"))),
+        (
+            writable.clone(),
+            Some(format!(
+                "approval.command[0]: {writable}: permissions 0757 are too open (must not let group or others write it); {refused}; run chmod go-w {writable}"
+            )),
+        ),
         (missing.clone(), Some(format!("approval.command[0]: {missing}: no such file; {refused}; install the approver there, or fix the path"))),
-        (dirpath.clone(), Some(format!("approval.command[0]: {dirpath}: is a directory, not a regular file (refused without opening it); {refused}; name the program file itself"))),
+        (
+            dirpath.clone(),
+            Some(format!(
+                "approval.command[0]: {dirpath}: is a directory, not a regular file (refused without opening it); {refused}; name the program file itself"
+            )),
+        ),
     ] {
         let p = policy(json!({"approval": {"command": [program]}}));
         let got: Vec<(Level, String)> = shown(&findings(&p, &no_env));

@@ -79,9 +79,7 @@ impl fmt::Display for ClientCredentialsError {
             ClientCredentialsError::NoColon => "oauth2 client credentials must be client_id:client_secret (no ':' found)",
             ClientCredentialsError::EmptyClientId => "oauth2 client_id is empty",
             ClientCredentialsError::EmptyClientSecret => "oauth2 client_secret is empty",
-            ClientCredentialsError::ControlCharacters => {
-                "oauth2 client credentials contain control characters (only one trailing newline is trimmed)"
-            }
+            ClientCredentialsError::ControlCharacters => "oauth2 client credentials contain control characters (only one trailing newline is trimmed)",
         })
     }
 }
@@ -96,10 +94,7 @@ pub struct ClientCredentials {
 
 impl fmt::Debug for ClientCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientCredentials")
-            .field("client_id", &self.client_id)
-            .field("client_secret", &format_args!("***"))
-            .finish()
+        f.debug_struct("ClientCredentials").field("client_id", &self.client_id).field("client_secret", &format_args!("***")).finish()
     }
 }
 
@@ -109,26 +104,18 @@ impl ClientCredentials {
     /// characters are refused.
     pub fn parse(source: &[u8]) -> Result<ClientCredentials, ClientCredentialsError> {
         let text = std::str::from_utf8(source).map_err(|_| ClientCredentialsError::NotUtf8)?;
-        let text = text
-            .strip_suffix('\n')
-            .map(|t| t.strip_suffix('\r').unwrap_or(t))
-            .unwrap_or(text);
+        let text = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(text);
         if text.chars().any(char::is_control) {
             return Err(ClientCredentialsError::ControlCharacters);
         }
-        let (id, secret) = text
-            .split_once(':')
-            .ok_or(ClientCredentialsError::NoColon)?;
+        let (id, secret) = text.split_once(':').ok_or(ClientCredentialsError::NoColon)?;
         if id.is_empty() {
             return Err(ClientCredentialsError::EmptyClientId);
         }
         if secret.is_empty() {
             return Err(ClientCredentialsError::EmptyClientSecret);
         }
-        Ok(ClientCredentials {
-            client_id: id.to_owned(),
-            client_secret: Zeroizing::new(secret.to_owned()),
-        })
+        Ok(ClientCredentials { client_id: id.to_owned(), client_secret: Zeroizing::new(secret.to_owned()) })
     }
 
     pub fn client_id(&self) -> &str {
@@ -183,35 +170,19 @@ impl TokenRequest {
             }
             form.finish();
         }
-        let mut headers = vec![
-            (
-                "content-type",
-                Zeroizing::new("application/x-www-form-urlencoded".to_owned()),
-            ),
-            ("accept", Zeroizing::new("application/json".to_owned())),
-        ];
+        let mut headers =
+            vec![("content-type", Zeroizing::new("application/x-www-form-urlencoded".to_owned())), ("accept", Zeroizing::new("application/json".to_owned()))];
         if self.client_auth == ClientAuth::Basic {
             // RFC 6749 2.3.1: each part form-urlencoded before the Basic encoding
             // (RFC 7617), so a ':' in the secret cannot move the split.
             let mut pair = Zeroizing::new(String::new());
-            pair.extend(url::form_urlencoded::byte_serialize(
-                creds.client_id.as_bytes(),
-            ));
+            pair.extend(url::form_urlencoded::byte_serialize(creds.client_id.as_bytes()));
             pair.push(':');
-            pair.extend(url::form_urlencoded::byte_serialize(
-                creds.client_secret.as_bytes(),
-            ));
-            let value = format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
-            );
+            pair.extend(url::form_urlencoded::byte_serialize(creds.client_secret.as_bytes()));
+            let value = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair.as_bytes()));
             headers.push(("authorization", Zeroizing::new(value)));
         }
-        PreparedTokenRequest {
-            url: self.url.clone(),
-            headers,
-            body,
-        }
+        PreparedTokenRequest { url: self.url.clone(), headers, body }
     }
 }
 
@@ -223,10 +194,7 @@ pub(crate) struct Token {
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token")
-            .field("access_token", &format_args!("***"))
-            .field("expires_in", &self.expires_in)
-            .finish()
+        f.debug_struct("Token").field("access_token", &format_args!("***")).field("expires_in", &self.expires_in).finish()
     }
 }
 
@@ -284,7 +252,9 @@ pub(crate) enum TokenError {
     AccessTokenCharacters,
     AccessTokenTooLong,
     /// Shorter than the credential's `min_secret_bytes`.
-    AccessTokenTooShort { min: usize },
+    AccessTokenTooShort {
+        min: usize,
+    },
     MissingTokenType,
     TokenTypeNotBearer,
     /// Negative, fractional, or neither a number nor a string of digits.
@@ -294,47 +264,27 @@ pub(crate) enum TokenError {
 impl fmt::Display for TokenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TokenError::Status {
-                status,
-                error: Some(e),
-            } => write!(f, "token endpoint answered HTTP {status} ({e})"),
-            TokenError::Status {
-                status,
-                error: None,
-            } => write!(f, "token endpoint answered HTTP {status}"),
+            TokenError::Status { status, error: Some(e) } => write!(f, "token endpoint answered HTTP {status} ({e})"),
+            TokenError::Status { status, error: None } => write!(f, "token endpoint answered HTTP {status}"),
             TokenError::Refused { error: Some(e) } => write!(f, "token endpoint refused: {e}"),
             TokenError::Refused { error: None } => f.write_str("token endpoint refused"),
-            TokenError::TooLarge => write!(
-                f,
-                "token response is larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"
-            ),
+            TokenError::TooLarge => write!(f, "token response is larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"),
             TokenError::NotJson => f.write_str("token response is not JSON"),
             TokenError::DuplicateKey => f.write_str("token response names a member twice"),
             TokenError::NotAnObject => f.write_str("token response is not a JSON object"),
             TokenError::MissingAccessToken => f.write_str("token response has no access_token"),
-            TokenError::AccessTokenNotString => {
-                f.write_str("token response access_token is not a string")
-            }
+            TokenError::AccessTokenNotString => f.write_str("token response access_token is not a string"),
             TokenError::EmptyAccessToken => f.write_str("token response access_token is empty"),
-            TokenError::AccessTokenCharacters => f.write_str(
-                "token response access_token has spaces, control or non-ASCII characters",
-            ),
-            TokenError::AccessTokenTooLong => write!(
-                f,
-                "token response access_token is longer than {MAX_TOKEN_BYTES} bytes"
-            ),
+            TokenError::AccessTokenCharacters => f.write_str("token response access_token has spaces, control or non-ASCII characters"),
+            TokenError::AccessTokenTooLong => write!(f, "token response access_token is longer than {MAX_TOKEN_BYTES} bytes"),
             TokenError::AccessTokenTooShort { min } => write!(
                 f,
                 "token response access_token is shorter than {min} bytes, too short to be told from ordinary text \
                  (min_secret_bytes); it is not used"
             ),
             TokenError::MissingTokenType => f.write_str("token response has no token_type"),
-            TokenError::TokenTypeNotBearer => {
-                f.write_str("token response token_type is not Bearer")
-            }
-            TokenError::BadExpiresIn => {
-                f.write_str("token response expires_in is not a non-negative integer")
-            }
+            TokenError::TokenTypeNotBearer => f.write_str("token response token_type is not Bearer"),
+            TokenError::BadExpiresIn => f.write_str("token response expires_in is not a non-negative integer"),
         }
     }
 }
@@ -350,14 +300,7 @@ impl std::error::Error for TokenError {}
 /// since two parsers could each take a different one. Anything else is a [`TokenError`].
 pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, TokenError> {
     if body.len() > MAX_TOKEN_RESPONSE_BYTES {
-        return Err(if status == 200 {
-            TokenError::TooLarge
-        } else {
-            TokenError::Status {
-                status,
-                error: None,
-            }
-        });
+        return Err(if status == 200 { TokenError::TooLarge } else { TokenError::Status { status, error: None } });
     }
     let parsed = std::str::from_utf8(body)
         .map_err(|_| TokenError::NotJson)
@@ -376,13 +319,7 @@ pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, To
     let obj = value.0.as_object().ok_or(TokenError::NotAnObject)?;
     let token = match obj.get("access_token") {
         None | Some(serde_json::Value::Null) => {
-            return Err(if obj.contains_key("error") {
-                TokenError::Refused {
-                    error: error_code(&value.0),
-                }
-            } else {
-                TokenError::MissingAccessToken
-            });
+            return Err(if obj.contains_key("error") { TokenError::Refused { error: error_code(&value.0) } } else { TokenError::MissingAccessToken });
         }
         Some(serde_json::Value::String(s)) => s,
         Some(_) => return Err(TokenError::AccessTokenNotString),
@@ -404,33 +341,25 @@ pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, To
     let expires_in = match obj.get("expires_in") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::Number(n)) => Some(n.as_u64().ok_or(TokenError::BadExpiresIn)?),
-        Some(serde_json::Value::String(s))
-            if !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit()) =>
-        {
+        Some(serde_json::Value::String(s)) if !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit()) => {
             Some(s.parse().map_err(|_| TokenError::BadExpiresIn)?)
         }
         Some(_) => return Err(TokenError::BadExpiresIn),
     };
-    Ok(Token {
-        access_token: Zeroizing::new(token.clone()),
-        expires_in,
-    })
+    Ok(Token { access_token: Zeroizing::new(token.clone()), expires_in })
 }
 
 /// The OAuth `error` member when it is a short `[a-z_]` word, else nothing (a hostile
 /// server could put the token, or anything, there).
 fn error_code(v: &serde_json::Value) -> Option<String> {
     let e = v.get("error")?.as_str()?;
-    (!e.is_empty() && e.len() <= 40 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-        .then(|| e.to_owned())
+    (!e.is_empty() && e.len() <= 40 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')).then(|| e.to_owned())
 }
 
 /// How long a token with this `expires_in` is used: its lifetime (absent: 300 s,
 /// capped at one day) minus a margin of 10 % of the lifetime, at most 30 s.
 pub(crate) fn fresh_for(expires_in: Option<u64>) -> Duration {
-    let lifetime = expires_in
-        .map_or(DEFAULT_LIFETIME, Duration::from_secs)
-        .min(MAX_LIFETIME);
+    let lifetime = expires_in.map_or(DEFAULT_LIFETIME, Duration::from_secs).min(MAX_LIFETIME);
     lifetime - (lifetime / 10).min(MAX_MARGIN)
 }
 
@@ -448,10 +377,7 @@ impl TokenCache {
 
     /// The token for `name` if it is still fresh at `now`.
     pub(crate) fn get(&self, name: &str, now: Instant) -> Option<&Token> {
-        self.entries
-            .get(name)
-            .filter(|(_, until)| now < *until)
-            .map(|(t, _)| t)
+        self.entries.get(name).filter(|(_, until)| now < *until).map(|(t, _)| t)
     }
 
     /// Stores `token` for `name`. `sent_at` is when the token request was SENT (not
@@ -459,9 +385,7 @@ impl TokenCache {
     /// token, which may be usable for this one call even if it is not fresh enough to
     /// keep (a zero `expires_in`).
     pub(crate) fn insert(&mut self, name: &str, token: Token, sent_at: Instant) -> &Token {
-        let until = sent_at
-            .checked_add(fresh_for(token.expires_in))
-            .unwrap_or(sent_at);
+        let until = sent_at.checked_add(fresh_for(token.expires_in)).unwrap_or(sent_at);
         self.entries.insert(name.to_owned(), (token, until));
         &self.entries[name].0
     }

@@ -20,17 +20,7 @@ impl fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &format_args!("***"))
-            .field(
-                "session_token",
-                &format_args!(
-                    "{}",
-                    if self.session_token.is_some() {
-                        "Some(***)"
-                    } else {
-                        "None"
-                    }
-                ),
-            )
+            .field("session_token", &format_args!("{}", if self.session_token.is_some() { "Some(***)" } else { "None" }))
             .finish()
     }
 }
@@ -43,46 +33,32 @@ impl Credentials {
     /// `null` session token means none.
     pub(crate) fn from_json(bytes: &[u8]) -> Result<Credentials, SigV4Error> {
         // serde_json's error text can quote the input: never shown, only NotJson.
-        let value: Zeroizing<ValueBox> = Zeroizing::new(ValueBox(
-            serde_json::from_slice(bytes).map_err(|_| SigV4Error::NotJson)?,
-        ));
+        let value: Zeroizing<ValueBox> = Zeroizing::new(ValueBox(serde_json::from_slice(bytes).map_err(|_| SigV4Error::NotJson)?));
         let obj = value.0.as_object().ok_or(SigV4Error::NotAnObject)?;
-        let field = |snake: &'static str,
-                     camel: &'static str|
-         -> Result<Option<Zeroizing<String>>, SigV4Error> {
+        let field = |snake: &'static str, camel: &'static str| -> Result<Option<Zeroizing<String>>, SigV4Error> {
             match obj.get(snake).or_else(|| obj.get(camel)) {
                 None | Some(serde_json::Value::Null) => Ok(None),
-                Some(serde_json::Value::String(s)) if s.is_empty() => {
-                    Err(SigV4Error::EmptyField(snake))
-                }
+                Some(serde_json::Value::String(s)) if s.is_empty() => Err(SigV4Error::EmptyField(snake)),
                 Some(serde_json::Value::String(s)) => Ok(Some(Zeroizing::new(s.clone()))),
                 Some(_) => Err(SigV4Error::FieldNotString(snake)),
             }
         };
-        let id = field("access_key_id", "AccessKeyId")?
-            .ok_or(SigV4Error::MissingField("access_key_id"))?;
-        let secret = field("secret_access_key", "SecretAccessKey")?
-            .ok_or(SigV4Error::MissingField("secret_access_key"))?;
+        let id = field("access_key_id", "AccessKeyId")?.ok_or(SigV4Error::MissingField("access_key_id"))?;
+        let secret = field("secret_access_key", "SecretAccessKey")?.ok_or(SigV4Error::MissingField("secret_access_key"))?;
         let token = field("session_token", "SessionToken")?;
         // The key id goes into `Credential=<id>/<scope>,`: no separators, no whitespace.
-        if !id
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b',')
-        {
+        if !id.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b',') {
             return Err(SigV4Error::BadCharacters("access_key_id"));
         }
         if !secret.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(SigV4Error::BadCharacters("secret_access_key"));
         }
         if let Some(t) = &token
-            && !t.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(SigV4Error::BadCharacters("session_token"));
-            }
-        Ok(Credentials {
-            access_key_id: id.to_string(),
-            secret_access_key: secret,
-            session_token: token,
-        })
+            && !t.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(SigV4Error::BadCharacters("session_token"));
+        }
+        Ok(Credentials { access_key_id: id.to_string(), secret_access_key: secret, session_token: token })
     }
 
     #[cfg(test)]
@@ -123,11 +99,6 @@ impl zeroize::Zeroize for ValueBox {
 impl SigV4Config {
     /// The payload to sign for `body` under this section.
     pub fn payload<'a>(&self, body: &'a [u8]) -> Payload<'a> {
-        if self.unsigned_payload {
-            Payload::Unsigned
-        } else {
-            Payload::Hash(body)
-        }
+        if self.unsigned_payload { Payload::Unsigned } else { Payload::Hash(body) }
     }
 }
-

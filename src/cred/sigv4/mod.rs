@@ -94,12 +94,7 @@ pub(crate) const UNSIGNED_HEADERS: &[&str] = &[
 ];
 
 /// Headers the signer adds itself; the caller's list must not carry them.
-const ADDED_HEADERS: &[&str] = &[
-    "authorization",
-    "x-amz-date",
-    "x-amz-content-sha256",
-    "x-amz-security-token",
-];
+const ADDED_HEADERS: &[&str] = &["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"];
 
 /// Why credentials, a scope or a request could not be signed. Never contains the secret
 /// key, the session token, the signature or any part of the source's bytes.
@@ -132,10 +127,7 @@ impl fmt::Display for SigV4Error {
             SigV4Error::FieldNotString(n) => write!(f, "aws credentials: \"{n}\" is not a string"),
             SigV4Error::EmptyField(n) => write!(f, "aws credentials: \"{n}\" is empty"),
             SigV4Error::BadCharacters(n) => {
-                write!(
-                    f,
-                    "aws credentials: \"{n}\" contains characters that cannot be sent"
-                )
+                write!(f, "aws credentials: \"{n}\" contains characters that cannot be sent")
             }
             SigV4Error::ClockBeforeEpoch => f.write_str("the system clock is before 1970"),
             SigV4Error::ClockOutOfRange => f.write_str("the system clock is past year 9999"),
@@ -182,10 +174,7 @@ impl UtcTime {
     /// Proleptic Gregorian calendar from Unix seconds (H. Hinnant's `civil_from_days`;
     /// UTC has no leap seconds in Unix time). Years 1970 to 9999.
     pub(crate) fn from_system_time(t: SystemTime) -> Result<UtcTime, SigV4Error> {
-        let secs = t
-            .duration_since(UNIX_EPOCH)
-            .map_err(|_| SigV4Error::ClockBeforeEpoch)?
-            .as_secs();
+        let secs = t.duration_since(UNIX_EPOCH).map_err(|_| SigV4Error::ClockBeforeEpoch)?.as_secs();
         // 253402300800 is 10000-01-01T00:00:00Z.
         if secs >= 253_402_300_800 {
             return Err(SigV4Error::ClockOutOfRange);
@@ -219,13 +208,7 @@ impl UtcTime {
 
     /// `YYYYMMDD'T'HHMMSS'Z'`
     fn amz_date(&self) -> String {
-        format!(
-            "{}T{:02}{:02}{:02}Z",
-            self.date(),
-            self.hour,
-            self.minute,
-            self.second
-        )
+        format!("{}T{:02}{:02}{:02}Z", self.date(), self.hour, self.minute, self.second)
     }
 }
 
@@ -244,10 +227,7 @@ pub(crate) struct Signed {
 impl fmt::Debug for Signed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.headers.iter().map(|(n, _)| *n).collect();
-        f.debug_struct("Signed")
-            .field("headers", &names)
-            .field("signature", &format_args!("***"))
-            .finish()
+        f.debug_struct("Signed").field("headers", &names).field("signature", &format_args!("***")).finish()
     }
 }
 
@@ -276,34 +256,16 @@ impl Signed {
 }
 
 /// Signs `req` at time `at`. See the module documentation for where to call it.
-pub(crate) fn sign(
-    req: &Request<'_>,
-    creds: &Credentials,
-    scope: &Scope,
-    at: SystemTime,
-) -> Result<Signed, SigV4Error> {
+pub(crate) fn sign(req: &Request<'_>, creds: &Credentials, scope: &Scope, at: SystemTime) -> Result<Signed, SigV4Error> {
     let host = url_host(req.url)?;
     let time = UtcTime::from_system_time(at)?;
-    sign_parts(
-        req.method,
-        &host,
-        req.url.path(),
-        req.url.query(),
-        req.headers,
-        req.payload,
-        creds,
-        scope,
-        time,
-    )
+    sign_parts(req.method, &host, req.url.path(), req.url.query(), req.headers, req.payload, creds, scope, time)
 }
 
 /// `host[:port]` as ureq writes the Host header: the port only when it is not the
 /// scheme's default (`Url::port` is `None` then).
 fn url_host(url: &Url) -> Result<String, SigV4Error> {
-    let host = url
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or(SigV4Error::NoHost)?;
+    let host = url.host_str().filter(|h| !h.is_empty()).ok_or(SigV4Error::NoHost)?;
     Ok(match url.port() {
         Some(p) => format!("{host}:{p}"),
         None => host.to_owned(),
@@ -363,8 +325,7 @@ fn sign_parts(
     if !saw_host {
         push("host".to_owned(), host);
     }
-    let mut added: Vec<(&'static str, Zeroizing<String>)> =
-        vec![("x-amz-date", Zeroizing::new(amz_date.clone()))];
+    let mut added: Vec<(&'static str, Zeroizing<String>)> = vec![("x-amz-date", Zeroizing::new(amz_date.clone()))];
     if scope.content_sha256_header || matches!(payload, Payload::Unsigned) {
         added.push(("x-amz-content-sha256", Zeroizing::new(payload_hash.clone())));
     }
@@ -375,11 +336,7 @@ fn sign_parts(
         push((*n).to_owned(), v);
     }
     canon.sort_by(|a, b| a.0.cmp(&b.0));
-    let signed_headers = canon
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .collect::<Vec<_>>()
-        .join(";");
+    let signed_headers = canon.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(";");
 
     let mut creq = Zeroizing::new(String::new());
     creq.push_str(method);
@@ -400,10 +357,7 @@ fn sign_parts(
     creq.push_str(&payload_hash);
 
     let credential_scope = format!("{date}/{}/{}/aws4_request", scope.region, scope.service);
-    let string_to_sign = format!(
-        "{ALGORITHM}\n{amz_date}\n{credential_scope}\n{}",
-        hex(&Sha256::digest(creq.as_bytes()))
-    );
+    let string_to_sign = format!("{ALGORITHM}\n{amz_date}\n{credential_scope}\n{}", hex(&Sha256::digest(creq.as_bytes())));
 
     let mut k_secret = Zeroizing::new(String::with_capacity(4 + creds.secret_access_key.len()));
     k_secret.push_str("AWS4");
@@ -419,16 +373,14 @@ fn sign_parts(
         creds.access_key_id, &*signature
     ));
     added.push(("authorization", authorization));
-    Ok(Signed {
-        headers: added,
-        canonical_request: creq,
-        string_to_sign,
-        signature,
-    })
+    Ok(Signed { headers: added, canonical_request: creq, string_to_sign, signature })
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Zeroizing<[u8; 32]> {
-    #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
+    #[expect(
+        clippy::expect_used,
+        reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too"
+    )]
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(data);
     Zeroizing::new(mac.finalize().into_bytes().into())
@@ -449,10 +401,7 @@ fn canonical_value(v: &str) -> String {
 fn uri_encode(bytes: &[u8], keep_slash: bool, out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     for &b in bytes {
-        if b.is_ascii_alphanumeric()
-            || matches!(b, b'-' | b'.' | b'_' | b'~')
-            || (keep_slash && b == b'/')
-        {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') || (keep_slash && b == b'/') {
             out.push(b as char);
         } else {
             out.push('%');
@@ -536,27 +485,17 @@ fn canonical_query(query: &str) -> String {
         })
         .collect();
     pairs.sort();
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&")
+    pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
 }
 
 /// The first agent-supplied name [`agent_may_not_send`] or [`agent_may_not_send_query`]
 /// refuses: header names first, then the URL's query parameter names as the server
 /// will decode them. For the `SP_BAD_ARGUMENTS` message (the name is the agent's own).
-pub(crate) fn refused_agent_name<'a>(
-    header_names: impl IntoIterator<Item = &'a str>,
-    url: &Url,
-) -> Option<String> {
+pub(crate) fn refused_agent_name<'a>(header_names: impl IntoIterator<Item = &'a str>, url: &Url) -> Option<String> {
     if let Some(h) = header_names.into_iter().find(|h| agent_may_not_send(h)) {
         return Some(h.to_owned());
     }
-    url.query_pairs()
-        .map(|(k, _)| k)
-        .find(|k| agent_may_not_send_query(k))
-        .map(|k| k.into_owned())
+    url.query_pairs().map(|(k, _)| k).find(|k| agent_may_not_send_query(k)).map(|k| k.into_owned())
 }
 
 /// True for a header name the agent may not set on a request signed with SigV4:

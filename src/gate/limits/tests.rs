@@ -2,7 +2,16 @@ use super::*;
 use crate::policy::limits::LimitRule;
 
 fn rule(index: usize, max: u64, per_s: u64) -> LimitRule {
-    LimitRule { index, tool: None, target: None, credential: None, upstream: None, max, per_s, text: format!("{{\"max\":{max},\"per_s\":{per_s},\"i\":{index}}}") }
+    LimitRule {
+        index,
+        tool: None,
+        target: None,
+        credential: None,
+        upstream: None,
+        max,
+        per_s,
+        text: format!("{{\"max\":{max},\"per_s\":{per_s},\"i\":{index}}}"),
+    }
 }
 
 #[test]

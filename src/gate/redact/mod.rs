@@ -197,7 +197,10 @@ impl Redactor {
         };
         // Fails only past u32 automaton states (gigabytes of patterns; secrets are at
         // most 64 KiB each): fail closed rather than pass results unscrubbed.
-        #[expect(clippy::expect_used, reason = "fail closed: a result is never passed on unscrubbed, and the build fails only past u32 automaton states, which 64 KiB secrets cannot reach")]
+        #[expect(
+            clippy::expect_used,
+            reason = "fail closed: a result is never passed on unscrubbed, and the build fails only past u32 automaton states, which 64 KiB secrets cannot reach"
+        )]
         let ac = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -416,9 +419,7 @@ impl Redactor {
         let raw = &run.raw[..];
         let back = (1..=w.offset.min(at)).take_while(|i| view[at - i].eq_ignore_ascii_case(&raw[w.offset - i])).count();
         let (end_view, end_raw) = (at + w.len, w.offset + w.len);
-        let ahead = (0..(view.len() - end_view).min(raw.len() - end_raw))
-            .take_while(|i| view[end_view + i].eq_ignore_ascii_case(&raw[end_raw + i]))
-            .count();
+        let ahead = (0..(view.len() - end_view).min(raw.len() - end_raw)).take_while(|i| view[end_view + i].eq_ignore_ascii_case(&raw[end_raw + i])).count();
         (back + w.len + ahead >= run.min).then_some((at - back, end_view + ahead))
     }
 

@@ -88,10 +88,7 @@ fn family_unicode_escapes_outside_one_json_value() {
     let every: String = SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
     let json = serde_json::to_string(SECRET).unwrap();
     let json = json[1..json.len() - 1].to_owned();
-    let ascii_json: String = SECRET
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_string() } else { format!("\\u{:04X}", c as u32) })
-        .collect();
+    let ascii_json: String = SECRET.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_string() } else { format!("\\u{:04X}", c as u32) }).collect();
     let slash = SECRET.replace('/', "\\/");
     assert_all_redacted(&r, "unicode", &[every, json, ascii_json, slash]);
     // astral characters as a surrogate pair
@@ -156,13 +153,7 @@ fn header_names_and_split_values() {
         (SECRET[3..].to_owned(), "2".to_owned()),
     ];
     r.redact_headers(&mut headers);
-    let want = [
-        ("x-echo", "[REDACTED:c]"),
-        ("x-echo", "[REDACTED:c]"),
-        ("[REDACTED:c]", "v"),
-        ("x-a", "1[REDACTED:c]"),
-        ("[REDACTED:c]", "2"),
-    ];
+    let want = [("x-echo", "[REDACTED:c]"), ("x-echo", "[REDACTED:c]"), ("[REDACTED:c]", "v"), ("x-a", "1[REDACTED:c]"), ("[REDACTED:c]", "2")];
     let got: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     assert_eq!(got, want);
 }
@@ -218,9 +209,7 @@ fn joined_view_decodes_alike_unless_an_escape_reaches_a_break() {
     let (mut same, mut differ) = (0, 0);
     for _ in 0..20_000 {
         let len = 1 + (state % 40) as usize;
-        let text: Vec<u8> = (0..len)
-            .map(|_| ALPHABET[(xorshift(&mut state) % ALPHABET.len() as u64) as usize])
-            .collect();
+        let text: Vec<u8> = (0..len).map(|_| ALPHABET[(xorshift(&mut state) % ALPHABET.len() as u64) as usize]).collect();
         let Some(d) = decode(&text) else { continue };
         let (joined, gaps) = drop_breaks(&text);
         let mut identity = Starts::default();
@@ -278,7 +267,9 @@ fn string_redaction_keeps_utf8() {
 #[test]
 fn family_utf16_either_byte_order() {
     let r = redactor();
-    for (order, units) in [("le", SECRET.encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()), ("be", SECRET.encode_utf16().flat_map(u16::to_be_bytes).collect())] {
+    for (order, units) in
+        [("le", SECRET.encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()), ("be", SECRET.encode_utf16().flat_map(u16::to_be_bytes).collect())]
+    {
         let upper: Vec<u8> = units.iter().map(u8::to_ascii_uppercase).collect();
         for echo in [&units, &upper] {
             // (A NUL right before or after the echo may be taken with it: both byte
@@ -453,9 +444,7 @@ fn every_view_searched_before_is_searched_still() {
     let (mut skipped, mut texts) = (0, 0);
     for _ in 0..20_000 {
         let n = 1 + (state % 24) as usize;
-        let text: Vec<u8> = (0..n)
-            .flat_map(|_| ALPHABET[(xorshift(&mut state) % ALPHABET.len() as u64) as usize].iter().copied())
-            .collect();
+        let text: Vec<u8> = (0..n).flat_map(|_| ALPHABET[(xorshift(&mut state) % ALPHABET.len() as u64) as usize].iter().copied()).collect();
         let mut now = Vec::new();
         for_each_view(&text, false, |v, m| now.push(ranges(&text, v, m)));
         let before = former(&text);

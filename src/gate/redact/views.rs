@@ -30,24 +30,22 @@ pub(super) fn for_each_view(text: &[u8], breaks_in_patterns: bool, mut f: impl F
     }
     let has_escape = text.iter().any(|b| matches!(b, b'%' | b'&' | b'\\'));
     let mut reaches_break = false;
-    if has_escape
-        && let Some(d) = decode(text) {
-            reaches_break = d.reaches_break;
-            // Only line breaks dropped: this view is the joined view, searched below.
-            if d.escapes || !has_break {
-                decoded_views(text.len(), d.bytes, d.starts.ending_at(text.len()), &mut f);
-            }
+    if has_escape && let Some(d) = decode(text) {
+        reaches_break = d.reaches_break;
+        // Only line breaks dropped: this view is the joined view, searched below.
+        if d.escapes || !has_break {
+            decoded_views(text.len(), d.bytes, d.starts.ending_at(text.len()), &mut f);
         }
+    }
     if !has_break {
         return;
     }
     let (joined, gaps) = drop_breaks(text);
     f(&joined, Map::Joined(&gaps));
-    if reaches_break
-        && let Some(d) = decode(&joined) {
-            let starts = joined_starts(&gaps, &d.starts, text.len());
-            decoded_views(text.len(), d.bytes, starts, &mut f);
-        }
+    if reaches_break && let Some(d) = decode(&joined) {
+        let starts = joined_starts(&gaps, &d.starts, text.len());
+        decoded_views(text.len(), d.bytes, starts, &mut f);
+    }
 }
 
 /// Where the bytes of a view came from in the text.
@@ -354,9 +352,10 @@ pub(super) fn decode(t: &[u8]) -> Option<Decoded> {
     let mut changed = false;
     let mut escapes = false;
     // What the bytes before `first` looked at, as the loop below would have seen it.
-    let mut reaches_break = t[..first].iter().enumerate().any(|(i, &b)| {
-        SPECIAL[b as usize] && !is_break(b) && t[i + 1..looked_at(t, i, None).min(t.len())].iter().copied().any(is_break)
-    });
+    let mut reaches_break = t[..first]
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| SPECIAL[b as usize] && !is_break(b) && t[i + 1..looked_at(t, i, None).min(t.len())].iter().copied().any(is_break));
     let mut i = first;
     let mut utf8 = [0u8; 4];
     while i < t.len() {
@@ -524,8 +523,28 @@ mod tests {
     /// fragments, multi-byte characters and line breaks.
     #[test]
     fn segments_answer_as_the_per_byte_map_and_stay_small() {
-        const ALPHABET: &[&[u8]] = &[b"\n", b"\r", b"%", b"%41", b"%2541", b"&", b"&amp;", b"&#x41;", b"&#65", b"\\", b"\\u00e9",
-            b"\\ud83d\\ude00", b"\\x41", b"\\\"", "\u{e9}".as_bytes(), b"a", b"bc", b"4", b"1;", b"#"];
+        const ALPHABET: &[&[u8]] = &[
+            b"\n",
+            b"\r",
+            b"%",
+            b"%41",
+            b"%2541",
+            b"&",
+            b"&amp;",
+            b"&#x41;",
+            b"&#65",
+            b"\\",
+            b"\\u00e9",
+            b"\\ud83d\\ude00",
+            b"\\x41",
+            b"\\\"",
+            "\u{e9}".as_bytes(),
+            b"a",
+            b"bc",
+            b"4",
+            b"1;",
+            b"#",
+        ];
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut next = || super::super::tests::xorshift(&mut state);
         let mut views = 0;

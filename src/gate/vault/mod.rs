@@ -234,10 +234,9 @@ impl Vault {
     /// cut-off tail that [`Vault::scrub_truncated_tail`] would replace when `cut`.
     pub(crate) fn echoed_in(&self, bytes: &[u8], cut: bool) -> Vec<String> {
         let mut names: Vec<String> = self.echoed(bytes).into_iter().map(str::to_owned).collect();
-        if cut
-            && let Some((_, name)) = self.tail_match(bytes) {
-                names.push(name.to_owned());
-            }
+        if cut && let Some((_, name)) = self.tail_match(bytes) {
+            names.push(name.to_owned());
+        }
         names.sort();
         names.dedup();
         names
@@ -259,8 +258,7 @@ impl Vault {
         let all: String = headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
         let values: String = headers.iter().map(|(_, v)| v.as_str()).collect();
         let names: String = headers.iter().map(|(n, _)| n.as_str()).collect();
-        let mut found: Vec<String> =
-            [all, values, names].iter().flat_map(|t| self.echoed(t.as_bytes())).map(str::to_owned).collect();
+        let mut found: Vec<String> = [all, values, names].iter().flat_map(|t| self.echoed(t.as_bytes())).map(str::to_owned).collect();
         found.sort();
         found.dedup();
         found

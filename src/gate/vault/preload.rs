@@ -64,7 +64,8 @@ impl Vault {
         for h in policy.ssh.hosts.values() {
             // The name the SSH executor reads them under (`tools/ssh/connect.rs`).
             let credential = format!("ssh:{}", h.name);
-            let file = |vault: &mut Vault, p: &std::path::Path| vault.read(&credential, &SecretSource::File(p.to_owned())).map(drop).map_err(|e| e.to_string());
+            let file =
+                |vault: &mut Vault, p: &std::path::Path| vault.read(&credential, &SecretSource::File(p.to_owned())).map(drop).map_err(|e| e.to_string());
             match &h.auth {
                 SshAuth::Key { key_file, passphrase_file } => {
                     note(self.read_key_file(&credential, key_file).map(drop).map_err(|e| e.to_string()));

@@ -150,10 +150,7 @@ fn static_sources_are_checked_without_being_remembered() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(
-        refused,
-        [("basicshort".to_owned(), "password (after the first ':')"), ("envshort".to_owned(), "secret"), ("fileshort".to_owned(), "secret")]
-    );
+    assert_eq!(refused, [("basicshort".to_owned(), "password (after the first ':')"), ("envshort".to_owned(), "secret"), ("fileshort".to_owned(), "secret")]);
     assert_eq!(found.warnings.len(), 1);
     assert!(found.warnings[0].starts_with("credential \"lowered\": min_secret_bytes is 4, below the default 8"), "{:?}", found.warnings);
     assert!(!format!("{found:?}").contains("abcd") && !format!("{found:?}").contains("pw12"));

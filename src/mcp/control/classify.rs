@@ -32,7 +32,9 @@ pub(super) enum Control {
     CancelRunning,
     CancelQueued(Value),
     /// For the loop, in turn; `id`: a request's id (it is in flight from now on).
-    Queue { id: Option<Id> },
+    Queue {
+        id: Option<Id>,
+    },
     /// A request reusing an id in flight.
     InFlight(Id),
 }
@@ -52,11 +54,7 @@ pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue
     match &message {
         Message::Notification { method, params } if method == "notifications/cancelled" => {
             let target = params.as_ref().and_then(|p| p.get("requestId")).cloned().unwrap_or(Value::Null);
-            if target == running.to_value() {
-                Control::CancelRunning
-            } else {
-                Control::CancelQueued(target)
-            }
+            if target == running.to_value() { Control::CancelRunning } else { Control::CancelQueued(target) }
         }
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
             let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes(), ..Offer::default() });
@@ -77,9 +75,10 @@ pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue
 pub(super) fn cancel_queued(queue: &mut VecDeque<Event>, target: &Value) {
     for event in queue.iter_mut() {
         let Event::Frame { frame: Ok(frame), bytes, .. } = event else { continue };
-        let is_target = crate::json::parse(&frame.text).ok().and_then(|v| jsonrpc::classify(v).ok()).is_some_and(|m| {
-            matches!(&m, Message::Request { id, method, .. } if method == "tools/call" && id.to_value() == *target)
-        });
+        let is_target = crate::json::parse(&frame.text)
+            .ok()
+            .and_then(|v| jsonrpc::classify(v).ok())
+            .is_some_and(|m| matches!(&m, Message::Request { id, method, .. } if method == "tools/call" && id.to_value() == *target));
         if is_target {
             log::info!("the client cancelled the queued call {target}: it will not run");
             let (frame, bytes) = (std::mem::replace(frame, Frame { text: String::new(), raw_len: 0 }), *bytes);

@@ -94,7 +94,10 @@ fn tool_results_serialise_once_in_their_three_shapes() {
     let err = ToolResult::error(crate::gate::outcome::ToolCode::Denied, clean("no rule"));
     assert_eq!((err.code(), err.message()), (Some(ToolCode::Denied), Some("no rule")));
     let v = err.into_call();
-    assert_eq!((v.is_error(), v.structured(), v.text()), (true, json!({"error": {"code": "SP_DENIED", "message": "no rule"}}), "SP_DENIED: no rule".to_owned()));
+    assert_eq!(
+        (v.is_error(), v.structured(), v.text()),
+        (true, json!({"error": {"code": "SP_DENIED", "message": "no rule"}}), "SP_DENIED: no rule".to_owned())
+    );
 
     let partial = ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("too slow")).with_fields(fields(json!({"stdout": "so far"})));
     let v = partial.into_call();
@@ -113,8 +116,16 @@ fn a_typed_answer_writes_exactly_what_the_built_value_would() {
         (ToolResult::ok(fields(odd.clone())), None, odd.clone()),
         (ToolResult::ok(fields(json!({}))), None, json!({})),
         (ToolResult::error(crate::gate::outcome::ToolCode::Upstream, clean("peer said \"no\"\n")), Some(("SP_UPSTREAM", "peer said \"no\"\n")), json!({})),
-        (ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("too slow")).with_fields(fields(odd.clone())), Some(("SP_TIMEOUT", "too slow")), odd.clone()),
-        (ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("x")).with_fields(fields(json!({"error": "theirs", "a": 1}))), Some(("SP_TIMEOUT", "x")), json!({"error": "theirs", "a": 1})),
+        (
+            ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("too slow")).with_fields(fields(odd.clone())),
+            Some(("SP_TIMEOUT", "too slow")),
+            odd.clone(),
+        ),
+        (
+            ToolResult::error(crate::gate::outcome::ToolCode::Timeout, clean("x")).with_fields(fields(json!({"error": "theirs", "a": 1}))),
+            Some(("SP_TIMEOUT", "x")),
+            json!({"error": "theirs", "a": 1}),
+        ),
     ];
     for (r, error, fields) in cases {
         let call = r.into_call();
@@ -289,10 +300,9 @@ fn a_secret_only_the_json_text_spells_withholds_the_result() {
     vault.remember("odd", r#"k\"ey-31415"#);
     // The value holds `k"ey-31415`; its JSON text holds `k\"ey-31415`, the secret.
     for pad in [0, 3 * 1024 * 1024 + 17] {
-        for fields in [
-            json!({"body": format!("{}k\"ey-31415", "x".repeat(pad))}),
-            json!({"json": {"a": [1, {format!("{}k\"ey-31415", "x".repeat(pad)): true}]}}),
-        ] {
+        for fields in
+            [json!({"body": format!("{}k\"ey-31415", "x".repeat(pad))}), json!({"json": {"a": [1, {format!("{}k\"ey-31415", "x".repeat(pad)): true}]}})]
+        {
             let (withheld, v, line) = answer(&vault, fields);
             assert!(withheld && !line.contains(r#"k\"ey-31415"#), "pad {pad}: the secret survived");
             let sc = &v["result"]["structuredContent"];
@@ -332,7 +342,10 @@ fn the_cached_tools_list_answer_is_byte_for_byte_the_built_one_in_both_eras() {
     let result = |era| serde_json::to_value(LIST.answer(json!(1), era)).unwrap()["result"].take();
     assert_eq!(result(Era::Handshake), json!({"tools": odd_definitions()}));
     let stateless = result(Era::Stateless);
-    assert_eq!((&stateless["ttlMs"], &stateless["cacheScope"], &stateless["resultType"]), (&json!(crate::mcp::session::CACHE_TTL_MS), &json!("public"), &json!("complete")));
+    assert_eq!(
+        (&stateless["ttlMs"], &stateless["cacheScope"], &stateless["resultType"]),
+        (&json!(crate::mcp::session::CACHE_TTL_MS), &json!("public"), &json!("complete"))
+    );
 }
 
 /// sp's own messages (`outgoing.rs`) write exactly the JSON-RPC objects that were built
@@ -348,7 +361,8 @@ fn outgoing_messages_are_the_json_rpc_objects_they_replace() {
             json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 3, "message": "running for 3 s"}}),
         ),
         (
-            serde_json::to_string(&Notification::progress(json!(7), serde_json::Number::from_f64(1.5).unwrap(), serde_json::Number::from_f64(4.0), None)).unwrap(),
+            serde_json::to_string(&Notification::progress(json!(7), serde_json::Number::from_f64(1.5).unwrap(), serde_json::Number::from_f64(4.0), None))
+                .unwrap(),
             json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 7, "progress": 1.5, "total": 4.0}}),
         ),
         (
@@ -371,7 +385,8 @@ fn outgoing_messages_are_the_json_rpc_objects_they_replace() {
         json!({"jsonrpc": "2.0", "id": "s", "error": {"code": -32601, "message": "no"}})
     );
     // The 2026-07-28 input_required answer: stamped, then its resultType set.
-    let mut by_hand = era_response(json!(5), json!({"inputRequests": {"k": {"method": "elicitation/create", "params": {"p": 1}}}, "requestState": "st"}), Era::Stateless);
+    let mut by_hand =
+        era_response(json!(5), json!({"inputRequests": {"k": {"method": "elicitation/create", "params": {"p": 1}}}, "requestState": "st"}), Era::Stateless);
     by_hand["result"]["resultType"] = Value::from("input_required");
     let typed = Response::input_required(json!(5), "k", json!({"p": 1}), "st".into());
     assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&by_hand).unwrap());

@@ -63,10 +63,7 @@ fn the_issue_example_parses() {
     assert!(g.tools.needs_approval("create_issue") && !g.tools.needs_approval("get_me"));
     assert_eq!(g.arguments["create_issue"]["repo"], vec![Glob::new("api").unwrap(), Glob::new("web").unwrap()]);
     let t = &all["tickets"];
-    assert_eq!(
-        t.transport,
-        UpstreamTransport::Http { url: url::Url::parse("https://mcp.tickets.example/mcp").unwrap(), credential: Some("tickets".into()) }
-    );
+    assert_eq!(t.transport, UpstreamTransport::Http { url: url::Url::parse("https://mcp.tickets.example/mcp").unwrap(), credential: Some("tickets".into()) });
     assert_eq!((t.timeout, t.max_output_bytes), (Duration::from_secs(DEFAULT_TIMEOUT_S), DEFAULT_MAX_OUTPUT_BYTES));
 }
 
@@ -75,47 +72,107 @@ fn errors_name_the_field() {
     let allow = json!({"allow": ["*"]});
     let cases: Vec<(Value, &str, &str)> = vec![
         (json!({"tools": allow}), "upstreams.u", "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)"),
-        (json!({"command": ["/a"], "url": "https://x/", "tools": allow}), "upstreams.u", "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)"),
+        (
+            json!({"command": ["/a"], "url": "https://x/", "tools": allow}),
+            "upstreams.u",
+            "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)",
+        ),
         (json!({"command": ["/a"]}), "upstreams.u.tools", "is required: {\"allow\": [globs]} (an upstream without allow exposes nothing)"),
         (json!({"command": ["/a"], "tools": {}}), "upstreams.u.tools.allow", "is required (no allow exposes nothing)"),
         (json!({"command": ["/a"], "tools": {"allow": []}}), "upstreams.u.tools.allow", "must not be empty"),
-        (json!({"command": ["/a"], "tools": {"allow": ["*"], "denied": ["x"]}}), "upstreams.u.tools.denied", "unknown field (expected one of: allow, deny, approve)"),
+        (
+            json!({"command": ["/a"], "tools": {"allow": ["*"], "denied": ["x"]}}),
+            "upstreams.u.tools.denied",
+            "unknown field (expected one of: allow, deny, approve)",
+        ),
         (json!({"command": ["/a"], "tools": {"allow": [""]}}), "upstreams.u.tools.allow[0]", "must not be empty"),
         (json!({"command": ["/a"], "tools": {"allow": ["a\u{7}"]}}), "upstreams.u.tools.allow[0]", "contains a control character"),
         (json!({"command": [], "tools": allow}), "upstreams.u.command", "must not be empty"),
         (json!({"command": ["bin/x"], "tools": allow}), "upstreams.u.command[0]", "must be an absolute path or a program name looked up in PATH"),
         (json!({"command": ["/a", 1], "tools": allow}), "upstreams.u.command[1]", "must be a string without NUL"),
         (json!({"command": ["/a"], "cwd": "rel", "tools": allow}), "upstreams.u.cwd", "must be an absolute path"),
-        (json!({"command": ["/a"], "credential": "github", "tools": allow}), "upstreams.u.credential", "only applies to a url upstream (a command upstream takes secrets through env)"),
+        (
+            json!({"command": ["/a"], "credential": "github", "tools": allow}),
+            "upstreams.u.credential",
+            "only applies to a url upstream (a command upstream takes secrets through env)",
+        ),
         (json!({"command": ["/a"], "env": {"A=B": "x"}, "tools": allow}), "upstreams.u.env.\"A=B\"", "must be a variable name ([A-Za-z_][A-Za-z0-9_]*)"),
         (json!({"command": ["/a"], "env": {"A": 1}, "tools": allow}), "upstreams.u.env.A", "must be a string or {\"credential\": NAME}"),
-        (json!({"command": ["/a"], "env": {"A": {"credential": "nope"}}, "tools": allow}), "upstreams.u.env.A.credential", "names no credential of the credentials section (\"nope\")"),
-        (json!({"command": ["/a"], "env": {"A": {"cred": "github"}}, "tools": allow}), "upstreams.u.env.A.cred", "unknown field (expected one of: credential)"),
+        (
+            json!({"command": ["/a"], "env": {"A": {"credential": "nope"}}, "tools": allow}),
+            "upstreams.u.env.A.credential",
+            "names no credential of the credentials section (\"nope\")",
+        ),
+        (
+            json!({"command": ["/a"], "env": {"A": {"cred": "github"}}, "tools": allow}),
+            "upstreams.u.env.A.cred",
+            "unknown field (expected one of: credential)",
+        ),
         (json!({"url": "https://x/", "env": {}, "tools": allow}), "upstreams.u.env", "only applies to a command upstream"),
         (json!({"url": "ftp://x/", "tools": allow}), "upstreams.u.url", "must be an http or https URL with a host"),
         (json!({"url": "https://u:p@x/", "tools": allow}), "upstreams.u.url", "must hold no user, password or fragment (put secrets in a credential)"),
-        (json!({"url": "https://x/", "credential": "nope", "tools": allow}), "upstreams.u.credential", "names no credential of the credentials section (\"nope\")"),
-        (json!({"url": "https://evil.example/mcp", "credential": "tickets", "tools": allow}), "upstreams.u.credential", "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts"),
-        (json!({"url": "https://x:8443/mcp", "credential": "tickets", "tools": allow}), "upstreams.u.credential", "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts"),
-        (json!({"url": "https://x/mcp", "credential": "narrow", "tools": allow}), "upstreams.u.credential", "credential \"narrow\" is bound to other paths: add this URL's to credentials.narrow.paths"),
-        (json!({"url": "https://x/mcp", "credential": "getonly", "tools": allow}), "upstreams.u.credential", "credential \"getonly\" does not allow POST, which every MCP message is"),
+        (
+            json!({"url": "https://x/", "credential": "nope", "tools": allow}),
+            "upstreams.u.credential",
+            "names no credential of the credentials section (\"nope\")",
+        ),
+        (
+            json!({"url": "https://evil.example/mcp", "credential": "tickets", "tools": allow}),
+            "upstreams.u.credential",
+            "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts",
+        ),
+        (
+            json!({"url": "https://x:8443/mcp", "credential": "tickets", "tools": allow}),
+            "upstreams.u.credential",
+            "credential \"tickets\" is bound to other hosts: add this URL's to credentials.tickets.hosts",
+        ),
+        (
+            json!({"url": "https://x/mcp", "credential": "narrow", "tools": allow}),
+            "upstreams.u.credential",
+            "credential \"narrow\" is bound to other paths: add this URL's to credentials.narrow.paths",
+        ),
+        (
+            json!({"url": "https://x/mcp", "credential": "getonly", "tools": allow}),
+            "upstreams.u.credential",
+            "credential \"getonly\" does not allow POST, which every MCP message is",
+        ),
         (json!({"command": ["/a"], "tools": allow, "timeout_s": 0}), "upstreams.u.timeout_s", "must be an integer from 1 to 3600"),
         (json!({"command": ["/a"], "tools": allow, "startup_timeout_s": 301}), "upstreams.u.startup_timeout_s", "must be an integer from 1 to 300"),
         (json!({"command": ["/a"], "tools": allow, "max_output_bytes": 10}), "upstreams.u.max_output_bytes", "must be an integer from 4096 to 67108864"),
-        (json!({"command": ["/a"], "tools": allow, "timeout": 5}), "upstreams.u.timeout", "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts)"),
-        (json!({"command": ["/a"], "tools": allow, "sandbox": "off"}), "upstreams.u.sandbox", "must be \"none\" or an object ({\"read\": [paths], \"write\": [paths], \"network\": bool, ...})"),
+        (
+            json!({"command": ["/a"], "tools": allow, "timeout": 5}),
+            "upstreams.u.timeout",
+            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts)",
+        ),
+        (
+            json!({"command": ["/a"], "tools": allow, "sandbox": "off"}),
+            "upstreams.u.sandbox",
+            "must be \"none\" or an object ({\"read\": [paths], \"write\": [paths], \"network\": bool, ...})",
+        ),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"read": ["rel"]}}), "upstreams.u.sandbox.read[0]", "must be an absolute path"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"write": "/tmp"}}), "upstreams.u.sandbox.write", "must be an array"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"network": "no"}}), "upstreams.u.sandbox.network", "must be true or false"),
         (json!({"command": ["/a"], "tools": allow, "sandbox": {"memory_mb": 1}}), "upstreams.u.sandbox.memory_mb", "must be an integer from 64 to 1048576"),
-        (json!({"command": ["/a"], "tools": allow, "sandbox": {"exec": []}}), "upstreams.u.sandbox.exec", "unknown field (expected one of: read, write, network, memory_mb, processes, files)"),
+        (
+            json!({"command": ["/a"], "tools": allow, "sandbox": {"exec": []}}),
+            "upstreams.u.sandbox.exec",
+            "unknown field (expected one of: read, write, network, memory_mb, processes, files)",
+        ),
         (json!({"command": ["/a"], "tools": allow, "user": "root"}), "upstreams.u.user", "must not be root (leave it out to run as sp's user)"),
-        (json!({"command": ["/a"], "tools": allow, "user": "Bad Name"}), "upstreams.u.user", "must be a user name ([a-z_][a-z0-9_-]*, at most 32 characters)"),
+        (
+            json!({"command": ["/a"], "tools": allow, "user": "Bad Name"}),
+            "upstreams.u.user",
+            "must be a user name ([a-z_][a-z0-9_-]*, at most 32 characters)",
+        ),
         (json!({"url": "https://x/", "tools": allow, "sandbox": "none"}), "upstreams.u.sandbox", "only applies to a command upstream"),
         (json!({"url": "https://x/", "tools": allow, "user": "nobody"}), "upstreams.u.user", "only applies to a command upstream"),
         (json!({"command": ["/a"], "tools": allow, "pin": "tofu"}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
         (json!({"command": ["/a"], "tools": allow, "pin": true}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
-        (json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}), "upstreams.u.arguments.get_secret", "names a tool that tools.allow does not expose (or tools.deny removes): the pin could never apply"),
+        (
+            json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}),
+            "upstreams.u.arguments.get_secret",
+            "names a tool that tools.allow does not expose (or tools.deny removes): the pin could never apply",
+        ),
         (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {}}}), "upstreams.u.arguments.t", "must pin 1 to 256 arguments"),
         (json!({"command": ["/a"], "tools": allow, "arguments": {"t": {"a": "x"}}}), "upstreams.u.arguments.t.a", "must be an array"),
     ];

@@ -29,7 +29,10 @@ fn serve(policy: &Policy, limiter: Option<Limiter>, calls: &[&str]) -> (Vec<serd
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
     ];
     for (i, url) in calls.iter().enumerate() {
-        input.push(format!(r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"http_request","arguments":{{"method":"GET","url":"{url}"}}}}}}"#, i + 1));
+        input.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"http_request","arguments":{{"method":"GET","url":"{url}"}}}}}}"#,
+            i + 1
+        ));
     }
     let mut out = crate::mcp::out::ProtocolWriter::new(Vec::new());
     let exit = server.serve(std::io::Cursor::new((input.join("\n") + "\n").into_bytes()), &mut out);
@@ -60,7 +63,10 @@ fn the_call_over_the_limit_never_reaches_the_executor() {
     let after = error["retry_after_s"].as_u64().expect("retry_after_s");
     assert!((3590..=3600).contains(&after), "{after}");
     let message = error["message"].as_str().unwrap();
-    assert!(message.starts_with(r#"rate limit limits[0] reached: at most 2 call(s) per 3600 s ({"tool":"http_request","target":"a.test","max":2,"per_s":3600})"#), "{message}");
+    assert!(
+        message.starts_with(r#"rate limit limits[0] reached: at most 2 call(s) per 3600 s ({"tool":"http_request","target":"a.test","max":2,"per_s":3600})"#),
+        "{message}"
+    );
     assert_eq!(answers[2]["result"]["isError"], true);
     assert_eq!(rejections, [("rate_limited", 1)]);
     // The state outlives this server: a new one (another session) is refused at once.

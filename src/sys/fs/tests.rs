@@ -159,7 +159,11 @@ fn strict_modes_for_directories() {
     let f = file(&d, "policy.json", 0o600);
     assert_eq!(check_dirs(&f), Ok(()), "a 0700 directory under sticky /tmp is fine");
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o1777, forbidden: 0o022 } }), "sticky or not, the holding directory must be private");
+    assert_eq!(
+        check_dirs(&f),
+        Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o1777, forbidden: 0o022 } }),
+        "sticky or not, the holding directory must be private"
+    );
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o770)).unwrap();
     assert_eq!(check_dirs(&f), Err(UnsafeDir { dir: d.clone(), why: SysError::TooOpen { mode: 0o770, forbidden: 0o022 } }));
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();

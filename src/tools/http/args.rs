@@ -122,10 +122,7 @@ fn lenient_decode(s: &str) -> Option<String> {
 /// The override parameter in a query string or form body, if any. Pairs are split at
 /// `;` as well as `&`: Rack before 3.0 (Rails) and older CGI libraries accept both.
 fn form_override(form: &str) -> Option<String> {
-    form.split(['&', ';'])
-        .flat_map(|piece| url::form_urlencoded::parse(piece.as_bytes()))
-        .find(|(k, _)| is_override_param(k))
-        .map(|(k, _)| k.into_owned())
+    form.split(['&', ';']).flat_map(|piece| url::form_urlencoded::parse(piece.as_bytes())).find(|(k, _)| is_override_param(k)).map(|(k, _)| k.into_owned())
 }
 
 /// The override parameter a body carries, if any: a form field, a top-level JSON
@@ -135,9 +132,10 @@ fn body_override(body: &str) -> Option<String> {
         return Some(k);
     }
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(body)
-        && let Some(k) = m.keys().find(|k| is_override_param(k)) {
-            return Some(k.clone());
-        }
+        && let Some(k) = m.keys().find(|k| is_override_param(k))
+    {
+        return Some(k.clone());
+    }
     // multipart/form-data: `Content-Disposition: form-data; name="_method"`, also
     // `name = "..."`, unquoted, and RFC 8187 `name*=utf-8''%5Fmethod`.
     let lower = body.to_ascii_lowercase();
@@ -236,9 +234,7 @@ pub(crate) fn parse(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> 
     }
     let method = match string_arg(args, "method")? {
         None => return bad("\"method\" is required"),
-        Some(m) => Method::parse(m).ok_or_else(|| {
-            ArgError(format!("\"method\" must be one of GET, HEAD, POST, PUT, PATCH, DELETE, not {:?}", short(m)))
-        })?,
+        Some(m) => Method::parse(m).ok_or_else(|| ArgError(format!("\"method\" must be one of GET, HEAD, POST, PUT, PATCH, DELETE, not {:?}", short(m))))?,
     };
     let Some(raw_url) = string_arg(args, "url")? else {
         return bad("\"url\" is required");
@@ -293,9 +289,10 @@ pub(crate) fn parse(args: &Map<String, Value>) -> Result<HttpRequest, ArgError> 
     }
     let credential = string_arg(args, "credential")?.map(str::to_owned);
     if let Some(c) = &credential
-        && !is_name(c) {
-            return bad("\"credential\" must be a credential name from sp_inventory");
-        }
+        && !is_name(c)
+    {
+        return bad("\"credential\" must be a credential name from sp_inventory");
+    }
 
     HttpRequest::new(method, url, headers, body, credential)
 }
@@ -328,7 +325,8 @@ mod tests {
 
     #[test]
     fn http_ok() {
-        let r = http(json!({"method": "GET", "url": "http://API.example.com./v1/a%20b/../c?x=1", "query": {"q": "a b&c"}, "headers": {"X-Trace": "1"}})).unwrap();
+        let r =
+            http(json!({"method": "GET", "url": "http://API.example.com./v1/a%20b/../c?x=1", "query": {"q": "a b&c"}, "headers": {"X-Trace": "1"}})).unwrap();
         assert_eq!(r.host, "api.example.com");
         assert_eq!(r.url.as_str(), "http://api.example.com/v1/c?x=1&q=a+b%26c");
         assert_eq!(r.match_path, "/v1/c");
@@ -465,11 +463,74 @@ mod tests {
     #[test]
     fn matched_path_is_the_decoded_wire_path() {
         const PIECES: &[&str] = &[
-            "a", "B", ".", "..", "%2e", "%2E", "%2e%2e", ".%2E", "%2f", "%2F", "%5c", "%5C", "\\", ";", ";x", "%3b", "%3B",
-            "%3f", "%3F", "?", "%23", "%25", "%2525", "%", "%+9", "%-1", "%+f", "%4", "%zz", "%%", "%c3%a9", "%C3%A9",
-            "%e9", "%ff", "é", "/", "//", "~", "%7e", "%7E", "%00", "%09", "%20", "+", "@", ":", "[", "]", "!", "$", "&",
-            "'", "(", ")", "*", ",", "=", "%u002e", "%0a", "%ef%bc%8f", "%252e", "%252E", "%252f", "%255c", "%2500", "%25%32%65",
-            "%25252e", "%2541",
+            "a",
+            "B",
+            ".",
+            "..",
+            "%2e",
+            "%2E",
+            "%2e%2e",
+            ".%2E",
+            "%2f",
+            "%2F",
+            "%5c",
+            "%5C",
+            "\\",
+            ";",
+            ";x",
+            "%3b",
+            "%3B",
+            "%3f",
+            "%3F",
+            "?",
+            "%23",
+            "%25",
+            "%2525",
+            "%",
+            "%+9",
+            "%-1",
+            "%+f",
+            "%4",
+            "%zz",
+            "%%",
+            "%c3%a9",
+            "%C3%A9",
+            "%e9",
+            "%ff",
+            "é",
+            "/",
+            "//",
+            "~",
+            "%7e",
+            "%7E",
+            "%00",
+            "%09",
+            "%20",
+            "+",
+            "@",
+            ":",
+            "[",
+            "]",
+            "!",
+            "$",
+            "&",
+            "'",
+            "(",
+            ")",
+            "*",
+            ",",
+            "=",
+            "%u002e",
+            "%0a",
+            "%ef%bc%8f",
+            "%252e",
+            "%252E",
+            "%252f",
+            "%255c",
+            "%2500",
+            "%25%32%65",
+            "%25252e",
+            "%2541",
         ];
         let mut accepted = 0;
         let mut check = |path: &str| {
@@ -569,10 +630,31 @@ mod tests {
         // (a NUL and what follows it, other control bytes, trailing spaces), array
         // syntax, and names encoded twice or three times (a server that decodes again)
         for name in [
-            "_HttpMethod", "_httpmethod", "_HTTP_METHOD", "_http-method", "__method", "___method", "-method", "_-method", "_Method",
-            "_method%00", "_method%00junk", "_method%01", "_method%7f", "_method%09", "_method%20", "_method%5B%5D", "_method[]",
-            "_method[x]", "%255Fmethod", "%25255Fmethod", "%255fMETHOD%2500", "x_http_method_override", "X_HTTP_Method",
-            "%2520_method", "__HttpMethod",
+            "_HttpMethod",
+            "_httpmethod",
+            "_HTTP_METHOD",
+            "_http-method",
+            "__method",
+            "___method",
+            "-method",
+            "_-method",
+            "_Method",
+            "_method%00",
+            "_method%00junk",
+            "_method%01",
+            "_method%7f",
+            "_method%09",
+            "_method%20",
+            "_method%5B%5D",
+            "_method[]",
+            "_method[x]",
+            "%255Fmethod",
+            "%25255Fmethod",
+            "%255fMETHOD%2500",
+            "x_http_method_override",
+            "X_HTTP_Method",
+            "%2520_method",
+            "__HttpMethod",
         ] {
             let url = format!("https://a/ok/x?a=1&{name}=DELETE");
             refused(json!({"method": "POST", "url": url, "body": "{}"}), "query parameter");
@@ -587,7 +669,9 @@ mod tests {
             refused(json!({"method": "POST", "url": "https://a/ok/x", "body": multipart}), "the body's parameter");
         }
         // lookalikes pass
-        let ok = http(json!({"method": "POST", "url": "https://a/x?method=a&my_method=b", "headers": {"X-Method": "1", "X-Forwarded-For": "1"}, "body": "my_method=1&methods=2"}));
+        let ok = http(
+            json!({"method": "POST", "url": "https://a/x?method=a&my_method=b", "headers": {"X-Method": "1", "X-Forwarded-For": "1"}, "body": "my_method=1&methods=2"}),
+        );
         assert!(ok.is_ok(), "{ok:?}");
         for body in ["httpMethod=GET", "_methods=1&method_=2", "{\"httpMethod\": \"POST\", \"method\": \"GET\"}", "a=%25"] {
             let ok = http(json!({"method": "POST", "url": "https://a/x?httpMethod=GET&_methods=1", "body": body}));

@@ -63,19 +63,46 @@ pub struct HttpAction {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum HttpDenial {
-    NoRule { method: Method, host: String, port: u16, path: String },
-    UnknownCredential { name: String },
-    CredentialNotBound { name: String, host: String, path: String },
-    CredentialNeedsHttps { name: String },
-    HeaderConflict { name: String, header: String },
+    NoRule {
+        method: Method,
+        host: String,
+        port: u16,
+        path: String,
+    },
+    UnknownCredential {
+        name: String,
+    },
+    CredentialNotBound {
+        name: String,
+        host: String,
+        path: String,
+    },
+    CredentialNeedsHttps {
+        name: String,
+    },
+    HeaderConflict {
+        name: String,
+        header: String,
+    },
     /// A routing header on a credentialed request that `allow_routing_headers` of
     /// credential `name` does not name.
-    RoutingHeader { name: String, header: String },
-    QueryConflict { name: String, param: String },
+    RoutingHeader {
+        name: String,
+        header: String,
+    },
+    QueryConflict {
+        name: String,
+        param: String,
+    },
     /// `Authorization` or an `X-Amz-*` header or query parameter on a request
     /// signed with the `aws_sigv4` credential `name` (`SP_BAD_ARGUMENTS`, see [`HttpDenial::code`]).
-    SignerOwns { name: String, field: String },
-    BodyTooLarge { limit: u64 },
+    SignerOwns {
+        name: String,
+        field: String,
+    },
+    BodyTooLarge {
+        limit: u64,
+    },
     HttpsOnly,
 }
 
@@ -143,10 +170,11 @@ pub(crate) fn is_loopback_host(host: &str) -> bool {
 
 /// Header names as CGI, WSGI and PHP read them: any case, `_` the same as `-`.
 fn same_header(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| {
-        let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
-        fold(x) == fold(y)
-    })
+    a.len() == b.len()
+        && a.bytes().zip(b.bytes()).all(|(x, y)| {
+            let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
+            fold(x) == fold(y)
+        })
 }
 
 impl Rules<HttpRequest> for HttpAction {
@@ -203,9 +231,15 @@ pub(crate) enum RedirectStop {
     Credentialed,
     /// The hop's request is one an allow rule asks approval for (`rule`): the approval
     /// given covered the first request only.
-    NeedsApproval { rule: String },
-    TooMany { limit: u32 },
-    CrossOrigin { to: String },
+    NeedsApproval {
+        rule: String,
+    },
+    TooMany {
+        limit: u32,
+    },
+    CrossOrigin {
+        to: String,
+    },
     BadLocation(String),
     Denied(HttpDenial),
 }
@@ -230,13 +264,7 @@ impl std::error::Error for RedirectStop {}
 /// allow rules as a fresh call. The hop never picks up a credential, even one bound to
 /// the new path: the server chose that URL, not the agent. 303 (and 301/302 after a
 /// POST) become GET without a body, as browsers do; 307 and 308 keep method and body.
-fn redirect(
-    policy: &Policy,
-    prev: &HttpAction,
-    hops_so_far: u32,
-    status: u16,
-    location: &str,
-) -> Result<HttpAction, RedirectStop> {
+fn redirect(policy: &Policy, prev: &HttpAction, hops_so_far: u32, status: u16, location: &str) -> Result<HttpAction, RedirectStop> {
     if prev.credential.is_some() {
         return Err(RedirectStop::Credentialed);
     }
@@ -284,11 +312,7 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
         Some(name) => {
             let c = policy.credentials.get(name).ok_or_else(|| HttpDenial::UnknownCredential { name: name.clone() })?;
             if !binds(c, &req) {
-                return Err(HttpDenial::CredentialNotBound {
-                    name: name.clone(),
-                    host: req.host.clone(),
-                    path: req.match_path.clone(),
-                });
+                return Err(HttpDenial::CredentialNotBound { name: name.clone(), host: req.host.clone(), path: req.match_path.clone() });
             }
             Some(c)
         }
@@ -299,9 +323,9 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
         if req.url.scheme() != "https" && !is_loopback_host(&req.host) {
             return Err(HttpDenial::CredentialNeedsHttps { name: c.name.clone() });
         }
-        if let Some((header, _)) = req.headers.iter().find(|(n, _)| {
-            crate::tools::http::args::is_routing_header(n) && !c.allow_routing_headers.iter().any(|a| same_header(a, n))
-        }) {
+        if let Some((header, _)) =
+            req.headers.iter().find(|(n, _)| crate::tools::http::args::is_routing_header(n) && !c.allow_routing_headers.iter().any(|a| same_header(a, n)))
+        {
             return Err(HttpDenial::RoutingHeader { name: c.name.clone(), header: header.clone() });
         }
         match &c.inject {
@@ -330,7 +354,9 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
     // Every rule that permits the call counts, as for host_named_exactly: a rule that asks
     // is not hidden by a broader one listed before it.
     let permits = |r: &&crate::policy::AllowRule| {
-        r.methods.contains(&req.method) && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port)) && r.paths.iter().any(|p| p.matches(&req.match_path))
+        r.methods.contains(&req.method)
+            && r.hosts.iter().any(|h| h.matches(&req.host, req.port, req.default_port))
+            && r.paths.iter().any(|p| p.matches(&req.match_path))
     };
     let asking = |a: Approve| policy.http.allow.iter().filter(permits).find(|r| r.approve == a).map(|r| (format!("http.allow[{}]", r.index), a));
     let rule_approve = asking(Approve::Command).or_else(|| asking(Approve::Yes));
@@ -340,11 +366,7 @@ fn authorize(policy: &Policy, req: HttpRequest, may_pick_credential: bool) -> Re
         url: req.url,
         headers: req.headers,
         body: req.body,
-        credential: credential.map(|c| CredentialUse {
-            name: c.name.clone(),
-            source: c.source.clone(),
-            inject: c.inject.clone(),
-        }),
+        credential: credential.map(|c| CredentialUse { name: c.name.clone(), source: c.source.clone(), inject: c.inject.clone() }),
         rule: format!("http.allow[{}]", rule.index),
         rule_index: rule.index,
         // Any allow rule that permits this call and names the host exactly counts, not
@@ -394,9 +416,22 @@ mod tests {
     #[test]
     fn routing_headers_need_the_credentials_permission_by_name() {
         let names = [
-            "Forwarded", "Destination", "X-Host", "X-HTTP-Host-Override", "X-URL-Scheme", "Front-End-Https", "X-Forwarded-Host",
-            "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Original-Host",
-            "X-Rewrite-Uri", "X-Envoy-Original-Url", "X-Envoy-Original-Host",
+            "Forwarded",
+            "Destination",
+            "X-Host",
+            "X-HTTP-Host-Override",
+            "X-URL-Scheme",
+            "Front-End-Https",
+            "X-Forwarded-Host",
+            "X-Forwarded-Proto",
+            "X-Forwarded-Port",
+            "X-Forwarded-Server",
+            "X-Forwarded-Scheme",
+            "X-Forwarded-Ssl",
+            "X-Original-Host",
+            "X-Rewrite-Uri",
+            "X-Envoy-Original-Url",
+            "X-Envoy-Original-Host",
         ];
         for name in names {
             for h in [name.to_owned(), name.to_ascii_lowercase(), name.to_ascii_uppercase(), name.replace('-', "_")] {

@@ -344,14 +344,12 @@ pub enum Withhold {
 impl fmt::Display for Withhold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Withhold::Secret { coding, credential } => write!(
-                f,
-                "the response body is {coding} data that holds the secret of credential {credential:?} once decompressed, so it is withheld"
-            ),
-            Withhold::Unsupported { what } => write!(
-                f,
-                "the response body holds {what}, which sp cannot decompress to search for secrets, so it is withheld"
-            ),
+            Withhold::Secret { coding, credential } => {
+                write!(f, "the response body is {coding} data that holds the secret of credential {credential:?} once decompressed, so it is withheld")
+            }
+            Withhold::Unsupported { what } => {
+                write!(f, "the response body holds {what}, which sp cannot decompress to search for secrets, so it is withheld")
+            }
             Withhold::OverLimit { coding, limit } => write!(
                 f,
                 "the response body is {coding} data that decompresses to more than max_response_bytes ({limit}), so it cannot be searched for secrets and is withheld"
@@ -360,10 +358,9 @@ impl fmt::Display for Withhold {
                 f,
                 "the response body holds more than {MAX_STREAMS} compressed streams or zip entries, so it cannot be searched for secrets and is withheld"
             ),
-            Withhold::TooDeep => write!(
-                f,
-                "the response body nests more than {MAX_LAYERS} layers of compressed data, so it cannot be searched for secrets and is withheld"
-            ),
+            Withhold::TooDeep => {
+                write!(f, "the response body nests more than {MAX_LAYERS} layers of compressed data, so it cannot be searched for secrets and is withheld")
+            }
         }
     }
 }

@@ -187,14 +187,16 @@ impl HttpExecutor {
         let key = (checked.host().to_owned(), checked.port());
         let mut set = checked.addrs().to_vec();
         set.sort();
-        let stale = self.pool.as_ref().is_none_or(|p| p.shut.load(Ordering::SeqCst) || match p.opened_under.get(&key) {
-            Some(before) => *before != set,
-            None => p.opened_under.len() >= MAX_POOLED_DESTINATIONS,
+        let stale = self.pool.as_ref().is_none_or(|p| {
+            p.shut.load(Ordering::SeqCst)
+                || match p.opened_under.get(&key) {
+                    Some(before) => *before != set,
+                    None => p.opened_under.len() >= MAX_POOLED_DESTINATIONS,
+                }
         });
-        if stale
-            && let Some(old) = self.pool.take() {
-                self.retired_dials += old.resolver.dials();
-            }
+        if stale && let Some(old) = self.pool.take() {
+            self.retired_dials += old.resolver.dials();
+        }
         let roots = self.roots.clone();
         let pool = self.pool.get_or_insert_with(|| Pool::new(roots.as_ref()));
         pool.opened_under.insert(key, set);
@@ -232,10 +234,16 @@ impl HttpExecutor {
         let action = authorized.action();
         let started = Instant::now();
         let budget = Budget { started, timeout: action.timeout };
-        let headers: Vec<(String, Zeroizing<String>)> =
-            action.headers.iter().map(|(n, v)| (n.clone(), Zeroizing::new(v.clone()))).collect();
+        let headers: Vec<(String, Zeroizing<String>)> = action.headers.iter().map(|(n, v)| (n.clone(), Zeroizing::new(v.clone()))).collect();
         let body = action.body.as_deref().map(str::as_bytes);
-        let wire = Wire { method: action.method.as_str(), url: &action.url, headers: &headers, body, named_exactly: action.host_named_exactly, cap: action.max_response_bytes };
+        let wire = Wire {
+            method: action.method.as_str(),
+            url: &action.url,
+            headers: &headers,
+            body,
+            named_exactly: action.host_named_exactly,
+            cap: action.max_response_bytes,
+        };
         let Some(cred) = &action.credential else {
             return self.exchange(&wire, budget, cancel, &mut |_| Ok(()));
         };
@@ -294,11 +302,12 @@ impl HttpExecutor {
             o.body = body;
         }
         if o.truncated
-            && let Some((start, name)) = r.tail_match(&o.body) {
-                let marker = format!("[REDACTED:{name}]");
-                o.body.truncate(start);
-                o.body.extend_from_slice(marker.as_bytes());
-            }
+            && let Some((start, name)) = r.tail_match(&o.body)
+        {
+            let marker = format!("[REDACTED:{name}]");
+            o.body.truncate(start);
+            o.body.extend_from_slice(marker.as_bytes());
+        }
         r.redact_headers(&mut o.headers);
     }
 
@@ -384,8 +393,8 @@ impl HttpExecutor {
         let wire = Wire { method: "POST", url: &url, headers: &[], body: None, named_exactly: true, cap: oauth2::MAX_TOKEN_RESPONSE_BYTES as u64 };
         let mut outcome = self.exchange(&wire, budget, cancel, &mut |out| {
             let secret = vault.read(name, source).map_err(ExecError::Secret)?;
-            let creds = oauth2::ClientCredentials::parse(secret.expose().as_bytes())
-                .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
+            let creds =
+                oauth2::ClientCredentials::parse(secret.expose().as_bytes()).map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
             vault.remember(name, creds.client_secret());
             let prepared = request.build(&creds);
             out.headers.extend(prepared.headers.into_iter().map(|(n, v)| (n.to_owned(), v)));
@@ -416,8 +425,7 @@ impl HttpExecutor {
         late: &mut dyn FnMut(&mut Outgoing) -> Result<(), ExecError>,
     ) -> Result<HttpOutcome, ExecError> {
         let target = format!("{}:{}", wire.url.host_str().unwrap_or_default(), wire.url.port_or_known_default().unwrap_or_default());
-        let checked =
-            dest::resolve_and_check(&self.lookup, wire.url, wire.named_exactly, budget.remaining()).map_err(dest_error)?;
+        let checked = dest::resolve_and_check(&self.lookup, wire.url, wire.named_exactly, budget.remaining()).map_err(dest_error)?;
         let mut out = Outgoing { url: wire.url.clone(), headers: wire.headers.to_vec(), body: Zeroizing::new(Vec::new()) };
         late(&mut out)?;
         let mut builder = Request::builder().method(wire.method).uri(out.url.as_str());
@@ -425,9 +433,10 @@ impl HttpExecutor {
             builder = builder.header(name.as_str(), value.as_str());
         }
         if let Some(allow) = &self.dial_filter
-            && let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip())) {
-                return Err(ExecError::Unavailable(format!("{target}: {} is outside the dial restriction; not dialed", a.ip())));
-            }
+            && let Some(a) = checked.addrs().iter().find(|a| !allow(a.ip()))
+        {
+            return Err(ExecError::Unavailable(format!("{target}: {} is outside the dial restriction; not dialed", a.ip())));
+        }
         let remaining = budget.remaining();
         if remaining.is_zero() {
             return Err(ExecError::Timeout(format!("{target}: timed out")));
@@ -451,9 +460,7 @@ impl HttpExecutor {
             None if !out.body.is_empty() => builder.body(&out.body[..]).map(|r| agent.run(r)),
             None => builder.body(()).map(|r| agent.run(r)),
         };
-        let response = sent
-            .map_err(|_| ExecError::Upstream("the request could not be built".into()))?
-            .map_err(|e| classify(e, &target))?;
+        let response = sent.map_err(|_| ExecError::Upstream("the request could not be built".into()))?.map_err(|e| classify(e, &target))?;
 
         let status = response.status().as_u16();
         let headers = response
@@ -464,12 +471,7 @@ impl HttpExecutor {
             .collect();
         let cap = wire.cap;
         let mut body = Vec::new();
-        response
-            .into_body()
-            .into_reader()
-            .take(cap + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| classify_io(&e, &target))?;
+        response.into_body().into_reader().take(cap + 1).read_to_end(&mut body).map_err(|e| classify_io(&e, &target))?;
         let mut truncated = body.len() as u64 > cap;
         body.truncate(cap as usize);
         let mut headers = headers;
@@ -529,8 +531,7 @@ fn sign_aws(
     vault: &mut Vault,
 ) -> Result<Zeroizing<String>, ExecError> {
     let secret = vault.read_json(name, source).map_err(ExecError::Secret)?;
-    let creds = sigv4::Credentials::from_json(secret.expose().as_bytes())
-        .map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
+    let creds = sigv4::Credentials::from_json(secret.expose().as_bytes()).map_err(|e| ExecError::Unavailable(format!("credential {name:?}: {e}")))?;
     vault.remember(name, creds.secret_access_key());
     if let Some(t) = creds.session_token() {
         vault.remember(name, t);
@@ -574,15 +575,14 @@ fn classify_io(e: &std::io::Error, target: &str) -> ExecError {
     }
     // ureq wraps its own errors (a timeout while reading the body) in io::Error.
     if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>())
-        && matches!(inner, ureq::Error::Timeout(_)) {
-            return ExecError::Timeout(format!("{target}: timed out"));
-        }
+        && matches!(inner, ureq::Error::Timeout(_))
+    {
+        return ExecError::Timeout(format!("{target}: timed out"));
+    }
     match e.kind() {
         TimedOut | WouldBlock => ExecError::Timeout(format!("{target}: timed out")),
         ConnectionRefused => ExecError::Unavailable(format!("{target}: connection refused")),
-        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
-            ExecError::Upstream(format!("{target}: connection closed by the server"))
-        }
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => ExecError::Upstream(format!("{target}: connection closed by the server")),
         // rustls reports a failed handshake (an untrusted certificate, a name mismatch)
         // as InvalidData wrapping its own error, whose text names the reason.
         InvalidData => match e.get_ref() {

@@ -17,7 +17,6 @@ pub struct HttpOutcome {
     pub truncated: bool,
 }
 
-
 /// What [`HttpResult::from_outcome`] searches compressed content with: the secrets
 /// finder (`Vault::echoed_in`) and how many decompressed bytes it may search
 /// (`max_response_bytes`).
@@ -115,16 +114,14 @@ impl HttpResult {
     /// `headers`' secret is replaced by nothing, and the result says so.
     pub(crate) fn withhold_echo(&mut self, body: Option<&str>, headers: Option<&str>) {
         if let Some(name) = body {
-            self.body = Body::Withheld(format!(
-                "the response body echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so it is withheld"
-            ));
+            self.body =
+                Body::Withheld(format!("the response body echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so it is withheld"));
             self.withheld_parts.push("body");
         }
         if let Some(name) = headers {
             self.headers.clear();
-            self.headers_withheld = Some(format!(
-                "the response headers echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so they are withheld"
-            ));
+            self.headers_withheld =
+                Some(format!("the response headers echoed the secret of credential {name:?}, whose on_echo is \"withhold\", so they are withheld"));
             self.withheld_parts.push("headers");
         }
     }
@@ -260,9 +257,7 @@ mod tests {
     #[test]
     fn compressed_bodies_are_searched_or_withheld_once_there_are_secrets() {
         let token = b"tok_5f2c9a7e1b3d4c6a8e0f";
-        let find = |b: &[u8], _cut: bool| -> Vec<String> {
-            if b.windows(token.len()).any(|w| w == token) { vec!["api".into()] } else { Vec::new() }
-        };
+        let find = |b: &[u8], _cut: bool| -> Vec<String> { if b.windows(token.len()).any(|w| w == token) { vec!["api".into()] } else { Vec::new() } };
         let secrets = Secrets { find: &find, limit: 1 << 20 };
         let run = |headers: &[(&str, &str)], body: Vec<u8>, secrets: Option<&Secrets<'_>>| {
             let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
@@ -289,7 +284,10 @@ mod tests {
 
     #[test]
     fn withheld_parts_and_refused_redirects_are_said() {
-        let mut r = HttpResult::from_outcome(HttpOutcome { status: 302, headers: vec![("location".into(), "/x".into())], body: b"{}".to_vec(), truncated: false }, None);
+        let mut r = HttpResult::from_outcome(
+            HttpOutcome { status: 302, headers: vec![("location".into(), "/x".into())], body: b"{}".to_vec(), truncated: false },
+            None,
+        );
         r.withhold_echo(Some("api"), Some("api"));
         r.redirect = Redirect::Refused { reason: "why".into(), location: None };
         let v = r.into_fields();

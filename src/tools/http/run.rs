@@ -63,7 +63,13 @@ fn follow(executor: &mut dyn Executor, policy: &Policy, first: Authorized<HttpAc
             return Err((ExecError::Cancelled, hops));
         }
         let mut outcome = executor.http(&current, ctx).map_err(|e| (e, hops))?;
-        let facts = Facts { status: Some(outcome.status), bytes_out: Some(outcome.body.len() as u64), truncated: Some(outcome.truncated), redirects: hops, ..Facts::default() };
+        let facts = Facts {
+            status: Some(outcome.status),
+            bytes_out: Some(outcome.body.len() as u64),
+            truncated: Some(outcome.truncated),
+            redirects: hops,
+            ..Facts::default()
+        };
         // A credential with `on_echo: "withhold"` whose secret is in the body (or the
         // headers) in any spelling: that part is not passed on at all.
         let withhold: Vec<&str> = policy.credentials.values().filter(|c| c.on_echo == OnEcho::Withhold).map(|c| c.name.as_str()).collect();
@@ -163,7 +169,9 @@ mod tests {
         let mut output = Recorded::default();
         let result = run_with(&mut script, &mut output);
         assert_eq!(script.calls, ["https://x.example.org/a", "https://x.example.org/b"]);
-        let facts = |status, bytes_out, redirects| Event::Facts(Facts { status: Some(status), bytes_out: Some(bytes_out), truncated: Some(false), redirects, ..Facts::default() });
+        let facts = |status, bytes_out, redirects| {
+            Event::Facts(Facts { status: Some(status), bytes_out: Some(bytes_out), truncated: Some(false), redirects, ..Facts::default() })
+        };
         let hop = Event::Intent { target: "GET https://x.example.org/b".into(), rule: "http.allow[0]".into(), note: "redirect hop 1".into() };
         assert_eq!(output.0, [facts(302, 0, 0), hop, facts(200, 2, 1)]);
         let fields = json!({"status": 200, "headers": {}, "body": "ok", "truncated": false, "final_url": "https://x.example.org/b", "redirects": 1, "redirect_refused": false});

@@ -29,9 +29,7 @@ pub(crate) fn check_url(raw: &str) -> Result<url::Url, ArgError> {
         return bad(format!("\"url\" is longer than {MAX_URL_BYTES} bytes"));
     }
     if let Some(b) = raw.bytes().find(|b| !url_char_ok(*b)) {
-        return bad(format!(
-            "\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"
-        ));
+        return bad(format!("\"url\" contains a character that must be percent-encoded (byte 0x{b:02x}); non-ASCII hosts must be written in punycode"));
     }
     // A `%` must start an escape of exactly two hex digits. The url crate
     // sends a stray `%` (or `%+9`) as written; if we decoded it differently (or at all),

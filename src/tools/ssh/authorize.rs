@@ -6,7 +6,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-
 use crate::gate::authorize::Rules;
 use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshPolicy};
 use crate::policy::commands;
@@ -84,8 +83,7 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
     let rule = match &host.commands {
         None => format!("ssh.hosts.{} (any command)", host.name),
         Some(list) => {
-            let i = commands::check(list, &call.command)
-                .map_err(|why| SshDenial::CommandNotAllowed { host: host.name.clone(), why })?;
+            let i = commands::check(list, &call.command).map_err(|why| SshDenial::CommandNotAllowed { host: host.name.clone(), why })?;
             format!("ssh.hosts.{}.commands[{i}]", host.name)
         }
     };

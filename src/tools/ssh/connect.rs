@@ -106,9 +106,7 @@ fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpSt
         }
     })?;
     let (blob, fingerprint) = match (session.host_key(), session.host_key_hash(HashType::Sha256)) {
-        (Some((blob, _)), Some(hash)) => {
-            (blob.to_vec(), format!("SHA256:{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(hash)))
-        }
+        (Some((blob, _)), Some(hash)) => (blob.to_vec(), format!("SHA256:{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(hash))),
         _ => return Err(SshError::Upstream(format!("{target}: the server sent no host key"))),
     };
     let key_type = known_hosts::blob_type(&blob).unwrap_or("?").to_owned();
@@ -123,24 +121,22 @@ fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpSt
             return Err(SshError::HostKey(format!(
                 "{target}: host key {key_type} {fingerprint} is not in {file}; the strict host key policy refuses unknown keys \
                  (add it to known_hosts after checking the fingerprint out of band)"
-            )))
+            )));
         }
         Verdict::Changed { line } => {
             return Err(SshError::HostKey(format!(
                 "{target}: HOST KEY CHANGED: the server presents {key_type} {fingerprint}, {file} line {line} holds another key \
                  of that type; refused (someone may be intercepting the connection, or the host was reinstalled)"
-            )))
+            )));
         }
         Verdict::OtherTypes { types } => {
             return Err(SshError::HostKey(format!(
                 "{target}: the server presents a {key_type} key ({fingerprint}) but {file} only knows {} key(s) for it; refused",
                 types.join(", ")
-            )))
+            )));
         }
         Verdict::Revoked { line } => {
-            return Err(SshError::HostKey(format!(
-                "{target}: host key {key_type} {fingerprint} is marked @revoked in {file} line {line}; refused"
-            )))
+            return Err(SshError::HostKey(format!("{target}: host key {key_type} {fingerprint} is marked @revoked in {file} line {line}; refused")));
         }
     };
     authenticate(&conn.session, a, vault)?;
@@ -177,9 +173,7 @@ fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(
             };
             session.userauth_pubkey_memory(&a.user, None, key.expose(), passphrase.as_ref().map(|p| p.expose())).map_err(|e| {
                 if is_code(&e, ERROR_FILE) {
-                    SshError::Auth(format!(
-                        "{target}: the key file could not be decoded (wrong or missing passphrase_file, or an unsupported format)"
-                    ))
+                    SshError::Auth(format!("{target}: the key file could not be decoded (wrong or missing passphrase_file, or an unsupported format)"))
                 } else {
                     failed("public key authentication", e)
                 }
@@ -191,9 +185,7 @@ fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(
         }
         SshAuth::Agent => {
             let mut agent = session.agent().map_err(|e| failed("agent authentication", e))?;
-            agent
-                .connect()
-                .map_err(|_| SshError::Auth(format!("{target}: no SSH agent reachable (is SSH_AUTH_SOCK set for sp?)")))?;
+            agent.connect().map_err(|_| SshError::Auth(format!("{target}: no SSH agent reachable (is SSH_AUTH_SOCK set for sp?)")))?;
             agent.list_identities().map_err(|e| failed("listing agent keys", e))?;
             let ids = agent.identities().map_err(|e| failed("listing agent keys", e))?;
             let ok = ids.iter().any(|id| agent.userauth(&a.user, id).is_ok());
@@ -208,4 +200,3 @@ fn authenticate(session: &Session, a: &SshAction, vault: &mut Vault) -> Result<(
     }
     Ok(())
 }
-

@@ -139,8 +139,7 @@ impl SshExecutor {
             None => {
                 let cancel = progress.cancel();
                 let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { SshError::Cancelled(Stop::NotStarted) } else { e })?;
-                let ch = open_channel(&conn, a)
-                    .map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
+                let ch = open_channel(&conn, a).map_err(|why| SshError::Upstream(format!("ssh {}: no channel on a fresh connection: {why}", a.host)))?;
                 self.sessions.insert(a.host.clone(), conn);
                 ch
             }
@@ -187,7 +186,10 @@ struct Collector {
 /// Where stdout stands with the [`Marker`].
 enum Gate {
     /// Not seen yet: stdout is held back (up to [`MARKER_WINDOW`]).
-    Awaiting { marker: Vec<u8>, held: Vec<u8> },
+    Awaiting {
+        marker: Vec<u8>,
+        held: Vec<u8>,
+    },
     Seen,
     /// Not within the window, or the output ended first.
     Missing,
@@ -231,11 +233,7 @@ impl Collector {
         if take < data.len() {
             self.out.truncated = true;
         }
-        let (buf, total) = if stderr {
-            (&mut self.out.stderr, &mut self.out.stderr_bytes)
-        } else {
-            (&mut self.out.stdout, &mut self.out.stdout_bytes)
-        };
+        let (buf, total) = if stderr { (&mut self.out.stderr, &mut self.out.stderr_bytes) } else { (&mut self.out.stdout, &mut self.out.stdout_bytes) };
         buf.extend_from_slice(&data[..take]);
         *total += data.len() as u64;
     }
@@ -297,19 +295,20 @@ fn execute(
     let exec_timeout = a.timeout.min(a.connect_timeout.max(Duration::from_secs(1)));
     s.set_timeout(ms(exec_timeout));
     if a.pty
-        && let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0))) {
-            // Nothing started either way.
-            let keep = is_code(&e, ERROR_CHANNEL_REQUEST_DENIED);
-            let msg = if keep {
-                format!(
-                    "{target}: the server refused a terminal (pty) for the command, so it could not be stopped at its \
+        && let Err(e) = channel.request_pty(PTY_TERM, Some(pty_modes()), Some((PTY_COLUMNS, PTY_ROWS, 0, 0)))
+    {
+        // Nothing started either way.
+        let keep = is_code(&e, ERROR_CHANNEL_REQUEST_DENIED);
+        let msg = if keep {
+            format!(
+                "{target}: the server refused a terminal (pty) for the command, so it could not be stopped at its \
                      timeout; nothing ran (the operator can set \"pty\": false for this host)"
-                )
-            } else {
-                format!("{target}: the connection failed while asking for a terminal ({}); nothing ran", e.message())
-            };
-            return (Err(SshError::Upstream(msg)), keep);
-        }
+            )
+        } else {
+            format!("{target}: the connection failed while asking for a terminal ({}); nothing ran", e.message())
+        };
+        return (Err(SshError::Upstream(msg)), keep);
+    }
     let marker = Marker::new();
     if let Err(e) = channel.exec(&marker.wrap(&a.command)) {
         // A denied request started nothing; anything else may have reached the server.
@@ -360,10 +359,7 @@ fn execute(
         }
         Err(why) => {
             s.set_blocking(true);
-            (
-                Err(SshError::Upstream(format!("{target}: the connection failed while the command ran ({why}); it is not retried"))),
-                false,
-            )
+            (Err(SshError::Upstream(format!("{target}: the connection failed while the command ran ({why}); it is not retried"))), false)
         }
     }
 }

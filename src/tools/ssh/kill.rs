@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use ssh2::Session;
 
-
 /// What `sp` prints before the agent's command (module docs): `\x1esp:` + 16 random hex
 /// digits + `\x1e`, stripped from the output. Its arrival proves that the exec string
 /// reached a shell that ran sp's prefix, so the command's processes are the session of

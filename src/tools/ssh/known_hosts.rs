@@ -54,7 +54,10 @@ enum Marker {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Hosts {
-    Hashed { salt: Vec<u8>, hash: Vec<u8> },
+    Hashed {
+        salt: Vec<u8>,
+        hash: Vec<u8>,
+    },
     /// (negated, lowercase pattern)
     Patterns(Vec<(bool, String)>),
 }
@@ -71,13 +74,21 @@ struct Entry {
 /// What the file says about a server's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Known { line: usize },
+    Known {
+        line: usize,
+    },
     Unknown,
     /// A different key of the same type is recorded for this host.
-    Changed { line: usize },
+    Changed {
+        line: usize,
+    },
     /// Only keys of other types are recorded for this host.
-    OtherTypes { types: Vec<String> },
-    Revoked { line: usize },
+    OtherTypes {
+        types: Vec<String>,
+    },
+    Revoked {
+        line: usize,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,11 +100,7 @@ pub struct KnownHosts {
 
 /// The name an entry must match for `host` on `port` (the OpenSSH port rule).
 pub fn lookup_name(host: &str, port: u16) -> String {
-    if port == 22 {
-        host.to_ascii_lowercase()
-    } else {
-        format!("[{}]:{port}", host.to_ascii_lowercase())
-    }
+    if port == 22 { host.to_ascii_lowercase() } else { format!("[{}]:{port}", host.to_ascii_lowercase()) }
 }
 
 /// The key type inside an SSH public key blob (its first string).
@@ -126,7 +133,10 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 fn hmac_sha1(salt: &[u8], name: &str) -> Vec<u8> {
-    #[expect(clippy::expect_used, reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too")]
+    #[expect(
+        clippy::expect_used,
+        reason = "HMAC takes a key of any length (RFC 2104: a long one is hashed, a short one padded); new_from_slice returns a Result only because KeyInit serves fixed-size-key ciphers too"
+    )]
     let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(salt).expect("HMAC takes any key length");
     mac.update(name.as_bytes());
     mac.finalize().into_bytes().to_vec()
@@ -265,14 +275,7 @@ impl KnownHosts {
 /// this host, then modern defaults. SHA-1 `ssh-rsa` signatures and DSA are offered only
 /// for a host whose recorded key needs them; certificate algorithms never.
 pub(crate) fn host_key_preference(known_types: &[String]) -> String {
-    const DEFAULTS: [&str; 6] = [
-        "ssh-ed25519",
-        "ecdsa-sha2-nistp256",
-        "ecdsa-sha2-nistp384",
-        "ecdsa-sha2-nistp521",
-        "rsa-sha2-512",
-        "rsa-sha2-256",
-    ];
+    const DEFAULTS: [&str; 6] = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"];
     let mut out: Vec<&str> = Vec::new();
     for t in known_types {
         let algs: &[&str] = match t.as_str() {
@@ -319,8 +322,8 @@ pub(crate) enum Recorded {
 pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<Recorded, KnownHostsError> {
     let at = || path.to_owned();
     // No symlink, FIFO or device, and no wait on one.
-    let (file, _) = crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES)
-        .map_err(|why| KnownHostsError::OpenForWrite { path: at(), why })?;
+    let (file, _) =
+        crate::sys::open(path, crate::sys::Access::AppendCreate { mode: 0o600 }, RULES).map_err(|why| KnownHostsError::OpenForWrite { path: at(), why })?;
     // From here to the end of the function the lock is held.
     let _lock = crate::sys::lock_exclusive(&file, LOCK_WAIT).map_err(|why| KnownHostsError::Lock { path: at(), why })?;
     let text = read_checked(&file, path)?;
@@ -345,18 +348,38 @@ pub(crate) fn record(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KnownHostsError {
     /// Refused by the checks of the module docs (or unreadable).
-    Refused { path: PathBuf, why: SysError },
-    NotUtf8 { path: PathBuf },
+    Refused {
+        path: PathBuf,
+        why: SysError,
+    },
+    NotUtf8 {
+        path: PathBuf,
+    },
     /// `accept-new` could not open it for appending.
-    OpenForWrite { path: PathBuf, why: SysError },
-    Lock { path: PathBuf, why: LockError },
+    OpenForWrite {
+        path: PathBuf,
+        why: SysError,
+    },
+    Lock {
+        path: PathBuf,
+        why: LockError,
+    },
     /// Under the lock, the file says something else about the host than when the
     /// connection began: nothing is recorded.
-    Changed { path: PathBuf, now: Verdict },
+    Changed {
+        path: PathBuf,
+        now: Verdict,
+    },
     /// The server's host key blob has no readable type.
     MalformedBlob,
-    Append { path: PathBuf, why: String },
-    Sync { path: PathBuf, why: String },
+    Append {
+        path: PathBuf,
+        why: String,
+    },
+    Sync {
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl std::fmt::Display for KnownHostsError {
@@ -473,7 +496,9 @@ mod tests {
 
     #[test]
     fn wildcards() {
-        for (p, n, want) in [("*", "a", true), ("a?c", "abc", true), ("a?c", "ac", false), ("*.x", "a.b.x", true), ("*.x", "x", false), ("[a]:22*", "[a]:2222", true)] {
+        for (p, n, want) in
+            [("*", "a", true), ("a?c", "abc", true), ("a?c", "ac", false), ("*.x", "a.b.x", true), ("*.x", "x", false), ("[a]:22*", "[a]:2222", true)]
+        {
             assert_eq!(wildcard(p.as_bytes(), n.as_bytes()), want, "{p} {n}");
         }
     }

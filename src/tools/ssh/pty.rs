@@ -42,20 +42,7 @@ pub(crate) fn pty_modes() -> ssh2::PtyModes {
     }
     // IXOFF is opcode 40 in RFC 4254 (the crate's `IXOFF` constant says 49).
     m.set_boolean(40u8, false);
-    for op in [
-        O::VINTR,
-        O::VQUIT,
-        O::VERASE,
-        O::VKILL,
-        O::VEOL,
-        O::VEOL2,
-        O::VSTART,
-        O::VSTOP,
-        O::VSUSP,
-        O::VREPRINT,
-        O::VWERASE,
-        O::VDISCARD,
-    ] {
+    for op in [O::VINTR, O::VQUIT, O::VERASE, O::VKILL, O::VEOL, O::VEOL2, O::VSTART, O::VSTOP, O::VSUSP, O::VREPRINT, O::VWERASE, O::VDISCARD] {
         m.set_character(op, None);
     }
     m.set_character(O::VEOF, Some(char::from(CTRL_D)));
@@ -90,4 +77,3 @@ pub(crate) fn pty_input(stdin: &[u8]) -> Vec<u8> {
     }
     out
 }
-

@@ -83,7 +83,10 @@ pub enum SshError {
     Secret(SecretError),
     Unavailable(String),
     /// The command outlived its timeout: what it printed until then.
-    Timeout { message: String, partial: Box<SshOutcome> },
+    Timeout {
+        message: String,
+        partial: Box<SshOutcome>,
+    },
     Upstream(String),
     /// The client cancelled the call: what became of the command (its channel
     /// and the connection are closed either way).

@@ -18,7 +18,13 @@ pub(crate) fn run(executor: &mut dyn Executor, ssh: &Authorized<SshAction>, ctx:
     match executor.ssh(ssh, ctx) {
         Ok(mut o) => {
             let _ = ctx.output.emit(Event::Facts(facts(&o)));
-            log::info!("ssh_exec on {}: exit {:?}{} in {} ms", a.host, o.exit_status, o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(), o.duration_ms);
+            log::info!(
+                "ssh_exec on {}: exit {:?}{} in {} ms",
+                a.host,
+                o.exit_status,
+                o.exit_signal.as_ref().map(|s| format!(" signal {s}")).unwrap_or_default(),
+                o.duration_ms
+            );
             let cut = o.truncated;
             scrub(ctx.vault, &mut o, cut);
             ToolResult::ok(ctx.vault.scrub_fields(o.to_json()))

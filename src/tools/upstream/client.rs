@@ -64,7 +64,9 @@ pub(crate) enum Relay {
     ResourcesChanged,
     PromptsChanged,
     /// `notifications/resources/updated` for the upstream's own URI (outside text).
-    ResourceUpdated { uri: String },
+    ResourceUpdated {
+        uri: String,
+    },
 }
 
 /// Relays kept between two takes; more are dropped (an upstream cannot grow sp's memory).

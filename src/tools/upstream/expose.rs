@@ -32,16 +32,21 @@ impl Upstreams {
         };
         Ok(defs.iter().map(|d| pins::Seen::of(&d.name, &d.definition, vault)).collect())
     }
-
 }
 
 /// `tools/list`, every page: checked, filtered, named (with the table back), pinned
 /// (what a changed or new definition withholds: `pins.rs`), cleaned and scrubbed.
-pub(super) fn list_tools(slot: &mut Slot, pins: &mut pins::Book, vault: &Vault, cancel: &Cancel) -> Result<(Vec<ExposedTool>, NameTable, pins::Checked), UpstreamError> {
+pub(super) fn list_tools(
+    slot: &mut Slot,
+    pins: &mut pins::Book,
+    vault: &Vault,
+    cancel: &Cancel,
+) -> Result<(Vec<ExposedTool>, NameTable, pins::Checked), UpstreamError> {
     let defs = fetch_definitions(slot, vault, cancel)?;
     let u = &slot.policy;
     let name = u.name.as_str();
-    let mut table = NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
+    let mut table =
+        NameTable::build(name, defs.iter().map(|d| d.name.as_str())).map_err(|e| UpstreamError::Names { upstream: name.to_owned(), why: e.to_string() })?;
     let checked = if u.pin == crate::policy::upstreams::PinMode::Off {
         pins::Checked::default()
     } else {

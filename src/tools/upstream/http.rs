@@ -207,9 +207,7 @@ impl Post {
     fn deliver(&self, data: Vec<u8>) -> Result<bool, TransportError> {
         let text = String::from_utf8(data).map_err(|e| TransportError::Frame(FrameError::InvalidUtf8 { offset: e.utf8_error().valid_up_to() }))?;
         let value = crate::json::parse_limited(&text, self.max.saturating_mul(2)).map_err(TransportError::Json)?;
-        let answer = self.request.is_some()
-            && value.get("id") == self.request.as_ref()
-            && (value.get("result").is_some() || value.get("error").is_some());
+        let answer = self.request.is_some() && value.get("id") == self.request.as_ref() && (value.get("result").is_some() || value.get("error").is_some());
         // The client is gone (the transport was dropped): stop reading.
         Ok(self.tx.send(Ok(value)).is_err() || answer)
     }

@@ -90,28 +90,62 @@ pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
 #[derive(Debug, PartialEq)]
 pub enum UpstreamError {
     /// No upstream of that name in the policy.
-    Unknown { upstream: String },
+    Unknown {
+        upstream: String,
+    },
     /// What the upstream needs is not available yet.
-    Unsupported { upstream: String, what: &'static str },
+    Unsupported {
+        upstream: String,
+        what: &'static str,
+    },
     /// Its `env` credential could not be read.
-    Credential { upstream: String, why: String },
+    Credential {
+        upstream: String,
+        why: String,
+    },
     /// The process could not be started.
-    Start { upstream: String, why: String },
+    Start {
+        upstream: String,
+        why: String,
+    },
     /// It died, broke the protocol, or failed its handshake; it is ended.
-    Broken { upstream: String, why: String },
+    Broken {
+        upstream: String,
+        why: String,
+    },
     /// It answered the request with a JSON-RPC error.
-    Refused { upstream: String, why: String },
+    Refused {
+        upstream: String,
+        why: String,
+    },
     /// Its answer is not of the shape MCP defines (it stays running).
-    BadAnswer { upstream: String, why: String },
+    BadAnswer {
+        upstream: String,
+        why: String,
+    },
     /// Its tool names cannot be exposed (`names.rs`).
-    Names { upstream: String, why: String },
+    Names {
+        upstream: String,
+        why: String,
+    },
     /// Its listing is over [`MAX_PAGES`], [`MAX_TOOLS`] or [`MAX_LISTING_BYTES`], or
     /// repeats a cursor.
-    Listing { upstream: String, why: String },
-    Timeout { upstream: String, after: Duration, hung: bool },
-    Cancelled { upstream: String },
+    Listing {
+        upstream: String,
+        why: String,
+    },
+    Timeout {
+        upstream: String,
+        after: Duration,
+        hung: bool,
+    },
+    Cancelled {
+        upstream: String,
+    },
     /// It died [`CRASH_DEATHS`] times within [`CRASH_WINDOW`]: not started again yet.
-    CrashLoop { upstream: String },
+    CrashLoop {
+        upstream: String,
+    },
 }
 
 impl fmt::Display for UpstreamError {
@@ -191,12 +225,25 @@ pub struct UpstreamCall {
 /// What happened to an upstream's process, for the journal (oldest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum UpstreamEvent {
-    Started { upstream: String, pid: i32, restart: bool },
-    Ended { upstream: String, why: String },
+    Started {
+        upstream: String,
+        pid: i32,
+        restart: bool,
+    },
+    Ended {
+        upstream: String,
+        why: String,
+    },
     /// A listing pinned this many tool definitions (first use, `pins.rs`).
-    Pinned { upstream: String, count: usize },
+    Pinned {
+        upstream: String,
+        count: usize,
+    },
     /// A listing withheld this tool: its definition does not match its pin.
-    Withheld { upstream: String, why: pins::Withheld },
+    Withheld {
+        upstream: String,
+        why: pins::Withheld,
+    },
 }
 
 struct Slot {
@@ -239,7 +286,12 @@ impl Upstreams {
         let slots = policy
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false }))
+            .map(|(name, u)| {
+                (
+                    name.clone(),
+                    Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false },
+                )
+            })
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
@@ -394,9 +446,9 @@ impl Upstreams {
         let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
         let client = running(&mut slot.client, name)?;
         let answer = client.call_tool(route.tool(), arguments, timeout, cancel, progress);
-        let result = answer.map_err(|e| client_error(name, e, timeout)).and_then(|r| {
-            wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() })
-        });
+        let result = answer
+            .map_err(|e| client_error(name, e, timeout))
+            .and_then(|r| wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() }));
         match result {
             Ok(result) => Ok(UpstreamCall { result, started: fresh, duration: started.elapsed() }),
             Err(e) => {
@@ -544,7 +596,8 @@ fn start(
                 }
             }
             let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned() };
-            let transport = http::HttpTransport::connect(reach, u.startup_timeout).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
+            let transport =
+                http::HttpTransport::connect(reach, u.startup_timeout).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
             Box::new(transport)
         }
     };

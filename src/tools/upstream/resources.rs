@@ -294,7 +294,9 @@ impl Upstreams {
         for name in names {
             match self.fetch(&name, kind, vault, cancel) {
                 // Two prompts of one upstream that map to one exposed name: the first kept.
-                Ok(listed) => items.extend(listed.into_iter().filter(|(_, v)| seen.insert(v[kind.key()].as_str().unwrap_or_default().to_owned())).map(|(_, v)| v)),
+                Ok(listed) => {
+                    items.extend(listed.into_iter().filter(|(_, v)| seen.insert(v[kind.key()].as_str().unwrap_or_default().to_owned())).map(|(_, v)| v))
+                }
                 Err(e) => log::warn!("{}: {e}", kind.method()),
             }
         }
@@ -382,7 +384,13 @@ impl Upstreams {
     /// `prompts/get` of an exposed prompt name: resolved in its upstream's listing, the
     /// answer bounded, the resource URIs in it rewritten, scrubbed.
     /// `(upstream, own)`: [`Upstreams::resolve_prompt`]'s, made before the intent row.
-    pub(crate) fn get_prompt(&mut self, (upstream, own): (String, String), params: &Map<String, Value>, vault: &mut Vault, cancel: &Cancel) -> Result<Value, RelayError> {
+    pub(crate) fn get_prompt(
+        &mut self,
+        (upstream, own): (String, String),
+        params: &Map<String, Value>,
+        vault: &mut Vault,
+        cancel: &Cancel,
+    ) -> Result<Value, RelayError> {
         let arguments = string_map(params.get("arguments"), "prompts/get: params.arguments")?;
         let result = self.ask(&upstream, "prompts/get", json!({"name": own, "arguments": arguments}), vault, cancel).map_err(RelayError::Upstream)?;
         if serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len()) > MAX_READ_BYTES {
@@ -419,7 +427,9 @@ impl Upstreams {
     pub(crate) fn complete(&mut self, params: &Map<String, Value>, vault: &mut Vault, cancel: &Cancel) -> Result<Value, RelayError> {
         let method = "completion/complete";
         let Some(Value::Object(reference)) = params.get("ref") else { return Err(RelayError::BadParams(format!("{method}: params.ref must be an object"))) };
-        let Some(Value::Object(argument)) = params.get("argument") else { return Err(RelayError::BadParams(format!("{method}: params.argument must be an object"))) };
+        let Some(Value::Object(argument)) = params.get("argument") else {
+            return Err(RelayError::BadParams(format!("{method}: params.argument must be an object")));
+        };
         let (Some(Value::String(arg_name)), Some(Value::String(arg_value))) = (argument.get("name"), argument.get("value")) else {
             return Err(RelayError::BadParams(format!("{method}: params.argument must be {{name: string, value: string}}")));
         };
@@ -442,13 +452,19 @@ impl Upstreams {
             asked["context"] = json!({"arguments": c});
         }
         let result = self.ask(&upstream, method, asked, vault, cancel).map_err(RelayError::Upstream)?;
-        let bad = || RelayError::Upstream(UpstreamError::BadAnswer { upstream: upstream.clone(), why: format!("{method}: completion.values must be an array of strings") });
+        let bad = || {
+            RelayError::Upstream(UpstreamError::BadAnswer {
+                upstream: upstream.clone(),
+                why: format!("{method}: completion.values must be an array of strings"),
+            })
+        };
         let completion = result.get("completion").ok_or_else(bad)?;
         let Some(Value::Array(values)) = completion.get("values") else { return Err(bad()) };
         if !values.iter().all(Value::is_string) {
             return Err(bad());
         }
-        let mut values: Vec<Value> = values.iter().filter(|v| !vault.found_in(v.as_str().unwrap_or_default().as_bytes())).take(MAX_COMPLETIONS).cloned().collect();
+        let mut values: Vec<Value> =
+            values.iter().filter(|v| !vault.found_in(v.as_str().unwrap_or_default().as_bytes())).take(MAX_COMPLETIONS).cloned().collect();
         values.iter_mut().for_each(|v| vault.scrub(v));
         let mut out = json!({"values": values});
         if let Some(t) = completion.get("total").filter(|t| t.is_u64()) {
@@ -472,7 +488,8 @@ impl Upstreams {
                     Relay::ResourcesChanged => resources |= slot.policy.resources.any(),
                     Relay::PromptsChanged => prompts |= slot.policy.prompts.any(),
                     Relay::ResourceUpdated { uri } => {
-                        if slot.policy.resources.exposes(&uri) && !vault.found_in(uri.as_bytes())
+                        if slot.policy.resources.exposes(&uri)
+                            && !vault.found_in(uri.as_bytes())
                             && let Some(exposed) = expose_uri(name, &uri)
                         {
                             updated.push(crate::mcp::model::Notification::resource_updated(exposed));
@@ -520,6 +537,9 @@ mod tests {
         assert_eq!(RelayError::NotFound { what: "prompt", name: "x".into() }.code(), -32602);
         assert_eq!(RelayError::BadParams("x".into()).code(), -32602);
         assert_eq!(RelayError::TooLarge.code(), -32603);
-        assert_eq!(RelayError::NotFound { what: "resource", name: "a+x://y".into() }.to_string(), "resource not found: \"a+x://y\" is not one the policy relays");
+        assert_eq!(
+            RelayError::NotFound { what: "resource", name: "a+x://y".into() }.to_string(),
+            "resource not found: \"a+x://y\" is not one the policy relays"
+        );
     }
 }

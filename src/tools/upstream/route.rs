@@ -59,7 +59,10 @@ impl fmt::Display for UpstreamDenial {
                 write!(f, "{exposed}: argument {:?} is not a value the policy allows; {}", short(argument), allowed_text(allowed))
             }
             UpstreamDenial::ToolChanged { exposed, upstream, why } => {
-                write!(f, "{exposed} is withheld: {why}; the operator reviews it with `sp upstream diff {upstream}` and allows it with `sp upstream approve {upstream}`")
+                write!(
+                    f,
+                    "{exposed} is withheld: {why}; the operator reviews it with `sp upstream diff {upstream}` and allows it with `sp upstream approve {upstream}`"
+                )
             }
         }
     }
@@ -165,7 +168,6 @@ pub(crate) fn authorize_resolved(
     Ok(Route { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: exposed.to_owned(), approve: u.tools.needs_approval(tool) })
 }
 
-
 #[cfg(test)]
 mod denial_tests {
     use super::*;
@@ -175,8 +177,16 @@ mod denial_tests {
     #[test]
     fn a_pin_denial_names_the_allowed_values() {
         let d = UpstreamDenial::ArgumentMismatch { exposed: "time_now".into(), argument: "timezone".into(), allowed: vec!["Europe/*".into(), "UTC".into()] };
-        assert_eq!(d.to_string(), "time_now: argument \"timezone\" is not a value the policy allows; allowed: \"Europe/*\", \"UTC\" ('*' any run of characters, '?' one)");
+        assert_eq!(
+            d.to_string(),
+            "time_now: argument \"timezone\" is not a value the policy allows; allowed: \"Europe/*\", \"UTC\" ('*' any run of characters, '?' one)"
+        );
         let d = UpstreamDenial::ArgumentMissing { exposed: "t_x".into(), argument: "a".into(), allowed: (0..10).map(|i| format!("v{i}")).collect() };
-        assert!(d.to_string().ends_with("must be given; allowed: \"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", and 2 more ('*' any run of characters, '?' one)"), "{d}");
+        assert!(
+            d.to_string().ends_with(
+                "must be given; allowed: \"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", and 2 more ('*' any run of characters, '?' one)"
+            ),
+            "{d}"
+        );
     }
 }

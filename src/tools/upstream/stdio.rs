@@ -173,7 +173,6 @@ impl StdioTransport {
         })
     }
 
-
     /// One message if a whole line is there, without waiting; with its length.
     fn read_one(&mut self) -> Option<Result<Value, TransportError>> {
         match self.reader.read() {

@@ -32,7 +32,9 @@ pub(crate) enum Recv {
 pub(crate) enum TransportError {
     /// The upstream closed its output (it exited, or closed stdout); the exit status
     /// when known.
-    Closed { status: Option<String> },
+    Closed {
+        status: Option<String>,
+    },
     /// A line that is not a frame (too long, not UTF-8, NUL, stray CR, cut by EOF).
     Frame(FrameError),
     /// A frame that is not one JSON value within the caps.

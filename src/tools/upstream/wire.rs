@@ -27,9 +27,19 @@ pub(crate) const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26",
 #[derive(Debug, PartialEq)]
 pub(crate) enum Inbound {
     /// An answer to a request `sp` sent (ids `sp` sends are integers).
-    Response { id: i64, outcome: Result<Value, RpcError> },
-    Request { id: Id, method: String, params: Option<Value> },
-    Notification { method: String, params: Option<Value> },
+    Response {
+        id: i64,
+        outcome: Result<Value, RpcError>,
+    },
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
 }
 
 /// A JSON-RPC error object from the upstream; `message` is untrusted text, held whole.
@@ -42,16 +52,24 @@ pub(crate) struct RpcError {
 /// The upstream broke the protocol: it is ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WireError {
-    NotAnObject { found: &'static str },
+    NotAnObject {
+        found: &'static str,
+    },
     BadVersion,
-    UnexpectedMember { name: Outside },
-    BadId { found: &'static str },
+    UnexpectedMember {
+        name: Outside,
+    },
+    BadId {
+        found: &'static str,
+    },
     BadMethod,
     /// Both or neither of `result` and `error` on an object without `method`.
     BadResponse,
     BadError,
     /// A response to an id `sp` did not send or no longer waits on (as JSON spells it).
-    UnknownId { id: Outside },
+    UnknownId {
+        id: Outside,
+    },
     /// An error response with `id: null`: the upstream could not read what `sp` sent.
     NullId,
 }
@@ -215,7 +233,9 @@ pub(crate) struct Initialized {
 pub(crate) enum InitError {
     Shape(ShapeError),
     /// A revision `sp` does not speak (lifecycle: the client then disconnects).
-    Version { offered: Outside },
+    Version {
+        offered: Outside,
+    },
 }
 
 pub(crate) fn initialize(result: &Value) -> Result<Initialized, InitError> {
@@ -542,8 +562,16 @@ mod tests {
             (json!({"name": "a", "inputSchema": {"type": "object", "required": [1]}}), "t.inputSchema.required", "must be an array of strings"),
             (json!({"name": "a", "inputSchema": {"type": "object"}, "outputSchema": true}), "t.outputSchema", "must be an object"),
             (json!({"name": "a", "inputSchema": {"type": "object"}, "handler": "x"}), "t.handler", "is not a member MCP defines here"),
-            (json!({"name": "a", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": "yes"}}), "t.annotations.readOnlyHint", "must be a boolean"),
-            (json!({"name": "a", "inputSchema": {"type": "object"}, "annotations": {"trusted": true}}), "t.annotations.trusted", "is not a member MCP defines here"),
+            (
+                json!({"name": "a", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": "yes"}}),
+                "t.annotations.readOnlyHint",
+                "must be a boolean",
+            ),
+            (
+                json!({"name": "a", "inputSchema": {"type": "object"}, "annotations": {"trusted": true}}),
+                "t.annotations.trusted",
+                "is not a member MCP defines here",
+            ),
             (json!({"name": "a", "inputSchema": {"type": "object"}, "description": 3}), "t.description", "must be a string"),
         ];
         for (v, at, why) in cases {
@@ -576,8 +604,16 @@ mod tests {
             (json!({"content": [{"type": "text"}]}), "result.content[0].text", "is required"),
             (json!({"content": [{"type": "text", "text": "x", "html": "<b>"}]}), "result.content[0].html", "is not a member MCP defines here"),
             (json!({"content": [{"type": "image", "data": "x"}]}), "result.content[0].mimeType", "is required"),
-            (json!({"content": [{"type": "resource", "resource": {"uri": "u", "text": "a", "blob": "b"}}]}), "result.content[0].resource", "must hold exactly one of text and blob, a string"),
-            (json!({"content": [{"type": "text", "text": "x", "annotations": {"audience": ["root"]}}]}), "result.content[0].annotations.audience", "must be an array of \"user\" or \"assistant\""),
+            (
+                json!({"content": [{"type": "resource", "resource": {"uri": "u", "text": "a", "blob": "b"}}]}),
+                "result.content[0].resource",
+                "must hold exactly one of text and blob, a string",
+            ),
+            (
+                json!({"content": [{"type": "text", "text": "x", "annotations": {"audience": ["root"]}}]}),
+                "result.content[0].annotations.audience",
+                "must be an array of \"user\" or \"assistant\"",
+            ),
             (json!({"content": [], "structuredContent": [1]}), "result.structuredContent", "must be an object"),
             (json!({"content": [], "isError": "true"}), "result.isError", "must be a boolean"),
         ];
@@ -593,7 +629,12 @@ mod tests {
             progress(Some(&json!({"progressToken": "sp-1", "progress": 2, "total": 10, "message": "m"}))),
             Some(ProgressParams { token: json!("sp-1"), progress: 2.0, total: Some(10.0), message: Some("m".into()) })
         );
-        for bad in [json!({"progressToken": "t"}), json!({"progressToken": {}, "progress": 1}), json!({"progressToken": "t", "progress": "1"}), json!({"progressToken": "t", "progress": 1, "x": 1})] {
+        for bad in [
+            json!({"progressToken": "t"}),
+            json!({"progressToken": {}, "progress": 1}),
+            json!({"progressToken": "t", "progress": "1"}),
+            json!({"progressToken": "t", "progress": 1, "x": 1}),
+        ] {
             assert_eq!(progress(Some(&bad)), None, "{bad}");
         }
     }

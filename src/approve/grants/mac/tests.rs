@@ -79,14 +79,22 @@ fn a_grant_sp_did_not_write_is_ignored_and_noted_once() {
         ("a mac of zeros", edit(&|v| v["mac"] = json!("0".repeat(64))), Unsigned::BadMac),
         ("a short mac", edit(&|v| v["mac"] = json!("abc")), Unsigned::BadMac),
         ("another key's mac", edit(&|v| v["mac"] = json!(other_key.sign(&exact))), Unsigned::BadMac),
-        ("expiry extended", edit(&|v| {
-            v["created"] = json!(T0 + 3000);
-            v["expires"] = json!(T0 + 3060);
-        }), Unsigned::BadMac),
-        ("widened to session", edit(&|v| {
-            v["scope"] = json!("session");
-            v.as_object_mut().unwrap().remove("action");
-        }), Unsigned::BadMac),
+        (
+            "expiry extended",
+            edit(&|v| {
+                v["created"] = json!(T0 + 3000);
+                v["expires"] = json!(T0 + 3060);
+            }),
+            Unsigned::BadMac,
+        ),
+        (
+            "widened to session",
+            edit(&|v| {
+                v["scope"] = json!("session");
+                v.as_object_mut().unwrap().remove("action");
+            }),
+            Unsigned::BadMac,
+        ),
         ("the channel made command", edit(&|v| v["channel"] = json!("command")), Unsigned::BadMac),
     ];
     for (what, record, why) in cases {

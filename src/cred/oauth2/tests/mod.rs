@@ -22,10 +22,7 @@ fn no_leak(text: &str) {
 #[test]
 fn client_credentials_split_at_the_first_colon_and_trim_one_newline() {
     let c = ClientCredentials::parse(b"my-client:hunter2:with:colons\n").unwrap();
-    assert_eq!(
-        (c.client_id(), c.client_secret()),
-        ("my-client", "hunter2:with:colons")
-    );
+    assert_eq!((c.client_id(), c.client_secret()), ("my-client", "hunter2:with:colons"));
     let c = ClientCredentials::parse(b"id:hunter2\r\n").unwrap();
     assert_eq!(c.client_secret(), "hunter2");
     let dbg = format!("{c:?}");
@@ -68,34 +65,13 @@ fn policy_section_parses_and_names_the_bad_member() {
     let bad = |v: serde_json::Value| TokenRequest::from_policy(&v).unwrap_err();
     assert_eq!(bad(json!("x")).field, "");
     assert_eq!(bad(json!({})).field, "token_url");
-    assert_eq!(
-        bad(json!({"token_url": "http://auth.example/t"})).message,
-        "must be https (http only on loopback)"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "client_auth": "jwt"})).field,
-        "client_auth"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "scopes": "read"})).field,
-        "scopes"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "scopes": ["read", 1]})).field,
-        "scopes[1]"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "scopes": ["read", "a b"]})).field,
-        "scopes[1]"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "audience": 5})).field,
-        "audience"
-    );
-    assert_eq!(
-        bad(json!({"token_url": "https://a.example/t", "client_secret": "hunter2"})).field,
-        "client_secret"
-    );
+    assert_eq!(bad(json!({"token_url": "http://auth.example/t"})).message, "must be https (http only on loopback)");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "client_auth": "jwt"})).field, "client_auth");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "scopes": "read"})).field, "scopes");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "scopes": ["read", 1]})).field, "scopes[1]");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "scopes": ["read", "a b"]})).field, "scopes[1]");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "audience": 5})).field, "audience");
+    assert_eq!(bad(json!({"token_url": "https://a.example/t", "client_secret": "hunter2"})).field, "client_secret");
 }
 
 #[test]
@@ -114,13 +90,7 @@ fn body_auth_puts_everything_in_the_form() {
          &client_id=my+client&client_secret=hunter2%26scope%3Dadmin"
     );
     let h: Vec<(&str, &str)> = p.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    assert_eq!(
-        h,
-        [
-            ("content-type", "application/x-www-form-urlencoded"),
-            ("accept", "application/json")
-        ]
-    );
+    assert_eq!(h, [("content-type", "application/x-www-form-urlencoded"), ("accept", "application/json")]);
     let dbg = format!("{p:?}");
     no_leak(&dbg);
     assert!(dbg.contains("https://a.example/t"), "{dbg}");
@@ -130,68 +100,39 @@ fn body_auth_puts_everything_in_the_form() {
 #[test]
 fn basic_auth_form_encodes_id_and_secret_before_base64() {
     let c = ClientCredentials::parse(b"s6BhdRkqt3:gX1fBat3bV").unwrap();
-    let p = TokenRequest::new("https://a.example/t", ClientAuth::Basic)
-        .unwrap()
-        .build(&c);
+    let p = TokenRequest::new("https://a.example/t", ClientAuth::Basic).unwrap().build(&c);
     assert_eq!(p.body.as_str(), "grant_type=client_credentials");
     assert_eq!(p.headers[2].0, "authorization");
-    assert_eq!(
-        p.headers[2].1.as_str(),
-        "Basic czZCaGRSa3F0MzpnWDFmQmF0M2JW"
-    );
+    assert_eq!(p.headers[2].1.as_str(), "Basic czZCaGRSa3F0MzpnWDFmQmF0M2JW");
 
     let c = ClientCredentials::parse(b"a b:hunter2:&").unwrap();
-    let p = TokenRequest::new("https://a.example/t", ClientAuth::Basic)
-        .unwrap()
-        .build(&c);
+    let p = TokenRequest::new("https://a.example/t", ClientAuth::Basic).unwrap().build(&c);
     let b64 = p.headers[2].1.strip_prefix("Basic ").unwrap();
-    let plain = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap();
+    let plain = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
     assert_eq!(plain, b"a+b:hunter2%3A%26");
     no_leak(&format!("{p:?}"));
 }
 
 fn ok_body(token: &str, expires_in: &str) -> Vec<u8> {
-    format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{expires_in}}}"#)
-        .into_bytes()
+    format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{expires_in}}}"#).into_bytes()
 }
 
 #[test]
 fn a_bearer_token_response_is_accepted() {
     // RFC 6749 section 4.4.3's example, with the Bearer type.
-    let t = parse_token_response(200, br#"{"access_token":"2YotnFZFEjr1zCsicMWpAA","token_type":"bearer","expires_in":3600,"example_parameter":"example_value"}"#)
-        .unwrap();
-    assert_eq!(
-        (t.secret(), t.expires_in()),
-        ("2YotnFZFEjr1zCsicMWpAA", Some(3600))
-    );
-    assert_eq!(t.authorization().as_str(), "Bearer 2YotnFZFEjr1zCsicMWpAA");
     let t = parse_token_response(
         200,
-        br#"{"access_token":"eyJ.a-b_c~d+e/f=","token_type":"BEARER"}"#,
+        br#"{"access_token":"2YotnFZFEjr1zCsicMWpAA","token_type":"bearer","expires_in":3600,"example_parameter":"example_value"}"#,
     )
     .unwrap();
+    assert_eq!((t.secret(), t.expires_in()), ("2YotnFZFEjr1zCsicMWpAA", Some(3600)));
+    assert_eq!(t.authorization().as_str(), "Bearer 2YotnFZFEjr1zCsicMWpAA");
+    let t = parse_token_response(200, br#"{"access_token":"eyJ.a-b_c~d+e/f=","token_type":"BEARER"}"#).unwrap();
     assert_eq!(t.expires_in(), None);
     // Some providers send expires_in as a string of digits; null is absent.
-    assert_eq!(
-        parse_token_response(200, &ok_body("x", "\"3599\""))
-            .unwrap()
-            .expires_in(),
-        Some(3599)
-    );
-    assert_eq!(
-        parse_token_response(200, &ok_body("x", "null"))
-            .unwrap()
-            .expires_in(),
-        None
-    );
-    assert_eq!(
-        parse_token_response(200, &ok_body("x", "18446744073709551615"))
-            .unwrap()
-            .expires_in(),
-        Some(u64::MAX)
-    );
+    assert_eq!(parse_token_response(200, &ok_body("x", "\"3599\"")).unwrap().expires_in(), Some(3599));
+    assert_eq!(parse_token_response(200, &ok_body("x", "null")).unwrap().expires_in(), None);
+    assert_eq!(parse_token_response(200, &ok_body("x", "18446744073709551615")).unwrap().expires_in(), Some(u64::MAX));
     let dbg = format!("{t:?}");
     assert!(!dbg.contains("eyJ"), "{dbg}");
 }
@@ -199,214 +140,65 @@ fn a_bearer_token_response_is_accepted() {
 #[test]
 fn hostile_token_responses_are_refused_with_a_reason_and_no_secret() {
     let long = "h".repeat(MAX_TOKEN_BYTES + 1);
-    let huge = format!(
-        "{{\"pad\":\"{}\"}}",
-        "hunter2".repeat(MAX_TOKEN_RESPONSE_BYTES / 7 + 1)
-    );
+    let huge = format!("{{\"pad\":\"{}\"}}", "hunter2".repeat(MAX_TOKEN_RESPONSE_BYTES / 7 + 1));
     let cases: Vec<(u16, Vec<u8>, TokenError)> = vec![
         (200, b"hunter2".to_vec(), TokenError::NotJson),
         (200, b"".to_vec(), TokenError::NotJson),
-        (
-            200,
-            br#"{"access_token":"hunter2""#.to_vec(),
-            TokenError::NotJson,
-        ),
+        (200, br#"{"access_token":"hunter2""#.to_vec(), TokenError::NotJson),
         (200, br#"["hunter2"]"#.to_vec(), TokenError::NotAnObject),
         (200, br#""hunter2""#.to_vec(), TokenError::NotAnObject),
-        (
-            200,
-            br#"{"token_type":"Bearer"}"#.to_vec(),
-            TokenError::MissingAccessToken,
-        ),
-        (
-            200,
-            br#"{"access_token":null,"token_type":"Bearer"}"#.to_vec(),
-            TokenError::MissingAccessToken,
-        ),
-        (
-            200,
-            br#"{"access_token":["hunter2"],"token_type":"Bearer"}"#.to_vec(),
-            TokenError::AccessTokenNotString,
-        ),
-        (
-            200,
-            br#"{"access_token":7,"token_type":"Bearer"}"#.to_vec(),
-            TokenError::AccessTokenNotString,
-        ),
-        (
-            200,
-            br#"{"access_token":"","token_type":"Bearer"}"#.to_vec(),
-            TokenError::EmptyAccessToken,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2 x","token_type":"Bearer"}"#.to_vec(),
-            TokenError::AccessTokenCharacters,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2\r\nX-Evil: 1","token_type":"Bearer"}"#.to_vec(),
-            TokenError::AccessTokenCharacters,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2\u0000","token_type":"Bearer"}"#.to_vec(),
-            TokenError::AccessTokenCharacters,
-        ),
-        (
-            200,
-            "{\"access_token\":\"hunter2\u{e9}\",\"token_type\":\"Bearer\"}"
-                .as_bytes()
-                .to_vec(),
-            TokenError::AccessTokenCharacters,
-        ),
+        (200, br#"{"token_type":"Bearer"}"#.to_vec(), TokenError::MissingAccessToken),
+        (200, br#"{"access_token":null,"token_type":"Bearer"}"#.to_vec(), TokenError::MissingAccessToken),
+        (200, br#"{"access_token":["hunter2"],"token_type":"Bearer"}"#.to_vec(), TokenError::AccessTokenNotString),
+        (200, br#"{"access_token":7,"token_type":"Bearer"}"#.to_vec(), TokenError::AccessTokenNotString),
+        (200, br#"{"access_token":"","token_type":"Bearer"}"#.to_vec(), TokenError::EmptyAccessToken),
+        (200, br#"{"access_token":"hunter2 x","token_type":"Bearer"}"#.to_vec(), TokenError::AccessTokenCharacters),
+        (200, br#"{"access_token":"hunter2\r\nX-Evil: 1","token_type":"Bearer"}"#.to_vec(), TokenError::AccessTokenCharacters),
+        (200, br#"{"access_token":"hunter2\u0000","token_type":"Bearer"}"#.to_vec(), TokenError::AccessTokenCharacters),
+        (200, "{\"access_token\":\"hunter2\u{e9}\",\"token_type\":\"Bearer\"}".as_bytes().to_vec(), TokenError::AccessTokenCharacters),
         (200, ok_body(&long, "1"), TokenError::AccessTokenTooLong),
-        (
-            200,
-            br#"{"access_token":"hunter2"}"#.to_vec(),
-            TokenError::MissingTokenType,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2","token_type":"mac"}"#.to_vec(),
-            TokenError::TokenTypeNotBearer,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2","token_type":"hunter2"}"#.to_vec(),
-            TokenError::TokenTypeNotBearer,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2","token_type":1}"#.to_vec(),
-            TokenError::TokenTypeNotBearer,
-        ),
-        (
-            200,
-            br#"{"access_token":"hunter2","token_type":"Bearer "}"#.to_vec(),
-            TokenError::TokenTypeNotBearer,
-        ),
+        (200, br#"{"access_token":"hunter2"}"#.to_vec(), TokenError::MissingTokenType),
+        (200, br#"{"access_token":"hunter2","token_type":"mac"}"#.to_vec(), TokenError::TokenTypeNotBearer),
+        (200, br#"{"access_token":"hunter2","token_type":"hunter2"}"#.to_vec(), TokenError::TokenTypeNotBearer),
+        (200, br#"{"access_token":"hunter2","token_type":1}"#.to_vec(), TokenError::TokenTypeNotBearer),
+        (200, br#"{"access_token":"hunter2","token_type":"Bearer "}"#.to_vec(), TokenError::TokenTypeNotBearer),
         (200, ok_body("hunter2", "-1"), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "3600.5"), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "3600.0"), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "1e30"), TokenError::BadExpiresIn),
-        (
-            200,
-            ok_body("hunter2", "99999999999999999999"),
-            TokenError::BadExpiresIn,
-        ),
+        (200, ok_body("hunter2", "99999999999999999999"), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "\"-5\""), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "\"1h\""), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "\"\""), TokenError::BadExpiresIn),
-        (
-            200,
-            ok_body("hunter2", "\"99999999999999999999\""),
-            TokenError::BadExpiresIn,
-        ),
+        (200, ok_body("hunter2", "\"99999999999999999999\""), TokenError::BadExpiresIn),
         (200, ok_body("hunter2", "true"), TokenError::BadExpiresIn),
         (200, huge.clone().into_bytes(), TokenError::TooLarge),
-        (
-            200,
-            br#"{"error":"invalid_scope","error_description":"hunter2"}"#.to_vec(),
-            TokenError::Refused {
-                error: Some("invalid_scope".into()),
-            },
-        ),
+        (200, br#"{"error":"invalid_scope","error_description":"hunter2"}"#.to_vec(), TokenError::Refused { error: Some("invalid_scope".into()) }),
         (
             401,
             br#"{"error":"invalid_client","error_description":"bad secret hunter2"}"#.to_vec(),
-            TokenError::Status {
-                status: 401,
-                error: Some("invalid_client".into()),
-            },
+            TokenError::Status { status: 401, error: Some("invalid_client".into()) },
         ),
-        (
-            400,
-            br#"{"error":"hunter2-Secret"}"#.to_vec(),
-            TokenError::Status {
-                status: 400,
-                error: None,
-            },
-        ),
-        (
-            400,
-            br#"{"error":"hunter"}"#.to_vec(),
-            TokenError::Status {
-                status: 400,
-                error: Some("hunter".into()),
-            },
-        ),
-        (
-            400,
-            br#"{"error":["invalid_client"]}"#.to_vec(),
-            TokenError::Status {
-                status: 400,
-                error: None,
-            },
-        ),
-        (
-            500,
-            b"<html>hunter2</html>".to_vec(),
-            TokenError::Status {
-                status: 500,
-                error: None,
-            },
-        ),
-        (
-            302,
-            b"".to_vec(),
-            TokenError::Status {
-                status: 302,
-                error: None,
-            },
-        ),
-        (
-            201,
-            ok_body("hunter2", "60"),
-            TokenError::Status {
-                status: 201,
-                error: None,
-            },
-        ),
-        (
-            503,
-            huge.into_bytes(),
-            TokenError::Status {
-                status: 503,
-                error: None,
-            },
-        ),
+        (400, br#"{"error":"hunter2-Secret"}"#.to_vec(), TokenError::Status { status: 400, error: None }),
+        (400, br#"{"error":"hunter"}"#.to_vec(), TokenError::Status { status: 400, error: Some("hunter".into()) }),
+        (400, br#"{"error":["invalid_client"]}"#.to_vec(), TokenError::Status { status: 400, error: None }),
+        (500, b"<html>hunter2</html>".to_vec(), TokenError::Status { status: 500, error: None }),
+        (302, b"".to_vec(), TokenError::Status { status: 302, error: None }),
+        (201, ok_body("hunter2", "60"), TokenError::Status { status: 201, error: None }),
+        (503, huge.into_bytes(), TokenError::Status { status: 503, error: None }),
     ];
     for (status, body, want) in cases {
         let e = parse_token_response(status, &body).unwrap_err();
-        assert_eq!(
-            e,
-            want,
-            "{}",
-            String::from_utf8_lossy(&body[..body.len().min(200)])
-        );
+        assert_eq!(e, want, "{}", String::from_utf8_lossy(&body[..body.len().min(200)]));
         no_leak(&format!("{e} {e:?}"));
     }
 }
 
 #[test]
 fn error_display_names_the_problem() {
-    assert_eq!(
-        TokenError::Status {
-            status: 401,
-            error: Some("invalid_client".into())
-        }
-        .to_string(),
-        "token endpoint answered HTTP 401 (invalid_client)"
-    );
-    assert_eq!(
-        TokenError::TokenTypeNotBearer.to_string(),
-        "token response token_type is not Bearer"
-    );
-    assert_eq!(
-        TokenError::BadExpiresIn.to_string(),
-        "token response expires_in is not a non-negative integer"
-    );
+    assert_eq!(TokenError::Status { status: 401, error: Some("invalid_client".into()) }.to_string(), "token endpoint answered HTTP 401 (invalid_client)");
+    assert_eq!(TokenError::TokenTypeNotBearer.to_string(), "token response token_type is not Bearer");
+    assert_eq!(TokenError::BadExpiresIn.to_string(), "token response expires_in is not a non-negative integer");
 }
 
 #[test]
@@ -431,10 +223,7 @@ fn the_cache_keeps_each_credential_until_its_margin() {
     let s = Duration::from_secs;
     let mut c = TokenCache::new();
     assert!(c.get("a", t0).is_none());
-    assert_eq!(
-        c.insert("a", token("tok-a", Some(100)), t0).secret(),
-        "tok-a"
-    );
+    assert_eq!(c.insert("a", token("tok-a", Some(100)), t0).secret(), "tok-a");
     c.insert("b", token("tok-b", None), t0);
     assert_eq!(c.get("a", t0 + s(89)).unwrap().secret(), "tok-a");
     assert!(c.get("a", t0 + s(90)).is_none());

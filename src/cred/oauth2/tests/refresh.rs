@@ -29,13 +29,7 @@ impl World {
 
     /// One API call; returns the token the API accepted (or the 401 it gave).
     fn call(&mut self) -> Result<Result<String, String>, TokenError> {
-        let (clock, base, fetches, calls, live) = (
-            &self.clock,
-            self.base,
-            &self.fetches,
-            &self.calls,
-            &self.live,
-        );
+        let (clock, base, fetches, calls, live) = (&self.clock, self.base, &self.fetches, &self.calls, &self.live);
         with_token(
             &mut self.cache,
             "api",
@@ -106,14 +100,7 @@ fn an_api_that_always_says_401_costs_one_refresh_per_call_at_most() {
     }
     // cached tok-1 refused -> one refresh (tok-2) refused -> the 401 is the answer;
     // tok-2 is cached, so the next call refreshes once too, and so on.
-    assert_eq!(
-        answers,
-        [
-            ("tok-2".into(), 1),
-            ("tok-3".into(), 1),
-            ("tok-4".into(), 1)
-        ]
-    );
+    assert_eq!(answers, [("tok-2".into(), 1), ("tok-3".into(), 1), ("tok-4".into(), 1)]);
 }
 
 #[test]
@@ -138,19 +125,8 @@ fn a_401_with_a_token_fetched_for_this_call_is_not_refreshed_again() {
 fn a_failed_fetch_is_returned_and_nothing_is_cached() {
     let mut cache = TokenCache::new();
     let t0 = Instant::now();
-    let r: Result<(), TokenError> = with_token(
-        &mut cache,
-        "api",
-        || t0,
-        || parse_token_response(401, br#"{"error":"invalid_client"}"#),
-        |_| panic!("no API call without a token"),
-    );
-    assert_eq!(
-        r.unwrap_err(),
-        TokenError::Status {
-            status: 401,
-            error: Some("invalid_client".into())
-        }
-    );
+    let r: Result<(), TokenError> =
+        with_token(&mut cache, "api", || t0, || parse_token_response(401, br#"{"error":"invalid_client"}"#), |_| panic!("no API call without a token"));
+    assert_eq!(r.unwrap_err(), TokenError::Status { status: 401, error: Some("invalid_client".into()) });
     assert!(cache.get("api", t0).is_none());
 }

@@ -42,32 +42,14 @@ fn suite_scope() -> Scope {
 
 /// Signs the suite's request line `target` (path and query as written in the .req
 /// file, which is the wire form) and checks the three published strings.
-fn suite(
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    token: Option<&str>,
-    want: [&str; 3],
-) {
+fn suite(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8], token: Option<&str>, want: [&str; 3]) {
     let [creq, sts, authz] = want;
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (target, None),
     };
     let time = UtcTime::from_system_time(suite_time()).unwrap();
-    let s = sign_parts(
-        method,
-        HOST,
-        path,
-        query,
-        headers,
-        Payload::Hash(body),
-        &creds(token),
-        &suite_scope(),
-        time,
-    )
-    .unwrap();
+    let s = sign_parts(method, HOST, path, query, headers, Payload::Hash(body), &creds(token), &suite_scope(), time).unwrap();
     assert_eq!(s.canonical_request(), creq, "canonical request");
     assert_eq!(s.string_to_sign(), sts, "string to sign");
     let got: Vec<(&str, &str)> = s.headers().collect();
@@ -89,14 +71,7 @@ fn authz(signed: &str, sig: &str) -> String {
 
 fn vanilla(target: &str, path: &str, query: &str, sts_hash: &str, sig: &str) {
     let (creq, sts) = vanilla_creq(path, query, sts_hash);
-    suite(
-        "GET",
-        target,
-        &[],
-        b"",
-        None,
-        [&creq, &sts, &authz("host;x-amz-date", sig)],
-    );
+    suite("GET", target, &[], b"", None, [&creq, &sts, &authz("host;x-amz-date", sig)]);
 }
 
 mod suite;
@@ -106,20 +81,9 @@ mod suite;
 #[test]
 fn sign_on_a_url_matches_the_suite_for_get_vanilla_query_order_key_case() {
     let url = Url::parse("https://example.amazonaws.com/?Param2=value2&Param1=value1").unwrap();
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &[],
-        payload: Payload::Hash(b""),
-    };
+    let req = Request { method: "GET", url: &url, headers: &[], payload: Payload::Hash(b"") };
     let s = sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap();
-    assert_eq!(
-        s.headers().last().unwrap().1,
-        authz(
-            "host;x-amz-date",
-            "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"
-        )
-    );
+    assert_eq!(s.headers().last().unwrap().1, authz("host;x-amz-date", "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"));
 }
 
 /// The wire path is already encoded once; other services encode it again (AWS:
@@ -129,19 +93,8 @@ fn non_s3_paths_are_encoded_twice_and_s3_paths_once() {
     let url = Url::parse("https://h.example/a b/\u{1234}/c$d").unwrap();
     assert_eq!(url.path(), "/a%20b/%E1%88%B4/c$d");
     let creq = |service: &str| {
-        let req = Request {
-            method: "GET",
-            url: &url,
-            headers: &[],
-            payload: Payload::Hash(b""),
-        };
-        let s = sign(
-            &req,
-            &creds(None),
-            &Scope::new("us-east-1", service).unwrap(),
-            suite_time(),
-        )
-        .unwrap();
+        let req = Request { method: "GET", url: &url, headers: &[], payload: Payload::Hash(b"") };
+        let s = sign(&req, &creds(None), &Scope::new("us-east-1", service).unwrap(), suite_time()).unwrap();
         s.canonical_request().lines().nth(1).unwrap().to_owned()
     };
     assert_eq!(creq("service"), "/a%2520b/%25E1%2588%25B4/c%24d");
@@ -151,10 +104,7 @@ fn non_s3_paths_are_encoded_twice_and_s3_paths_once() {
 #[test]
 fn s3_paths_are_not_normalised() {
     // An object key may be "a//b/../c": S3 signs it as it is.
-    assert_eq!(
-        canonical_path("/bucket/a//b/../c", true),
-        "/bucket/a//b/../c"
-    );
+    assert_eq!(canonical_path("/bucket/a//b/../c", true), "/bucket/a//b/../c");
     assert_eq!(canonical_path("/bucket/a//b/../c", false), "/bucket/a/c");
     assert_eq!(canonical_path("", true), "/");
     assert_eq!(canonical_path("", false), "/");
@@ -164,9 +114,7 @@ fn s3_paths_are_not_normalised() {
 fn query_plus_is_a_space_and_a_literal_plus_is_percent_2b() {
     // The url crate's form serializer writes a space as `+` and `+` as `%2B`.
     let mut url = Url::parse("https://h.example/").unwrap();
-    url.query_pairs_mut()
-        .append_pair("k", "a b+c")
-        .append_pair("flag", "");
+    url.query_pairs_mut().append_pair("k", "a b+c").append_pair("flag", "");
     assert_eq!(url.query(), Some("k=a+b%2Bc&flag="));
     assert_eq!(canonical_query(url.query().unwrap()), "flag=&k=a%20b%2Bc");
     // a key without `=` is a key with an empty value; empty pieces are dropped
@@ -178,34 +126,17 @@ fn query_plus_is_a_space_and_a_literal_plus_is_percent_2b() {
 #[test]
 fn s3_get_object_adds_content_sha256_and_signs_it() {
     let url = Url::parse("https://examplebucket.s3.amazonaws.com:8443/test.txt").unwrap();
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &[("Range", "bytes=0-9")],
-        payload: Payload::Hash(b""),
-    };
-    let s = sign(
-        &req,
-        &creds(None),
-        &Scope::new("us-east-1", "s3").unwrap(),
-        suite_time(),
-    )
-    .unwrap();
+    let req = Request { method: "GET", url: &url, headers: &[("Range", "bytes=0-9")], payload: Payload::Hash(b"") };
+    let s = sign(&req, &creds(None), &Scope::new("us-east-1", "s3").unwrap(), suite_time()).unwrap();
     let names: Vec<&str> = s.headers().map(|(n, _)| n).collect();
-    assert_eq!(
-        names,
-        ["x-amz-date", "x-amz-content-sha256", "authorization"]
-    );
+    assert_eq!(names, ["x-amz-date", "x-amz-content-sha256", "authorization"]);
     assert_eq!(
         s.canonical_request(),
-        format!("GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com:8443\nrange:bytes=0-9\nx-amz-content-sha256:{EMPTY_SHA}\nx-amz-date:20150830T123600Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA}")
+        format!(
+            "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com:8443\nrange:bytes=0-9\nx-amz-content-sha256:{EMPTY_SHA}\nx-amz-date:20150830T123600Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA}"
+        )
     );
-    assert!(s
-        .headers()
-        .last()
-        .unwrap()
-        .1
-        .contains("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature="));
+    assert!(s.headers().last().unwrap().1.contains("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature="));
 }
 
 // AWS's S3 examples, "Signature Calculations for the Authorization Header:
@@ -214,19 +145,8 @@ fn s3_get_object_adds_content_sha256_and_signs_it() {
 fn s3_example(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Signed {
     let c = Credentials::from_json(br#"{"access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}"#).unwrap();
     let url = Url::parse(&format!("https://examplebucket.s3.amazonaws.com{target}")).unwrap();
-    let req = Request {
-        method,
-        url: &url,
-        headers,
-        payload: Payload::Hash(body),
-    };
-    sign(
-        &req,
-        &c,
-        &Scope::new("us-east-1", "s3").unwrap(),
-        UNIX_EPOCH + std::time::Duration::from_secs(1_369_353_600),
-    )
-    .unwrap()
+    let req = Request { method, url: &url, headers, payload: Payload::Hash(body) };
+    sign(&req, &c, &Scope::new("us-east-1", "s3").unwrap(), UNIX_EPOCH + std::time::Duration::from_secs(1_369_353_600)).unwrap()
 }
 
 fn s3_authz(signed: &str, sig: &str) -> String {
@@ -238,7 +158,9 @@ fn s3_example_get_object() {
     let s = s3_example("GET", "/test.txt", &[("Range", "bytes=0-9")], b"");
     assert_eq!(
         s.canonical_request(),
-        format!("GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\nx-amz-content-sha256:{EMPTY_SHA}\nx-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA}")
+        format!(
+            "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\nx-amz-content-sha256:{EMPTY_SHA}\nx-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA}"
+        )
     );
     assert_eq!(
         s.string_to_sign(),
@@ -246,34 +168,20 @@ fn s3_example_get_object() {
     );
     assert_eq!(
         s.headers().last().unwrap().1,
-        s3_authz(
-            "host;range;x-amz-content-sha256;x-amz-date",
-            "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
-        )
+        s3_authz("host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
     );
 }
 
 /// `$` in the key is encoded once (`%24`), whether the wire path has it raw or not.
 #[test]
 fn s3_example_put_object() {
-    let headers = [
-        ("Date", "Fri, 24 May 2013 00:00:00 GMT"),
-        ("x-amz-storage-class", "REDUCED_REDUNDANCY"),
-    ];
+    let headers = [("Date", "Fri, 24 May 2013 00:00:00 GMT"), ("x-amz-storage-class", "REDUCED_REDUNDANCY")];
     for target in ["/test$file.text", "/test%24file.text"] {
         let s = s3_example("PUT", target, &headers, b"Welcome to Amazon S3.");
-        assert!(
-            s.canonical_request()
-                .starts_with("PUT\n/test%24file.text\n\n"),
-            "{}",
-            s.canonical_request()
-        );
+        assert!(s.canonical_request().starts_with("PUT\n/test%24file.text\n\n"), "{}", s.canonical_request());
         assert_eq!(
             s.headers().last().unwrap().1,
-            s3_authz(
-                "date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class",
-                "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"
-            )
+            s3_authz("date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class", "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd")
         );
     }
 }
@@ -284,10 +192,7 @@ fn s3_example_get_bucket_lifecycle_query_without_value() {
     assert!(s.canonical_request().starts_with("GET\n/\nlifecycle=\n"));
     assert_eq!(
         s.headers().last().unwrap().1,
-        s3_authz(
-            "host;x-amz-content-sha256;x-amz-date",
-            "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"
-        )
+        s3_authz("host;x-amz-content-sha256;x-amz-date", "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543")
     );
 }
 
@@ -296,10 +201,7 @@ fn s3_example_list_objects() {
     let s = s3_example("GET", "/?max-keys=2&prefix=J", &[], b"");
     assert_eq!(
         s.headers().last().unwrap().1,
-        s3_authz(
-            "host;x-amz-content-sha256;x-amz-date",
-            "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
-        )
+        s3_authz("host;x-amz-content-sha256;x-amz-date", "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7")
     );
 }
 
@@ -308,30 +210,12 @@ fn s3_example_list_objects() {
 // keeps as written agreed byte for byte (the other 55 had `.`/`..` segments, which
 // the url crate resolves, so the wire differs). Kept: session token, port, emoji,
 // reserved characters, hop-by-hop headers, S3 once-encoding vs double encoding.
-fn botocore_case(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    region: &str,
-    service: &str,
-) -> String {
+fn botocore_case(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8], region: &str, service: &str) -> String {
     let url = Url::parse(url).unwrap();
     let mut scope = Scope::new(region, service).unwrap();
     scope.content_sha256_header = service == "s3";
-    let req = Request {
-        method,
-        url: &url,
-        headers,
-        payload: Payload::Hash(body),
-    };
-    let s = sign(
-        &req,
-        &creds(Some("FQoGZXIvYXdzE//tok+en==")),
-        &scope,
-        suite_time(),
-    )
-    .unwrap();
+    let req = Request { method, url: &url, headers, payload: Payload::Hash(body) };
+    let s = sign(&req, &creds(Some("FQoGZXIvYXdzE//tok+en==")), &scope, suite_time()).unwrap();
     s.headers().last().unwrap().1.to_owned()
 }
 
@@ -356,17 +240,13 @@ fn agrees_with_botocore_on_an_s3_request_with_token_port_and_emoji() {
 #[test]
 fn agrees_with_botocore_on_a_double_encoded_dynamodb_request() {
     let body = [
-        0xcd, 0x6d, 0x41, 0x5a, 0x5b, 0x81, 0xff, 0x66, 0xa0, 0x85, 0xe4, 0x38, 0xb7, 0x32,
-        0xb9, 0x1e, 0x7b, 0xa9, 0x7f, 0x0e, 0x3a, 0xae, 0x6b, 0x0e, 0x06, 0x91, 0x19, 0x3b,
-        0x7f, 0x58, 0x16, 0xe3, 0x49, 0xab, 0x21,
+        0xcd, 0x6d, 0x41, 0x5a, 0x5b, 0x81, 0xff, 0x66, 0xa0, 0x85, 0xe4, 0x38, 0xb7, 0x32, 0xb9, 0x1e, 0x7b, 0xa9, 0x7f, 0x0e, 0x3a, 0xae, 0x6b, 0x0e, 0x06,
+        0x91, 0x19, 0x3b, 0x7f, 0x58, 0x16, 0xe3, 0x49, 0xab, 0x21,
     ];
     let got = botocore_case(
         "GET",
         "https://example21.amazonaws.com:9000/bc%F0%9F%98%80%40%24c?k=&0.%21%40=",
-        &[
-            ("My-Header0", "\"q  q\""),
-            ("content-type1", "text/plain; charset=utf-8"),
-        ],
+        &[("My-Header0", "\"q  q\""), ("content-type1", "text/plain; charset=utf-8")],
         &body,
         "us-east-1",
         "dynamodb",
@@ -382,58 +262,27 @@ fn agrees_with_botocore_on_a_double_encoded_dynamodb_request() {
 #[test]
 fn unsigned_payload_is_sent_and_signed_even_without_the_header_option() {
     let url = Url::parse("https://h.example/").unwrap();
-    let req = Request {
-        method: "PUT",
-        url: &url,
-        headers: &[],
-        payload: Payload::Unsigned,
-    };
+    let req = Request { method: "PUT", url: &url, headers: &[], payload: Payload::Unsigned };
     let s = sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap();
-    assert!(s
-        .headers()
-        .any(|h| h == ("x-amz-content-sha256", "UNSIGNED-PAYLOAD")));
+    assert!(s.headers().any(|h| h == ("x-amz-content-sha256", "UNSIGNED-PAYLOAD")));
     assert!(s.canonical_request().ends_with("\nUNSIGNED-PAYLOAD"));
 }
 
 #[test]
 fn hop_by_hop_and_client_headers_are_not_signed() {
     let url = Url::parse("https://h.example/").unwrap();
-    let headers = [
-        ("User-Agent", "ureq"),
-        ("Connection", "close"),
-        ("Transfer-Encoding", "chunked"),
-        ("Accept", "*/*"),
-    ];
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &headers,
-        payload: Payload::Hash(b""),
-    };
+    let headers = [("User-Agent", "ureq"), ("Connection", "close"), ("Transfer-Encoding", "chunked"), ("Accept", "*/*")];
+    let req = Request { method: "GET", url: &url, headers: &headers, payload: Payload::Hash(b"") };
     let s = sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap();
-    assert!(
-        s.canonical_request().contains("\naccept;host;x-amz-date\n"),
-        "{}",
-        s.canonical_request()
-    );
+    assert!(s.canonical_request().contains("\naccept;host;x-amz-date\n"), "{}", s.canonical_request());
 }
 
 #[test]
 fn a_caller_header_the_signer_adds_is_refused() {
     let url = Url::parse("https://h.example/").unwrap();
-    for name in [
-        "Authorization",
-        "X-Amz-Date",
-        "x-amz-content-sha256",
-        "X-AMZ-SECURITY-TOKEN",
-    ] {
+    for name in ["Authorization", "X-Amz-Date", "x-amz-content-sha256", "X-AMZ-SECURITY-TOKEN"] {
         let headers = [(name, "x")];
-        let req = Request {
-            method: "GET",
-            url: &url,
-            headers: &headers,
-            payload: Payload::Hash(b""),
-        };
+        let req = Request { method: "GET", url: &url, headers: &headers, payload: Payload::Hash(b"") };
         let e = sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap_err();
         assert_eq!(e, SigV4Error::ReservedHeader(name.to_ascii_lowercase()));
     }
@@ -443,24 +292,11 @@ fn a_caller_header_the_signer_adds_is_refused() {
 fn a_host_header_other_than_the_urls_is_refused() {
     let url = Url::parse("https://h.example:444/").unwrap();
     let ok = [("Host", "h.example:444")];
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &ok,
-        payload: Payload::Hash(b""),
-    };
+    let req = Request { method: "GET", url: &url, headers: &ok, payload: Payload::Hash(b"") };
     assert!(sign(&req, &creds(None), &suite_scope(), suite_time()).is_ok());
     let bad = [("Host", "h.example")];
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &bad,
-        payload: Payload::Hash(b""),
-    };
-    assert_eq!(
-        sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap_err(),
-        SigV4Error::HostMismatch
-    );
+    let req = Request { method: "GET", url: &url, headers: &bad, payload: Payload::Hash(b"") };
+    assert_eq!(sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap_err(), SigV4Error::HostMismatch);
 }
 
 #[test]
@@ -474,33 +310,16 @@ fn the_default_port_is_not_part_of_the_signed_host() {
 #[test]
 fn a_method_that_is_not_a_token_is_refused() {
     let url = Url::parse("https://h.example/").unwrap();
-    let req = Request {
-        method: "GET /x",
-        url: &url,
-        headers: &[],
-        payload: Payload::Hash(b""),
-    };
-    assert_eq!(
-        sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap_err(),
-        SigV4Error::BadMethod
-    );
+    let req = Request { method: "GET /x", url: &url, headers: &[], payload: Payload::Hash(b"") };
+    assert_eq!(sign(&req, &creds(None), &suite_scope(), suite_time()).unwrap_err(), SigV4Error::BadMethod);
 }
 
 // --- clock ---
 
 #[test]
 fn civil_dates_from_unix_seconds() {
-    let at = |s: u64| {
-        UtcTime::from_system_time(UNIX_EPOCH + std::time::Duration::from_secs(s)).unwrap()
-    };
-    let t = |y, mo, d, h, mi, s| UtcTime {
-        year: y,
-        month: mo,
-        day: d,
-        hour: h,
-        minute: mi,
-        second: s,
-    };
+    let at = |s: u64| UtcTime::from_system_time(UNIX_EPOCH + std::time::Duration::from_secs(s)).unwrap();
+    let t = |y, mo, d, h, mi, s| UtcTime { year: y, month: mo, day: d, hour: h, minute: mi, second: s };
     assert_eq!(at(0), t(1970, 1, 1, 0, 0, 0));
     assert_eq!(at(1_440_938_160), t(2015, 8, 30, 12, 36, 0));
     assert_eq!(at(951_782_400), t(2000, 2, 29, 0, 0, 0)); // a 400-year leap day
@@ -521,15 +340,8 @@ fn civil_dates_agree_with_a_day_by_day_count_for_400_years() {
     let (mut y, mut m, mut d) = (1970u32, 1u32, 1u32);
     let leap = |y: u32| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     for day in 0..146_097u64 {
-        let got = UtcTime::from_system_time(
-            UNIX_EPOCH + std::time::Duration::from_secs(day * 86_400 + 86_399),
-        )
-        .unwrap();
-        assert_eq!(
-            (got.year, got.month, got.day, got.hour),
-            (y, m, d, 23),
-            "day {day}"
-        );
+        let got = UtcTime::from_system_time(UNIX_EPOCH + std::time::Duration::from_secs(day * 86_400 + 86_399)).unwrap();
+        assert_eq!((got.year, got.month, got.day, got.hour), (y, m, d, 23), "day {day}");
         let len = match m {
             2 if leap(y) => 29,
             2 => 28,
@@ -551,15 +363,9 @@ fn civil_dates_agree_with_a_day_by_day_count_for_400_years() {
 #[test]
 fn clocks_outside_1970_to_9999_are_refused() {
     let before = UNIX_EPOCH - std::time::Duration::from_secs(1);
-    assert_eq!(
-        UtcTime::from_system_time(before).unwrap_err(),
-        SigV4Error::ClockBeforeEpoch
-    );
+    assert_eq!(UtcTime::from_system_time(before).unwrap_err(), SigV4Error::ClockBeforeEpoch);
     let after = UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_800);
-    assert_eq!(
-        UtcTime::from_system_time(after).unwrap_err(),
-        SigV4Error::ClockOutOfRange
-    );
+    assert_eq!(UtcTime::from_system_time(after).unwrap_err(), SigV4Error::ClockOutOfRange);
 }
 
 // Credentials, agent rules and secrecy: `agent.rs`.

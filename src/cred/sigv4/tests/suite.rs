@@ -83,13 +83,7 @@ fn suite_get_vanilla_utf8_query() {
 #[test]
 fn suite_get_unreserved() {
     let u = "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    vanilla(
-        u,
-        u,
-        "",
-        "6a968768eefaa713e2a6b16b589a8ea192661f098f37349f4e2c0082757446f9",
-        "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f",
-    );
+    vanilla(u, u, "", "6a968768eefaa713e2a6b16b589a8ea192661f098f37349f4e2c0082757446f9", "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f");
 }
 
 #[test]
@@ -167,9 +161,11 @@ fn suite_post_x_www_form_urlencoded() {
         &[("Content-Type", "application/x-www-form-urlencoded")],
         b"Param1=value1",
         None,
-        ["POST\n/\n\ncontent-type:application/x-www-form-urlencoded\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\ncontent-type;host;x-amz-date\n9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e",
+        [
+            "POST\n/\n\ncontent-type:application/x-www-form-urlencoded\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\ncontent-type;host;x-amz-date\n9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e",
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\n42a5e5bb34198acb3e84da4f085bb7927f2bc277ca766e6d19c73c2154021281",
-            &authz("content-type;host;x-amz-date", "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a")],
+            &authz("content-type;host;x-amz-date", "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a"),
+        ],
     );
 }
 
@@ -181,9 +177,11 @@ fn suite_post_header_key_sort() {
         &[("Host", HOST), ("My-Header1", "value1")],
         b"",
         None,
-        [&format!("POST\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"),
+        [
+            &format!("POST\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\n9368318c2967cf6de74404b30c65a91e8f6253e0a8659d6d5319f1a812f87d65",
-            &authz("host;my-header1;x-amz-date", "c5410059b04c1ee005303aed430f6e6645f61f4dc9e1461ec8f8916fdf18852c")],
+            &authz("host;my-header1;x-amz-date", "c5410059b04c1ee005303aed430f6e6645f61f4dc9e1461ec8f8916fdf18852c"),
+        ],
     );
 }
 
@@ -195,9 +193,13 @@ fn suite_get_header_value_trim() {
         &[("My-Header1", " value1"), ("My-Header2", " \"a   b   c\"")],
         b"",
         None,
-        [&format!("GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\nmy-header2:\"a b c\"\nx-amz-date:20150830T123600Z\n\nhost;my-header1;my-header2;x-amz-date\n{EMPTY_SHA}"),
+        [
+            &format!(
+                "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\nmy-header2:\"a b c\"\nx-amz-date:20150830T123600Z\n\nhost;my-header1;my-header2;x-amz-date\n{EMPTY_SHA}"
+            ),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\na726db9b0df21c14f559d0a978e563112acb1b9e05476f0a6a1c7d68f28605c7",
-            &authz("host;my-header1;my-header2;x-amz-date", "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736")],
+            &authz("host;my-header1;my-header2;x-amz-date", "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736"),
+        ],
     );
 }
 
@@ -209,9 +211,13 @@ fn suite_get_header_key_duplicate() {
         &[("My-Header1", "value2"), ("My-Header1", "value2"), ("My-Header1", "value1")],
         b"",
         None,
-        [&format!("GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value2,value2,value1\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"),
+        [
+            &format!(
+                "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value2,value2,value1\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"
+            ),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\ndc7f04a3abfde8d472b0ab1a418b741b7c67174dad1551b4117b15527fbe966c",
-            &authz("host;my-header1;x-amz-date", "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea")],
+            &authz("host;my-header1;x-amz-date", "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea"),
+        ],
     );
 }
 
@@ -223,9 +229,13 @@ fn suite_get_header_value_multiline() {
         &[("My-Header1", "value1\n  value2\n     value3")],
         b"",
         None,
-        [&format!("GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1 value2 value3\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"),
+        [
+            &format!(
+                "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1 value2 value3\nx-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n{EMPTY_SHA}"
+            ),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\ne99419459a677bc11de234014be3c4e72c1ea5b454ceb58b613061f5d7a162e8",
-            &authz("host;my-header1;x-amz-date", "cfd34249e4b1c8d6b91ef74165d41a32e5fab3306300901bb65a51a73575eefd")],
+            &authz("host;my-header1;x-amz-date", "cfd34249e4b1c8d6b91ef74165d41a32e5fab3306300901bb65a51a73575eefd"),
+        ],
     );
 }
 
@@ -238,9 +248,13 @@ fn suite_post_sts_token_header_before() {
         &[],
         b"",
         Some(STS_TOKEN),
-        [&format!("POST\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\nx-amz-security-token:{STS_TOKEN}\n\nhost;x-amz-date;x-amz-security-token\n{EMPTY_SHA}"),
+        [
+            &format!(
+                "POST\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\nx-amz-security-token:{STS_TOKEN}\n\nhost;x-amz-date;x-amz-security-token\n{EMPTY_SHA}"
+            ),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\nc237e1b440d4c63c32ca95b5b99481081cb7b13c7e40434868e71567c1a882f6",
-            &authz("host;x-amz-date;x-amz-security-token", "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead")],
+            &authz("host;x-amz-date;x-amz-security-token", "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead"),
+        ],
     );
 }
 
@@ -255,25 +269,21 @@ fn suite_get_vanilla_with_session_token() {
         &[],
         b"",
         Some(t),
-        [&format!("GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\nx-amz-security-token:{t}\n\nhost;x-amz-date;x-amz-security-token\n{EMPTY_SHA}"),
+        [
+            &format!(
+                "GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\nx-amz-security-token:{t}\n\nhost;x-amz-date;x-amz-security-token\n{EMPTY_SHA}"
+            ),
             "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\n067b36aa60031588cea4a4cde1f21215227a047690c72247f1d70b32fbbfad2b",
-            &authz("host;x-amz-date;x-amz-security-token", "07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8")],
+            &authz("host;x-amz-date;x-amz-security-token", "07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8"),
+        ],
     );
 }
 
 #[test]
 fn session_token_header_is_added_after_x_amz_date() {
     let url = Url::parse("https://example.amazonaws.com/").unwrap();
-    let req = Request {
-        method: "GET",
-        url: &url,
-        headers: &[],
-        payload: Payload::Hash(b""),
-    };
+    let req = Request { method: "GET", url: &url, headers: &[], payload: Payload::Hash(b"") };
     let s = sign(&req, &creds(Some("tok")), &suite_scope(), suite_time()).unwrap();
     let names: Vec<&str> = s.headers().map(|(n, _)| n).collect();
-    assert_eq!(
-        names,
-        ["x-amz-date", "x-amz-security-token", "authorization"]
-    );
+    assert_eq!(names, ["x-amz-date", "x-amz-security-token", "authorization"]);
 }

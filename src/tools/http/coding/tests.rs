@@ -40,8 +40,7 @@ fn zip(method: u16, flags: u16, data: &[u8]) -> Vec<u8> {
 }
 
 fn finder(b: &[u8], cut: bool) -> Vec<String> {
-    let found = b.windows(TOKEN.len()).any(|w| w == TOKEN)
-        || (cut && (4..TOKEN.len()).any(|n| b.ends_with(&TOKEN[..n])));
+    let found = b.windows(TOKEN.len()).any(|w| w == TOKEN) || (cut && (4..TOKEN.len()).any(|n| b.ends_with(&TOKEN[..n])));
     if found { vec!["api".into()] } else { Vec::new() }
 }
 
@@ -57,7 +56,10 @@ fn secret(coding: Coding) -> Result<(), Withhold> {
 fn declared_codings_in_any_case_identity_and_chunked_ignored() {
     let h = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
     assert_eq!(declared(&h(&[("Content-Encoding", "IDENTITY")])), vec![]);
-    assert_eq!(declared(&h(&[("CONTENT-ENCODING", "GZip, Deflate"), ("transfer-encoding", "X-GZIP, chunked")])), vec![Coding::Gzip, Coding::Zlib, Coding::Gzip]);
+    assert_eq!(
+        declared(&h(&[("CONTENT-ENCODING", "GZip, Deflate"), ("transfer-encoding", "X-GZIP, chunked")])),
+        vec![Coding::Gzip, Coding::Zlib, Coding::Gzip]
+    );
     assert_eq!(declared(&h(&[("content-encoding", "br"), ("content-encoding", " zstd ")])), vec![Coding::Brotli, Coding::Zstd]);
     assert_eq!(declared(&h(&[("content-encoding", "aes128gcm")])), vec![Coding::Other("aes128gcm".into())]);
 }
@@ -175,7 +177,17 @@ fn compressed_secrets_are_found_in_every_layer_and_format() {
     assert_eq!(check(&zip(8, 0, &deflate(&clean))), Ok(()));
     assert_eq!(check(&zip(0, 0, &clean)), Ok(()));
     // clean data and lookalikes
-    for b in [gzip(&clean), zlib(&clean), b"x marks the spot".to_vec(), b"80 apples".to_vec(), b"8n".to_vec(), b"BZh9".to_vec(), b"{\"a\":1}".to_vec(), b"\x89PNG\r\n\x1a\n\0\0".to_vec(), Vec::new()] {
+    for b in [
+        gzip(&clean),
+        zlib(&clean),
+        b"x marks the spot".to_vec(),
+        b"80 apples".to_vec(),
+        b"8n".to_vec(),
+        b"BZh9".to_vec(),
+        b"{\"a\":1}".to_vec(),
+        b"\x89PNG\r\n\x1a\n\0\0".to_vec(),
+        Vec::new(),
+    ] {
         assert_eq!(check(&b), Ok(()), "{b:?}");
     }
 }

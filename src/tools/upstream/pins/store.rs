@@ -55,14 +55,31 @@ pub(crate) type Pins = BTreeMap<String, Entry>;
 pub(crate) enum PinFileError {
     /// Refused by `sys`'s checks (a link, not a regular file, another owner, too open,
     /// too large) or unreadable.
-    File { path: PathBuf, why: SysError },
-    Dir { path: PathBuf, why: sys::UnsafeDir },
+    File {
+        path: PathBuf,
+        why: SysError,
+    },
+    Dir {
+        path: PathBuf,
+        why: sys::UnsafeDir,
+    },
     /// Not a file this `sp` wrote: what is wrong with it.
-    Corrupt { path: PathBuf, why: String },
-    Locked { path: PathBuf },
-    Write { path: PathBuf, why: String },
+    Corrupt {
+        path: PathBuf,
+        why: String,
+    },
+    Locked {
+        path: PathBuf,
+    },
+    Write {
+        path: PathBuf,
+        why: String,
+    },
     /// It has more than one name (a hard link elsewhere would be rewritten too).
-    HardLinked { path: PathBuf, links: u64 },
+    HardLinked {
+        path: PathBuf,
+        links: u64,
+    },
 }
 
 impl fmt::Display for PinFileError {
@@ -71,7 +88,9 @@ impl fmt::Display for PinFileError {
             PinFileError::File { path, why } => write!(f, "pins file {}: {why}", path.display()),
             PinFileError::Dir { path, why } => write!(f, "pins file {}: {why}", path.display()),
             PinFileError::Corrupt { path, why } => write!(f, "pins file {} is corrupt ({why}): fix or remove it", path.display()),
-            PinFileError::Locked { path } => write!(f, "pins file {}: another process has held its lock for more than {}s", path.display(), LOCK_WAIT.as_secs()),
+            PinFileError::Locked { path } => {
+                write!(f, "pins file {}: another process has held its lock for more than {}s", path.display(), LOCK_WAIT.as_secs())
+            }
             PinFileError::Write { path, why } => write!(f, "pins file {}: cannot write it: {why}", path.display()),
             PinFileError::HardLinked { path, links } => write!(f, "pins file {} has {links} names (hard links): refused", path.display()),
         }
@@ -200,8 +219,7 @@ fn rules() -> sys::Rules {
 pub(crate) fn render(pins: &Pins) -> Vec<u8> {
     let mut out = format!("{{\"version\":{FILE_VERSION},\"upstreams\":{{");
     for (i, (name, entry)) in pins.iter().enumerate() {
-        let tools: Map<String, Value> =
-            entry.iter().map(|(tool, p)| (tool.clone(), json!({"sha256": p.sha256, "definition": p.definition}))).collect();
+        let tools: Map<String, Value> = entry.iter().map(|(tool, p)| (tool.clone(), json!({"sha256": p.sha256, "definition": p.definition}))).collect();
         out.push_str(if i == 0 { "\n" } else { ",\n" });
         out.push_str(&Value::String(name.clone()).to_string());
         out.push(':');

@@ -243,8 +243,6 @@ fn a_remote_kill_report_and_a_server_coding_are_scrubbed_before_they_are_cut() {
 fn a_tool_name_that_spells_a_secret_is_not_cut_into_an_exposed_name() {
     let vault = split::vault();
     let room = names::MAX_EXPOSED_LEN - "up".len() - 2 - names::HASH_HEX;
-    every_split(room, '.', 10, "tool name", |text| {
-        if name_spells_secret(&vault, "up", text) { String::new() } else { names::exposed_name("up", text) }
-    });
+    every_split(room, '.', 10, "tool name", |text| if name_spells_secret(&vault, "up", text) { String::new() } else { names::exposed_name("up", text) });
     assert!(!name_spells_secret(&vault, "up", "read_file"), "an ordinary name is exposed");
 }

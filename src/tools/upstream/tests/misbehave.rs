@@ -47,10 +47,7 @@ fn a_handshake_that_fails_ends_the_upstream_and_a_crash_loop_is_refused() {
     let (mut ups, _) = mis("bad-version", json!({}));
     assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), broken("it speaks protocol revision \"1999-01-01\", which sp does not"));
     let (mut ups, _) = mis("no-init", json!({"startup_timeout_s": 1}));
-    assert_eq!(
-        ups.list("m", &mut Vault::new()).unwrap_err(),
-        UpstreamError::Timeout { upstream: "m".into(), after: Duration::from_secs(1), hung: true }
-    );
+    assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Timeout { upstream: "m".into(), after: Duration::from_secs(1), hung: true });
     let (mut ups, _) = mis("die-at-start", json!({}));
     for _ in 0..CRASH_DEATHS {
         assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), broken("it exited (exit status: 7)"));
@@ -165,7 +162,10 @@ fn listings_names_pages_and_changes() {
     );
 
     let (mut ups, _) = mis("twice", json!({}));
-    assert_eq!(ups.list("m", &mut Vault::new()).unwrap_err(), UpstreamError::Names { upstream: "m".into(), why: "two tools map to the exposed name m_act".into() });
+    assert_eq!(
+        ups.list("m", &mut Vault::new()).unwrap_err(),
+        UpstreamError::Names { upstream: "m".into(), why: "two tools map to the exposed name m_act".into() }
+    );
 
     // Pins off: this is about the re-listing (a new tool is withheld under pins:
     // `a_rug_pull_is_withheld_until_approved`).
@@ -255,7 +255,8 @@ fn a_rug_pull_is_withheld_until_approved() {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools.json");
     let write = |v: Value| std::fs::write(&tools, v.to_string()).unwrap();
-    let act = json!({"name": "act", "description": "acts\u{202e}\u{200b} safely\u{7}", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}});
+    let act =
+        json!({"name": "act", "description": "acts\u{202e}\u{200b} safely\u{7}", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}});
     let keep = json!({"name": "keep", "description": "stays the same", "inputSchema": {"type": "object"}});
     write(json!([act, keep]));
     let read = [super::test_read_paths(), vec![dir.path().display().to_string()]].concat();

@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 fn everything() -> Option<Vec<String>> {
     let js = root().join("tests/upstreams/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     installed(&js).then(|| vec!["node".into(), js.display().to_string(), "stdio".into()])
@@ -45,15 +44,27 @@ fn server_everything_lists_echoes_adds_and_reports_progress() {
     assert_eq!(authorize(&p.upstreams, &t, "everything_get-env", &Map::new()), Err(UpstreamDenial::UnknownTool { exposed: "everything_get-env".into() }));
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &args(json!({"message": "bye"}))),
-        Err(UpstreamDenial::ArgumentMismatch { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
+        Err(UpstreamDenial::ArgumentMismatch {
+            exposed: "everything_echo".into(),
+            argument: "message".into(),
+            allowed: vec!["hello *".into(), "exact".into()]
+        })
     );
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &Map::new()),
-        Err(UpstreamDenial::ArgumentMissing { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
+        Err(UpstreamDenial::ArgumentMissing {
+            exposed: "everything_echo".into(),
+            argument: "message".into(),
+            allowed: vec!["hello *".into(), "exact".into()]
+        })
     );
     assert_eq!(
         authorize(&p.upstreams, &t, "everything_echo", &args(json!({"message": ["hello x"]}))),
-        Err(UpstreamDenial::ArgumentNotString { exposed: "everything_echo".into(), argument: "message".into(), allowed: vec!["hello *".into(), "exact".into()] })
+        Err(UpstreamDenial::ArgumentNotString {
+            exposed: "everything_echo".into(),
+            argument: "message".into(),
+            allowed: vec!["hello *".into(), "exact".into()]
+        })
     );
     assert!(authorize(&p.upstreams, &t, "everything_get-sum", &Map::new()).unwrap().needs_approval());
 
@@ -113,10 +124,7 @@ fn server_filesystem_reads_only_under_the_pinned_path() {
             "{outside}"
         );
     }
-    assert_eq!(
-        authorize(&p.upstreams, ups.tables(), "fs_write_file", &Map::new()),
-        Err(UpstreamDenial::UnknownTool { exposed: "fs_write_file".into() })
-    );
+    assert_eq!(authorize(&p.upstreams, ups.tables(), "fs_write_file", &Map::new()), Err(UpstreamDenial::UnknownTool { exposed: "fs_write_file".into() }));
     // The upstream's own refusal is an error result, not a failure of sp.
     let missing = call(&mut ups, &p, "fs_read_text_file", json!({"path": format!("{data}/nope.txt")})).unwrap();
     assert!(missing.result.is_error, "{missing:?}");
@@ -141,4 +149,3 @@ fn mcp_server_time_answers_in_utc() {
     ups.shutdown();
     assert_group_gone(g);
 }
-

@@ -155,7 +155,8 @@ fn explain_exits_with_the_decision_and_contacts_nothing() {
     assert!(r.stdout.contains("reason: the policy does not expose cmd_write\n"), "{}", r.stdout);
 
     // Errors: a malformed call, an unknown tool, a usage error: all 3 (2 is approve).
-    for args in [vec!["explain", "-c", &policy, "{\"tool\": 1}"], vec!["explain", "-c", &policy, "--tool", "nope"], vec!["explain", "-c", &policy, "--frob"]] {
+    for args in [vec!["explain", "-c", &policy, "{\"tool\": 1}"], vec!["explain", "-c", &policy, "--tool", "nope"], vec!["explain", "-c", &policy, "--frob"]]
+    {
         let r = sp(&args);
         assert_eq!(r.code, Some(3), "{args:?}: {}{}", r.stdout, r.stderr);
         assert!(r.stdout.is_empty() && r.stderr.starts_with("sp: "), "{args:?}: {}", r.stderr);
