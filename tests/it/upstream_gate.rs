@@ -153,6 +153,16 @@ fn the_operators_example_works_with_a_real_server_restricted_by_a_path_pin() {
     assert_eq!(names(&list), ["sp_inventory", "fs_read_text_file", "fs_create_directory", "fs_list_directory", "fs_list_directory_with_sizes"]);
     let read = list["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "fs_read_text_file").unwrap().clone();
     assert_eq!((read["inputSchema"]["type"].as_str(), read["annotations"]["readOnlyHint"].as_bool()), (Some("object"), Some(true)));
+    // The pins are the agent's to see (issue 32): in the description and the inventory.
+    let said =
+        format!("Pinned by the operator's policy (other values are refused; '*' any run of characters, '?' one): \"path\" must match \"{data}/public/*\".");
+    let description = read["description"].as_str().unwrap();
+    assert!(description.ends_with(&format!("\n\n{said}")), "{description}");
+    let inventory = s.tool(100, "sp_inventory", json!({}));
+    let tools = inventory["structuredContent"]["upstreams"][0]["tools"].as_array().unwrap().clone();
+    let pinned = tools.iter().find(|t| t["name"] == "fs_read_text_file").unwrap();
+    assert_eq!(pinned["pins"], json!({"path": [format!("{data}/public/*")]}), "{inventory}");
+    assert!(tools.iter().find(|t| t["name"] == "fs_create_directory").unwrap().get("pins").is_none());
 
     // Allowed and pinned: the upstream's own result, as it sent it.
     let ok = s.tool(2, "fs_read_text_file", json!({"path": format!("{data}/public/a.txt")}));
@@ -193,12 +203,14 @@ fn the_operators_example_works_with_a_real_server_restricted_by_a_path_pin() {
     let run = s.finish();
     assert_eq!(run.code(), Some(0), "{}", run.context());
     let all = journal(&dir);
-    let results: Vec<(&str, &str)> = rows(&all, "result").iter().map(|r| (r["tool"].as_str().unwrap(), r["decision"].as_str().unwrap())).collect();
+    let fs = |r: &Value| r["tool"] != "sp_inventory";
+    let results: Vec<(&str, &str)> =
+        rows(&all, "result").into_iter().filter(|r| fs(r)).map(|r| (r["tool"].as_str().unwrap(), r["decision"].as_str().unwrap())).collect();
     assert_eq!(results, [("fs_read_text_file", "ok"), ("fs_list_directory", "ok")]);
-    let intent = rows(&all, "intent")[0];
+    let intent = rows(&all, "intent").into_iter().find(|r| fs(r)).unwrap();
     let target = intent["target"].as_str().unwrap();
     assert!(target.starts_with("fs read_text_file arguments sha256:") && !target.contains("a.txt"), "{intent}");
-    assert_eq!(rows(&all, "result")[0]["is_error"], false);
+    assert_eq!(rows(&all, "result").into_iter().find(|r| fs(r)).unwrap()["is_error"], false);
     let ups: Vec<&str> = rows(&all, "upstream").iter().map(|r| r["decision"].as_str().unwrap()).collect();
     assert_eq!(ups, ["start", "pin", "exit"]);
     groups(&all).into_iter().for_each(assert_group_gone);

@@ -129,7 +129,15 @@ pub(crate) fn output_schema() -> Value {
             "host": {"type": "string"},
             "tools": {"type": "array", "items": {
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "approve": {"type": "boolean"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "approve": {"type": "boolean"},
+                    "pins": {
+                        "type": "object",
+                        "description": "Arguments the policy pins: each value must match one of these globs ('*' any run of characters, '?' one)",
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}}
+                    }
+                },
                 "required": ["name", "approve"],
                 "additionalProperties": false
             }},

@@ -186,7 +186,21 @@ pub(crate) fn inventory(policy: &Policy, mut ups: Option<&mut Upstreams>, vault:
             }
         }
         match ups.as_deref_mut().map(|ups| ups.list(&u.name, vault)) {
-            Some(Ok(tools)) => v["tools"] = tools.iter().map(|t| json!({"name": t.exposed, "approve": t.approve})).collect(),
+            Some(Ok(tools)) => {
+                v["tools"] = tools
+                    .iter()
+                    .map(|t| {
+                        let mut tool = json!({"name": t.exposed, "approve": t.approve});
+                        // The policy's argument pins (issue 32): what the agent may pass.
+                        if let Some(pins) = u.arguments.get(&t.tool) {
+                            let pins: serde_json::Map<String, Value> =
+                                pins.iter().map(|(arg, globs)| (arg.clone(), globs.iter().map(|g| Value::String(g.as_str().to_owned())).collect())).collect();
+                            tool["pins"] = Value::Object(pins);
+                        }
+                        tool
+                    })
+                    .collect()
+            }
             Some(Err(e)) => v["error"] = json!(e.to_string()),
             None => v["error"] = json!("not available in this session"),
         }

@@ -67,12 +67,32 @@ pub(super) fn list_tools(
             // Cleaned before the scrub: a secret split by zero-width characters would
             // pass the scrub and then be joined by the cleaning.
             clean::clean_definition(&mut definition);
+            // The policy's argument pins, told to the agent with the tool (issue 32: a
+            // pin the agent cannot see only produces refusals).
+            if let Some(pins) = u.arguments.get(&d.name) {
+                let said = pins_text(pins);
+                let text = match definition.get("description").and_then(Value::as_str) {
+                    Some(desc) if !desc.is_empty() => format!("{desc}\n\n{said}"),
+                    _ => said,
+                };
+                definition.insert("description".into(), Value::String(text));
+            }
             let mut definition = Value::Object(definition);
             vault.scrub(&mut definition);
             ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
         })
         .collect();
     Ok((tools, table, checked))
+}
+
+/// The sentence a pinned tool's description ends with: each pinned argument and the
+/// globs its value must match (`*` any run of characters, `?` one).
+pub(crate) fn pins_text(pins: &std::collections::BTreeMap<String, Vec<crate::policy::upstreams::Glob>>) -> String {
+    let each: Vec<String> = pins
+        .iter()
+        .map(|(arg, globs)| format!("{arg:?} must match {}", globs.iter().map(|g| format!("{:?}", g.as_str())).collect::<Vec<_>>().join(" or ")))
+        .collect();
+    format!("Pinned by the operator's policy (other values are refused; '*' any run of characters, '?' one): {}.", each.join("; "))
 }
 
 /// Whether an upstream's tool name spells a secret (searched whole, in any spelling):
