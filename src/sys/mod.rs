@@ -12,6 +12,8 @@
 //! - [`confine`]: how every child starts: through `sp` re-executed as a launcher
 //!   ([`launcher_command`]) that ties it to `sp`'s life and, for upstreams, confines it
 //!   (session, limits, user, Landlock); [`make_undumpable`];
+//! - [`state`]: a private state file kept whole (the grants, the tool pins): opened
+//!   under its lock with its name re-checked, replaced atomically;
 //! - [`text`]: text cut at a character boundary ([`cut`]), echoed names ([`short`]) and
 //!   an I/O error's reason ([`io_reason`], [`os_reason`]);
 //! - [`env_var`]: the one place the process environment is read.
@@ -23,6 +25,7 @@ mod child;
 mod confine;
 mod fs;
 mod lock;
+pub(crate) mod state;
 mod text;
 
 pub(crate) use child::{become_subreaper, Child, Waited};

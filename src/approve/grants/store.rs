@@ -6,7 +6,6 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::form::{is_hex, parse_file, render_file, FormError, Record};
@@ -239,7 +238,7 @@ impl Grants {
             return Ok(k);
         }
         let path = mac::key_path(&self.path);
-        let temp = self.temp_name(&crate::audit::session_id());
+        let temp = sys::state::temp_path(&self.path, &crate::audit::session_id());
         let key = mac::read_or_create_key(&path, &temp).map_err(|why| GrantError::Key { path, why })?;
         Ok(self.key.get_or_init(|| key))
     }
@@ -362,74 +361,26 @@ impl Grants {
     }
 
     /// Runs `f` with the file open (created `0600` when missing) under its exclusive
-    /// lock, once the name is known to still point at the locked file.
+    /// lock, once the name is known to still point at the locked file (`sys::state`).
     fn locked<T>(&self, f: impl FnOnce(&File) -> Result<T, GrantError>) -> Result<T, GrantError> {
-        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
-        let file_err = |why: SysError| GrantError::File { path: self.path.clone(), why };
-        // A writer that renamed a new file in between our open and our lock holds no lock
-        // on that one: open it again. Each round means another writer finished.
-        for _ in 0..50 {
-            // Any size here: `revoke --all` must replace an oversized file too.
-            let (file, info) = sys::open(&self.path, sys::Access::AppendCreate { mode: 0o600 }, rules(u64::MAX)).map_err(file_err)?;
-            if info.nlink > 1 {
-                return Err(GrantError::HardLinked { path: self.path.clone(), links: info.nlink });
-            }
-            let _lock = sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| match e {
-                sys::LockError::Busy { .. } => GrantError::Locked { path: self.path.clone() },
-                e => write_err(format!("cannot lock: {e}")),
-            })?;
-            use std::os::unix::fs::MetadataExt;
-            match std::fs::symlink_metadata(&self.path) {
-                Ok(m) if (m.dev(), m.ino()) == (info.dev, info.ino) => {}
-                _ => continue,
-            }
-            return f(&file);
-        }
-        Err(GrantError::Locked { path: self.path.clone() })
+        // Any size here: `revoke --all` must replace an oversized file too.
+        sys::state::locked(&self.path, rules(u64::MAX), LOCK_WAIT, f).map_err(|e| match e {
+            sys::state::LockedError::File(why) => GrantError::File { path: self.path.clone(), why },
+            sys::state::LockedError::HardLinked { links } => GrantError::HardLinked { path: self.path.clone(), links },
+            sys::state::LockedError::Busy => GrantError::Locked { path: self.path.clone() },
+            sys::state::LockedError::Lock(e) => GrantError::Write { path: self.path.clone(), why: format!("cannot lock: {e}") },
+        })?
     }
 
-    /// The temporary name of a replacement: `.NAME.<16 hex>.tmp` beside the file.
-    fn temp_name(&self, tag: &str) -> PathBuf {
-        self.path.with_file_name(format!("{}{tag}.tmp", self.temp_prefix()))
-    }
-
-    fn temp_prefix(&self) -> String {
-        format!(".{}.", self.path.file_name().map_or("grants.json".into(), |n| n.to_string_lossy()))
-    }
-
-    /// Removes replacements a writer that died left behind. Only under a valid lock: a
-    /// writer creates its temporary file while holding the lock on the file the name
-    /// points at, and renames it before letting go, so any such file seen now is stale.
+    /// Removes replacements a writer that died left behind (only under the lock).
     fn remove_stale_temps(&self) {
-        let Some(dir) = self.path.parent() else { return };
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        let prefix = self.temp_prefix();
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let tag = name.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(".tmp"));
-            if tag.is_some_and(|t| is_hex(t, 16)) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
+        sys::state::remove_stale_temps(&self.path);
     }
 
     /// Writes `bytes` to a new private file beside the grants file and renames it over
     /// the name; both the file and the directory are synced.
     fn replace(&self, bytes: &[u8]) -> Result<(), GrantError> {
-        use rustix::fs::{Mode, OFlags};
-        let write_err = |why: String| GrantError::Write { path: self.path.clone(), why };
-        let dir = self.path.parent().unwrap_or(Path::new("/"));
-        let temp = self.temp_name(&crate::audit::session_id());
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(&temp, flags, Mode::from_raw_mode(0o600)).map_err(|e| write_err(format!("cannot create {}: {e}", temp.display())))?;
-        let mut file = File::from(fd);
-        let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(&temp, &self.path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(write_err(sys::os_reason(&e)));
-        }
-        // The rename must survive a crash as well as the bytes.
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| write_err(format!("cannot sync {}: {}", dir.display(), sys::os_reason(&e))))
+        sys::state::replace(&self.path, &crate::audit::session_id(), bytes).map_err(|why| GrantError::Write { path: self.path.clone(), why })
     }
 }
 

@@ -21,8 +21,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -139,74 +137,27 @@ impl PinFile {
         let write_err = |why: String| PinFileError::Write { path: self.path.clone(), why };
         let file_err = |why: SysError| PinFileError::File { path: self.path.clone(), why };
         sys::check_dirs(&self.path).map_err(|why| PinFileError::Dir { path: self.path.clone(), why })?;
-        for _ in 0..50 {
-            let (file, info) = sys::open(&self.path, sys::Access::AppendCreate { mode: 0o600 }, rules()).map_err(file_err)?;
-            if info.nlink > 1 {
-                return Err(PinFileError::HardLinked { path: self.path.clone(), links: info.nlink });
-            }
-            let _lock = sys::lock_exclusive(&file, LOCK_WAIT).map_err(|e| match e {
-                sys::LockError::Busy { .. } => PinFileError::Locked { path: self.path.clone() },
-                e => write_err(format!("cannot lock: {e}")),
-            })?;
-            // A writer that renamed a new file in between our open and our lock holds
-            // no lock on that one: open it again.
-            use std::os::unix::fs::MetadataExt;
-            match std::fs::symlink_metadata(&self.path) {
-                Ok(m) if (m.dev(), m.ino()) == (info.dev, info.ino) => {}
-                _ => continue,
-            }
-            let bytes = sys::read_capped(&file, MAX_FILE_BYTES).map_err(file_err)?;
+        let locked = sys::state::locked(&self.path, rules(), LOCK_WAIT, |file| {
+            let bytes = sys::read_capped(file, MAX_FILE_BYTES).map_err(file_err)?;
             let mut pins = parse(&bytes).map_err(|why| PinFileError::Corrupt { path: self.path.clone(), why })?;
             let before = pins.clone();
             let out = change(&mut pins);
             if pins != before {
-                self.remove_stale_temps();
+                sys::state::remove_stale_temps(&self.path);
                 let bytes = render(&pins);
                 if bytes.len() as u64 > MAX_FILE_BYTES {
                     return Err(write_err(format!("the pins would take more than {MAX_FILE_BYTES} bytes")));
                 }
-                self.replace(&bytes)?;
+                sys::state::replace(&self.path, &crate::audit::session_id(), &bytes).map_err(write_err)?;
             }
-            return Ok(out);
-        }
-        Err(PinFileError::Locked { path: self.path.clone() })
-    }
-
-    fn temp_prefix(&self) -> String {
-        format!(".{}.", self.path.file_name().map_or("pins".into(), |n| n.to_string_lossy()))
-    }
-
-    /// Removes replacements a writer that died left behind (only under the lock: a
-    /// live writer renames its own before letting go).
-    fn remove_stale_temps(&self) {
-        let Some(dir) = self.path.parent() else { return };
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        let prefix = self.temp_prefix();
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let tag = name.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(".tmp"));
-            if tag.is_some_and(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit())) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-
-    /// A new private file beside the pins file, synced, renamed over the name; the
-    /// directory synced.
-    fn replace(&self, bytes: &[u8]) -> Result<(), PinFileError> {
-        use rustix::fs::{Mode, OFlags};
-        let write_err = |why: String| PinFileError::Write { path: self.path.clone(), why };
-        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let temp = self.path.with_file_name(format!("{}{}.tmp", self.temp_prefix(), crate::audit::session_id()));
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(&temp, flags, Mode::from_raw_mode(0o600)).map_err(|e| write_err(format!("cannot create {}: {e}", temp.display())))?;
-        let mut file = File::from(fd);
-        let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(&temp, &self.path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(write_err(sys::os_reason(&e)));
-        }
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| write_err(format!("cannot sync {}: {}", dir.display(), sys::os_reason(&e))))
+            Ok(out)
+        });
+        locked.map_err(|e| match e {
+            sys::state::LockedError::File(why) => file_err(why),
+            sys::state::LockedError::HardLinked { links } => PinFileError::HardLinked { path: self.path.clone(), links },
+            sys::state::LockedError::Busy => PinFileError::Locked { path: self.path.clone() },
+            sys::state::LockedError::Lock(e) => write_err(format!("cannot lock: {e}")),
+        })?
     }
 }
 
