@@ -204,7 +204,7 @@ pub(crate) fn launcher_command(program: &str, path: Option<&OsStr>, plan: &Plan)
         return Err(LaunchError::NotRoot { user: u.name.clone() });
     }
     if let Some(c) = &plan.confine {
-        probe(c)?;
+        probe(c.network)?;
     }
     let Some(launcher) = launcher() else {
         if plan.confine.is_some() || plan.user.is_some() || plan.session {
@@ -219,7 +219,8 @@ pub(crate) fn launcher_command(program: &str, path: Option<&OsStr>, plan: &Plan)
     }
     if let Some(c) = &plan.confine {
         cmd.arg("--confine");
-        for p in &c.read {
+        // The program itself is always readable: without it nothing starts.
+        for p in c.read.iter().chain([&resolved]) {
             cmd.arg("--read").arg(p);
         }
         for p in &c.write {
@@ -241,15 +242,15 @@ pub(crate) fn launcher_command(program: &str, path: Option<&OsStr>, plan: &Plan)
     Ok(cmd)
 }
 
-/// Whether this kernel can confine as `c` asks: Landlock for files (ABI 1, Linux 5.13)
+/// Whether this kernel can confine an upstream: Landlock for files (ABI 1, Linux 5.13)
 /// and, when `network` is false, for TCP (ABI 4, Linux 6.7). Creates a ruleset and
 /// drops it: nothing is restricted.
-pub(crate) fn probe(c: &Confinement) -> Result<(), LaunchError> {
+pub(crate) fn probe(network: bool) -> Result<(), LaunchError> {
     use landlock::{Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, ABI};
     let kernel = |what: &str, e: &dyn std::fmt::Display| LaunchError::Kernel(format!("this kernel cannot confine {what} with Landlock ({e})"));
     let files = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(AccessFs::from_all(ABI::V1));
     files.and_then(Ruleset::create).map_err(|e| kernel("files", &e))?;
-    if !c.network {
+    if !network {
         let net = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(AccessNet::from_all(ABI::V4));
         net.and_then(Ruleset::create).map_err(|e| kernel("the network (\"network\": false needs Linux 6.7)", &e))?;
     }

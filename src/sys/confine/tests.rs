@@ -36,6 +36,9 @@ fn the_launchers_arguments_carry_the_whole_plan() {
     let plan = Plan { session: true, confine: Some(confine.clone()), user: None };
     let spec = parse(plan_args(&plan, "sh")).unwrap();
     let sh = resolve_program("sh", Some(OsStr::new("/usr/bin:/bin"))).unwrap();
+    // The program itself is always readable: the launcher is told so after the policy's.
+    let mut confine = confine;
+    confine.read.push(sh.clone());
     assert_eq!(
         spec,
         Spec {
@@ -116,7 +119,7 @@ fn open_confinement() -> Confinement {
 
 #[test]
 fn a_confined_child_reads_and_writes_only_what_it_is_given() {
-    if probe(&open_confinement()).is_err() {
+    if probe(true).is_err() {
         eprintln!("SKIPPED: this kernel has no Landlock");
         assert!(super::super::env_var("CI").is_none(), "CI machines have Landlock: the sandbox must be tested there");
         return;
@@ -160,7 +163,7 @@ fn a_confined_child_reads_and_writes_only_what_it_is_given() {
 fn network_false_refuses_tcp_even_to_loopback() {
     let mut c = open_confinement();
     c.network = false;
-    if probe(&c).is_err() {
+    if probe(false).is_err() {
         eprintln!("SKIPPED: this kernel cannot confine TCP with Landlock (Linux 6.7)");
         assert!(super::super::env_var("CI").is_none(), "CI machines have Landlock ABI 4");
         return;
@@ -178,7 +181,7 @@ fn network_false_refuses_tcp_even_to_loopback() {
 
 #[test]
 fn a_path_the_policy_names_that_does_not_exist_fails_closed() {
-    if probe(&open_confinement()).is_err() {
+    if probe(true).is_err() {
         return;
     }
     let mut c = open_confinement();

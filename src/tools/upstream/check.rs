@@ -86,8 +86,7 @@ fn sandbox_lines(u: &crate::policy::upstreams::Upstream, errors: &mut Vec<String
                 b.processes,
                 b.files
             );
-            let confinement = crate::sys::Confinement { read: vec![], write: vec![], network: b.network, memory_bytes: 0, processes: 0, files: 0 };
-            if let Err(e) = crate::sys::probe(&confinement) {
+            if let Err(e) = crate::sys::probe(b.network) {
                 errors.push(format!("{field}.sandbox: {e}; a kernel with Landlock is needed, or \"sandbox\": \"none\" to run it unconfined"));
             }
             for (what, path) in unreadable(command, cwd.as_deref(), b) {

@@ -111,16 +111,11 @@ impl StdioTransport {
         let path = sys::env_var("PATH");
         let spawn_error = |why: String| StartError::Spawn { program: sys::short(program, 64, sys::Ellipsis::Marked), why };
         let user = launch.user.map(sys::lookup_user).transpose().map_err(spawn_error)?;
-        let confine = match launch.confine {
-            Some(mut c) => {
-                // What it must read to start at all: the program file, and its cwd.
-                let resolved = sys::resolve_program(program, path.as_deref()).map_err(|e| spawn_error(sys::io_reason(&e)))?;
-                c.read.push(resolved);
-                c.read.extend(launch.cwd.map(std::path::Path::to_path_buf));
-                Some(c)
-            }
-            None => None,
-        };
+        // Its cwd is readable too (the launcher adds the program file itself).
+        let confine = launch.confine.map(|mut c| {
+            c.read.extend(launch.cwd.map(std::path::Path::to_path_buf));
+            c
+        });
         let plan = sys::Plan { session: true, confine, user };
         let mut cmd = sys::launcher_command(program, path.as_deref(), &plan).map_err(|e| spawn_error(e.to_string()))?;
         let pair = || -> std::io::Result<((UnixStream, UnixStream), (UnixStream, UnixStream))> { Ok((UnixStream::pair()?, UnixStream::pair()?)) };
