@@ -96,23 +96,12 @@ fn assert_group_gone(group: i32) {
     }
 }
 
-/// What the test upstreams must read beyond the system's directories (they start
-/// confined, as every command upstream does by default): this checkout (fixtures,
-/// node_modules, the venv) and the interpreter the venv was made from.
-fn test_read_paths() -> Vec<String> {
-    let mut read = vec![root().display().to_string()];
-    let cfg = std::fs::read_to_string(root().join(".venv-upstreams/pyvenv.cfg")).unwrap_or_default();
-    let home = cfg.lines().find_map(|l| l.strip_prefix("home = "));
-    read.extend(home.and_then(|h| Path::new(h.trim()).parent()).map(|p| p.display().to_string()));
-    read
-}
-
 fn policy(dir: &TempDir, mut upstreams: Value, extra: Value) -> PathBuf {
     for def in upstreams.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
         if def.get("command").is_some() && def.get("sandbox").is_none() {
             // A fixture that records what it received writes beside its record only.
             let write: Vec<String> = def["env"]["RECORD"].as_str().and_then(|r| Some(Path::new(r).parent()?.display().to_string())).into_iter().collect();
-            def["sandbox"] = json!({"read": test_read_paths(), "write": write});
+            def["sandbox"] = json!({"read": support::upstream_read_paths(), "write": write});
         }
     }
     let mut p = json!({"upstreams": upstreams, "audit": {"path": dir.join("audit.jsonl")}});
@@ -142,7 +131,7 @@ fn the_operators_example_works_with_a_real_server_restricted_by_a_path_pin() {
             "arguments": {"read_text_file": {"path": [format!("{data}/public/*")]}, "list_directory": {"path": [format!("{data}/public")]}},
             "startup_timeout_s": 30,
             // What it serves is granted to its sandbox, read-only (it starts confined).
-            "sandbox": {"read": ([test_read_paths(), vec![data.to_string()]].concat())}
+            "sandbox": {"read": ([support::upstream_read_paths(), vec![data.to_string()]].concat())}
         }}),
         json!({"approval": {"command": [approver], "timeout_s": 20}}),
     );

@@ -37,20 +37,10 @@ fn python() -> String {
     ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| Path::new(p).exists()).map_or("python3".into(), |p| p.to_string())
 }
 
-/// What a confined test upstream reads: this checkout, and the interpreter of the venv
-/// `make upstreams` made (as `tests/upstream_gate.rs`).
-fn read_paths() -> Vec<String> {
-    let mut read = vec![root().display().to_string()];
-    let cfg = std::fs::read_to_string(root().join(".venv-upstreams/pyvenv.cfg")).unwrap_or_default();
-    let home = cfg.lines().find_map(|l| l.strip_prefix("home = "));
-    read.extend(home.and_then(|h| Path::new(h.trim()).parent()).map(|p| p.display().to_string()));
-    read
-}
-
 fn fixture(name: &str, record: &str) -> Value {
     let script = root().join("tests/support/upstreams/resources.py").display().to_string();
     let write = Path::new(record).parent().unwrap().display().to_string();
-    json!({"command": [python(), script, name], "env": {"RECORD": record, "SECRET": {"credential": "tok"}}, "sandbox": {"read": read_paths(), "write": [write]}, "tools": {"allow": ["*"]}, "pin": "off"})
+    json!({"command": [python(), script, name], "env": {"RECORD": record, "SECRET": {"credential": "tok"}}, "sandbox": {"read": support::upstream_read_paths(), "write": [write]}, "tools": {"allow": ["*"]}, "pin": "off"})
 }
 
 fn request(id: i64, method: &str, params: Value) -> Value {
@@ -234,7 +224,7 @@ fn server_everything_resources_prompts_and_completion_are_relayed() {
     }
     let dir = TempDir::new("upresev");
     let everything = json!({
-        "command": ["node", p.display().to_string(), "stdio"], "sandbox": {"read": read_paths()}, "pin": "off",
+        "command": ["node", p.display().to_string(), "stdio"], "sandbox": {"read": support::upstream_read_paths()}, "pin": "off",
         "tools": {"allow": ["echo"]},
         "resources": {"allow": ["demo://resource/static/document/*", "demo://resource/dynamic/text/*"], "deny": ["demo://resource/static/document/architecture.md"]},
         "prompts": {"allow": ["simple-prompt", "completable-prompt", "resource-prompt"]}
