@@ -24,6 +24,9 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 INSTALL ?= install
+# The guides README.md links to (docs/*.md), installed beside it under the same names so
+# the links hold in the installed copy too.
+DOCS := $(sort $(wildcard docs/*.md))
 
 PKGDIR  ?= target/pkg
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | sed -n 1p)
@@ -186,6 +189,7 @@ deb-check: deb
 	dpkg -i $(DEB)
 	/usr/bin/sp --version
 	test -x /usr/bin/sp-approve
+	test -f /usr/share/doc/sallyport/docs/tour.md
 	man -w sp
 	packaging/smoke-session /usr/bin/sp
 	dpkg --purge sallyport
@@ -195,13 +199,14 @@ deb-check: deb
 # names $(BINDIR)/sp-approve, so approval works as documented without a copy step.
 install:
 	@test -x $(SP) || { echo "make install: $(SP) is missing; run 'make build' (as yourself, not root) first" >&2; exit 1; }
-	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples \
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(INSTALL) -m 0755 $(SP) $(DESTDIR)$(BINDIR)/sp
 	$(INSTALL) -m 0755 packaging/sp-approve $(DESTDIR)$(BINDIR)/sp-approve
 	$(INSTALL) -m 0644 man/sp.1 man/sp-audit.1 man/sp-approve.1 $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL) -m 0644 man/sp-policy.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	sed 's|/usr/local/bin/sp-approve|$(BINDIR)/sp-approve|' packaging/policy.example.json >$(DESTDIR)$(DOCDIR)/examples/policy.example.json
 	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/policy.example.json
 	$(INSTALL) -m 0755 packaging/launcher/sp-launch $(DESTDIR)$(DOCDIR)/examples/
@@ -214,6 +219,8 @@ uninstall:
 	      $(DESTDIR)$(MANDIR)/man1/sp-approve.1 $(DESTDIR)$(MANDIR)/man5/sp-policy.5
 	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(DESTDIR)$(DOCDIR)/CHANGELOG.md \
 	      $(DESTDIR)$(DOCDIR)/examples/policy.example.json $(DESTDIR)$(DOCDIR)/examples/sp-launch
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
+	-rmdir $(DESTDIR)$(DOCDIR)/docs 2>/dev/null
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/sp $(DESTDIR)$(ZSHCOMPDIR)/_sp $(DESTDIR)$(FISHCOMPDIR)/sp.fish
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
 
@@ -225,6 +232,7 @@ install-check:
 	test -x $(PKGDIR)/stage/usr/bin/sp-approve
 	grep -q '"/usr/bin/sp-approve"' $(PKGDIR)/stage/usr/share/doc/sallyport/examples/policy.example.json
 	test -f $(PKGDIR)/stage/usr/share/bash-completion/completions/sp
+	for f in $(DOCS); do test -f $(PKGDIR)/stage/usr/share/doc/sallyport/$$f || exit 1; done
 	$(PKGDIR)/stage/usr/bin/sp --version
 	$(MAKE) --no-print-directory uninstall DESTDIR=$(CURDIR)/$(PKGDIR)/stage PREFIX=/usr
 	test -z "$$(find $(PKGDIR)/stage ! -type d)"
@@ -304,6 +312,7 @@ rpm-check: rpm
 	rpm --root "$$root" -i --nodeps $(RPMDIR)/RPMS/*/sallyport-$(VERSION)-*.rpm; \
 	"$$root/usr/bin/sp" --version; \
 	test -x "$$root/usr/bin/sp-approve"; \
+	find "$$root/usr/share/doc" -path '*/docs/tour.md' | grep -q . || { echo "rpm-check: docs/ not installed" >&2; exit 1; }; \
 	test -f "$$root/usr/share/man/man5/sp-policy.5.gz" || test -f "$$root/usr/share/man/man5/sp-policy.5"; \
 	rpm --root "$$root" -q sallyport
 
@@ -349,6 +358,7 @@ dist:
 	    install -m 0644 LICENSE packaging/licenses/OpenSSL.txt packaging/licenses/libssh2.txt packaging/licenses/zlib.txt $$d/licenses/; \
 	    $(PYTHON) packaging/third-party-licenses.py $$arch-unknown-linux-musl $$d/licenses/THIRD-PARTY.txt; \
 	    install -m 0644 README.md CHANGELOG.md packaging/policy.example.json $$d/; \
+	    mkdir -p $$d/docs && install -m 0644 $(DOCS) $$d/docs/; \
 	    find $$d -exec touch -h -d @$(SOURCE_DATE_EPOCH) {} +; \
 	    $(TAR_REPRO) -C $(PKGDIR)/dist -cf - sallyport-$(VERSION)-$$arch | gzip -9n >$(PKGDIR)/sallyport-$(VERSION)-$$arch.tar.gz; \
 	done
