@@ -2,12 +2,15 @@
 #   make demo   build, start a loopback demo API, drive a scripted MCP session through sp mcp
 #   make test   everything .ci/run checks: clippy (warnings are errors), the official MCP
 #               clients (Python SDK, TypeScript SDK, Inspector CLI) against sp, and the whole
-#               cargo suite (profile fast)
+#               cargo suite (profile fast; one build serves both)
 
 CARGO  ?= cargo
 PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
+# The binary `make test` runs: profile fast (release code without LTO, Cargo.toml), the
+# one the cargo suite's process tests spawn too, so the suite builds sp once.
+TEST_SP := target/fast/sp
 
 .PHONY: all build test lint interop upstreams unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
         lint-man deny msrv vendor rpm rpm-check oci static-aarch64 tools dist repro-check fuzz fuzz-smoke fuzz-seed fuzz-cmin
@@ -38,7 +41,11 @@ TOOLS_VENV ?= .venv-tools
 TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
 
 # Static builds (issue 11): musl, OpenSSL and zlib compiled in (Cargo feature `static`).
-# Rust paths are remapped so the binary names neither this checkout nor the cargo home.
+# The cargo home is remapped so the binary does not name it (dependencies' panic
+# locations). The checkout needs no remap: cargo hands rustc this crate's sources by
+# relative paths and the binary is stripped (`make repro-check` greps for it). Leaving
+# it out of RUSTFLAGS keeps the flags, and so every dependency's build, the same from
+# any checkout: the second build of repro-check compiles only this crate.
 # OpenSSL compiles its build directory into libcrypto (its modules directory, unused
 # with no-module), so static builds go to one fixed target directory whatever the
 # checkout: two builds in different directories are then bit-identical
@@ -47,7 +54,7 @@ TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
 STATIC_TARGET     ?= x86_64-unknown-linux-musl
 STATIC_TARGET_DIR ?= /tmp/sallyport-build
 CARGO_HOME        ?= $(HOME)/.cargo
-REMAP             := --remap-path-prefix=$(CURDIR)=/build/sallyport --remap-path-prefix=$(CARGO_HOME)=/cargo
+REMAP             := --remap-path-prefix=$(CARGO_HOME)=/cargo
 STATIC_FLAGS      := --release --locked --features static --target-dir $(STATIC_TARGET_DIR)
 STATIC_SP          = $(STATIC_TARGET_DIR)/$(STATIC_TARGET)/release/sp
 STATIC_SP_AARCH64  = $(STATIC_TARGET_DIR)/aarch64-unknown-linux-musl/release/sp
@@ -79,12 +86,14 @@ tests/interop/node_modules/.stamp: tests/interop/package.json tests/interop/pack
 	cd tests/interop && $(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-interop: build $(VENV)/.stamp tests/interop/node_modules/.stamp
-	$(VENV)/bin/python tests/interop/python_sdk.py $(SP)
-	$(VENV)/bin/python tests/interop/python_elicit.py $(SP)
-	$(VENV)/bin/python tests/interop/python_resources.py $(SP)
-	node tests/interop/ts_client.mjs $(SP)
-	node tests/interop/ts_elicit.mjs $(SP)
+# They drive the binary the cargo suite tests (TEST_SP): no LTO build just for them.
+interop: $(VENV)/.stamp tests/interop/node_modules/.stamp
+	$(CARGO) build --profile fast --locked --bin sp
+	$(VENV)/bin/python tests/interop/python_sdk.py $(TEST_SP)
+	$(VENV)/bin/python tests/interop/python_elicit.py $(TEST_SP)
+	$(VENV)/bin/python tests/interop/python_resources.py $(TEST_SP)
+	node tests/interop/ts_client.mjs $(TEST_SP)
+	node tests/interop/ts_elicit.mjs $(TEST_SP)
 
 # Real published MCP servers that the upstream tests (src/tools/upstream/tests/,
 # tests/it/upstream_gate.rs) and `make demo` put behind sp, pinned: server-everything and
@@ -105,8 +114,12 @@ upstreams: $(UPSTREAMS_VENV)/.stamp tests/upstreams/node_modules/.stamp
 # --profile fast: release code without LTO (Cargo.toml), so every test binary does not
 # pay for a whole-program link; the process-level tests spawn target/fast/sp. The real
 # MCP servers the upstream tests drive are installed first (`make upstreams`).
+# `--tests`: the library's unit tests, the binary's and tests/it; not the examples (the
+# demo and the benches: clippy --all-targets in `make lint` compiles them, and building
+# nine more linked binaries was a third of the suite's build) and no doc tests (the
+# crate has none: its doc blocks are text).
 unit: upstreams
-	$(CARGO) test --profile fast --locked
+	$(CARGO) test --profile fast --locked --tests
 
 test: lint interop unit
 
