@@ -386,6 +386,9 @@ repro-check: static
 	rm -rf $(REPRO_DIR) && mkdir -p $(REPRO_DIR)/elsewhere/deeper/checkout
 	cp $(STATIC_SP) $(REPRO_DIR)/sp.here
 	git archive HEAD | tar -x -C $(REPRO_DIR)/elsewhere/deeper/checkout
+	# The dependencies' builds are shared (same flags); this crate's is removed first, or
+	# cargo would find it fresh and the comparison would be of one build with itself.
+	cd $(REPRO_DIR)/elsewhere/deeper/checkout && $(CARGO) clean --release --locked -p sallyport --target $(STATIC_TARGET) --target-dir $(STATIC_TARGET_DIR)
 	$(MAKE) --no-print-directory -C $(REPRO_DIR)/elsewhere/deeper/checkout static
 	cp $(STATIC_SP) $(REPRO_DIR)/sp.elsewhere
 	sha256sum $(REPRO_DIR)/sp.here $(REPRO_DIR)/sp.elsewhere
