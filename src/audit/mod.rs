@@ -90,6 +90,7 @@ mod file;
 mod row;
 mod syslog;
 mod verify;
+pub(crate) mod export;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
