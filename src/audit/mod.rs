@@ -88,6 +88,8 @@
 
 mod file;
 mod row;
+mod journald;
+mod otlp;
 mod syslog;
 mod verify;
 pub(crate) mod export;
@@ -101,6 +103,7 @@ use serde_json::Value;
 pub(crate) use file::AuditError;
 use file::{create_private_dirs, FileJournal};
 pub(crate) use row::*;
+use otlp::Otlp;
 use syslog::Syslog;
 pub(crate) use verify::*;
 
@@ -171,10 +174,23 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
         },
     };
     let syslog = match &p.syslog {
-        Some(s) => format!("{} facility {}", s.socket.display(), s.facility_name),
+        Some(s) => {
+            let native = match &s.journald {
+                crate::policy::audit::Journald::Auto if s.socket == Path::new("/dev/log") => {
+                    format!(" (journald's native protocol when {} exists)", crate::policy::audit::JOURNALD_SOCKET)
+                }
+                crate::policy::audit::Journald::Socket(j) => format!(" (journald's native protocol to {})", j.display()),
+                _ => String::new(),
+            };
+            format!("{} facility {}{native}", s.socket.display(), s.facility_name)
+        }
         None => "no".into(),
     };
-    format!("audit: journal {path}, fsync {}, syslog copy {syslog}\n", if p.fsync { "yes" } else { "no" })
+    let otlp = match &p.otlp {
+        Some(o) => format!(", OTLP copy {}", o.endpoint),
+        None => String::new(),
+    };
+    format!("audit: journal {path}, fsync {}, syslog copy {syslog}{otlp}\n", if p.fsync { "yes" } else { "no" })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -188,6 +204,7 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
 pub struct Journal {
     file: Option<FileJournal>,
     syslog: Option<Syslog>,
+    otlp: Option<Otlp>,
     session: String,
     /// Rows this process wrote.
     pub written: u64,
@@ -201,13 +218,13 @@ impl fmt::Debug for Journal {
 
 impl Journal {
     pub fn off() -> Journal {
-        Journal { file: None, syslog: None, session: session_id(), written: 0 }
+        Journal { file: None, syslog: None, otlp: None, session: session_id(), written: 0 }
     }
 
     /// Whether rows go anywhere (a file or the syslog copy). When not, the server skips
     /// building them (a request's fingerprint is a canonical JSON and a hash).
     pub fn is_on(&self) -> bool {
-        self.file.is_some() || self.syslog.is_some()
+        self.file.is_some() || self.syslog.is_some() || self.otlp.is_some()
     }
 
     /// Opens the journal the policy asks for (resolving the default with `env`), or
@@ -237,6 +254,9 @@ impl Journal {
         }
         if let Some(s) = &p.syslog {
             j.syslog = Some(Syslog::new(s));
+        }
+        if let Some(o) = &p.otlp {
+            j.otlp = Some(Otlp::new(o));
         }
         Ok(j)
     }
@@ -273,10 +293,14 @@ impl Journal {
         m.put("session", Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
             m.put("ts", Value::String(rfc3339(SystemTime::now())));
-            // No file ("path": null, or no default location): the syslog copy, if any,
-            // still gets the row, without the chain fields only a file can give.
+            // No file ("path": null, or no default location): the copies, if any,
+            // still get the row, without the chain fields only a file can give.
+            let line = m.line();
             if let Some(s) = self.syslog.as_mut() {
-                s.send(&m.line(), notice);
+                s.send(&line, notice);
+            }
+            if let Some(o) = self.otlp.as_mut() {
+                o.send(&line);
             }
             return Ok(None);
         };
@@ -284,6 +308,9 @@ impl Journal {
         self.written += 1;
         if let Some(s) = self.syslog.as_mut() {
             s.send(&line, notice);
+        }
+        if let Some(o) = self.otlp.as_mut() {
+            o.send(&line);
         }
         Ok(Some(line))
     }
