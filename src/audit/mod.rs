@@ -12,7 +12,9 @@
 //!
 //! This file is the [`Journal`] API and the journal's location; `row.rs` the typed row
 //! builder and the row's byte form and hash; `file.rs` the file (open, lock, re-check,
-//! append, fsync); `syslog.rs` the syslog copy; `verify.rs` the chain check.
+//! append, fsync); `syslog.rs` the syslog copy (`journald.rs` its native wire);
+//! `otlp.rs` the OTLP copy; `verify.rs` the chain check; `export/` the forms a SIEM or a
+//! collector reads.
 //!
 //! # The file
 //! JSON Lines, append-only (`O_APPEND`), created `0600`, opened with `O_NOFOLLOW`: a
@@ -83,8 +85,16 @@
 //!   approvals, info otherwise). It is synchronous with a 1 s send timeout and best
 //!   effort: the file is the record; a copy that cannot be sent is a warning (once per
 //!   process), never a reason to refuse an action. Rows longer than 8 KiB are cut in the
-//!   copy (the file has them whole). journald's native protocol was not chosen: `/dev/log`
-//!   reaches every syslog daemon, and journald listens there too.
+//!   copy (the file has them whole). When journald is the receiver (the socket is
+//!   `/dev/log` and `/run/systemd/journal/socket` exists; or `"journald": PATH`), the
+//!   copy goes by journald's native protocol instead, with the row's fields as `SP_*`
+//!   journal fields (`journald.rs`, issue 35 §4); `"journald": false` keeps the
+//!   traditional format. Chosen once, at startup.
+//! - OTLP copy (issue 35 §4): `"otlp": {"url": URL}` queues each row, after it is in
+//!   the file, for a background thread that POSTs OpenTelemetry log records to
+//!   `URL/v1/logs` (`otlp.rs`); a call never waits for it, rows it cannot deliver are
+//!   dropped and counted. The row forms (and the severity every form shares) are
+//!   `export/`, also used by `sp audit export`.
 
 mod file;
 mod row;
