@@ -16,7 +16,6 @@
 pub(crate) mod approve;
 pub(crate) mod args;
 pub(crate) mod audit;
-mod export;
 pub(crate) mod explain;
 pub(crate) mod limits;
 pub(crate) mod upstream;

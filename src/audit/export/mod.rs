@@ -1,5 +1,5 @@
 //! Journal rows in the forms other systems read: `sp audit export --format
-//! ndjson|cef|ocsf` (`cli::export`), the OpenTelemetry log record of the OTLP copy
+//! ndjson|cef|ocsf` (`cli::audit::export`), the OpenTelemetry log record of the OTLP copy
 //! (`audit::otlp`), and the one severity and outcome every form gives a row
 //! ([`level`], [`outcome`]). Pure: a row's line and fields in, text or a JSON value out.
 //!

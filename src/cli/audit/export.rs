@@ -24,8 +24,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::args::Since;
-use super::audit::Failed;
+use super::Failed;
+use crate::cli::args::Since;
 use crate::audit::export::{parse_rfc3339, render, Format};
 use crate::audit::{Chain, MAX_ROW_BYTES};
 
