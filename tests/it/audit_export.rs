@@ -235,6 +235,49 @@ fn follow_prints_new_rows_and_stops_when_the_file_shrinks() {
     assert!(stderr.contains("the file shrank under export --follow"), "{stderr}");
 }
 
+/// `--follow` across a rotation: the journal moved away and a new one started at the
+/// path (a new chain from genesis) is followed from its first row.
+#[test]
+fn follow_goes_on_with_the_new_file_after_a_rotation() {
+    let f = fixture(json!({}));
+    session(&f, 1);
+    let mut child = Launch::new(&["audit", "export", &f.journal.display().to_string(), "--follow", "--format", "cef"])
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sp audit export --follow");
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let take = |n: usize, what: &str| -> Vec<String> {
+        let end = Instant::now() + deadline();
+        (0..n)
+            .map(|i| {
+                rx.recv_timeout(end.saturating_duration_since(Instant::now()))
+                    .unwrap_or_else(|_| panic!("waited {:?} for exported line {} of {n} ({what})", deadline(), i + 1))
+            })
+            .collect()
+    };
+    let old = take(3, "the first journal's rows");
+    assert!(old[0].contains(" externalId=1 "), "{}", old[0]);
+    std::fs::rename(&f.journal, f.dir.path.join("audit.jsonl.1")).unwrap();
+    session(&f, 1);
+    let new = take(3, "the new journal's rows, after the rotation");
+    assert!(new[0].contains("|start:enforce|") && new[0].contains(" externalId=1 "), "the new file from its first row: {}", new[0]);
+    assert!(new[2].contains("|end:eof|"), "{}", new[2]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// journald's native protocol, as a journald would parse it.
 fn native_fields(mut d: &[u8]) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
