@@ -17,7 +17,7 @@ _sp() {
     local i command= sub=
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
-            -c | --config | --max-line-bytes | -n | --anchor | --tool | --args) ((i++)) ;;
+            -c | --config | --max-line-bytes | -n | --anchor | --tool | --args | --format | --since) ((i++)) ;;
             -*) ;;
             *) if [[ -z $command ]]; then command=${words[i]}; elif [[ -z $sub ]]; then sub=${words[i]}; fi ;;
         esac
@@ -31,10 +31,16 @@ _sp() {
         init) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '- --help' -- "$cur")) ;;
         audit)
             case $sub in
-                '') COMPREPLY=($(compgen -W 'verify tail show --help' -- "$cur")) ;;
+                '') COMPREPLY=($(compgen -W 'verify tail show export --help' -- "$cur")) ;;
                 verify) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '--anchor' -- "$cur")) ;;
                 tail) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '-n --json' -- "$cur")) ;;
                 show) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '--json' -- "$cur")) ;;
+                export)
+                    case $prev in
+                        --format) COMPREPLY=($(compgen -W 'ndjson cef ocsf' -- "$cur")) ;;
+                        --since) COMPREPLY=() ;;
+                        *) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur") $(compgen -W '--format --since --follow' -- "$cur")) ;;
+                    esac ;;
             esac ;;
         approve)
             case $sub in

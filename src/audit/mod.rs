@@ -12,7 +12,9 @@
 //!
 //! This file is the [`Journal`] API and the journal's location; `row.rs` the typed row
 //! builder and the row's byte form and hash; `file.rs` the file (open, lock, re-check,
-//! append, fsync); `syslog.rs` the syslog copy; `verify.rs` the chain check.
+//! append, fsync); `syslog.rs` the syslog copy (`journald.rs` its native wire);
+//! `otlp.rs` the OTLP copy; `verify.rs` the chain check; `export/` the forms a SIEM or a
+//! collector reads.
 //!
 //! # The file
 //! JSON Lines, append-only (`O_APPEND`), created `0600`, opened with `O_NOFOLLOW`: a
@@ -83,13 +85,24 @@
 //!   approvals, info otherwise). It is synchronous with a 1 s send timeout and best
 //!   effort: the file is the record; a copy that cannot be sent is a warning (once per
 //!   process), never a reason to refuse an action. Rows longer than 8 KiB are cut in the
-//!   copy (the file has them whole). journald's native protocol was not chosen: `/dev/log`
-//!   reaches every syslog daemon, and journald listens there too.
+//!   copy (the file has them whole). When journald is the receiver (the socket is
+//!   `/dev/log` and `/run/systemd/journal/socket` exists; or `"journald": PATH`), the
+//!   copy goes by journald's native protocol instead, with the row's fields as `SP_*`
+//!   journal fields (`journald.rs`, issue 35 §4); `"journald": false` keeps the
+//!   traditional format. Chosen once, at startup.
+//! - OTLP copy (issue 35 §4): `"otlp": {"url": URL}` queues each row, after it is in
+//!   the file, for a background thread that POSTs OpenTelemetry log records to
+//!   `URL/v1/logs` (`otlp.rs`); a call never waits for it, rows it cannot deliver are
+//!   dropped and counted. The row forms (and the severity every form shares) are
+//!   `export/`, also used by `sp audit export`.
 
 mod file;
 mod row;
+mod journald;
+mod otlp;
 mod syslog;
 mod verify;
+pub(crate) mod export;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -100,6 +113,7 @@ use serde_json::Value;
 pub(crate) use file::AuditError;
 use file::{create_private_dirs, FileJournal};
 pub(crate) use row::*;
+use otlp::Otlp;
 use syslog::Syslog;
 pub(crate) use verify::*;
 
@@ -170,10 +184,23 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
         },
     };
     let syslog = match &p.syslog {
-        Some(s) => format!("{} facility {}", s.socket.display(), s.facility_name),
+        Some(s) => {
+            let native = match &s.journald {
+                crate::policy::audit::Journald::Auto if s.socket == Path::new("/dev/log") => {
+                    format!(" (journald's native protocol when {} exists)", crate::policy::audit::JOURNALD_SOCKET)
+                }
+                crate::policy::audit::Journald::Socket(j) => format!(" (journald's native protocol to {})", j.display()),
+                _ => String::new(),
+            };
+            format!("{} facility {}{native}", s.socket.display(), s.facility_name)
+        }
         None => "no".into(),
     };
-    format!("audit: journal {path}, fsync {}, syslog copy {syslog}\n", if p.fsync { "yes" } else { "no" })
+    let otlp = match &p.otlp {
+        Some(o) => format!(", OTLP copy {}", o.endpoint),
+        None => String::new(),
+    };
+    format!("audit: journal {path}, fsync {}, syslog copy {syslog}{otlp}\n", if p.fsync { "yes" } else { "no" })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -187,6 +214,7 @@ pub(crate) fn check_summary(p: &AuditPolicy, env: impl Fn(&str) -> Option<String
 pub struct Journal {
     file: Option<FileJournal>,
     syslog: Option<Syslog>,
+    otlp: Option<Otlp>,
     session: String,
     /// Rows this process wrote.
     pub written: u64,
@@ -200,13 +228,13 @@ impl fmt::Debug for Journal {
 
 impl Journal {
     pub fn off() -> Journal {
-        Journal { file: None, syslog: None, session: session_id(), written: 0 }
+        Journal { file: None, syslog: None, otlp: None, session: session_id(), written: 0 }
     }
 
     /// Whether rows go anywhere (a file or the syslog copy). When not, the server skips
     /// building them (a request's fingerprint is a canonical JSON and a hash).
     pub fn is_on(&self) -> bool {
-        self.file.is_some() || self.syslog.is_some()
+        self.file.is_some() || self.syslog.is_some() || self.otlp.is_some()
     }
 
     /// Opens the journal the policy asks for (resolving the default with `env`), or
@@ -236,6 +264,9 @@ impl Journal {
         }
         if let Some(s) = &p.syslog {
             j.syslog = Some(Syslog::new(s));
+        }
+        if let Some(o) = &p.otlp {
+            j.otlp = Some(Otlp::new(o));
         }
         Ok(j)
     }
@@ -272,10 +303,14 @@ impl Journal {
         m.put("session", Value::String(self.session.clone()));
         let Some(file) = self.file.as_mut() else {
             m.put("ts", Value::String(rfc3339(SystemTime::now())));
-            // No file ("path": null, or no default location): the syslog copy, if any,
-            // still gets the row, without the chain fields only a file can give.
+            // No file ("path": null, or no default location): the copies, if any,
+            // still get the row, without the chain fields only a file can give.
+            let line = m.line();
             if let Some(s) = self.syslog.as_mut() {
-                s.send(&m.line(), notice);
+                s.send(&line, notice);
+            }
+            if let Some(o) = self.otlp.as_mut() {
+                o.send(&line);
             }
             return Ok(None);
         };
@@ -283,6 +318,9 @@ impl Journal {
         self.written += 1;
         if let Some(s) = self.syslog.as_mut() {
             s.send(&line, notice);
+        }
+        if let Some(o) = self.otlp.as_mut() {
+            o.send(&line);
         }
         Ok(Some(line))
     }

@@ -230,16 +230,56 @@ pub(crate) fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Bro
 /// `seq` rises by one per row across sessions. When a row does not chain on, a second
 /// pass finds where its `prev` is, to tell a swap from a removal.
 pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
-    if anchor.is_some_and(|a| !is_hash(a)) {
-        return Err(Broken { row: 0, why: "the anchor must be 64 lowercase hex digits (a row's hash)".into() });
-    }
-    let mut prev_hash: Option<String> = None;
-    let (mut prev_seq, mut first_seq, mut anchor_row, mut n) = (0, None, None, 0u64);
+    let mut chain = Chain::new(anchor)?;
     let mut outcomes = Outcomes::default();
     loop {
-        let line = read_line(&mut r).map_err(|e| Broken { row: n + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
+        let line = read_line(&mut r).map_err(|e| Broken { row: chain.rows + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
         let Some((line, terminated)) = line else { break };
-        n += 1;
+        let row = chain.step(&line, terminated, &mut r)?;
+        outcomes.see(chain.rows, &row);
+    }
+    chain.finish()?;
+    let (unknown, unknown_count) = outcomes.finish();
+    Ok(Verified {
+        rows: chain.rows,
+        first_seq: chain.first_seq,
+        last_seq: (chain.rows > 0).then_some(chain.prev_seq),
+        last_hash: chain.prev_hash.unwrap_or_else(|| chain.anchor.unwrap_or_else(|| GENESIS.to_owned())),
+        anchor_row: chain.anchor_row,
+        unknown,
+        unknown_count,
+    })
+}
+
+/// The chain check one line at a time ([`verify_reader`] over a whole file; `sp audit
+/// export` as it streams, `--follow` included): each [`Chain::step`] takes the next
+/// line and returns the row, or the first defect, by its line number.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    anchor: Option<String>,
+    prev_hash: Option<String>,
+    prev_seq: u64,
+    first_seq: Option<u64>,
+    anchor_row: Option<u64>,
+    /// Lines taken so far (the line number of the last one).
+    pub rows: u64,
+}
+
+impl Chain {
+    /// A check from the start of a file; `anchor` as for [`verify_reader`].
+    pub(crate) fn new(anchor: Option<&str>) -> Result<Chain, Broken> {
+        if anchor.is_some_and(|a| !is_hash(a)) {
+            return Err(Broken { row: 0, why: "the anchor must be 64 lowercase hex digits (a row's hash)".into() });
+        }
+        Ok(Chain { anchor: anchor.map(str::to_owned), prev_hash: None, prev_seq: 0, first_seq: None, anchor_row: None, rows: 0 })
+    }
+
+    /// The next line (without its newline; `terminated`: it had one). `r` is the file,
+    /// read again from its start only to name where a row that does not chain on
+    /// belongs (its position is lost then: the check stops at the first defect).
+    pub(crate) fn step<R: BufRead + Seek>(&mut self, line: &[u8], terminated: bool, r: &mut R) -> Result<ParsedRow, Broken> {
+        self.rows += 1;
+        let n = self.rows;
         if !terminated {
             let why = if line.len() > MAX_ROW_BYTES {
                 "is longer than 1 MiB: not a row sp wrote (edited or corrupted)".to_owned()
@@ -252,8 +292,10 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
             };
             return Err(Broken { row: n, why });
         }
-        let row = parse_row(&line).map_err(|e| Broken { row: n, why: e.to_string() })?;
-        match &prev_hash {
+        let row = parse_row(line).map_err(|e| Broken { row: n, why: e.to_string() })?;
+        let anchor = self.anchor.as_deref();
+        let prev_seq = self.prev_seq;
+        match &self.prev_hash {
             None => {
                 let starts = row.prev == GENESIS || Some(row.prev.as_str()) == anchor;
                 if !starts {
@@ -265,12 +307,12 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
                     });
                 }
                 if Some(row.prev.as_str()) == anchor {
-                    anchor_row = Some(0);
+                    self.anchor_row = Some(0);
                 }
-                first_seq = Some(row.seq);
+                self.first_seq = Some(row.seq);
             }
             Some(expected) if row.prev != *expected => {
-                let why = match find_hash(&mut r, &row.prev) {
+                let why = match find_hash(r, &row.prev) {
                     Some(j) if j > n => format!("is out of order: it chains on from row {j}, which comes after it (rows were swapped or moved)"),
                     Some(j) => format!("is out of order: it chains on from row {j} instead of row {} (rows were moved or duplicated)", n - 1),
                     None if row.seq > prev_seq + 1 => {
@@ -287,28 +329,23 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
             Some(_) => {}
         }
         if Some(row.hash.as_str()) == anchor {
-            anchor_row = Some(n);
+            self.anchor_row = Some(n);
         }
-        outcomes.see(n, &row);
-        prev_hash = Some(row.hash);
-        prev_seq = row.seq;
+        self.prev_hash = Some(row.hash.clone());
+        self.prev_seq = row.seq;
+        Ok(row)
     }
-    if let (Some(a), None) = (anchor, anchor_row) {
-        return Err(Broken {
-            row: n + 1,
-            why: format!("the anchor {a} is neither the first row's prev nor any row's hash: the rows it pinned were removed or rewritten"),
-        });
+
+    /// At the end of the file: an anchor that no row had is a defect.
+    pub(crate) fn finish(&self) -> Result<(), Broken> {
+        if let (Some(a), None) = (&self.anchor, self.anchor_row) {
+            return Err(Broken {
+                row: self.rows + 1,
+                why: format!("the anchor {a} is neither the first row's prev nor any row's hash: the rows it pinned were removed or rewritten"),
+            });
+        }
+        Ok(())
     }
-    let (unknown, unknown_count) = outcomes.finish();
-    Ok(Verified {
-        rows: n,
-        first_seq,
-        last_seq: (n > 0).then_some(prev_seq),
-        last_hash: prev_hash.unwrap_or_else(|| anchor.unwrap_or(GENESIS).to_owned()),
-        anchor_row,
-        unknown,
-        unknown_count,
-    })
 }
 
 /// The line number of the row whose `hash` is `hash`, if any (a second pass).

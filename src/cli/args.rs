@@ -17,6 +17,7 @@ Usage:
   sp explain [-c FILE] [--json] CALL | --tool NAME [--args JSON]
   sp test [-c FILE] CASES
   sp [-v...] [-q] audit verify FILE [--anchor HASH] | tail FILE [-n N] [--json] | show FILE [--json]
+  sp [-v...] [-q] audit export FILE [--format ndjson|cef|ocsf] [--since TIME] [--follow]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
   sp --version
@@ -28,7 +29,7 @@ Commands:
   init     write a starting policy (sp init --help)
   explain  what the policy decides for one call, without running it (sp explain --help)
   test     hold a file of calls to the decisions expected (sp explain --help)
-  audit    check or print an audit journal (sp audit --help)
+  audit    check, print or export an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
   upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
 
@@ -203,6 +204,10 @@ pub(crate) enum UsageError {
     NoIdNorAll,
     Anchor,
     Lines,
+    /// `sp audit export --format` with another name than ndjson, cef or ocsf.
+    Format,
+    /// `sp audit export --since` with neither an RFC 3339 time nor an age.
+    Since,
     NoFile {
         sub: String,
     },
@@ -241,11 +246,11 @@ impl std::fmt::Display for UsageError {
             UsageError::NoSubcommand { command: "approve" } => f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)"),
             UsageError::NoSubcommand { command: "upstream" } => f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
             UsageError::NoSubcommand { command } => {
-                write!(f, "sp {command} needs a command: verify, tail or show (try: sp {command} --help)")
+                write!(f, "sp {command} needs a command: verify, tail, show or export (try: sp {command} --help)")
             }
             UsageError::UnknownSubcommand { command: "approve", name } => write!(f, "unknown approve command {name:?} (list or revoke)"),
             UsageError::UnknownSubcommand { command: "upstream", name } => write!(f, "unknown upstream command {name:?} (pin, diff or approve)"),
-            UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail or show)"),
+            UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail, show or export)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
             UsageError::NotForInit { flag } => write!(f, "{flag} does not apply to sp init (it takes a FILE, or - for stdout)"),
@@ -253,6 +258,8 @@ impl std::fmt::Display for UsageError {
             UsageError::NoIdNorAll => f.write_str("sp approve revoke needs a grant id or --all"),
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
             UsageError::Lines => f.write_str("-n takes a number"),
+            UsageError::Format => f.write_str("--format takes ndjson, cef or ocsf"),
+            UsageError::Since => f.write_str("--since takes an RFC 3339 time (2026-12-05T12:00:00Z) or an age: a number and s, m, h or d (90m)"),
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
             UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
             UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
@@ -462,87 +469,9 @@ pub(crate) fn parse_approve(argv: impl IntoIterator<Item = OsString>) -> Result<
     Ok(ApproveArgs { sub, config })
 }
 
-pub(crate) const AUDIT_USAGE: &str = "\
-Usage:
-  sp audit verify FILE [--anchor HASH]
-  sp audit tail FILE [-n N] [--json]
-  sp audit show FILE [--json]
-
-  verify   check the hash chain; exit 0 only when the journal is whole
-  tail     print the last N rows (default 10)
-  show     print every row
-
-Options:
-      --anchor HASH  a hash recorded earlier (the last line of a previous verify, the
-                     syslog copy): it must be in the file, or be the first row's prev
-  -n, --lines N      how many rows tail prints
-      --json         the rows as stored, one JSON object per line
-  -h, --help         this help
-";
-
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Sub {
-    Verify { anchor: Option<String> },
-    Tail { lines: usize, json: bool },
-    Show { json: bool },
-    Help,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct AuditArgs {
-    pub sub: Sub,
-    pub file: PathBuf,
-}
-
-/// What follows `audit` on the command line.
-pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<AuditArgs, UsageError> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(argv);
-    let mut sub = None;
-    let mut file = None;
-    let (mut anchor, mut lines, mut json) = (None, None, false);
-    while let Some(arg) = p.next().map_err(lexopt)? {
-        match arg {
-            Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
-            Long("anchor") => {
-                // Checked here, not by verify: a malformed anchor is a usage error (exit
-                // 2), not a broken journal (exit 1). Upper case hex is accepted.
-                let v = p.value().map_err(lexopt)?;
-                let a = v.to_str().filter(|a| a.len() == 64 && a.bytes().all(|b| b.is_ascii_hexdigit()));
-                anchor = Some(a.ok_or(UsageError::Anchor)?.to_ascii_lowercase());
-            }
-            Short('n') | Long("lines") => {
-                let v = p.value().map_err(lexopt)?;
-                lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or(UsageError::Lines)?);
-            }
-            Long("json") => json = true,
-            Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
-            Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
-            other => return Err(lexopt(other.unexpected())),
-        }
-    }
-    let sub = sub.ok_or(UsageError::NoSubcommand { command: "audit" })?;
-    let file = file.ok_or_else(|| UsageError::NoFile { sub: sub.clone() })?;
-    let only = |flag, ok: bool| if ok { Ok(()) } else { Err(UsageError::NotFor { flag, command: "audit", sub: sub.clone() }) };
-    let sub = match sub.as_str() {
-        "verify" => {
-            only("-n", lines.is_none())?;
-            only("--json", !json)?;
-            Sub::Verify { anchor }
-        }
-        "tail" => {
-            only("--anchor", anchor.is_none())?;
-            Sub::Tail { lines: lines.unwrap_or(10), json }
-        }
-        "show" => {
-            only("--anchor", anchor.is_none())?;
-            only("-n", lines.is_none())?;
-            Sub::Show { json }
-        }
-        other => return Err(UsageError::UnknownSubcommand { command: "audit", name: other.to_owned() }),
-    };
-    Ok(AuditArgs { sub, file })
-}
+// `sp audit`'s own arguments.
+mod audit;
+pub(crate) use audit::{parse_audit, AuditArgs, Since, Sub, AUDIT_USAGE};
 
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,7 @@ mod approval_channels;
 mod approver_display;
 mod args;
 mod audit;
+mod audit_export;
 mod check_display;
 mod compressed;
 mod corpus;

@@ -102,6 +102,8 @@ fn the_parser_takes_every_listed_flag() {
     let value_for = |v: &str| match v {
         "N" => "4096".to_owned(),
         "HASH" => "ab".repeat(32),
+        "FORMAT" => "cef".to_owned(),
+        "TIME" => "1h".to_owned(),
         _ => "/x".to_owned(),
     };
     for (short, long, value) in usage_flags(USAGE) {
@@ -116,7 +118,11 @@ fn the_parser_takes_every_listed_flag() {
     }
     for (short, long, value) in usage_flags(AUDIT_USAGE) {
         for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
-            let sub = if long == "anchor" { "verify" } else { "tail" };
+            let sub = match long.as_str() {
+                "anchor" => "verify",
+                "format" | "since" | "follow" => "export",
+                _ => "tail",
+            };
             let mut argv = vec![sub.to_owned(), "/j".to_owned(), name.clone()];
             argv.extend(value.as_deref().map(value_for));
             let got = parse_audit(argv.iter().map(OsString::from));

@@ -187,3 +187,23 @@ fn explain_and_test_parse() {
     assert!(is_explain(&argv(&["-c", "/p", "explain", "--nope"])) && is_explain(&argv(&["test"])));
     assert!(!is_explain(&argv(&["audit", "show", "test"])) && !is_explain(&argv(&["mcp"])));
 }
+
+/// `sp audit export`: its flags, their defaults, and the usage errors that name them.
+#[test]
+fn audit_export_flags() {
+    use crate::audit::export::Format;
+    let export = |format, since, follow| AuditArgs { sub: Sub::Export { format, since, follow }, file: PathBuf::from("F") };
+    assert_eq!(p(&["audit", "export", "F"]).unwrap().command, Command::Audit(export(Format::Ndjson, None, false)));
+    let a = p(&["audit", "export", "F", "--format", "cef", "--since", "90m", "--follow"]).unwrap();
+    assert_eq!(a.command, Command::Audit(export(Format::Cef, Some(Since::Ago(5400)), true)));
+    let a = p(&["audit", "export", "--since", "2026-12-05T13:00:00+01:00", "F", "--format", "ocsf"]).unwrap();
+    assert_eq!(a.command, Command::Audit(export(Format::Ocsf, Some(Since::At(1_796_472_000_000)), false)));
+    assert_eq!(p(&["audit", "export", "F", "--format", "leef"]).unwrap_err(), "--format takes ndjson, cef or ocsf");
+    for bad in ["1w", "h", "-1h", "1.5h", "yesterday", "99999999999999999999d"] {
+        assert!(p(&["audit", "export", "F", "--since", bad]).unwrap_err().starts_with("--since takes an RFC 3339 time"), "{bad}");
+    }
+    assert_eq!(p(&["audit", "show", "F", "--follow"]).unwrap_err(), "--follow does not apply to sp audit show");
+    assert_eq!(p(&["audit", "verify", "F", "--format", "cef"]).unwrap_err(), "--format does not apply to sp audit verify");
+    assert_eq!(p(&["audit", "export", "F", "--json"]).unwrap_err(), "--json does not apply to sp audit export");
+    assert_eq!(p(&["audit", "export"]).unwrap_err(), "sp audit export needs a journal FILE");
+}

@@ -1,9 +1,10 @@
-//! `sp audit verify|tail|show`: read a journal written by `sp mcp`.
+//! `sp audit verify|tail|show|export`: read a journal written by `sp mcp`.
 //!
 //! ```text
 //! sp audit verify FILE [--anchor HASH]   exit 0: whole; 1: broken (first bad row named) or unreadable
 //! sp audit tail FILE [-n N] [--json]     the last N rows (default 10)
 //! sp audit show FILE [--json]            every row
+//! sp audit export FILE [--format F] [--since T] [--follow]   rows for a SIEM, chain checked (export.rs)
 //! ```
 //!
 //! `verify` checks the whole chain from the first row (see `audit/mod.rs` for the hash),
@@ -27,6 +28,8 @@ use std::io::{BufReader, Write};
 use serde_json::Value;
 
 use super::args::{AuditArgs, Sub, AUDIT_USAGE};
+
+mod export;
 use crate::audit;
 use crate::mcp::out::StdoutHandle;
 
@@ -101,6 +104,10 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
             let mut reader = BufReader::new(file);
             let lines = std::iter::from_fn(move || audit::read_line(&mut reader).transpose());
             print_rows(&mut out, &name, lines.map(|l| l.map(|(bytes, _)| bytes)), *json)
+        }
+        Sub::Export { format, since, follow } => {
+            let x = export::Export { path: &args.file, name: &name, format: *format, since: *since, follow: *follow };
+            export::run(&mut out, file, &x)
         }
         Sub::Help => unreachable!("handled above"),
     }
