@@ -38,6 +38,7 @@ mod http;
 mod names;
 pub(crate) mod pins;
 pub(crate) mod replay;
+mod reload;
 pub(crate) mod resources;
 mod route;
 mod start;
