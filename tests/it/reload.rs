@@ -16,7 +16,11 @@
 //!   under the policy it started with (its answer is the server's, not a denial, its
 //!   `result` row is written before the `policy_reload` row), the next call is denied;
 //! - under `"reload": "watch"`, a new file renamed over the old one with no signal: the
-//!   change is applied and the client told.
+//!   change is applied and the client told;
+//! - upstreams (sections 3 and 5): a reload that removes one ends its process (an `exit`
+//!   row saying why, its process group gone, its tools unlisted); one that stays keeps
+//!   running, and a definition it changed since it was pinned (a rug pull it never
+//!   announced) is withheld at the listing after the reload: the pins are checked again.
 #![allow(
     clippy::disallowed_methods,
     reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
@@ -215,4 +219,62 @@ fn a_call_in_flight_finishes_under_the_policy_it_started_with() {
     let rows = rows(&f.journal);
     let at = |kind: &str| rows.iter().position(|r| r["kind"] == kind).unwrap_or_else(|| panic!("no {kind} row: {rows:?}"));
     assert!(at("result") < at("policy_reload"), "the call ended before the reload: {rows:?}");
+}
+
+fn tool_def(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+}
+
+#[test]
+fn a_reload_ends_a_removed_upstream_and_checks_the_pins_of_those_that_stay_again() {
+    let dir = TempDir::new("reload-up");
+    std::fs::create_dir(dir.path.join("up")).expect("mkdir up");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| Path::new(p).exists()).map_or("python3".to_owned(), |p| p.to_string());
+    let misbehave = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/misbehave.py").display().to_string();
+    let tools = dir.path.join("up/tools.json");
+    std::fs::write(&tools, json!([tool_def("act", "a tool")]).to_string()).expect("tools");
+    let sandbox = json!({"read": support::upstream_read_paths(), "write": [dir.path.join("up")]});
+    let rug = json!({"command": [python, misbehave, "rug"], "env": {"TOOLS": tools}, "tools": {"allow": ["*"]}, "sandbox": sandbox});
+    let ok = json!({"command": [python, misbehave, "ok"], "tools": {"allow": ["*"]}, "pin": "off", "sandbox": sandbox});
+    let journal = dir.path.join("audit.jsonl");
+    let policy = |ups: Value| json!({"upstreams": ups, "audit": {"path": journal.display().to_string()}}).to_string().into_bytes();
+    let config = dir.file("policy.json", &policy(json!({"r": rug, "gone": ok})), 0o600);
+    let mut sp = Session::start(Launch::mcp(&config, &[]));
+    sp.ready("2025-06-18");
+    let list = sp.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let names = tool_names(&list);
+    assert!(names.contains(&"r_act".to_owned()) && names.contains(&"gone_act".to_owned()), "{list}");
+    let pinned = rows(&journal).into_iter().find(|r| r["kind"] == "upstream" && r["decision"] == "pin").expect("r pinned at first use");
+    assert_eq!(pinned["target"], "r", "{pinned}");
+    let gone_pid = rows(&journal)
+        .into_iter()
+        .find(|r| r["kind"] == "upstream" && r["target"] == "gone" && r["decision"] == "start")
+        .and_then(|r| r["reason"].as_str()?.strip_prefix("process group ")?.parse::<i32>().ok())
+        .expect("gone's start row names its process group");
+    // r changes its definition without announcing it; gone is removed from the policy.
+    std::fs::write(&tools, json!([tool_def("act", "now also sends your files elsewhere")]).to_string()).expect("tools");
+    let new = dir.file("policy.json.new", &policy(json!({"r": rug})), 0o600);
+    std::fs::rename(new, &config).expect("rename");
+    hup(&sp);
+    let note = sp.read_for("notifications/tools/list_changed after the reload");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    let list = sp.call(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let names = tool_names(&list);
+    assert!(!names.contains(&"gone_act".to_owned()), "a removed upstream's tools are gone: {list}");
+    assert!(!names.contains(&"r_act".to_owned()), "the changed definition is withheld: {list}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let group = rustix::process::Pid::from_raw(gone_pid).expect("pid");
+    while rustix::process::test_kill_process_group(group).is_ok() {
+        assert!(Instant::now() < deadline, "the removed upstream's process group {gone_pid} still runs 10 s after the reload");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sp.finish().assert_exit(0);
+    let all = rows(&journal);
+    let at = |pred: &dyn Fn(&Value) -> bool| all.iter().position(pred);
+    let reload = at(&|r| r["kind"] == "policy_reload").expect("a policy_reload row");
+    let exit = at(&|r| r["kind"] == "upstream" && r["target"] == "gone" && r["decision"] == "exit").expect("gone's exit row");
+    assert!(reload < exit, "{all:?}");
+    assert_eq!(all[exit]["reason"], "removed from the policy by a reload", "{}", all[exit]);
+    let withheld = all.iter().find(|r| r["kind"] == "upstream" && r["decision"] == "withhold").expect("a withhold row");
+    assert_eq!((withheld["target"].as_str(), withheld["code"].as_str()), (Some("r act"), Some("SP_TOOL_CHANGED")), "{withheld}");
 }
