@@ -261,7 +261,11 @@ impl<'p, E: Executor> Server<'p, E> {
     /// when a reload can change the tools (`sp mcp`).
     fn offer(&self) -> Offer {
         let ups = self.policy.upstreams.values();
-        Offer { list_changed: self.live.is_some() || self.reloading.is_some(), resources: ups.clone().any(|u| u.resources.any()), prompts: ups.clone().any(|u| u.prompts.any()) }
+        Offer {
+            list_changed: self.live.is_some() || self.reloading.is_some(),
+            resources: ups.clone().any(|u| u.resources.any()),
+            prompts: ups.clone().any(|u| u.prompts.any()),
+        }
     }
 
     /// Finds and keeps approval grants in `grants` (`sp mcp`: when the policy allows any).

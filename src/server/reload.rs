@@ -42,17 +42,20 @@ use super::Server;
 /// How often a watched policy file is looked at (its inode, size and times).
 pub(crate) const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Loads and checks a policy file as `sp mcp` does before it serves (`cli`).
+pub(crate) type Load<'p> = Box<dyn Fn(&Path) -> Result<Loaded, ReloadError> + 'p>;
+
 /// What `sp mcp` hands the loop so it can reload: the request (SIGHUP, the watcher), and
 /// how a file is loaded and checked (as before serving: `cli`).
 pub(crate) struct Reloading<'p> {
     pub(crate) asked: crate::signals::Reload,
-    pub(crate) load: Box<dyn Fn(&Path) -> Result<Loaded, ReloadError> + 'p>,
+    pub(crate) load: Load<'p>,
     /// The running watcher's switch (`"reload": "watch"`).
     watching: Option<Arc<AtomicBool>>,
 }
 
 impl<'p> Reloading<'p> {
-    pub(crate) fn new(asked: crate::signals::Reload, load: Box<dyn Fn(&Path) -> Result<Loaded, ReloadError> + 'p>) -> Self {
+    pub(crate) fn new(asked: crate::signals::Reload, load: Load<'p>) -> Self {
         Reloading { asked, load, watching: None }
     }
 

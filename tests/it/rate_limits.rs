@@ -136,7 +136,8 @@ fn a_tight_race_loses_no_count() {
 fn a_limit_on_an_upstreams_tools_counts_its_own_names_and_stops_the_call_before_it() {
     let dir = TempDir::new("limits-up");
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| std::path::Path::new(p).exists()).map_or("python3".to_owned(), |p| p.to_string());
+    let python =
+        ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| std::path::Path::new(p).exists()).map_or("python3".to_owned(), |p| p.to_string());
     let misbehave = root.join("tests/support/upstreams/misbehave.py").display().to_string();
     let tools = json!([
         {"name": "create_issue", "description": "a tool", "inputSchema": {"type": "object"}},

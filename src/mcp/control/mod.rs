@@ -554,7 +554,7 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
             // The response to sp's own request, while it waits: handed over, never queued.
             Some(Event::Frame { frame: Ok(frame), .. }) if awaited(call, &frame) => {}
             // The listing copied out first: the lock is not held while writing.
-            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.listing()) {
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.listing(), link.reload.is_some()) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
                 Control::List(id, era) => match link.listing() {
                     Listing::Fixed(list) => link.send_for_call(&call.cancel, |w| w.send(&list.answer(id.to_value(), era))),
