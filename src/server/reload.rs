@@ -221,8 +221,10 @@ fn stamp(path: &Path) -> Stamp {
 fn watch(path: PathBuf, asked: crate::signals::Reload) -> Option<Arc<AtomicBool>> {
     let on = Arc::new(AtomicBool::new(true));
     let running = on.clone();
+    // Taken here, not in the thread: a change made before the thread first runs (it may
+    // be scheduled late) is still a change.
+    let mut last = stamp(&path);
     let spawned = std::thread::Builder::new().name("sp-watch".into()).spawn(move || {
-        let mut last = stamp(&path);
         while running.load(Ordering::SeqCst) {
             std::thread::sleep(WATCH_EVERY);
             let now = stamp(&path);

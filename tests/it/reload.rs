@@ -15,12 +15,16 @@
 //! - a reload asked while a call runs (its upstream answer delayed): the call finishes
 //!   under the policy it started with (its answer is the server's, not a denial, its
 //!   `result` row is written before the `policy_reload` row), the next call is denied;
+//! - SIGHUP while half a request line has been read: the reload wakes the read, the half
+//!   line is kept, and the request, completed after the reload, runs under the new
+//!   policy (denied), answered once;
 //! - under `"reload": "watch"`, a new file renamed over the old one with no signal: the
 //!   change is applied and the client told;
 //! - upstreams (sections 3 and 5): a reload that removes one ends its process (an `exit`
 //!   row saying why, its process group gone, its tools unlisted); one that stays keeps
 //!   running, and a definition it changed since it was pinned (a rug pull it never
-//!   announced) is withheld at the listing after the reload: the pins are checked again.
+//!   announced) is withheld at the listing after the reload: the pins are checked again;
+//!   a policy that had no upstream gets one by a reload: listed and callable.
 #![allow(
     clippy::disallowed_methods,
     reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
@@ -277,4 +281,54 @@ fn a_reload_ends_a_removed_upstream_and_checks_the_pins_of_those_that_stay_again
     assert_eq!(all[exit]["reason"], "removed from the policy by a reload", "{}", all[exit]);
     let withheld = all.iter().find(|r| r["kind"] == "upstream" && r["decision"] == "withhold").expect("a withhold row");
     assert_eq!((withheld["target"].as_str(), withheld["code"].as_str()), (Some("r act"), Some("SP_TOOL_CHANGED")), "{withheld}");
+}
+
+#[test]
+fn a_reload_while_half_a_line_is_read_keeps_it_and_the_request_runs_under_the_new_policy() {
+    let server = TestServer::start();
+    server.route("/open/a", Reply::json(200, r#"{"ok":true}"#));
+    let f = Fixture::new(&server, false);
+    let mut sp = Session::start(f.launch());
+    sp.ready("2025-06-18");
+    let line = format!("{}\n", tool_call(1, "http_request", get(&server, "/open/a")));
+    let (head, tail) = line.split_at(line.len() / 2);
+    sp.send_raw(head.as_bytes());
+    f.write(&f.allow("POST", false));
+    hup(&sp);
+    let note = sp.read_for("notifications/tools/list_changed after SIGHUP");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    wait_for_row(&f.journal, "policy_reload");
+    sp.send_raw(tail.as_bytes());
+    let answer = sp.read_for("the answer to the completed line");
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(tool_error_code(&answer["result"]), Some("SP_DENIED"), "{answer}");
+    let run = sp.finish();
+    run.assert_exit(0);
+    server.settle();
+    assert_eq!(server.requests().len(), 0, "nothing reached the server");
+}
+
+#[test]
+fn a_reload_can_add_the_first_upstream() {
+    let server = TestServer::start();
+    let f = Fixture::new(&server, false);
+    let mut sp = Session::start(f.launch());
+    sp.ready("2025-06-18");
+    let before = sp.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert!(!tool_names(&before).contains(&"m_act".to_owned()), "{before}");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| Path::new(p).exists()).map_or("python3".to_owned(), |p| p.to_string());
+    let misbehave = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/misbehave.py").display().to_string();
+    let mut policy = f.allow("GET", false);
+    policy["upstreams"] = json!({"m": {"command": [python, misbehave, "ok"], "tools": {"allow": ["*"]}, "pin": "off",
+        "sandbox": {"read": support::upstream_read_paths()}}});
+    f.write(&policy);
+    hup(&sp);
+    let note = sp.read_for("notifications/tools/list_changed after SIGHUP");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    let after = sp.call(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert!(tool_names(&after).contains(&"m_act".to_owned()), "{after}");
+    let r = sp.tool(3, "m_act", json!({"x": 1}));
+    assert_eq!(tool_error_code(&r), None, "{r}");
+    assert!(r["content"][0]["text"].as_str().is_some_and(|t| t.contains("\"x\": 1")), "the upstream's echo: {r}");
+    sp.finish().assert_exit(0);
 }
