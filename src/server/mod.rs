@@ -104,14 +104,15 @@ impl Exit {
             Exit::Eof | Exit::ClientGone => 0,
             Exit::Malformed => 3,
             Exit::Refused => 4,
-            // As a shell reports a death by that signal: 143, 130, 129.
+            // As a shell reports a death by that signal: 143, 130.
             Exit::Signal(n) => u8::try_from(128 + n).unwrap_or(1),
         }
     }
 
     /// The `end` row's `decision`: `eof`, `clientgone`, `malformed`, `refused`,
-    /// `sigterm`, `sigint`, `sighup`. Spelled here, not derived from `Debug`: the
-    /// journal's words do not change when a variant is renamed.
+    /// `sigterm`, `sigint` (`sighup` in journals written before SIGHUP reloaded the
+    /// policy). Spelled here, not derived from `Debug`: the journal's words do not
+    /// change when a variant is renamed.
     pub fn name(self) -> String {
         match self {
             Exit::Eof => "eof".to_owned(),
