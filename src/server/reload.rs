@@ -201,6 +201,11 @@ impl<'p, E: Executor> Server<'p, E> {
         if fixed_changed || !old.upstreams.is_empty() || !self.policy.upstreams.is_empty() {
             self.list_changes += 1;
         }
+        // Before the handshake is done the client is told after its next request (as
+        // an upstream's change is), not unasked in the middle of it.
+        if !matches!(self.session, crate::mcp::session::Session::Ready { .. }) {
+            return Ok(());
+        }
         self.tell_list_changes(io)
     }
 }
