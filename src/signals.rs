@@ -1,6 +1,13 @@
-//! SIGTERM, SIGINT and SIGHUP in `sp mcp`: stop between messages.
+//! SIGTERM and SIGINT in `sp mcp`: stop between messages; SIGHUP: read the policy again.
 //!
-//! The default action of these signals kills the process wherever it is, cutting a
+//! SIGHUP asks for a reload (issue 35 section 3, `server/reload.rs`): its handler sets
+//! the [`Reload`] flag and writes a byte that [`StoppableStdin`] polls with stdin, so a
+//! loop waiting for the client wakes, reloads between messages and reads on (the line
+//! read so far is kept). During a call nothing happens until the call ends: it finishes
+//! under the policy it started with. The policy's `"reload": "watch"` asks the same way
+//! ([`Reload::request`]) when the file changes.
+//!
+//! The default action of the stop signals kills the process wherever it is, cutting a
 //! large answer mid-line and skipping the journal's `end` row. Instead:
 //! - the handlers (`signal-hook`'s safe registration; the crate forbids `unsafe`) only
 //!   record the signal number and wake a socket pair;
@@ -13,8 +20,8 @@
 //!   arrives with or after the signal is not run;
 //! - `install` also makes `sp mcp` a child subreaper (`sys::become_subreaper`), so a
 //!   helper's orphans come to `sp`, which kills them when the helper ends;
-//! - `sp mcp` writes the journal's `end` row (decision `sigterm`, `sigint` or `sighup`)
-//!   and exits with 128 + the signal number (143, 130, 129), as `sp(1)` documents.
+//! - `sp mcp` writes the journal's `end` row (decision `sigterm` or `sigint`) and exits
+//!   with 128 + the signal number (143, 130), as `sp(1)` documents.
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -24,8 +31,8 @@ use std::sync::Arc;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-/// The signals that end a session cleanly.
-pub(crate) const STOP_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+/// The signals that end a session cleanly (SIGHUP reloads the policy instead).
+pub(crate) const STOP_SIGNALS: [i32; 2] = [SIGTERM, SIGINT];
 
 /// The signal number that asked the session to stop (0: none yet).
 #[derive(Debug, Clone, Default)]
@@ -55,9 +62,57 @@ pub(crate) fn name(signal: i32) -> String {
     }
 }
 
+/// A reload asked for (SIGHUP, or a change of the watched policy file) and not yet done:
+/// a flag, and a socket pair whose byte wakes a read of [`StoppableStdin`] waiting for
+/// the client.
+#[derive(Debug, Clone)]
+pub(crate) struct Reload(Arc<ReloadInner>);
+
+#[derive(Debug)]
+struct ReloadInner {
+    asked: Arc<AtomicBool>,
+    /// Written by [`Reload::request`] (and SIGHUP's handler).
+    notify: UnixStream,
+    /// Polled by [`StoppableStdin`].
+    woken: UnixStream,
+}
+
+impl Reload {
+    fn new() -> io::Result<Reload> {
+        let (woken, notify) = UnixStream::pair()?;
+        woken.set_nonblocking(true)?;
+        notify.set_nonblocking(true)?;
+        Ok(Reload(Arc::new(ReloadInner { asked: Arc::new(AtomicBool::new(false)), notify, woken })))
+    }
+
+    /// Asks for a reload (as SIGHUP does): the loop reloads between messages.
+    pub(crate) fn request(&self) {
+        self.0.asked.store(true, Ordering::SeqCst);
+        // A full socket already holds a wake-up.
+        let _ = (&self.0.notify).write(&[1]);
+    }
+
+    /// Whether a reload is asked for and not yet taken.
+    pub(crate) fn pending(&self) -> bool {
+        self.0.asked.load(Ordering::SeqCst)
+    }
+
+    /// Takes the request: `true` once per request (several before a reload are one).
+    pub(crate) fn take(&self) -> bool {
+        self.0.asked.swap(false, Ordering::SeqCst)
+    }
+
+    /// Empties the wake-up socket (the flag stays the truth).
+    fn drain(&self) {
+        let mut drain = [0u8; 64];
+        while matches!((&self.0.woken).read(&mut drain), Ok(n) if n > 0) {}
+    }
+}
+
 /// Installs the handlers. Returns the flag, stdin wrapped so that a signal ends a
-/// blocked read, and the [`Nudge`] of the control thread that reads it during calls.
-pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
+/// blocked read (and a reload wakes it), the [`Nudge`] of the control thread that reads
+/// it during calls, and the [`Reload`] SIGHUP asks.
+pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge, Reload)> {
     // Process-wide like the handlers: from now on what a helper leaves behind comes to
     // `sp` (not init), which ends it when the helper ends (`sys::reap_strays`).
     if let Err(e) = crate::sys::become_subreaper() {
@@ -72,13 +127,17 @@ pub(crate) fn install() -> io::Result<(StopFlag, StoppableStdin, Nudge)> {
         signal_hook::flag::register_usize(signal, flag.0.clone(), signal as usize)?;
         signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
     }
+    let reload = Reload::new()?;
+    // The flag first, as above: when the wake-up is seen, the request is there.
+    signal_hook::flag::register(SIGHUP, reload.0.asked.clone())?;
+    signal_hook::low_level::pipe::register(SIGHUP, reload.0.notify.try_clone()?)?;
     let (nudged, nudge) = UnixStream::pair()?;
     nudged.set_nonblocking(true)?;
     nudge.set_nonblocking(true)?;
     let no_wait = Arc::new(AtomicBool::new(false));
-    let stdin = StoppableStdin { flag, wake: wake.try_clone()?, no_wait: no_wait.clone() };
+    let stdin = StoppableStdin { flag, wake: wake.try_clone()?, no_wait: no_wait.clone(), reload: Some(reload.clone()) };
     let timer = std::sync::OnceLock::new();
-    Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait, timer }))))
+    Ok((stdin.flag.clone(), stdin, Nudge(Arc::new(NudgeInner { nudge, nudged, wake, no_wait, timer })), reload))
 }
 
 /// `mcp/control`: how the thread that serves stdin while a call runs waits for it without
@@ -194,7 +253,9 @@ impl Nudge {
     }
 }
 
-/// Stdin that reads as end-of-input once a stop signal has arrived. Reads the descriptor
+/// Stdin that reads as end-of-input once a stop signal has arrived, and returns
+/// `WouldBlock` (the frame reader keeps the line read so far) when a reload is asked
+/// while it waits, so the loop can reload between messages. Reads the descriptor
 /// directly (no buffer of its own, so `poll(2)` sees every pending byte), and waits for
 /// it in `poll(2)`, so an `O_NONBLOCK` stdin works too.
 #[derive(Debug)]
@@ -203,6 +264,8 @@ pub(crate) struct StoppableStdin {
     wake: UnixStream,
     /// [`Nudge::no_wait`]: return `WouldBlock` rather than wait.
     no_wait: Arc<AtomicBool>,
+    /// Its wake-up is polled with stdin.
+    reload: Option<Reload>,
 }
 
 impl Read for StoppableStdin {
@@ -213,13 +276,32 @@ impl Read for StoppableStdin {
             if self.flag.get().is_some() {
                 return Ok(0);
             }
-            let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+            // Asked while the loop reads: it reloads first, then reads on. (Not for the
+            // control thread's reads during a call: the call ends first.)
+            if !self.no_wait.load(Ordering::SeqCst) && self.reload.as_ref().is_some_and(Reload::pending) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+            let n = match &self.reload {
+                Some(r) => {
+                    fds[2] = PollFd::new(&r.0.woken, PollFlags::IN);
+                    3
+                }
+                None => 2,
+            };
             let no_wait = self.no_wait.load(Ordering::SeqCst);
             let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-            match poll(&mut fds, if no_wait { Some(&zero) } else { None }) {
+            match poll(&mut fds[..n], if no_wait { Some(&zero) } else { None }) {
                 Ok(0) if no_wait => return Err(io::ErrorKind::WouldBlock.into()),
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
+            }
+            if n == 3
+                && !fds[2].revents().is_empty()
+                && let Some(r) = &self.reload
+            {
+                r.drain();
+                continue;
             }
             if !fds[0].revents().is_empty() && self.flag.get().is_none() {
                 match rustix::io::read(stdin.as_fd(), &mut *buf) {

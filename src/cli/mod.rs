@@ -237,8 +237,8 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
         log::warn!("no policy found (looked in {}); every action is denied", config.searched());
     }
     let policy = config.policy;
-    // SIGTERM/SIGINT/SIGHUP stop the session between messages.
-    let (stop, stdin, nudge) = match crate::signals::install() {
+    // SIGTERM/SIGINT stop the session between messages; SIGHUP reloads the policy.
+    let (stop, stdin, nudge, reload) = match crate::signals::install() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sp: cannot install signal handlers: {e}");
@@ -305,8 +305,26 @@ fn mcp(stdout: StdoutHandle, args: &Args, env: &Env) -> ExitCode {
             return ExitCode::from(EXIT_FATAL);
         }
     };
-    let mut server =
-        Server::new(&policy, executors, options).with_journal(journal).with_grants(grants_store(&policy, env)).with_limiter(limiter).with_secrets_preloaded();
+    // A reload loads and checks the file as above (`server/reload.rs`).
+    let load = |path: &std::path::Path| {
+        use crate::server::reload::{Loaded, ReloadError};
+        let policy = crate::policy::Policy::load(path).map_err(ReloadError::Policy)?;
+        let secrets = crate::gate::vault::check_static(&policy, &crate::sys::env_var);
+        secrets.warnings.iter().chain(&warnings(&policy)).for_each(|w| log::warn!("{w}"));
+        if let Some(e) = secrets.refused.into_iter().next() {
+            return Err(ReloadError::Secret(e));
+        }
+        let limiter = limits::limiter(&policy.limits, |k| env.get(k)).map_err(ReloadError::Limits)?;
+        let grants = grants_store(&policy, env);
+        Ok(Loaded { policy, limiter, grants })
+    };
+    let reloading = crate::server::reload::Reloading::new(reload, Box::new(load));
+    let mut server = Server::new(&policy, executors, options)
+        .with_journal(journal)
+        .with_grants(grants_store(&policy, env))
+        .with_limiter(limiter)
+        .with_secrets_preloaded()
+        .with_reload(reloading);
     // Stdin is read by the loop, and while a call runs by the session's control thread
     // (`mcp/control`); a stop signal makes it read as end of input (`signals::StoppableStdin`).
     let exit = server.serve(std::io::BufReader::with_capacity(64 * 1024, stdin), &mut out);

@@ -10,8 +10,7 @@
 //! [`http`](mod@http) (and the host, path and method patterns), [`ssh`] (and the command
 //! patterns of [`commands`]), [`audit`], [`approval`] (`mode`, `approval`; the
 //! `approve` flag is an ordinary field of a credential or an SSH host), [`upstreams`]
-//! (other MCP servers and their tool filters). [`fields`] holds
-//! the checks they share.
+//! (other MCP servers and their tool filters), [`reload`]. [`fields`] holds the checks they share.
 //!
 //! This module is a leaf: it imports nothing of the crate above it (only `sys` for the
 //! file checks, `json` for the strict parser and `escape` for its error messages), so
@@ -25,6 +24,7 @@ pub(crate) mod fields;
 pub(crate) mod schemes;
 pub(crate) mod http;
 pub(crate) mod limits;
+pub(crate) mod reload;
 pub(crate) mod ssh;
 mod sandbox;
 pub(crate) mod upstreams;
@@ -60,6 +60,8 @@ pub struct Policy {
     pub upstreams: BTreeMap<String, upstreams::Upstream>,
     /// Rate limits over every session of the user (`policy/limits.rs`).
     pub limits: limits::LimitsPolicy,
+    /// When `sp mcp` reads the file again (`policy/reload.rs`).
+    pub reload: reload::Reload,
     /// The text it was parsed from, for [`Policy::hash`]; empty for the built-in
     /// deny-everything policy.
     text: TextHash,
@@ -142,6 +144,7 @@ impl Policy {
             text: TextHash::default(),
             upstreams: BTreeMap::new(),
             limits: limits::LimitsPolicy::default(),
+            reload: reload::Reload::Signal,
         }
     }
 
@@ -243,7 +246,7 @@ impl fmt::Display for PolicyError {
 impl std::error::Error for PolicyError {}
 
 fn parse(root: &Value) -> Check<Policy> {
-    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams", "limits", "limits_state"])?;
+    let top = object(root, "", &["credentials", "http", "ssh", "audit", "approval", "mode", "upstreams", "limits", "limits_state", "reload"])?;
     let approval = approval::parse(top.get("mode"), top.get("approval"))?;
     let audit = audit::parse(top.get("audit"))?;
     let mut credentials = BTreeMap::new();
@@ -263,17 +266,14 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(h) => http(h)?,
         None => Policy::deny_all().http,
     };
-    let ssh = match top.get("ssh") {
-        Some(v) => ssh::parse(v)?,
-        None => ssh::SshPolicy::default(),
-    };
+    let ssh = top.get("ssh").map(ssh::parse).transpose()?.unwrap_or_default();
     let upstreams = match top.get("upstreams") {
         Some(v) => upstreams::parse(v, &credentials)?,
         None => BTreeMap::new(),
     };
     let limits = limits::parse(top.get("limits"), top.get("limits_state"), &|c| credentials.contains_key(c), &|u| upstreams.contains_key(u))?;
-    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, limits, text: TextHash::default() };
-    // An `approve` flag in enforce mode needs someone to ask.
+    let reload = reload::parse(top.get("reload"))?;
+    let policy = Policy { origin: None, credentials, http, ssh, audit, approval, upstreams, limits, reload, text: TextHash::default() };
     // An `approve` flag in enforce mode needs someone to ask: the approver command, unless
     // `approval.via` is elicitation alone and the subject does not require the command.
     let by_command = |a: approval::Approve| a == approval::Approve::Command || (a.needed() && policy.approval.via.contains(&approval::Via::Command));

@@ -23,7 +23,7 @@ impl<E: Executor> Server<'_, E> {
     /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
     /// `None`: the client cancelled the call; it gets no answer.
     pub(super) fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, era: Era, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
-        let request = match tools::call_request_in(self.policy, params) {
+        let request = match tools::call_request_in(&self.policy, params) {
             Ok(r) => r,
             Err(e) => {
                 let (response, refused) = self.refuse_rpc(id, RpcError::Call(e));
@@ -71,7 +71,7 @@ impl<E: Executor> Server<'_, E> {
         if audited {
             self.audit.target = call.target();
         }
-        let action = match tools::authorize(self.policy, call) {
+        let action = match tools::authorize(&self.policy, call) {
             Ok(a) => a,
             Err(d) => return Some(self.refuse_tool(id, Rejection { reason: d.reason(), code: d.code(), message: d.to_string() })),
         };
@@ -167,10 +167,10 @@ impl<E: Executor> Server<'_, E> {
             }
         };
         let mut asking = crate::approve::Asking { cancel, progress: &mut progress, elicitor, grants: self.grants.as_ref() };
-        journal::audit_gate(self.policy, &mut self.journal, &mut self.audit, &action, &mut asking)?;
+        journal::audit_gate(&self.policy, &mut self.journal, &mut self.audit, &action, &mut asking)?;
         let tool = action.name().to_owned();
         let mut output = Journaling { journal: &mut self.journal, audit: &mut self.audit };
         let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output);
-        Ok((tool, action.run(&mut self.executor, self.policy, &mut ctx)))
+        Ok((tool, action.run(&mut self.executor, &self.policy, &mut ctx)))
     }
 }

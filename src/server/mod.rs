@@ -37,7 +37,7 @@ use crate::mcp::frame::FrameError;
 use crate::mcp::jsonrpc::{self, Id, Message, ShapeError};
 use crate::mcp::model::{Answer, ErrorCode, ErrorData, Response};
 use crate::mcp::out::ProtocolWriter;
-use crate::mcp::model::live::{LiveList, Listing, RawListAnswer};
+use crate::mcp::model::live::{LiveList, RawListAnswer};
 use crate::mcp::session::{Era, Offer, Refusal, Session, Step};
 use crate::policy::Policy;
 use crate::tools::{self, CallError, Executor};
@@ -47,6 +47,7 @@ mod elicit;
 mod journal;
 mod limits;
 mod relay;
+pub(crate) mod reload;
 mod stats;
 mod upstreams;
 use stats::Stats;
@@ -58,7 +59,7 @@ pub struct Options {
     pub close_on_refusal: bool,
     /// Test aid (`SP_TEST_PANIC=request`): panic when the first frame arrives.
     pub panic_on_first_frame: bool,
-    /// Set by SIGTERM/SIGINT/SIGHUP (`signals.rs`): the loop stops between messages.
+    /// Set by SIGTERM/SIGINT (`signals.rs`): the loop stops between messages.
     pub stop: crate::signals::StopFlag,
     /// stdin EOF while a call runs cancels it and ends the loop (MCP stdio:
     /// closing stdin is the shutdown). `false` (in-process tests that hand the whole
@@ -93,7 +94,7 @@ pub enum Exit {
     Malformed,
     /// A refusal under `--close-on-refusal`.
     Refused,
-    /// SIGTERM, SIGINT or SIGHUP (the number): stopped between messages.
+    /// SIGTERM or SIGINT (the number): stopped between messages.
     Signal(i32),
 }
 
@@ -103,14 +104,15 @@ impl Exit {
             Exit::Eof | Exit::ClientGone => 0,
             Exit::Malformed => 3,
             Exit::Refused => 4,
-            // As a shell reports a death by that signal: 143, 130, 129.
+            // As a shell reports a death by that signal: 143, 130.
             Exit::Signal(n) => u8::try_from(128 + n).unwrap_or(1),
         }
     }
 
     /// The `end` row's `decision`: `eof`, `clientgone`, `malformed`, `refused`,
-    /// `sigterm`, `sigint`, `sighup`. Spelled here, not derived from `Debug`: the
-    /// journal's words do not change when a variant is renamed.
+    /// `sigterm`, `sigint` (`sighup` in journals written before SIGHUP reloaded the
+    /// policy). Spelled here, not derived from `Debug`: the journal's words do not
+    /// change when a variant is renamed.
     pub fn name(self) -> String {
         match self {
             Exit::Eof => "eof".to_owned(),
@@ -197,7 +199,10 @@ impl std::error::Error for RpcError {
 }
 
 pub struct Server<'p, E> {
-    policy: &'p Policy,
+    /// The policy in force: the one `sp mcp` started with, until a reload (`reload.rs`).
+    policy: std::borrow::Cow<'p, Policy>,
+    /// SIGHUP and the watched file reload the policy (`sp mcp`; `None` in tests).
+    reloading: Option<reload::Reloading<'p>>,
     executor: E,
     options: Options,
     vault: Vault,
@@ -232,7 +237,8 @@ pub struct Server<'p, E> {
 impl<'p, E: Executor> Server<'p, E> {
     pub fn new(policy: &'p Policy, executor: E, options: Options) -> Self {
         Server {
-            policy,
+            policy: std::borrow::Cow::Borrowed(policy),
+            reloading: None,
             executor,
             options,
             vault: Vault::for_policy(policy),
@@ -252,10 +258,15 @@ impl<'p, E: Executor> Server<'p, E> {
         }
     }
 
-    /// What `initialize` and `server/discover` offer: `listChanged` with upstreams.
+    /// What `initialize` and `server/discover` offer: `listChanged` with upstreams, and
+    /// when a reload can change the tools (`sp mcp`).
     fn offer(&self) -> Offer {
         let ups = self.policy.upstreams.values();
-        Offer { list_changed: self.live.is_some(), resources: ups.clone().any(|u| u.resources.any()), prompts: ups.clone().any(|u| u.prompts.any()) }
+        Offer {
+            list_changed: self.live.is_some() || self.reloading.is_some(),
+            resources: ups.clone().any(|u| u.resources.any()),
+            prompts: ups.clone().any(|u| u.prompts.any()),
+        }
     }
 
     /// Finds and keeps approval grants in `grants` (`sp mcp`: when the policy allows any).
@@ -270,7 +281,7 @@ impl<'p, E: Executor> Server<'p, E> {
     pub(crate) fn with_secrets_preloaded(mut self) -> Self {
         // Through `sys::read_within`'s helper thread, not `sys::at_startup`: an SSH key on
         // a mount that does not answer delays the start by its timeout, never forever.
-        let done = self.vault.preload(self.policy);
+        let done = self.vault.preload(&self.policy);
         log::info!("redaction: {} secret source(s) read ahead, {} could not be", done.read, done.failed.len());
         self
     }
@@ -296,11 +307,9 @@ impl<'p, E: Executor> Server<'p, E> {
     /// (`signals::install`); in-memory input needs no nudge.
     pub fn serve<R: BufRead + Send + 'static, W: Write + Send>(&mut self, input: R, out: &mut ProtocolWriter<W>) -> Exit {
         let o = &self.options;
-        let listing = match &self.live {
-            Some(live) => Listing::Live(live.clone()),
-            None => Listing::Fixed(tools::list_for(self.policy)),
-        };
-        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, listing);
+        let listing = self.listing();
+        let reload = self.reloading.as_ref().map(|r| r.asked.clone());
+        let link = Link::new(Box::new(input), out, o.nudge.clone(), o.max_line_bytes, o.cancel_on_eof, listing).with_reload(reload);
         // The `Input`'s drop ends the control thread before the scope joins it.
         let exit = std::thread::scope(|scope| self.serve_input(&mut Input::new(&link, scope)));
         self.end_upstreams();
@@ -316,6 +325,10 @@ impl<'p, E: Executor> Server<'p, E> {
             if let Some(exit) = self.stopped() {
                 return exit;
             }
+            // SIGHUP or the watched file (`reload.rs`): between messages, never in a call.
+            if self.reload_if_asked(io).is_err() {
+                return Exit::ClientGone;
+            }
             if io.gone {
                 return Exit::ClientGone;
             }
@@ -324,6 +337,7 @@ impl<'p, E: Executor> Server<'p, E> {
             }
             let (frame, raw) = match io.next_event() {
                 Event::Eof => return self.stopped().unwrap_or(Exit::Eof),
+                Event::Reload => continue,
                 Event::CancelledQueued { frame, .. } => {
                     self.cancelled_queued(&frame);
                     continue;
@@ -393,7 +407,7 @@ impl<'p, E: Executor> Server<'p, E> {
         // The journal's `tool` holds only names sp or a configured upstream may own,
         // scrubbed and bounded (`journal::tool_field`), never any other string.
         let name = params.as_ref().and_then(|p| p["name"].as_str());
-        self.audit.tool = name.filter(|n| tools::known(self.policy, n)).map(journal::tool_field);
+        self.audit.tool = name.filter(|n| tools::known(&self.policy, n)).map(journal::tool_field);
         self.reject(Reason::Cancelled);
         self.journal_reject(Reason::Cancelled, Some(ToolCode::Cancelled.as_str()), "cancelled by the client before it ran");
     }
@@ -511,7 +525,7 @@ impl<'p, E: Executor> Server<'p, E> {
         let sent = io.write(|out| match (response, live) {
             // Stamped already for 2026-07-28.
             (Outgoing::List(id), Some(result)) => out.send(&RawListAnswer { id, result }),
-            (Outgoing::List(id), None) => out.send(&tools::list_for(self.policy).answer(id, era)),
+            (Outgoing::List(id), None) => out.send(&tools::list_for(&self.policy).answer(id, era)),
             (Outgoing::Answer(a), _) => out.send(&Response::new(id.to_value(), a, era)),
             (Outgoing::Message(m), _) => out.send(&m),
         });

@@ -68,7 +68,7 @@ impl<E: Executor> Server<'_, E> {
                 if !current {
                     live.clear();
                 }
-                let mut definitions = match tools::definitions_for(self.policy) {
+                let mut definitions = match tools::definitions_for(&self.policy) {
                     Value::Array(d) => d,
                     other => vec![other],
                 };

@@ -160,6 +160,12 @@ pub trait Executor {
     fn upstreams(&mut self) -> Option<&mut Upstreams> {
         None
     }
+
+    /// The policy was reloaded (`server/reload.rs`): what was kept for `old` and is not
+    /// right for `new` (connections, tokens, running upstreams) is dropped or ended.
+    fn reload(&mut self, old: &Policy, new: &Policy) {
+        let _ = (old, new);
+    }
 }
 
 /// What `sp mcp` runs with: the real effects, one executor per kind that has any. The
@@ -190,6 +196,25 @@ impl Executor for Executors {
 
     fn upstreams(&mut self) -> Option<&mut Upstreams> {
         self.upstream.as_mut()
+    }
+
+    /// New credentials or TLS roots: a new HTTP executor (no pooled connection, no OAuth2
+    /// token of the old ones survives); a new `ssh` section: the kept sessions closed;
+    /// the upstreams as `Upstreams::reload` says (made now if the old policy had none).
+    fn reload(&mut self, old: &Policy, new: &Policy) {
+        if old.credentials != new.credentials || old.http.ca_certs != new.http.ca_certs {
+            self.http = http::exec::HttpExecutor::new().with_roots(new.http.ca_certs.as_ref());
+        }
+        if old.ssh != new.ssh {
+            self.ssh = ssh::exec::SshExecutor::default();
+        }
+        match &mut self.upstream {
+            Some(u) => u.reload(new),
+            None if !new.upstreams.is_empty() => {
+                self.upstream = Some(Upstreams::with_pins(new, new.origin.as_deref().map(upstream::pins::beside)));
+            }
+            None => {}
+        }
     }
 }
 

@@ -41,6 +41,7 @@ mod protocol;
 mod rate_limits;
 mod redact_echo;
 mod redact_preload;
+mod reload;
 mod short_secret;
 mod ssh;
 mod ssh_kill;

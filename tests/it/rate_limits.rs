@@ -9,7 +9,10 @@
 //! - a new session after they ended (an `sp` restart within the window): refused at
 //!   once, the server sees nothing more;
 //! - every refused call: `SP_RATE_LIMITED` with `retry_after_s`, one `reject` row
-//!   (`rate_limited`) in the journal each, and no `intent` row beyond the `max` that ran.
+//!   (`rate_limited`) in the journal each, and no `intent` row beyond the `max` that ran;
+//! - an upstream's tools (section 5): `{"upstream": "gh", "tool": "create_*"}` counts the
+//!   upstream's own tool names; the call over the limit never reaches the upstream (its
+//!   record of what it read has exactly `max` calls), its other tools are not counted.
 #![allow(
     clippy::disallowed_methods,
     reason = "tests and benchmarks start sp, sshd and clients and read their environment; the fence in clippy.toml is for src/"
@@ -124,4 +127,51 @@ fn a_tight_race_loses_no_count() {
         }
     }
     assert_eq!(ok, MAX, "calls admitted by {SESSIONS} racing sessions");
+}
+
+/// Section 5: a rule on an upstream's tools, `{"upstream": "gh", "tool": "create_*"}`,
+/// matches the upstream's own tool names (not the exposed `gh_...`), and refuses the call
+/// over the limit before it is sent upstream.
+#[test]
+fn a_limit_on_an_upstreams_tools_counts_its_own_names_and_stops_the_call_before_it() {
+    let dir = TempDir::new("limits-up");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python =
+        ["/usr/bin/python3", "/usr/local/bin/python3"].iter().find(|p| std::path::Path::new(p).exists()).map_or("python3".to_owned(), |p| p.to_string());
+    let misbehave = root.join("tests/support/upstreams/misbehave.py").display().to_string();
+    let tools = json!([
+        {"name": "create_issue", "description": "a tool", "inputSchema": {"type": "object"}},
+        {"name": "get_issue", "description": "a tool", "inputSchema": {"type": "object"}}
+    ]);
+    let tools = dir.file("tools.json", tools.to_string().as_bytes(), 0o600);
+    let record = dir.join("record");
+    let policy = json!({
+        "upstreams": {"gh": {
+            "command": [python, misbehave, "rug"],
+            "env": {"TOOLS": tools.display().to_string(), "RECORD": record},
+            "tools": {"allow": ["*"]}, "pin": "off",
+            "sandbox": {"read": support::upstream_read_paths(), "write": [dir.path.display().to_string()]}
+        }},
+        "audit": {"path": dir.join("audit.jsonl")},
+        "limits": [{"upstream": "gh", "tool": "create_*", "max": 2, "per_s": 3600}],
+        "limits_state": dir.join("limits.json")
+    });
+    let policy = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut msgs = vec![initialize(json!(0), "2025-06-18"), initialized()];
+    for i in 1..=3 {
+        msgs.push(tool_call(i, "gh_create_issue", json!({"n": i})));
+        msgs.push(tool_call(10 + i, "gh_get_issue", json!({"n": i})));
+    }
+    let run = Launch::mcp(&policy, &[]).run(&lines(&msgs));
+    run.assert_exit(0);
+    let answers = run.protocol();
+    let code = |id: i64| {
+        let a = answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer to {id}: {}", run.context()));
+        tool_error_code(&a["result"]).map(str::to_owned)
+    };
+    assert_eq!([code(1), code(2), code(3)], [None, None, Some("SP_RATE_LIMITED".to_owned())], "{}", run.context());
+    assert_eq!([code(11), code(12), code(13)], [None, None, None], "get_issue is not counted: {}", run.context());
+    let seen = std::fs::read_to_string(&record).expect("the upstream's record");
+    let calls = |tool: &str| seen.lines().filter(|l| l.contains("\"tools/call\"") && l.contains(&format!("\"name\":\"{tool}\""))).count();
+    assert_eq!((calls("create_issue"), calls("get_issue")), (2, 3), "what reached the upstream:\n{seen}");
 }

@@ -543,6 +543,49 @@ fn an_upstream_that_dies_is_journaled_and_restarted_by_the_next_call() {
     assert_eq!(results, ["SP_UPSTREAM", "SP_UPSTREAM"]);
 }
 
+/// Issue 35 section 5: an upstream that keeps dying is restarted at once the first time,
+/// then only after a back-off (1 s after the second death in a row, doubling to 60 s);
+/// meanwhile its calls are refused with `SP_UNAVAILABLE` (the seconds left in the reason)
+/// and nothing is started: the journal has no start between the refusals.
+#[test]
+fn an_upstream_that_keeps_crashing_is_restarted_after_a_back_off_and_unavailable_meanwhile() {
+    let dir = TempDir::new("upbackoff");
+    let config = policy(&dir, json!({"c": {"command": misbehave("crash"), "tools": {"allow": ["*"]}}}), json!({}));
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    s.ready("2025-06-18");
+    for id in [1, 2] {
+        let r = s.tool(id, "c_act", json!({}));
+        assert_eq!(tool_error_code(&r), Some("SP_UPSTREAM"), "{r}");
+    }
+    let second_death = Instant::now();
+    let r = s.tool(3, "c_act", json!({}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("upstream c died 2 times in a row: not started again for 1 s (back-off)"), "{r}");
+    // Evidence, not a sleep: asked again until it is started (a deadline says what for).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 4;
+    let restarted = loop {
+        let r = s.tool(id, "c_act", json!({}));
+        if tool_error_code(&r) != Some("SP_UNAVAILABLE") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "upstream c not started again within 10 s: {r}");
+        id += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(second_death.elapsed() >= Duration::from_millis(800), "started again after {:?}", second_death.elapsed());
+    assert_eq!(tool_error_code(&restarted), Some("SP_UPSTREAM"), "started, and crashed again: {restarted}");
+    let run = s.finish();
+    assert_eq!(run.code(), Some(0), "{}", run.context());
+    let all = journal(&dir);
+    let ups: Vec<&str> = rows(&all, "upstream").iter().map(|r| r["decision"].as_str().unwrap()).filter(|d| *d != "pin").collect();
+    assert_eq!(ups, ["start", "exit", "restart", "exit", "restart", "exit"], "one start per call that ran");
+    let refused: Vec<&str> = rows(&all, "reject").iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert_eq!(refused.len(), id as usize - 3, "every refusal journaled: {refused:?}");
+    assert!(refused.iter().all(|c| *c == "SP_UNAVAILABLE"), "{refused:?}");
+}
+
 /// Starting upstreams for a tools/list (here one that never answers initialize, until
 /// its start-up timeout) does not make sp deaf: a ping meanwhile is answered first, and
 /// the list comes without that upstream's tools.

@@ -126,6 +126,12 @@ impl Vault {
         Vault { rules, ..Vault::default() }
     }
 
+    /// After a policy reload: the new credentials' rules; every secret read so far is
+    /// still scrubbed (a process started under the old policy may still hold it).
+    pub(crate) fn reload(&mut self, policy: &crate::policy::Policy) {
+        self.rules = Vault::for_policy(policy).rules;
+    }
+
     /// The shortest secret accepted for `credential` (an `oauth2` token too).
     pub(crate) fn min_secret_bytes(&self, credential: &str) -> usize {
         self.admission(credential).min

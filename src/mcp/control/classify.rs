@@ -43,7 +43,8 @@ pub(super) enum Control {
 /// message, or refused, is queued untouched. A request whose id is in flight (the
 /// running call's, or that of a request in `queue`) is refused whatever its method, so
 /// that a cancel or an answer can never reach the wrong request (`sp(1)` SESSION POLICY).
-pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque<Event>, tools: &Listing) -> Control {
+/// `reloads`: a policy reload can change the tools (`listChanged`, as the loop offers it).
+pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue: &VecDeque<Event>, tools: &Listing, reloads: bool) -> Control {
     let Ok(value) = crate::json::parse(&frame.text) else { return Control::Queue { id: None } };
     let Ok(message) = jsonrpc::classify(value) else { return Control::Queue { id: None } };
     if let Message::Request { id, .. } = &message
@@ -57,7 +58,7 @@ pub(super) fn classify(session: &mut Session, frame: &Frame, running: &Id, queue
             if target == running.to_value() { Control::CancelRunning } else { Control::CancelQueued(target) }
         }
         Message::Request { id, method, .. } if matches!(method.as_str(), "ping" | "tools/list" | "server/discover") => {
-            let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes(), ..Offer::default() });
+            let (next, step) = session.clone().handle_offering(&message, Offer { list_changed: tools.changes() || reloads, ..Offer::default() });
             let control = match step {
                 Step::Reply(result, era) => Control::Answer(Response::new(id.to_value(), Answer::Result(result), era)),
                 Step::ListTools(era) => Control::List(id.clone(), era),

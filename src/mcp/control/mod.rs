@@ -114,6 +114,9 @@ pub(crate) enum Event {
     CancelledQueued { frame: Frame, bytes: usize },
     /// stdin reached its end.
     Eof,
+    /// A policy reload was asked (SIGHUP, a watched file changed: `signals::Reload`)
+    /// while the loop waited for stdin: it reloads, then reads on (`server/reload.rs`).
+    Reload,
 }
 
 /// How a running call writes its progress notifications (none once it is cancelled),
@@ -186,8 +189,11 @@ pub(crate) struct Link<'o, W: Write> {
     /// EOF during a call cancels it (`Options::cancel_on_eof`); else it is queued.
     cancel_on_eof: bool,
     /// The `tools/list` the control thread answers (the loop hands it in: the wire
-    /// knows no tool). A live list not made yet waits behind the call.
-    tools: Listing,
+    /// knows no tool; a reload hands in another). A live list not made yet waits behind
+    /// the call.
+    tools: Mutex<Listing>,
+    /// A reload asked while the loop waits for stdin ends the wait ([`Event::Reload`]).
+    reload: Option<crate::signals::Reload>,
     /// The last id of a request sp sent to the client (`Notes::request`).
     next_id: AtomicU64,
 }
@@ -280,9 +286,22 @@ impl<'o, W: Write + Send> Link<'o, W> {
             serving: AtomicBool::new(false),
             nudge,
             cancel_on_eof,
-            tools,
+            tools: Mutex::new(tools),
+            reload: None,
             next_id: AtomicU64::new(0),
         }
+    }
+
+    /// A reload asked while the loop waits for stdin (`signals::Reload`, whose stdin
+    /// returns `WouldBlock` then) is [`Event::Reload`].
+    pub(crate) fn with_reload(mut self, reload: Option<crate::signals::Reload>) -> Self {
+        self.reload = reload;
+        self
+    }
+
+    /// The `tools/list` answered during a call now (a copy: a reload may swap it).
+    fn listing(&self) -> Listing {
+        locked(&self.tools).clone()
     }
 
     /// Writes for the control thread or a running call: a failure cancels the call, and
@@ -362,6 +381,11 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         f(locked(&self.link.out).writer)
     }
 
+    /// What the control thread answers `tools/list` with from now on (after a reload).
+    pub(crate) fn set_listing(&self, tools: Listing) {
+        *locked(&self.link.tools) = tools;
+    }
+
     /// The next event: the queue first, then stdin, read here, on the loop's thread.
     pub(crate) fn next_event(&mut self) -> Event {
         let mut state = locked(&self.link.state);
@@ -378,6 +402,9 @@ impl<'s, 'e, 'o, W: Write + Send> Input<'s, 'e, 'o, W> {
         loop {
             if let Some(event) = r.read() {
                 return event;
+            }
+            if self.link.reload.as_ref().is_some_and(crate::signals::Reload::pending) {
+                return Event::Reload;
             }
         }
     }
@@ -526,9 +553,10 @@ fn step<W: Write + Send>(link: &Link<'_, W>, reader: &mut Reader, session: &mut 
             }
             // The response to sp's own request, while it waits: handed over, never queued.
             Some(Event::Frame { frame: Ok(frame), .. }) if awaited(call, &frame) => {}
-            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.tools) {
+            // The listing copied out first: the lock is not held while writing.
+            Some(Event::Frame { frame: Ok(frame), .. }) => match classify(session, &frame, &call.id, &reader.queue, &link.listing(), link.reload.is_some()) {
                 Control::Answer(v) => link.send_for_call(&call.cancel, |w| w.send(&v)),
-                Control::List(id, era) => match &link.tools {
+                Control::List(id, era) => match link.listing() {
                     Listing::Fixed(list) => link.send_for_call(&call.cancel, |w| w.send(&list.answer(id.to_value(), era))),
                     Listing::Live(live) => match live.get(era) {
                         Some(result) => link.send_for_call(&call.cancel, |w| w.send(&RawListAnswer { id: id.to_value(), result })),

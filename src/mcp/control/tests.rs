@@ -99,7 +99,7 @@ fn frame(text: &str) -> Frame {
 fn only_control_messages_are_answered_during_a_call() {
     let mut session = Session::Ready { version: "2025-06-18" };
     let running = Id::Int(7);
-    let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &fixed()) {
+    let answer = |session: &mut Session, text: &str| match classify(session, &frame(text), &running, &VecDeque::new(), &fixed(), false) {
         Control::Answer(v) => serde_json::to_value(v).ok(),
         Control::List(id, era) => serde_json::to_value(TOOLS.answer(id.to_value(), era)).ok(),
         _ => None,
@@ -115,14 +115,14 @@ fn only_control_messages_are_answered_during_a_call() {
         r#"{"jsonrpc":"2.0","id":5,"method":"ping","x":1}"#,
         "not json",
     ] {
-        assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new(), &fixed()), Control::Queue { .. }), "{queued}");
+        assert!(matches!(classify(&mut session, &frame(queued), &running, &VecDeque::new(), &fixed(), false), Control::Queue { .. }), "{queued}");
     }
     let cancel = |id: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#);
-    assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new(), &fixed()), Control::CancelRunning));
-    assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new(), &fixed()), Control::CancelQueued(_)));
+    assert!(matches!(classify(&mut session, &frame(&cancel("7")), &running, &VecDeque::new(), &fixed(), false), Control::CancelRunning));
+    assert!(matches!(classify(&mut session, &frame(&cancel("\"7\"")), &running, &VecDeque::new(), &fixed(), false), Control::CancelQueued(_)));
     // Before the handshake a ping is refused: queued, answered in turn.
     let mut fresh = Session::AwaitingInit;
-    let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new(), &fixed());
+    let pinged = classify(&mut fresh, &frame(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), &running, &VecDeque::new(), &fixed(), false);
     assert!(matches!(pinged, Control::Queue { .. } | Control::Answer(_)));
 }
 
@@ -132,13 +132,13 @@ fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     let running = Id::Int(7);
     let queued = |id: &str| {
         let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sp_inventory","arguments":{{}}}}}}"#);
-        match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new(), &fixed()) {
+        match classify(&mut Session::Ready { version: "2025-06-18" }, &frame(&text), &running, &VecDeque::new(), &fixed(), false) {
             Control::Queue { id } => Event::Frame { frame: Ok(frame(&text)), raw: Vec::new(), bytes: 0, id },
             _ => panic!("{text}"),
         }
     };
     let queue: VecDeque<Event> = [queued("8"), queued(r#""9""#)].into_iter().collect();
-    let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue, &fixed()) {
+    let mut verdict = |text: &str| match classify(&mut session, &frame(text), &running, &queue, &fixed(), false) {
         Control::InFlight(id) => Some(id),
         _ => None,
     };
@@ -163,7 +163,7 @@ fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     // through the queue.
     let mut rest: VecDeque<Event> = [queued("8")].into_iter().collect();
     cancel_queued(&mut rest, &json!(8));
-    assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest, &fixed()), Control::Answer(_)));
+    assert!(matches!(classify(&mut session, &frame(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#), &running, &rest, &fixed(), false), Control::Answer(_)));
 }
 
 #[test]

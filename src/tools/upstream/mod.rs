@@ -17,7 +17,8 @@
 //!              a listing that fails ──> no tools of u (table dropped, client told):
 //!                                       nothing stale is offered or called
 //!  authorize(policy, tables, exposed, args) ──> Route | UpstreamDenial   (pure)
-//!  call(route, args) ──> start u if dead (once; a crash loop is refused) ──> tools/call
+//!  call(route, args) ──> start u if dead (once; one that keeps dying waits its back-off,
+//!          `backoff.rs`, refused meanwhile) ──> tools/call
 //!          ──> wire::call_result (strict shape) ──> UpstreamCall (NOT yet scrubbed)
 //! ```
 //!
@@ -28,6 +29,7 @@
 //! pinned definitions), `clean.rs` (what descriptions may hold). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
+mod backoff;
 mod check;
 mod clean;
 mod client;
@@ -38,6 +40,7 @@ mod http;
 mod names;
 pub(crate) mod pins;
 pub(crate) mod replay;
+mod reload;
 pub(crate) mod resources;
 mod route;
 mod start;
@@ -49,7 +52,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -79,10 +82,6 @@ pub(crate) const MAX_PAGES: usize = 100;
 pub(crate) const MAX_TOOLS: usize = 1000;
 /// The exposed definitions of one upstream, as JSON: they go into every `tools/list`.
 pub(crate) const MAX_LISTING_BYTES: usize = 4 * 1024 * 1024;
-/// Deaths within [`CRASH_WINDOW`] that make a crash loop: no more starts until the
-/// oldest leaves the window.
-pub(crate) const CRASH_DEATHS: usize = 3;
-pub(crate) const CRASH_WINDOW: Duration = Duration::from_secs(60);
 
 /// Why an upstream listing or call failed. Messages name the upstream and the reason;
 /// text from the upstream (its error messages) is cut short and scrubbed of every
@@ -144,9 +143,11 @@ pub enum UpstreamError {
     Cancelled {
         upstream: String,
     },
-    /// It died [`CRASH_DEATHS`] times within [`CRASH_WINDOW`]: not started again yet.
+    /// It died `deaths` times in a row: not started again for `wait` (`backoff.rs`).
     CrashLoop {
         upstream: String,
+        deaths: u32,
+        wait: Duration,
     },
 }
 
@@ -170,8 +171,9 @@ impl fmt::Display for UpstreamError {
                 Ok(())
             }
             UpstreamError::Cancelled { upstream } => write!(f, "upstream {upstream}: the call was cancelled"),
-            UpstreamError::CrashLoop { upstream } => {
-                write!(f, "upstream {upstream} died {CRASH_DEATHS} times within {} s: not restarted for now", CRASH_WINDOW.as_secs())
+            UpstreamError::CrashLoop { upstream, deaths, wait } => {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                write!(f, "upstream {upstream} died {deaths} times in a row: not started again for {secs} s (back-off)")
             }
         }
     }
@@ -252,7 +254,8 @@ struct Slot {
     policy: Upstream,
     client: Option<Client<Box<dyn Transport>>>,
     listing: Option<Vec<ExposedTool>>,
-    deaths: VecDeque<Instant>,
+    /// Its deaths in a row: when it may be started again (`backoff.rs`).
+    deaths: backoff::Streak,
     starts: u32,
     /// Its `list_changed` since the last listing was reported ([`Upstreams::take_news`]).
     announced: bool,
@@ -291,7 +294,7 @@ impl Upstreams {
             .map(|(name, u)| {
                 (
                     name.clone(),
-                    Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false },
+                    Slot { policy: u.clone(), client: None, listing: None, deaths: Default::default(), starts: 0, announced: false, withdrawn: false },
                 )
             })
             .collect();
@@ -418,7 +421,7 @@ impl Upstreams {
     }
 
     /// Runs an authorized call. The upstream is started if it is not running (once: a
-    /// call never restarts it twice, and a crash loop is refused); a call that fails
+    /// call never restarts it twice, and one in its back-off is refused); a call that fails
     /// because the upstream died is not retried (its effect may have happened).
     pub(crate) fn call(
         &mut self,
@@ -490,7 +493,7 @@ impl Upstreams {
             slot.listing = None;
             slot.announced = false;
             self.generation += 1;
-            slot.deaths.push_back(Instant::now());
+            slot.deaths.died(Instant::now());
             log::warn!("{e}");
             self.events.push(UpstreamEvent::Ended { upstream: upstream.to_owned(), why: e.to_string() });
         }
@@ -504,11 +507,8 @@ impl Upstreams {
         }
         slot.client = None;
         let now = Instant::now();
-        while slot.deaths.front().is_some_and(|d| now.duration_since(*d) > CRASH_WINDOW) {
-            slot.deaths.pop_front();
-        }
-        if slot.deaths.len() >= CRASH_DEATHS {
-            return Err(UpstreamError::CrashLoop { upstream: upstream.to_owned() });
+        if let Some(wait) = slot.deaths.wait(now) {
+            return Err(UpstreamError::CrashLoop { upstream: upstream.to_owned(), deaths: slot.deaths.deaths(), wait });
         }
         let restart = slot.starts > 0;
         slot.starts += 1;
@@ -516,12 +516,13 @@ impl Upstreams {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
+                slot.deaths.started(now);
                 self.events.push(UpstreamEvent::Started { upstream: upstream.to_owned(), pid, restart });
                 Ok(true)
             }
             Err(e) => {
                 if !matches!(e, UpstreamError::Cancelled { .. } | UpstreamError::Credential { .. } | UpstreamError::Unsupported { .. }) {
-                    slot.deaths.push_back(Instant::now());
+                    slot.deaths.died(Instant::now());
                 }
                 log::warn!("{e}");
                 Err(e)
