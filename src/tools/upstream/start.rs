@@ -42,7 +42,7 @@ pub(super) fn start(
             log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
             Box::new(transport)
         }
-        UpstreamTransport::Http { url, credential } => {
+        UpstreamTransport::Http { url, credential, oauth: _ } => {
             let (mut header, mut query) = (None, None);
             if let Some(c) = credential {
                 let (secret, cred) = read(c)?;
