@@ -36,6 +36,7 @@ mod expose;
 use expose::name_spells_secret;
 mod http;
 mod names;
+pub(crate) mod oauth;
 pub(crate) mod pins;
 pub(crate) mod replay;
 pub(crate) mod resources;
@@ -148,6 +149,12 @@ pub enum UpstreamError {
     CrashLoop {
         upstream: String,
     },
+    /// No OAuth token could be had for it, or it refused a fresh one (`oauth/`): the
+    /// message carries the `sp oauth login` hint when a login is due. SP_AUTH.
+    Auth {
+        upstream: String,
+        why: String,
+    },
 }
 
 impl fmt::Display for UpstreamError {
@@ -170,6 +177,7 @@ impl fmt::Display for UpstreamError {
                 Ok(())
             }
             UpstreamError::Cancelled { upstream } => write!(f, "upstream {upstream}: the call was cancelled"),
+            UpstreamError::Auth { upstream, why } => write!(f, "upstream {upstream}: {why}"),
             UpstreamError::CrashLoop { upstream } => {
                 write!(f, "upstream {upstream} died {CRASH_DEATHS} times within {} s: not restarted for now", CRASH_WINDOW.as_secs())
             }
@@ -190,6 +198,7 @@ impl UpstreamError {
             | UpstreamError::Refused { why, .. }
             | UpstreamError::BadAnswer { why, .. }
             | UpstreamError::Names { why, .. }
+            | UpstreamError::Auth { why, .. }
             | UpstreamError::Listing { why, .. } => {
                 let mut v = Value::String(std::mem::take(why));
                 vault.scrub(&mut v);
@@ -246,11 +255,18 @@ pub(crate) enum UpstreamEvent {
         upstream: String,
         why: pins::Withheld,
     },
+    /// An OAuth token refresh (`oauth/`): the endpoint and the outcome, never a token.
+    Token {
+        upstream: String,
+        note: oauth::TokenNote,
+    },
 }
 
 struct Slot {
     policy: Upstream,
     client: Option<Client<Box<dyn Transport>>>,
+    /// `auth.oauth`: the running client's token source (`oauth/`).
+    bearer: Option<std::sync::Arc<oauth::Bearer>>,
     listing: Option<Vec<ExposedTool>>,
     deaths: VecDeque<Instant>,
     starts: u32,
@@ -267,6 +283,9 @@ pub struct Upstreams {
     credentials: BTreeMap<String, Credential>,
     /// `http.ca_file`'s certificates, trusted for https upstreams too.
     roots: Option<Vec<Vec<u8>>>,
+    /// The OAuth token store beside the policy (`oauth/store.rs`); none without a
+    /// policy file.
+    tokens: Option<std::path::PathBuf>,
     tables: Tables,
     /// The pinned tool definitions (`pins.rs`).
     pins: pins::Book,
@@ -291,13 +310,23 @@ impl Upstreams {
             .map(|(name, u)| {
                 (
                     name.clone(),
-                    Slot { policy: u.clone(), client: None, listing: None, deaths: VecDeque::new(), starts: 0, announced: false, withdrawn: false },
+                    Slot {
+                        policy: u.clone(),
+                        client: None,
+                        bearer: None,
+                        listing: None,
+                        deaths: VecDeque::new(),
+                        starts: 0,
+                        announced: false,
+                        withdrawn: false,
+                    },
                 )
             })
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
-        Upstreams { slots, credentials, roots, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
+        let tokens = policy.origin.as_deref().map(oauth::store::beside);
+        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -370,7 +399,9 @@ impl Upstreams {
     /// The exposed tools of `upstream`: started if needed, listed once and cached until
     /// it announces `notifications/tools/list_changed`.
     pub(crate) fn list(&mut self, upstream: &str, vault: &mut Vault) -> Result<&[ExposedTool], UpstreamError> {
-        self.refresh(upstream, vault).map_err(|e| e.scrubbed(vault))?;
+        let listed = self.refresh(upstream, vault);
+        self.take_tokens(upstream, vault);
+        listed.map_err(|e| e.scrubbed(vault))?;
         Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
     }
 
@@ -429,7 +460,22 @@ impl Upstreams {
         progress: &mut dyn FnMut(ProgressNote),
         vault: &mut Vault,
     ) -> Result<UpstreamCall, UpstreamError> {
-        self.call_inner(route, arguments, timeout, cancel, progress, vault).map_err(|e| e.scrubbed(vault))
+        let answer = self.call_inner(route, arguments, timeout, cancel, progress, vault);
+        // Before the answer is scrubbed: a token refreshed during the call is known.
+        self.take_tokens(route.upstream(), vault);
+        answer.map_err(|e| e.scrubbed(vault))
+    }
+
+    /// The OAuth tokens `upstream`'s bearer read or received, into the session's Vault;
+    /// its token requests, into the journal's events.
+    fn take_tokens(&mut self, upstream: &str, vault: &mut Vault) {
+        let Some(bearer) = self.slots.get(upstream).and_then(|s| s.bearer.clone()) else { return };
+        for secret in bearer.take_secrets() {
+            vault.remember(&oauth::secret_name(upstream), &secret);
+        }
+        for note in bearer.take_notes() {
+            self.events.push(UpstreamEvent::Token { upstream: upstream.to_owned(), note });
+        }
     }
 
     fn call_inner(
@@ -512,7 +558,26 @@ impl Upstreams {
         }
         let restart = slot.starts > 0;
         slot.starts += 1;
-        match start(&slot.policy, &self.credentials, self.roots.as_ref(), vault, cancel) {
+        slot.bearer = None;
+        if let UpstreamTransport::Http { url, oauth: Some(o), .. } = &slot.policy.transport {
+            let loaded = oauth::Bearer::load(oauth::Settings {
+                upstream: upstream.to_owned(),
+                url: url.clone(),
+                client_id: o.client_id.clone(),
+                named: url.host_str().into_iter().chain(o.issuer.as_ref().and_then(|i| i.host_str())).map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect(),
+                roots: self.roots.clone(),
+                store: oauth::store::Store::new(self.tokens.clone().unwrap_or_else(|| std::path::PathBuf::from("policy.json.oauth"))),
+            });
+            match loaded {
+                Ok(b) => slot.bearer = Some(std::sync::Arc::new(b)),
+                Err(e) => {
+                    let e = UpstreamError::Auth { upstream: upstream.to_owned(), why: e.to_string() };
+                    log::warn!("{e}");
+                    return Err(e);
+                }
+            }
+        }
+        match start(&slot.policy, &self.credentials, self.roots.as_ref(), slot.bearer.clone(), vault, cancel) {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
@@ -542,6 +607,7 @@ fn client_error(upstream: &str, e: ClientError, after: Duration) -> UpstreamErro
         ClientError::TimedOut { hung } => UpstreamError::Timeout { upstream, after, hung },
         ClientError::Cancelled => UpstreamError::Cancelled { upstream },
         ClientError::Rpc(r) => UpstreamError::Refused { upstream, why: format!("error {}: {}", r.code, r.message.cut(wire::MAX_MESSAGE_CHARS)) },
+        ClientError::Transport(transport::TransportError::Auth(why)) => UpstreamError::Auth { upstream, why },
         e => UpstreamError::Broken { upstream, why: e.to_string() },
     }
 }
