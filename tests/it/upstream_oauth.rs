@@ -111,11 +111,18 @@ struct Fixture {
 
 impl Fixture {
     fn new(tag: &str) -> Fixture {
+        Fixture::with(tag, json!({}))
+    }
+
+    /// `oauth` members added to the policy's `auth.oauth`.
+    fn with(tag: &str, oauth: Value) -> Fixture {
         let server = Server::start();
         let dir = TempDir::new(tag);
+        let mut auth = json!({"client_id": "sp-test-client", "scopes": ["mcp"]});
+        auth.as_object_mut().unwrap().extend(oauth.as_object().unwrap().clone());
         let up = json!({
             "url": format!("{}/mcp", server.base()),
-            "auth": {"oauth": {"client_id": "sp-test-client", "scopes": ["mcp"]}},
+            "auth": {"oauth": auth},
             "tools": {"allow": ["*"]},
             "pin": "off"
         });
@@ -135,7 +142,9 @@ impl Fixture {
     }
 
     /// `sp oauth login t`: reads the address on stderr, plays the browser (GET it, take
-    /// the 302's Location), pastes what `paste` makes of that Location on stdin.
+    /// the 302's Location), pastes what `paste` makes of that Location on stdin; with
+    /// `"redirect": "loopback"` (`paste` gives an empty line), follows the Location to
+    /// sp's listener instead.
     fn login(&self, paste: impl FnOnce(&str) -> String) -> (std::process::ExitStatus, String, String) {
         let mut child = Launch::new(&["oauth", "login", "t", "-c", &self.config.display().to_string()]).spawn();
         let mut stdin = child.stdin.take().unwrap();
@@ -162,7 +171,15 @@ impl Fixture {
         let (status, headers, body) = self.server.http("GET", target, "");
         assert_eq!(status, 302, "the authorization endpoint accepted the request: {body}");
         let location = headers.iter().find(|(k, _)| k == "location").map(|(_, v)| v.clone()).unwrap();
-        writeln!(stdin, "{}", paste(&location)).unwrap();
+        let pasted = paste(&location);
+        if pasted.is_empty() {
+            let rest = location.strip_prefix("http://").unwrap();
+            let (addr, target) = rest.split_at(rest.find('/').unwrap());
+            let (status, _, body) = http(addr, "GET", target, "");
+            assert_eq!((status, body.as_str()), (200, "Signed in: sp has the code. You may close this window.\n"), "sp's listener took the redirect");
+        } else {
+            writeln!(stdin, "{pasted}").unwrap();
+        }
         drop(stdin);
         let status = wait_deadline(&mut child, "sp oauth login's exit after the paste");
         let stderr = match rx.recv_timeout(deadline()) {
@@ -297,4 +314,24 @@ fn without_a_login_a_call_is_sp_auth_with_the_hint() {
     assert!(text.contains("no OAuth tokens in the token store: run `sp oauth login t`"), "{text}");
     let _ = s.finish();
     assert_eq!(f.server.state()["mcp_401"], json!(0), "nothing was sent without a token");
+}
+
+#[test]
+fn login_through_the_loopback_listener() {
+    let f = Fixture::with("oauth-loopback", json!({"redirect": "loopback"}));
+    let (status, stdout, stderr) = f.login(|loc| {
+        assert!(loc.starts_with("http://127.0.0.1:") && loc.contains("/callback?code="), "{loc}");
+        String::new()
+    });
+    assert!(status.success(), "sp oauth login failed:\n{stderr}");
+    assert!(stderr.contains("waiting on http://127.0.0.1:"), "{stderr}");
+    assert!(stdout.starts_with("upstream t: signed in at "), "{stdout}");
+    assert_eq!(f.server.state()["pkce_ok"], json!(1));
+    let seen = tokens_of(&f.entry());
+    assert_eq!(seen.len(), 2);
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-06-18");
+    assert!(s.tool(1, "t_whoami", json!({}))["content"][0]["text"].as_str().unwrap().starts_with("calls 1;"));
+    let run = s.finish();
+    f.no_token_in(&seen, &String::from_utf8_lossy(&run.stdout), "sp mcp's stdout");
 }
