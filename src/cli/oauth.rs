@@ -39,18 +39,18 @@ pub(crate) fn run(stdout: StdoutHandle, args: &OAuthArgs, config: Option<std::pa
     let UpstreamTransport::Http { url, oauth: Some(o), .. } = &u.transport else {
         return Err(fail(format!("upstreams.{upstream} has no auth.oauth: nothing to sign in to")));
     };
-    let named = url.host_str().into_iter().chain(o.issuer.as_ref().and_then(|i| i.host_str())).map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect();
     let settings = Settings {
         upstream: upstream.to_owned(),
         url: url.clone(),
         client_id: o.client_id.clone(),
-        named,
+        named: crate::tools::upstream::oauth::named_hosts(url, o),
         roots: policy.http.ca_certs.as_ref().map(|b| b.der.clone()),
         store: store::Store::new(store::beside(&origin)),
     };
     let done = login::login(&settings, o, &mut std::io::stderr(), &mut std::io::stdin().lock()).map_err(|e| fail(format!("oauth login {upstream}: {e}")))?;
     let lifetime = done.expires_in.map_or("no expires_in (300 s assumed)".to_owned(), |s| format!("expires in {s} s"));
     let refresh = if done.refresh_token { "refresh token kept" } else { "no refresh token: sign in again when it expires" };
-    let line = format!("upstream {upstream}: signed in at {}; access token {lifetime}, {refresh}; tokens in {}\n", done.issuer, settings.store.path().display());
+    let line =
+        format!("upstream {upstream}: signed in at {}; access token {lifetime}, {refresh}; tokens in {}\n", done.issuer, settings.store.path().display());
     out.write_all(line.as_bytes()).map_err(|_| Failed)
 }

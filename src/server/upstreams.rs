@@ -149,7 +149,9 @@ impl<E: Executor> Server<'_, E> {
                 UpstreamEvent::Token { upstream, note } => {
                     let row = crate::audit::Row::new("token").set("target", format!("{upstream} {}", note.target));
                     match note.outcome {
-                        Ok(secs) => row.set("decision", "ok").set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("refreshed, expires_in {s} s"))),
+                        Ok(secs) => row
+                            .set("decision", "ok")
+                            .set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("refreshed, expires_in {s} s"))),
                         Err(why) => row.set("decision", "error").set("code", Some(ToolCode::Auth.as_str().to_owned())).set("reason", why),
                     }
                 }

@@ -280,10 +280,7 @@ fn a_401_refreshes_once_and_invalid_grant_is_sp_auth_with_the_login_hint() {
     let state = f.server.state();
     assert_eq!(state["token"].as_array().unwrap().iter().filter(|g| *g == "refresh_token").count(), 2, "no refresh loop: {state}");
     let journal = f.journal();
-    assert!(
-        journal.lines().any(|l| l.contains("SP_AUTH") && l.contains("sp oauth login t")),
-        "a journal row with SP_AUTH and the hint:\n{journal}"
-    );
+    assert!(journal.lines().any(|l| l.contains("SP_AUTH") && l.contains("sp oauth login t")), "a journal row with SP_AUTH and the hint:\n{journal}");
     f.no_token_in(&seen, &String::from_utf8_lossy(&run.stdout), "sp mcp's stdout");
     f.no_token_in(&seen, &run.stderr, "sp mcp's stderr");
     f.no_token_in(&seen, &journal, "the journal");

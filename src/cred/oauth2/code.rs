@@ -104,7 +104,8 @@ fn form(token_endpoint: &Url, pairs: &[(&str, &str)]) -> PreparedTokenRequest {
         }
         f.finish();
     }
-    let headers = vec![("content-type", Zeroizing::new("application/x-www-form-urlencoded".to_owned())), ("accept", Zeroizing::new("application/json".to_owned()))];
+    let headers =
+        vec![("content-type", Zeroizing::new("application/x-www-form-urlencoded".to_owned())), ("accept", Zeroizing::new("application/json".to_owned()))];
     PreparedTokenRequest { url: token_endpoint.clone(), headers, body }
 }
 

@@ -58,7 +58,8 @@ pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
     let Some(o) = map.get("oauth") else { return err(&field, "is required (the only kind of auth so far)") };
     let map = object(o, &field, &["client_id", "scopes", "redirect", "redirect_uri", "port", "issuer"])?;
     let at = format!("{field}.client_id");
-    let client_id = string(map.get("client_id").ok_or_else(|| (at.clone(), "is required (register sp as a client of the authorization server)".to_owned()))?, &at)?;
+    let client_id =
+        string(map.get("client_id").ok_or_else(|| (at.clone(), "is required (register sp as a client of the authorization server)".to_owned()))?, &at)?;
     if client_id.len() > 256 || client_id.chars().any(char::is_control) {
         return err(&at, "must be at most 256 characters, none a control character");
     }

@@ -466,18 +466,6 @@ impl Upstreams {
         answer.map_err(|e| e.scrubbed(vault))
     }
 
-    /// The OAuth tokens `upstream`'s bearer read or received, into the session's Vault;
-    /// its token requests, into the journal's events.
-    fn take_tokens(&mut self, upstream: &str, vault: &mut Vault) {
-        let Some(bearer) = self.slots.get(upstream).and_then(|s| s.bearer.clone()) else { return };
-        for secret in bearer.take_secrets() {
-            vault.remember(&oauth::secret_name(upstream), &secret);
-        }
-        for note in bearer.take_notes() {
-            self.events.push(UpstreamEvent::Token { upstream: upstream.to_owned(), note });
-        }
-    }
-
     fn call_inner(
         &mut self,
         route: &Route,
@@ -558,25 +546,7 @@ impl Upstreams {
         }
         let restart = slot.starts > 0;
         slot.starts += 1;
-        slot.bearer = None;
-        if let UpstreamTransport::Http { url, oauth: Some(o), .. } = &slot.policy.transport {
-            let loaded = oauth::Bearer::load(oauth::Settings {
-                upstream: upstream.to_owned(),
-                url: url.clone(),
-                client_id: o.client_id.clone(),
-                named: url.host_str().into_iter().chain(o.issuer.as_ref().and_then(|i| i.host_str())).map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect(),
-                roots: self.roots.clone(),
-                store: oauth::store::Store::new(self.tokens.clone().unwrap_or_else(|| std::path::PathBuf::from("policy.json.oauth"))),
-            });
-            match loaded {
-                Ok(b) => slot.bearer = Some(std::sync::Arc::new(b)),
-                Err(e) => {
-                    let e = UpstreamError::Auth { upstream: upstream.to_owned(), why: e.to_string() };
-                    log::warn!("{e}");
-                    return Err(e);
-                }
-            }
-        }
+        slot.bearer = oauth::bearer_for(upstream, &slot.policy, self.roots.as_ref(), self.tokens.as_deref()).inspect_err(|e| log::warn!("{e}"))?;
         match start(&slot.policy, &self.credentials, self.roots.as_ref(), slot.bearer.clone(), vault, cancel) {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);

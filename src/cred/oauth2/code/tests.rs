@@ -86,7 +86,14 @@ fn resource_metadata_must_name_this_resource() {
     let up = Url::parse("https://m.example/mcp").unwrap();
     let doc = |resource: &str| format!(r#"{{"resource": "{resource}", "authorization_servers": ["https://as.example"], "scopes_supported": ["r"]}}"#);
     let ok = parse_resource_metadata(doc("https://m.example/mcp").as_bytes(), &up).unwrap();
-    assert_eq!(ok, ResourceMetadata { resource: "https://m.example/mcp".into(), authorization_servers: vec![Url::parse("https://as.example").unwrap()], scopes_supported: vec!["r".into()] });
+    assert_eq!(
+        ok,
+        ResourceMetadata {
+            resource: "https://m.example/mcp".into(),
+            authorization_servers: vec![Url::parse("https://as.example").unwrap()],
+            scopes_supported: vec!["r".into()]
+        }
+    );
     assert_eq!(parse_resource_metadata(doc("https://m.example").as_bytes(), &up).unwrap().resource, "https://m.example");
     for bad in ["https://m.example/mcp-evil", "https://other.example/mcp", "https://m.example/mc", "https://m.example:444/mcp"] {
         assert_eq!(parse_resource_metadata(doc(bad).as_bytes(), &up), Err(MetadataError::ResourceMismatch), "{bad}");
@@ -110,7 +117,9 @@ fn resource_metadata_must_name_this_resource() {
 fn server_metadata_needs_its_issuer_and_s256() {
     let issuer = Url::parse("https://as.example/t1").unwrap();
     let doc = |iss: &str, methods: &str| {
-        format!(r#"{{"issuer": "{iss}", "authorization_endpoint": "https://as.example/a", "token_endpoint": "https://as.example/t", "code_challenge_methods_supported": {methods}}}"#)
+        format!(
+            r#"{{"issuer": "{iss}", "authorization_endpoint": "https://as.example/a", "token_endpoint": "https://as.example/t", "code_challenge_methods_supported": {methods}}}"#
+        )
     };
     let ok = parse_server_metadata(doc("https://as.example/t1", r#"["plain", "S256"]"#).as_bytes(), &issuer).unwrap();
     assert_eq!(ok.token_endpoint.as_str(), "https://as.example/t");

@@ -75,7 +75,8 @@ pub(crate) fn exchange(reach: &Reach<'_>, url: &Url, headers: &[(&str, Zeroizing
         .map_err(|_| "the request could not be built".to_owned())
         .and_then(|r| agent.run(r).map_err(|e| format!("{}: {}", shown(url), reason(&e))))?;
     let status = response.status().as_u16();
-    let challenge = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).map(|v| crate::sys::short(v, 2048, crate::sys::Ellipsis::Marked));
+    let challenge =
+        response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).map(|v| crate::sys::short(v, 2048, crate::sys::Ellipsis::Marked));
     let mut out = Zeroizing::new(Vec::new());
     response
         .into_body()

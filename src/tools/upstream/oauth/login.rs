@@ -87,7 +87,8 @@ pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input:
     let (listener, redirect_uri) = match &policy.redirect {
         Redirect::Stdin { redirect_uri } => (None, redirect_uri.to_string()),
         Redirect::Loopback { port } => {
-            let l = TcpListener::bind(("127.0.0.1", *port)).map_err(|e| LoginError::Io(format!("cannot listen on 127.0.0.1:{port}: {}", crate::sys::io_reason(&e))))?;
+            let l = TcpListener::bind(("127.0.0.1", *port))
+                .map_err(|e| LoginError::Io(format!("cannot listen on 127.0.0.1:{port}: {}", crate::sys::io_reason(&e))))?;
             let port = l.local_addr().map_err(|e| LoginError::Io(crate::sys::io_reason(&e)))?.port();
             (Some(l), format!("http://127.0.0.1:{port}/callback"))
         }
@@ -104,7 +105,8 @@ pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input:
     let io = |e: std::io::Error| LoginError::Io(crate::sys::io_reason(&e));
     let code = match listener {
         None => {
-            writeln!(prompt, "Open this address in a browser and sign in:\n\n{url}\n\nThen paste the code, or the whole address the browser was sent to:").map_err(io)?;
+            writeln!(prompt, "Open this address in a browser and sign in:\n\n{url}\n\nThen paste the code, or the whole address the browser was sent to:")
+                .map_err(io)?;
             prompt.flush().map_err(io)?;
             let mut line = Zeroizing::new(String::new());
             input.take(code::MAX_CODE_BYTES as u64 * 2 + 16).read_line(&mut line).map_err(io)?;
@@ -153,7 +155,8 @@ fn discover(s: &Settings, policy: &OAuth) -> Result<Found, LoginError> {
     // The challenge: an initialize without a token (MCP: the server answers 401 with
     // WWW-Authenticate; one that does not is looked up at the well-known places).
     let probe = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sallyport","version":"0"}}}"#;
-    let headers = [("content-type", Zeroizing::new("application/json".to_owned())), ("accept", Zeroizing::new("application/json, text/event-stream".to_owned()))];
+    let headers =
+        [("content-type", Zeroizing::new("application/json".to_owned())), ("accept", Zeroizing::new("application/json, text/event-stream".to_owned()))];
     let challenge = match fetch::exchange(&reach, &s.url, &headers, Some(probe), 4096) {
         Ok(a) if a.status == 401 => a.challenge.as_deref().map(code::parse_challenge).unwrap_or_default(),
         Ok(a) => {
@@ -163,19 +166,23 @@ fn discover(s: &Settings, policy: &OAuth) -> Result<Found, LoginError> {
         Err(why) => return Err(LoginError::Discovery(why)),
     };
     let places = match &challenge.resource_metadata {
-        Some(u) => vec![Url::parse(u).ok().filter(code::acceptable_url).ok_or_else(|| LoginError::Discovery("the 401's resource_metadata is not an acceptable URL".into()))?],
+        Some(u) => vec![
+            Url::parse(u)
+                .ok()
+                .filter(code::acceptable_url)
+                .ok_or_else(|| LoginError::Discovery("the 401's resource_metadata is not an acceptable URL".into()))?,
+        ],
         None => code::resource_metadata_urls(&s.url),
     };
     let (at, body) = first_document(&reach, &places)?;
     let prm = code::parse_resource_metadata(&body, &s.url).map_err(|e| LoginError::Discovery(format!("{}: {e}", fetch::shown(&at))))?;
-    let issuer = match &policy.issuer {
-        Some(want) => prm
-            .authorization_servers
-            .iter()
-            .find(|a| code::canonical(a) == code::canonical(want))
-            .ok_or_else(|| LoginError::Discovery(format!("auth.oauth.issuer {} is not among the resource's authorization servers", fetch::shown(want))))?,
-        None => &prm.authorization_servers[0],
-    };
+    let issuer =
+        match &policy.issuer {
+            Some(want) => prm.authorization_servers.iter().find(|a| code::canonical(a) == code::canonical(want)).ok_or_else(|| {
+                LoginError::Discovery(format!("auth.oauth.issuer {} is not among the resource's authorization servers", fetch::shown(want)))
+            })?,
+            None => &prm.authorization_servers[0],
+        };
     let (at, body) = first_document(&reach, &code::server_metadata_urls(issuer))?;
     let server = code::parse_server_metadata(&body, issuer).map_err(|e| LoginError::Discovery(format!("{}: {e}", fetch::shown(&at))))?;
     let scopes = if !policy.scopes.is_empty() {
@@ -219,7 +226,8 @@ fn receive(listener: &TcpListener, state: &str, wait: Duration) -> Result<Zeroiz
             continue;
         }
         let got = code::code_from_query(query, state);
-        let text: &[u8] = if got.is_ok() { b"Signed in: sp has the code. You may close this window.\n" } else { b"sp refused this answer; see its terminal.\n" };
+        let text: &[u8] =
+            if got.is_ok() { b"Signed in: sp has the code. You may close this window.\n" } else { b"sp refused this answer; see its terminal.\n" };
         let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", text.len());
         let _ = conn.write_all(text);
         return got.map_err(LoginError::Paste);

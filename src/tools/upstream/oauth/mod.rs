@@ -42,27 +42,42 @@ const MAX_TOKEN_ANSWER: usize = oauth2::MAX_TOKEN_RESPONSE_BYTES;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum OAuthError {
     /// The store has no tokens for this upstream (or for its URL and client id).
-    NotLoggedIn { upstream: String },
+    NotLoggedIn {
+        upstream: String,
+    },
     /// The authorization server refused the refresh token (`invalid_grant`: expired,
     /// revoked, or already used).
-    InvalidGrant { upstream: String },
+    InvalidGrant {
+        upstream: String,
+    },
     /// No refresh token, and the access token is stale or refused.
-    NoRefreshToken { upstream: String },
+    NoRefreshToken {
+        upstream: String,
+    },
     /// The upstream refused a token fresh from a refresh.
-    Refused { upstream: String },
+    Refused {
+        upstream: String,
+    },
     /// The token endpoint's answer was refused (`oauth2::TokenError`'s words).
-    Token { upstream: String, why: TokenError },
+    Token {
+        upstream: String,
+        why: TokenError,
+    },
     /// The token endpoint could not be reached.
-    Fetch { upstream: String, why: String },
+    Fetch {
+        upstream: String,
+        why: String,
+    },
     Store(StoreError),
 }
 
 impl OAuthError {
     fn needs_login(&self) -> Option<&str> {
         match self {
-            OAuthError::NotLoggedIn { upstream } | OAuthError::InvalidGrant { upstream } | OAuthError::NoRefreshToken { upstream } | OAuthError::Refused { upstream } => {
-                Some(upstream)
-            }
+            OAuthError::NotLoggedIn { upstream }
+            | OAuthError::InvalidGrant { upstream }
+            | OAuthError::NoRefreshToken { upstream }
+            | OAuthError::Refused { upstream } => Some(upstream),
             _ => None,
         }
     }
@@ -213,10 +228,8 @@ impl Bearer {
             let request = oauth2::code::refresh_request(&entry.token_endpoint, &entry.client_id, &refresh_token, &entry.resource);
             let sent = now_s();
             let answer = post_token(s, &request);
-            note = Some(TokenNote {
-                target: fetch::shown(&entry.token_endpoint),
-                outcome: answer.as_ref().map(|t| t.expires_in()).map_err(|e| e.to_string()),
-            });
+            note =
+                Some(TokenNote { target: fetch::shown(&entry.token_endpoint), outcome: answer.as_ref().map(|t| t.expires_in()).map_err(|e| e.to_string()) });
             let token = answer?;
             let mut next = entry.clone();
             next.access_token = Zeroizing::new(token.secret().to_owned());
@@ -253,6 +266,47 @@ fn read_entry(s: &Settings) -> Result<Entry, OAuthError> {
     };
     let tokens = store::parse(&bytes).map_err(|why| OAuthError::Store(StoreError::Corrupt { path: path.to_owned(), why }))?;
     tokens.get(&s.upstream).filter(|e| matches(e, s)).cloned().ok_or_else(|| OAuthError::NotLoggedIn { upstream: s.upstream.clone() })
+}
+
+/// The token source of `u` when it has `auth.oauth` (its tokens read from the store
+/// beside the policy, `tokens`); `None` for any other upstream.
+pub(crate) fn bearer_for(
+    upstream: &str,
+    u: &crate::policy::upstreams::Upstream,
+    roots: Option<&Vec<Vec<u8>>>,
+    tokens: Option<&std::path::Path>,
+) -> Result<Option<std::sync::Arc<Bearer>>, super::UpstreamError> {
+    let crate::policy::upstreams::UpstreamTransport::Http { url, oauth: Some(o), .. } = &u.transport else { return Ok(None) };
+    let settings = Settings {
+        upstream: upstream.to_owned(),
+        url: url.clone(),
+        client_id: o.client_id.clone(),
+        named: named_hosts(url, o),
+        roots: roots.cloned(),
+        // No policy file (tests, a policy given as text): no store, so no token.
+        store: Store::new(tokens.map_or_else(|| std::path::PathBuf::from("/nonexistent/policy.json.oauth"), std::path::Path::to_path_buf)),
+    };
+    let bearer = Bearer::load(settings).map_err(|e| super::UpstreamError::Auth { upstream: upstream.to_owned(), why: e.to_string() })?;
+    Ok(Some(std::sync::Arc::new(bearer)))
+}
+
+impl super::Upstreams {
+    /// The OAuth tokens `upstream`'s bearer read or received, into the session's Vault;
+    /// its token requests, into the journal's events (`server/upstreams.rs`).
+    pub(super) fn take_tokens(&mut self, upstream: &str, vault: &mut crate::gate::vault::Vault) {
+        let Some(bearer) = self.slots.get(upstream).and_then(|s| s.bearer.clone()) else { return };
+        for secret in bearer.take_secrets() {
+            vault.remember(&secret_name(upstream), &secret);
+        }
+        for note in bearer.take_notes() {
+            self.events.push(super::UpstreamEvent::Token { upstream: upstream.to_owned(), note });
+        }
+    }
+}
+
+/// The hosts the operator named for `auth.oauth`: the upstream's and the issuer's.
+pub(crate) fn named_hosts(url: &Url, o: &crate::policy::upstreams::OAuth) -> Vec<String> {
+    url.host_str().into_iter().chain(o.issuer.as_ref().and_then(|i| i.host_str())).map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect()
 }
 
 /// One token request through the checked path, its answer judged strictly; the token

@@ -81,7 +81,9 @@ impl fmt::Display for StoreError {
         match self {
             StoreError::File { path, why } => write!(f, "token store {}: {why}", path.display()),
             StoreError::Dir { path, why } => write!(f, "token store {}: {why}", path.display()),
-            StoreError::HardLinked { path, links } => write!(f, "token store {} has {links} names: refused (a write would change the others)", path.display()),
+            StoreError::HardLinked { path, links } => {
+                write!(f, "token store {} has {links} names: refused (a write would change the others)", path.display())
+            }
             StoreError::Locked { path } => write!(f, "token store {} stayed locked by another process", path.display()),
             StoreError::Corrupt { path, why } => write!(f, "token store {} is corrupt ({why}): fix or remove it, then sp oauth login again", path.display()),
             StoreError::Write { path, why } => write!(f, "token store {}: cannot write: {why}", path.display()),
@@ -180,7 +182,10 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Tokens, String> {
     for (name, e) in ups {
         let e = e.as_object().ok_or_else(|| format!("{name}: not an object"))?;
         let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| format!("{name}.{k}: missing or not a string"));
-        if let Some(k) = e.keys().find(|k| !["url", "client_id", "resource", "issuer", "token_endpoint", "access_token", "expires_at", "refresh_token"].contains(&k.as_str())) {
+        if let Some(k) = e
+            .keys()
+            .find(|k| !["url", "client_id", "resource", "issuer", "token_endpoint", "access_token", "expires_at", "refresh_token"].contains(&k.as_str()))
+        {
             return Err(format!("{name}.{k}: unknown member"));
         }
         let token_endpoint = Url::parse(&s("token_endpoint")?).map_err(|_| format!("{name}.token_endpoint: not a URL"))?;
