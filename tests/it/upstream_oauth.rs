@@ -332,3 +332,42 @@ fn login_through_the_loopback_listener() {
     let run = s.finish();
     f.no_token_in(&seen, &String::from_utf8_lossy(&run.stdout), "sp mcp's stdout");
 }
+
+/// Two sessions of one policy share the store: the one whose token was refused after
+/// the other refreshed takes the other's fresh token from the store instead of spending
+/// its own (rotated out, so the server would answer invalid_grant).
+#[test]
+fn a_second_session_adopts_the_token_another_refreshed() {
+    let f = Fixture::new("oauth-two");
+    f.logged_in();
+    let mut b = Session::start(Launch::mcp(&f.config, &[]));
+    b.ready("2025-06-18");
+    assert!(b.tool(1, "t_whoami", json!({}))["content"][0]["text"].as_str().unwrap().starts_with("calls 1;"));
+    f.server.control(json!({"revoke_access": true}));
+    let mut a = Session::start(Launch::mcp(&f.config, &[]));
+    a.ready("2025-06-18");
+    assert!(a.tool(1, "t_whoami", json!({}))["content"][0]["text"].as_str().unwrap().starts_with("calls 2;"));
+    let r = b.tool(2, "t_whoami", json!({}));
+    assert!(r["content"][0]["text"].as_str().unwrap().starts_with("calls 3;"), "{r}");
+    let state = f.server.state();
+    assert_eq!(state["refresh_ok"], json!(1), "one refresh for both sessions: {state}");
+    // The login's probe, A's first POST, B's first POST after the revocation.
+    assert_eq!(state["mcp_401"], json!(3), "{state}");
+    let _ = (a.finish(), b.finish());
+}
+
+/// A token store that group or others may read is refused, not used.
+#[test]
+fn a_token_store_others_may_read_is_refused() {
+    let f = Fixture::new("oauth-mode");
+    f.logged_in();
+    std::fs::set_permissions(f.store(), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-06-18");
+    let r = s.call(&support::process::tool_call(1, "t_whoami", json!({})));
+    assert_eq!(tool_error_code(&r["result"]), Some("SP_AUTH"), "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("token store {}", f.store().display())), "{text}");
+    let _ = s.finish();
+    assert_eq!(f.server.state()["calls"], json!(0));
+}
