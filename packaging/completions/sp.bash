@@ -23,7 +23,7 @@ _sp() {
         esac
     done
     case $command in
-        '') COMPREPLY=($(compgen -W 'mcp check init explain test audit approve help version --config --verbose --quiet --help --version' -- "$cur")) ;;
+        '') COMPREPLY=($(compgen -W 'mcp check init explain test audit approve oauth help version --config --verbose --quiet --help --version' -- "$cur")) ;;
         mcp) COMPREPLY=($(compgen -W '--config --max-line-bytes --close-on-refusal --verbose --quiet --help' -- "$cur")) ;;
         check) COMPREPLY=($(compgen -W '--config --probe --verbose --quiet --help' -- "$cur")) ;;
         explain) COMPREPLY=($(compgen -W '--config --tool --args --json --help' -- "$cur")) ;;
@@ -47,6 +47,11 @@ _sp() {
                 '') COMPREPLY=($(compgen -W 'list revoke --config --help' -- "$cur")) ;;
                 list) COMPREPLY=($(compgen -W '--json --config' -- "$cur")) ;;
                 revoke) COMPREPLY=($(compgen -W '--all --config' -- "$cur")) ;;
+            esac ;;
+        oauth)
+            case $sub in
+                '') COMPREPLY=($(compgen -W 'login --config --help' -- "$cur")) ;;
+                login) COMPREPLY=($(compgen -W '--config' -- "$cur")) ;;
             esac ;;
     esac
 }

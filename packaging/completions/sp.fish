@@ -1,6 +1,6 @@
 # fish completion for sp (Sallyport): install as
 # /usr/share/fish/vendor_completions.d/sp.fish (make install, the packages).
-set -l commands mcp check init explain test audit approve help version
+set -l commands mcp check init explain test audit approve oauth help version
 complete -c sp -f
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a mcp -d 'serve MCP over stdin/stdout'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a check -d 'validate a policy and print a summary'
@@ -9,6 +9,7 @@ complete -c sp -n "not __fish_seen_subcommand_from $commands" -a explain -d 'wha
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a test -d 'hold a file of calls to the decisions expected'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a audit -d 'check, print or export an audit journal'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a approve -d 'list or revoke approval grants'
+complete -c sp -n "not __fish_seen_subcommand_from $commands" -a oauth -d 'sign in to a url upstream that needs OAuth'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a help -d 'print usage'
 complete -c sp -n "not __fish_seen_subcommand_from $commands" -a version -d 'print the version'
 complete -c sp -s c -l config -r -F -d 'policy file'
@@ -35,3 +36,4 @@ complete -c sp -n '__fish_seen_subcommand_from export' -l follow -d 'keep readin
 complete -c sp -n '__fish_seen_subcommand_from approve; and not __fish_seen_subcommand_from list revoke' -a 'list revoke'
 complete -c sp -n '__fish_seen_subcommand_from list' -l json -d 'JSON lines'
 complete -c sp -n '__fish_seen_subcommand_from revoke' -l all -d 'every grant'
+complete -c sp -n '__fish_seen_subcommand_from oauth; and not __fish_seen_subcommand_from login' -a 'login'

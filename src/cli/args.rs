@@ -20,6 +20,7 @@ Usage:
   sp [-v...] [-q] audit export FILE [--format ndjson|cef|ocsf] [--since TIME] [--follow]
   sp [-v...] [-q] approve list [--json] | revoke ID | revoke --all
   sp [-v...] [-q] upstream pin NAME | diff NAME | approve NAME [TOOL...]
+  sp [-v...] [-q] oauth login NAME
   sp --version
   sp --help
 
@@ -32,6 +33,7 @@ Commands:
   audit    check, print or export an audit journal (sp audit --help)
   approve  list or revoke approval grants (sp approve --help)
   upstream pin, compare and approve an upstream's tool definitions (sp upstream --help)
+  oauth    sign in to a url upstream that needs OAuth (sp oauth --help)
 
 Options:
   -c, --config FILE       policy file (default: $SP_CONFIG, then
@@ -138,6 +140,8 @@ pub(crate) enum Command {
     Approve(ApproveArgs),
     /// `sp [-v|-q] [-c FILE] upstream ...`: the rest of argv, parsed by [`parse_upstream`].
     Upstream(UpstreamArgs),
+    /// `sp [-v|-q] [-c FILE] oauth ...`: parsed by [`parse_oauth`].
+    OAuth(OAuthArgs),
     /// `sp [-c FILE] explain ...` and `sp [-c FILE] test ...`, parsed by [`parse_explain`].
     Explain(ExplainArgs),
     Help(HelpTopic),
@@ -245,11 +249,13 @@ impl std::fmt::Display for UsageError {
             UsageError::GrantId => f.write_str("sp approve revoke takes a grant id: 16 hex digits, as sp approve list shows them"),
             UsageError::NoSubcommand { command: "approve" } => f.write_str("sp approve needs a command: list or revoke (try: sp approve --help)"),
             UsageError::NoSubcommand { command: "upstream" } => f.write_str("sp upstream needs a command: pin, diff or approve (try: sp upstream --help)"),
+            UsageError::NoSubcommand { command: "oauth" } => f.write_str("sp oauth needs a command: login (try: sp oauth --help)"),
             UsageError::NoSubcommand { command } => {
                 write!(f, "sp {command} needs a command: verify, tail, show or export (try: sp {command} --help)")
             }
             UsageError::UnknownSubcommand { command: "approve", name } => write!(f, "unknown approve command {name:?} (list or revoke)"),
             UsageError::UnknownSubcommand { command: "upstream", name } => write!(f, "unknown upstream command {name:?} (pin, diff or approve)"),
+            UsageError::UnknownSubcommand { command: "oauth", name } => write!(f, "unknown oauth command {name:?} (login)"),
             UsageError::UnknownSubcommand { command, name } => write!(f, "unknown {command} command {name:?} (verify, tail, show or export)"),
             UsageError::NotFor { flag, command, sub } => write!(f, "{flag} does not apply to sp {command} {sub}"),
             UsageError::CheckOnly { flag } => write!(f, "{flag} only applies to sp check"),
@@ -343,6 +349,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Upstream(parse_upstream(rest)?)
                     }
+                    Some("oauth") => Command::OAuth(parse_oauth(p.raw_args().map_err(lexopt)?.collect::<Vec<_>>())?),
                     Some(which @ ("explain" | "test")) => {
                         let rest: Vec<OsString> = p.raw_args().map_err(lexopt)?.collect();
                         Command::Explain(parse_explain(which == "test", rest)?)
@@ -375,6 +382,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args, Us
     let after = match &mut args.command {
         Command::Approve(a) => a.config.take(),
         Command::Upstream(u) => u.config.take(),
+        Command::OAuth(o) => o.config.take(),
         Command::Explain(e) => e.config.take(),
         _ => None,
     };
@@ -480,6 +488,10 @@ mod tests;
 mod upstream;
 pub(crate) use upstream::{parse_upstream, UpstreamArgs, UpstreamSub, UPSTREAM_USAGE};
 
+// `sp oauth`'s own arguments (issue 33 §2).
+mod oauth;
+pub(crate) use oauth::{parse_oauth, OAuthArgs, OAuthSub, OAUTH_USAGE};
+
 // `sp explain`'s and `sp test`'s own arguments.
 mod explain;
 pub(crate) use explain::{parse_explain, ExplainArgs, ExplainSub, EXPLAIN_USAGE};
@@ -487,7 +499,7 @@ pub(crate) use explain::{parse_explain, ExplainArgs, ExplainSub, EXPLAIN_USAGE};
 /// Whether argv names `sp explain` or `sp test` (their usage errors exit 3, not 2: 2 is
 /// their "approve"). The first argument that is a command name decides.
 pub(crate) fn is_explain(argv: &[OsString]) -> bool {
-    const COMMANDS: [&str; 10] = ["mcp", "check", "init", "audit", "approve", "upstream", "explain", "test", "help", "version"];
+    const COMMANDS: [&str; 11] = ["mcp", "check", "init", "audit", "approve", "upstream", "oauth", "explain", "test", "help", "version"];
     argv.iter().filter_map(|a| a.to_str()).find(|a| COMMANDS.contains(a)).is_some_and(|a| a == "explain" || a == "test")
 }
 

@@ -18,6 +18,7 @@ pub(crate) mod args;
 pub(crate) mod audit;
 pub(crate) mod explain;
 pub(crate) mod limits;
+pub(crate) mod oauth;
 pub(crate) mod upstream;
 mod check;
 pub(crate) mod init;
@@ -179,6 +180,13 @@ pub fn run(stdout: StdoutHandle) -> ExitCode {
                     eprintln!("sp: {e}");
                     ExitCode::from(explain::EXIT_ERROR)
                 }
+            }
+        }
+        Command::OAuth(ref o) => {
+            init_logging(&args, &env);
+            match oauth::run(stdout, o, args.config.clone(), &env) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(audit::Failed) => ExitCode::from(EXIT_FATAL),
             }
         }
         Command::Upstream(ref up) => {

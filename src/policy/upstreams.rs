@@ -42,6 +42,8 @@
 //! - `pin` says how the exposed tools' definitions are pinned (issue 31, "rug pull";
 //!   `tools/upstream/pins.rs`): `"first-use"` (the default: the first listing pins them),
 //!   `"strict"` (only `sp upstream pin`/`approve` pin them) or `"off"`.
+//! - `auth.oauth` (issue 33 §2, `upstreams/oauth.rs`): a url upstream reached with an
+//!   OAuth access token that `sp oauth login NAME` obtained; not with `credential`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,6 +54,7 @@ use serde_json::Value;
 use super::fields::{abs_path, err, int, list, object, string, Check};
 use super::Credential;
 pub(crate) use super::sandbox::Sandbox;
+pub(crate) use oauth::{OAuth, Redirect};
 use super::sandbox::{sandbox, user_name};
 
 pub(crate) const MAX_NAME_LEN: usize = 24;
@@ -171,8 +174,9 @@ pub enum UpstreamTransport {
     /// Started by `sp`: argv (no shell), its environment and working directory, its
     /// confinement (`None`: `"sandbox": "none"`) and the user it runs as.
     Stdio { command: Vec<String>, env: BTreeMap<String, EnvValue>, cwd: Option<PathBuf>, sandbox: Option<Sandbox>, user: Option<String> },
-    /// Streamable HTTP; `credential` is injected into each request.
-    Http { url: url::Url, credential: Option<String> },
+    /// Streamable HTTP; `credential` is injected into each request, or `oauth`'s token
+    /// (`auth.oauth`, issue 33 §2), never both.
+    Http { url: url::Url, credential: Option<String>, oauth: Option<OAuth> },
 }
 
 /// `resources` and `prompts` (issue 33): which of the upstream's resources (matched on
@@ -289,6 +293,7 @@ const KEYS: &[&str] = &[
     "pin",
     "resources",
     "prompts",
+    "auth",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -337,7 +342,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
     };
     let transport = match (map.get("command"), map.get("url")) {
         (Some(command), None) => {
-            for k in ["credential"] {
+            for k in ["credential", "auth"] {
                 if map.contains_key(k) {
                     return err(&format!("{field}.{k}"), "only applies to a url upstream (a command upstream takes secrets through env)");
                 }
@@ -402,7 +407,11 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
             if let Some(c) = &credential {
                 bound(&credentials[c], &parsed, &at)?;
             }
-            UpstreamTransport::Http { url: parsed, credential }
+            let oauth = map.get("auth").map(|a| oauth::auth(a, &format!("{field}.auth"))).transpose()?;
+            if credential.is_some() && oauth.is_some() {
+                return err(&format!("{field}.auth"), "a url upstream takes either a credential or auth.oauth, not both");
+            }
+            UpstreamTransport::Http { url: parsed, credential, oauth }
         }
         _ => return err(field, "must have exactly one of \"command\" (a stdio upstream) or \"url\" (Streamable HTTP)"),
     };
@@ -509,5 +518,7 @@ fn glob_list(v: &Value, field: &str) -> Check<Vec<Glob>> {
         .collect()
 }
 
+// `auth.oauth` (issue 33 §2).
+mod oauth;
 #[cfg(test)]
 mod tests;

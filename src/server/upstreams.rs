@@ -103,7 +103,7 @@ impl<E: Executor> Server<'_, E> {
         // Its tools cannot be offered now (issue 31): SP_UNAVAILABLE, unless the wait
         // itself timed out or was cancelled.
         let code = |e: &crate::tools::upstream::UpstreamError| match error_code(e) {
-            c @ (ToolCode::Timeout | ToolCode::Cancelled) => c,
+            c @ (ToolCode::Timeout | ToolCode::Cancelled | ToolCode::Auth) => c,
             _ => ToolCode::Unavailable,
         };
         listed.map_err(|e| Rejection { reason: Reason::UpstreamUnavailable, code: code(&e), message: e.to_string() })
@@ -145,6 +145,16 @@ impl<E: Executor> Server<'_, E> {
                     .set("decision", "withhold")
                     .set("code", Some(crate::gate::outcome::ToolCode::ToolChanged.as_str().to_owned()))
                     .set("reason", why.to_string()),
+                // An OAuth refresh (issue 33 §2): the endpoint and the outcome, never a token.
+                UpstreamEvent::Token { upstream, note } => {
+                    let row = crate::audit::Row::new("token").set("target", format!("{upstream} {}", note.target));
+                    match note.outcome {
+                        Ok(secs) => row
+                            .set("decision", "ok")
+                            .set("reason", secs.map_or("no expires_in (300 s assumed)".into(), |s| format!("refreshed, expires_in {s} s"))),
+                        Err(why) => row.set("decision", "error").set("code", Some(ToolCode::Auth.as_str().to_owned())).set("reason", why),
+                    }
+                }
             };
             self.journal.record(row);
         }

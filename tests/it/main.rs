@@ -52,5 +52,6 @@ mod tls_redirects;
 mod tool_surface;
 mod upstream_gate;
 mod upstream_isolation;
+mod upstream_oauth;
 mod upstream_pins;
 mod upstream_resources;

@@ -95,6 +95,20 @@ fn sp_upstream_help_and_sp_1_list_the_same_options() {
     assert_eq!(usage_flags(UPSTREAM_USAGE), man_flags(man, "UPSTREAM PINS"), "sp upstream --help vs sp(1) UPSTREAM PINS");
 }
 
+#[test]
+fn sp_oauth_help_and_sp_1_list_the_same_options() {
+    let man = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/man/sp.1"));
+    assert_eq!(usage_flags(OAUTH_USAGE), man_flags(man, "OAUTH"), "sp oauth --help vs sp(1) OAUTH");
+    for (short, long, value) in usage_flags(OAUTH_USAGE) {
+        for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
+            let mut argv = vec!["login".to_owned(), "gh".to_owned(), name.clone()];
+            argv.extend(value.as_deref().map(|_| "/x".to_owned()));
+            let got = parse_oauth(argv.iter().map(OsString::from));
+            assert!(got.is_ok(), "sp oauth login gh {name}: {got:?}");
+        }
+    }
+}
+
 /// Each listed flag is one the parser takes (with a value when it names one), in the
 /// place the help puts it; a flag it does not know is refused.
 #[test]

@@ -186,19 +186,32 @@ impl TokenRequest {
     }
 }
 
-/// An access token. Debug shows only whether it has a lifetime.
+/// An access token, and the refresh token the answer carried, if any (the
+/// authorization code grant, `code.rs`; client credentials ignore it). Debug shows
+/// only whether it has a lifetime and a refresh token.
 pub(crate) struct Token {
     access_token: Zeroizing<String>,
     expires_in: Option<u64>,
+    refresh_token: Option<Zeroizing<String>>,
 }
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token").field("access_token", &format_args!("***")).field("expires_in", &self.expires_in).finish()
+        f.debug_struct("Token")
+            .field("access_token", &format_args!("***"))
+            .field("expires_in", &self.expires_in)
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| format_args!("***")))
+            .finish()
     }
 }
 
 impl Token {
+    /// The refresh token of the answer, when it had one (RFC 6749 5.1; a server that
+    /// rotates them sends a new one with every refresh).
+    pub(crate) fn refresh_token(&self) -> Option<&str> {
+        self.refresh_token.as_deref().map(String::as_str)
+    }
+
     /// The token, for the `Authorization` header and for registering with the redactor.
     pub(crate) fn secret(&self) -> &str {
         &self.access_token
@@ -259,6 +272,8 @@ pub(crate) enum TokenError {
     TokenTypeNotBearer,
     /// Negative, fractional, or neither a number nor a string of digits.
     BadExpiresIn,
+    /// Not a string of visible ASCII of at most [`MAX_TOKEN_BYTES`].
+    BadRefreshToken,
 }
 
 impl fmt::Display for TokenError {
@@ -285,6 +300,7 @@ impl fmt::Display for TokenError {
             TokenError::MissingTokenType => f.write_str("token response has no token_type"),
             TokenError::TokenTypeNotBearer => f.write_str("token response token_type is not Bearer"),
             TokenError::BadExpiresIn => f.write_str("token response expires_in is not a non-negative integer"),
+            TokenError::BadRefreshToken => write!(f, "token response refresh_token is not visible ASCII of 1 to {MAX_TOKEN_BYTES} bytes"),
         }
     }
 }
@@ -346,12 +362,19 @@ pub(crate) fn parse_token_response(status: u16, body: &[u8]) -> Result<Token, To
         }
         Some(_) => return Err(TokenError::BadExpiresIn),
     };
-    Ok(Token { access_token: Zeroizing::new(token.clone()), expires_in })
+    let refresh_token = match obj.get("refresh_token") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(r)) if !r.is_empty() && r.len() <= MAX_TOKEN_BYTES && r.bytes().all(|b| b.is_ascii_graphic()) => {
+            Some(Zeroizing::new(r.clone()))
+        }
+        Some(_) => return Err(TokenError::BadRefreshToken),
+    };
+    Ok(Token { access_token: Zeroizing::new(token.clone()), expires_in, refresh_token })
 }
 
 /// The OAuth `error` member when it is a short `[a-z_]` word, else nothing (a hostile
 /// server could put the token, or anything, there).
-fn error_code(v: &serde_json::Value) -> Option<String> {
+pub(crate) fn error_code(v: &serde_json::Value) -> Option<String> {
     let e = v.get("error")?.as_str()?;
     (!e.is_empty() && e.len() <= 40 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')).then(|| e.to_owned())
 }
@@ -439,6 +462,9 @@ pub(crate) fn with_token<T, E>(
         }
     }
 }
+
+// The authorization code grant with PKCE and the MCP discovery documents (issue 33 §2).
+pub(crate) mod code;
 
 #[cfg(test)]
 mod tests;

@@ -63,7 +63,10 @@ fn the_issue_example_parses() {
     assert!(g.tools.needs_approval("create_issue") && !g.tools.needs_approval("get_me"));
     assert_eq!(g.arguments["create_issue"]["repo"], vec![Glob::new("api").unwrap(), Glob::new("web").unwrap()]);
     let t = &all["tickets"];
-    assert_eq!(t.transport, UpstreamTransport::Http { url: url::Url::parse("https://mcp.tickets.example/mcp").unwrap(), credential: Some("tickets".into()) });
+    assert_eq!(
+        t.transport,
+        UpstreamTransport::Http { url: url::Url::parse("https://mcp.tickets.example/mcp").unwrap(), credential: Some("tickets".into()), oauth: None }
+    );
     assert_eq!((t.timeout, t.max_output_bytes), (Duration::from_secs(DEFAULT_TIMEOUT_S), DEFAULT_MAX_OUTPUT_BYTES));
 }
 
@@ -142,7 +145,7 @@ fn errors_name_the_field() {
         (
             json!({"command": ["/a"], "tools": allow, "timeout": 5}),
             "upstreams.u.timeout",
-            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts)",
+            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts, auth)",
         ),
         (
             json!({"command": ["/a"], "tools": allow, "sandbox": "off"}),
@@ -251,5 +254,77 @@ fn resources_and_prompts_rules() {
         def.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         let (f, w) = one(def).unwrap_err();
         assert_eq!((f.as_str(), w.starts_with(why)), (field, true), "{w}");
+    }
+}
+
+/// `auth.oauth` (issue 33 §2): the defaults, loopback, and every refusal naming its field.
+#[test]
+fn oauth_auth() {
+    let allow = json!({"allow": ["*"]});
+    let u = one(json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {"client_id": "sp-1"}}, "tools": allow})).unwrap();
+    let UpstreamTransport::Http { oauth: Some(o), credential: None, .. } = u.transport else { panic!("{:?}", u.transport) };
+    assert_eq!(
+        o,
+        OAuth {
+            client_id: "sp-1".into(),
+            scopes: vec![],
+            redirect: Redirect::Stdin { redirect_uri: url::Url::parse("http://127.0.0.1/callback").unwrap() },
+            issuer: None
+        }
+    );
+    let u = one(json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {"client_id": "c", "redirect": "loopback", "port": 8976, "scopes": ["a:b", "c"], "issuer": "https://as.example/t1"}}, "tools": allow}))
+        .unwrap();
+    let UpstreamTransport::Http { oauth: Some(o), .. } = u.transport else { panic!() };
+    assert_eq!(
+        (o.redirect, o.scopes, o.issuer.unwrap().as_str().to_owned()),
+        (Redirect::Loopback { port: 8976 }, vec!["a:b".to_owned(), "c".to_owned()], "https://as.example/t1".to_owned())
+    );
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            json!({"command": ["/a"], "auth": {"oauth": {"client_id": "c"}}}),
+            "upstreams.u.auth",
+            "only applies to a url upstream (a command upstream takes secrets through env)",
+        ),
+        (json!({"url": "https://x/", "auth": {}}), "upstreams.u.auth.oauth", "is required (the only kind of auth so far)"),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {}}}),
+            "upstreams.u.auth.oauth.client_id",
+            "is required (register sp as a client of the authorization server)",
+        ),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "secret": "s"}}}),
+            "upstreams.u.auth.oauth.secret",
+            "unknown field (expected one of: client_id, scopes, redirect, redirect_uri, port, issuer)",
+        ),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "redirect": "browser"}}}),
+            "upstreams.u.auth.oauth.redirect",
+            "must be \"stdin\" or \"loopback\"",
+        ),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "port": 1}}}),
+            "upstreams.u.auth.oauth.port",
+            "only applies to \"redirect\": \"loopback\"",
+        ),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "scopes": ["a b"]}}}),
+            "upstreams.u.auth.oauth.scopes[0]",
+            "must be a scope token (visible ASCII, no space, '\"' or '\\')",
+        ),
+        (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "issuer": "ftp://as"}}}),
+            "upstreams.u.auth.oauth.issuer",
+            "must be an http or https URL with a host",
+        ),
+        (
+            json!({"url": "https://x/", "credential": "tickets", "auth": {"oauth": {"client_id": "c"}}}),
+            "upstreams.u.auth",
+            "a url upstream takes either a credential or auth.oauth, not both",
+        ),
+    ];
+    for (def, field, message) in cases {
+        let mut def = def;
+        def.as_object_mut().unwrap().insert("tools".into(), allow.clone());
+        assert_eq!(one(def.clone()).unwrap_err(), (field.to_owned(), message.to_owned()), "{def}");
     }
 }

@@ -126,9 +126,12 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
                 let names: Vec<&str> = env.keys().map(String::as_str).collect();
                 format!("stdio {} (env: {})", command.first().map_or("", String::as_str), if names.is_empty() { "none".into() } else { names.join(",") })
             }
-            UpstreamTransport::Http { url, credential } => {
+            UpstreamTransport::Http { url, credential, oauth } => {
                 let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-                let cred = credential.as_deref().map(|c| format!(", credential {c}")).unwrap_or_default();
+                let mut cred = credential.as_deref().map(|c| format!(", credential {c}")).unwrap_or_default();
+                if let Some(o) = oauth {
+                    cred = format!(", oauth client {} (sp oauth login {})", o.client_id, u.name);
+                }
                 format!("{}://{}{port}{}{cred}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
             }
         };

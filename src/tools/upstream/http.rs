@@ -18,8 +18,9 @@
 //!   that [`Transport::recv`] waits on with the deadline and the cancel. A JSON body or
 //!   an SSE event's data is one message, capped at the line cap (`max_output_bytes`),
 //!   parsed as strictly as a stdio line.
-//! - HTTP 401 or 403: the credential is refused, the transport is broken (an OAuth2
-//!   refresh belongs here once `oauth2` is supported). HTTP 404 once a session exists:
+//! - HTTP 401 or 403: the credential is refused, the transport is broken. With
+//!   `auth.oauth` (`oauth/`), a 401 first gets one refresh of the token and the POST is
+//!   sent again (a 401 was not processed); the token is refreshed before it expires too. HTTP 404 once a session exists:
 //!   the upstream ended the session. Any other status but 200 and 202: broken.
 //! - [`Transport::close`]: a DELETE with the session id (best effort, 2 s), then every
 //!   connection of the agent is shut down, so a thread blocked on a stream returns.
@@ -38,6 +39,7 @@ use ureq::http::Request;
 use url::Url;
 use zeroize::Zeroizing;
 
+use super::oauth::Bearer;
 use super::transport::{Recv, StartError, Transport, TransportError};
 use crate::gate::exec::Cancel;
 use crate::mcp::frame::FrameError;
@@ -61,12 +63,15 @@ pub(crate) struct Reach {
     pub query: Option<(String, Zeroizing<String>)>,
     pub max_line_bytes: usize,
     pub roots: Option<Vec<Vec<u8>>>,
+    /// `auth.oauth`: the access token, refreshed before expiry and once on a 401.
+    pub bearer: Option<Arc<Bearer>>,
 }
 
 pub(crate) struct HttpTransport {
     name: String,
     url: Zeroizing<String>,
     header: Option<(String, Zeroizing<String>)>,
+    bearer: Option<Arc<Bearer>>,
     agent: Option<ureq::Agent>,
     session: Arc<Mutex<Option<String>>>,
     version: Option<&'static str>,
@@ -81,7 +86,7 @@ impl HttpTransport {
     pub(crate) fn connect(reach: Reach, timeout: Duration) -> Result<HttpTransport, StartError> {
         let lookup: Arc<dyn dest::Lookup> = Arc::new(dest::SystemLookup);
         let checked = dest::resolve_and_check(&lookup, &reach.url, true, timeout).map_err(StartError::Destination)?;
-        let credentialed = reach.header.is_some() || reach.query.is_some();
+        let credentialed = reach.header.is_some() || reach.query.is_some() || reach.bearer.is_some();
         if credentialed && reach.url.scheme() != "https" && !checked.addrs().iter().all(|a| a.ip().is_loopback()) {
             return Err(StartError::PlainHttp);
         }
@@ -111,6 +116,7 @@ impl HttpTransport {
             name: reach.name,
             url: Zeroizing::new(url.to_string()),
             header: reach.header,
+            bearer: reach.bearer,
             agent: Some(agent),
             session: Arc::new(Mutex::new(None)),
             version: None,
@@ -130,6 +136,8 @@ struct Post {
     agent: ureq::Agent,
     url: Zeroizing<String>,
     headers: Vec<(String, Zeroizing<String>)>,
+    /// The OAuth token source and the token this POST carries (in `headers` too).
+    bearer: Option<(Arc<Bearer>, Zeroizing<String>)>,
     session: Arc<Mutex<Option<String>>>,
     body: Vec<u8>,
     remaining: Duration,
@@ -152,21 +160,19 @@ impl Post {
     }
 
     fn exchange(&self) -> Result<(), TransportError> {
-        let mut builder = Request::builder()
-            .method("POST")
-            .uri(self.url.as_str())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        for (name, value) in &self.headers {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
         let had_session = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        if let Some(s) = &had_session {
-            builder = builder.header("mcp-session-id", s.as_str());
+        let mut response = self.post(had_session.as_deref(), self.bearer.as_ref().map(|(_, t)| t))?;
+        if response.status().as_u16() == 401
+            && let Some((bearer, used)) = &self.bearer
+        {
+            // Once per POST (issue 33 §2): a token another thread refreshed meanwhile,
+            // else a refresh now; a 401 was not processed, so sending again is safe.
+            let token = bearer.after_401(used).map_err(|e| TransportError::Auth(e.to_string()))?;
+            response = self.post(had_session.as_deref(), Some(&token))?;
+            if response.status().as_u16() == 401 {
+                return Err(TransportError::Auth(super::oauth::OAuthError::Refused { upstream: bearer.upstream().to_owned() }.to_string()));
+            }
         }
-        let request = builder.body(&self.body[..]).map_err(|_| broken("the request could not be built"))?;
-        let request = self.agent.configure_request(request).timeout_global(Some(self.remaining)).timeout_connect(Some(self.remaining)).build();
-        let response = self.agent.run(request).map_err(|e| broken(format!("the POST failed: {}", ureq_reason(&e))))?;
         let status = response.status().as_u16();
         match status {
             200 => {}
@@ -200,6 +206,27 @@ impl Post {
             "" if self.request.is_none() => Ok(()),
             _ => Err(broken("its answer is neither application/json nor text/event-stream")),
         }
+    }
+
+    /// One POST of the body, with the OAuth token `token` when given.
+    fn post(&self, session: Option<&str>, token: Option<&Zeroizing<String>>) -> Result<ureq::http::Response<ureq::Body>, TransportError> {
+        let mut builder = Request::builder()
+            .method("POST")
+            .uri(self.url.as_str())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(t) = token {
+            builder = builder.header("authorization", format!("Bearer {}", t.as_str()));
+        }
+        if let Some(s) = session {
+            builder = builder.header("mcp-session-id", s);
+        }
+        let request = builder.body(&self.body[..]).map_err(|_| broken("the request could not be built"))?;
+        let request = self.agent.configure_request(request).timeout_global(Some(self.remaining)).timeout_connect(Some(self.remaining)).build();
+        self.agent.run(request).map_err(|e| broken(format!("the POST failed: {}", ureq_reason(&e))))
     }
 
     /// Parses one message and hands it to the client; true if it is the answer to this
@@ -277,10 +304,15 @@ impl Transport for HttpTransport {
             headers.push(("mcp-protocol-version".into(), Zeroizing::new(v.to_owned())));
         }
         let request = message.get("method").and(message.get("id")).cloned();
+        let bearer = match &self.bearer {
+            Some(b) => Some((b.clone(), b.token().map_err(|e| TransportError::Auth(e.to_string()))?)),
+            None => None,
+        };
         let post = Post {
             agent: agent.clone(),
             url: self.url.clone(),
             headers,
+            bearer,
             session: self.session.clone(),
             body: serde_json::to_vec(message).map_err(|e| broken(e.to_string()))?,
             remaining: deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
@@ -324,6 +356,9 @@ impl Transport for HttpTransport {
             let mut builder = Request::builder().method("DELETE").uri(self.url.as_str()).header("mcp-session-id", session.as_str());
             if let Some((name, value)) = &self.header {
                 builder = builder.header(name.as_str(), value.as_str());
+            }
+            if let Some(b) = &self.bearer {
+                builder = builder.header("authorization", format!("Bearer {}", b.current().as_str()));
             }
             if let Ok(request) = builder.body(()) {
                 let request = agent.configure_request(request).timeout_global(Some(DELETE_GRACE)).build();

@@ -38,6 +38,7 @@ mod expose;
 use expose::name_spells_secret;
 mod http;
 mod names;
+pub(crate) mod oauth;
 pub(crate) mod pins;
 pub(crate) mod replay;
 mod reload;
@@ -149,6 +150,12 @@ pub enum UpstreamError {
         deaths: u32,
         wait: Duration,
     },
+    /// No OAuth token could be had for it, or it refused a fresh one (`oauth/`): the
+    /// message carries the `sp oauth login` hint when a login is due. SP_AUTH.
+    Auth {
+        upstream: String,
+        why: String,
+    },
 }
 
 impl fmt::Display for UpstreamError {
@@ -171,6 +178,7 @@ impl fmt::Display for UpstreamError {
                 Ok(())
             }
             UpstreamError::Cancelled { upstream } => write!(f, "upstream {upstream}: the call was cancelled"),
+            UpstreamError::Auth { upstream, why } => write!(f, "upstream {upstream}: {why}"),
             UpstreamError::CrashLoop { upstream, deaths, wait } => {
                 let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 write!(f, "upstream {upstream} died {deaths} times in a row: not started again for {secs} s (back-off)")
@@ -192,6 +200,7 @@ impl UpstreamError {
             | UpstreamError::Refused { why, .. }
             | UpstreamError::BadAnswer { why, .. }
             | UpstreamError::Names { why, .. }
+            | UpstreamError::Auth { why, .. }
             | UpstreamError::Listing { why, .. } => {
                 let mut v = Value::String(std::mem::take(why));
                 vault.scrub(&mut v);
@@ -248,11 +257,18 @@ pub(crate) enum UpstreamEvent {
         upstream: String,
         why: pins::Withheld,
     },
+    /// An OAuth token refresh (`oauth/`): the endpoint and the outcome, never a token.
+    Token {
+        upstream: String,
+        note: oauth::TokenNote,
+    },
 }
 
 struct Slot {
     policy: Upstream,
     client: Option<Client<Box<dyn Transport>>>,
+    /// `auth.oauth`: the running client's token source (`oauth/`).
+    bearer: Option<std::sync::Arc<oauth::Bearer>>,
     listing: Option<Vec<ExposedTool>>,
     /// Its deaths in a row: when it may be started again (`backoff.rs`).
     deaths: backoff::Streak,
@@ -270,6 +286,9 @@ pub struct Upstreams {
     credentials: BTreeMap<String, Credential>,
     /// `http.ca_file`'s certificates, trusted for https upstreams too.
     roots: Option<Vec<Vec<u8>>>,
+    /// The OAuth token store beside the policy (`oauth/store.rs`); none without a
+    /// policy file.
+    tokens: Option<std::path::PathBuf>,
     tables: Tables,
     /// The pinned tool definitions (`pins.rs`).
     pins: pins::Book,
@@ -294,13 +313,14 @@ impl Upstreams {
             .map(|(name, u)| {
                 (
                     name.clone(),
-                    Slot { policy: u.clone(), client: None, listing: None, deaths: Default::default(), starts: 0, announced: false, withdrawn: false },
+                    Slot { policy: u.clone(), client: None, bearer: None, listing: None, deaths: Default::default(), starts: 0, announced: false, withdrawn: false },
                 )
             })
             .collect();
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
-        Upstreams { slots, credentials, roots, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
+        let tokens = policy.origin.as_deref().map(oauth::store::beside);
+        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -373,7 +393,9 @@ impl Upstreams {
     /// The exposed tools of `upstream`: started if needed, listed once and cached until
     /// it announces `notifications/tools/list_changed`.
     pub(crate) fn list(&mut self, upstream: &str, vault: &mut Vault) -> Result<&[ExposedTool], UpstreamError> {
-        self.refresh(upstream, vault).map_err(|e| e.scrubbed(vault))?;
+        let listed = self.refresh(upstream, vault);
+        self.take_tokens(upstream, vault);
+        listed.map_err(|e| e.scrubbed(vault))?;
         Ok(self.slots[upstream].listing.as_deref().unwrap_or_default())
     }
 
@@ -432,7 +454,10 @@ impl Upstreams {
         progress: &mut dyn FnMut(ProgressNote),
         vault: &mut Vault,
     ) -> Result<UpstreamCall, UpstreamError> {
-        self.call_inner(route, arguments, timeout, cancel, progress, vault).map_err(|e| e.scrubbed(vault))
+        let answer = self.call_inner(route, arguments, timeout, cancel, progress, vault);
+        // Before the answer is scrubbed: a token refreshed during the call is known.
+        self.take_tokens(route.upstream(), vault);
+        answer.map_err(|e| e.scrubbed(vault))
     }
 
     fn call_inner(
@@ -512,7 +537,8 @@ impl Upstreams {
         }
         let restart = slot.starts > 0;
         slot.starts += 1;
-        match start(&slot.policy, &self.credentials, self.roots.as_ref(), vault, cancel) {
+        slot.bearer = oauth::bearer_for(upstream, &slot.policy, self.roots.as_ref(), self.tokens.as_deref()).inspect_err(|e| log::warn!("{e}"))?;
+        match start(&slot.policy, &self.credentials, self.roots.as_ref(), slot.bearer.clone(), vault, cancel) {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
@@ -543,6 +569,7 @@ fn client_error(upstream: &str, e: ClientError, after: Duration) -> UpstreamErro
         ClientError::TimedOut { hung } => UpstreamError::Timeout { upstream, after, hung },
         ClientError::Cancelled => UpstreamError::Cancelled { upstream },
         ClientError::Rpc(r) => UpstreamError::Refused { upstream, why: format!("error {}: {}", r.code, r.message.cut(wire::MAX_MESSAGE_CHARS)) },
+        ClientError::Transport(transport::TransportError::Auth(why)) => UpstreamError::Auth { upstream, why },
         e => UpstreamError::Broken { upstream, why: e.to_string() },
     }
 }

@@ -60,6 +60,7 @@ impl Upstreams {
             let slot = self.slots.entry(name.clone()).or_insert_with(|| Slot {
                 policy: u.clone(),
                 client: None,
+                bearer: None,
                 listing: None,
                 deaths: Default::default(),
                 starts: 0,

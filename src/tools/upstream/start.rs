@@ -8,6 +8,7 @@ pub(super) fn start(
     u: &Upstream,
     credentials: &BTreeMap<String, Credential>,
     roots: Option<&Vec<Vec<u8>>>,
+    bearer: Option<std::sync::Arc<super::oauth::Bearer>>,
     vault: &mut Vault,
     cancel: &Cancel,
 ) -> Result<Client<Box<dyn Transport>>, UpstreamError> {
@@ -42,7 +43,7 @@ pub(super) fn start(
             log::info!("upstream {name}: started (process group {})", transport.process_group().unwrap_or(0));
             Box::new(transport)
         }
-        UpstreamTransport::Http { url, credential } => {
+        UpstreamTransport::Http { url, credential, .. } => {
             let (mut header, mut query) = (None, None);
             if let Some(c) = credential {
                 let (secret, cred) = read(c)?;
@@ -54,7 +55,7 @@ pub(super) fn start(
                     }
                 }
             }
-            let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned() };
+            let reach = http::Reach { name: name.to_owned(), url: url.clone(), header, query, max_line_bytes, roots: roots.cloned(), bearer };
             let transport =
                 http::HttpTransport::connect(reach, u.startup_timeout).map_err(|e| UpstreamError::Start { upstream: name.to_owned(), why: e.to_string() })?;
             Box::new(transport)

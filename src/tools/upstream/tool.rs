@@ -181,6 +181,7 @@ fn passed(call: UpstreamCall) -> Value {
 pub(crate) fn error_code(e: &UpstreamError) -> ToolCode {
     match e {
         UpstreamError::Timeout { .. } => ToolCode::Timeout,
+        UpstreamError::Auth { .. } => ToolCode::Auth,
         UpstreamError::Cancelled { .. } => ToolCode::Cancelled,
         UpstreamError::Credential { .. }
         | UpstreamError::Unsupported { .. }

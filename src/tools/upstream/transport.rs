@@ -45,6 +45,9 @@ pub(crate) enum TransportError {
     Io(String),
     /// An HTTP exchange failed or was refused (the message says how).
     Http(String),
+    /// No OAuth access token could be had, or the upstream refused a fresh one
+    /// (`oauth/`): its message ends with the `sp oauth login` hint when a login is due.
+    Auth(String),
 }
 
 impl fmt::Display for TransportError {
@@ -56,7 +59,7 @@ impl fmt::Display for TransportError {
             TransportError::Json(e) => write!(f, "it wrote a bad message: {e}"),
             TransportError::Stalled => f.write_str("it stopped reading its input"),
             TransportError::Io(e) => write!(f, "talking to it failed: {e}"),
-            TransportError::Http(e) => f.write_str(e),
+            TransportError::Http(e) | TransportError::Auth(e) => f.write_str(e),
         }
     }
 }

@@ -1,0 +1,114 @@
+//! `auth.oauth` of a `url` upstream (issue 33 §2, `sp-policy(5)`, UPSTREAMS): the
+//! authorization code grant with PKCE that `sp oauth login NAME` runs once, and whose
+//! refresh token `sp mcp` then uses (`tools/upstream/oauth/`).
+//!
+//! ```json
+//! "auth": {"oauth": {"client_id": "sp-on-host-1", "scopes": ["mcp:read"],
+//!                    "redirect": "stdin", "redirect_uri": "http://127.0.0.1/callback",
+//!                    "issuer": "https://login.example", "port": 8976}}
+//! ```
+//!
+//! Decisions:
+//! - `client_id` is required (static registration: the operator registers `sp` as a
+//!   public client); dynamic client registration is not done.
+//! - `redirect`: `"stdin"` (the default: `sp oauth login` prints the URL, the operator
+//!   pastes the code, or the whole address the browser was sent to) or `"loopback"` (a
+//!   listener on `127.0.0.1:port`, `port` 0 or absent: any free one).
+//! - `redirect_uri` (stdin only): what the authorization server sends the browser to,
+//!   registered with the client; default `http://127.0.0.1/callback`.
+//! - `issuer`: the authorization server to use when the resource's metadata lists
+//!   several; it must be among them. Its host, like the upstream's own, counts as named
+//!   exactly (private addresses reachable, `net/dest.rs`); other discovered hosts do not.
+//! - `scopes`: asked for; absent: the `scope` of the server's challenge, else its
+//!   metadata's `scopes_supported`, else none.
+
+use serde_json::Value;
+
+use crate::policy::fields::{err, int, list, object, string, Check};
+
+/// How the authorization code comes back to `sp oauth login`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redirect {
+    /// Read from stdin (the code, or the address the browser was sent to).
+    Stdin { redirect_uri: url::Url },
+    /// A listener on 127.0.0.1 (`port` 0: any free port).
+    Loopback { port: u16 },
+}
+
+/// `auth.oauth` of a url upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuth {
+    pub client_id: String,
+    pub scopes: Vec<String>,
+    pub redirect: Redirect,
+    pub issuer: Option<url::Url>,
+}
+
+pub(crate) const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+
+/// A scope token (RFC 6749 3.3): visible ASCII but `"` and `\`.
+fn is_scope(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+}
+
+/// `auth`: `{"oauth": {...}}`.
+pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
+    let map = object(v, field, &["oauth"])?;
+    let field = format!("{field}.oauth");
+    let Some(o) = map.get("oauth") else { return err(&field, "is required (the only kind of auth so far)") };
+    let map = object(o, &field, &["client_id", "scopes", "redirect", "redirect_uri", "port", "issuer"])?;
+    let at = format!("{field}.client_id");
+    let client_id =
+        string(map.get("client_id").ok_or_else(|| (at.clone(), "is required (register sp as a client of the authorization server)".to_owned()))?, &at)?;
+    if client_id.len() > 256 || client_id.chars().any(char::is_control) {
+        return err(&at, "must be at most 256 characters, none a control character");
+    }
+    let scopes = match map.get("scopes") {
+        None => Vec::new(),
+        Some(s) => list(s, &format!("{field}.scopes"))?
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let at = format!("{field}.scopes[{i}]");
+                let s = string(s, &at)?;
+                if is_scope(s) { Ok(s.to_owned()) } else { err(&at, "must be a scope token (visible ASCII, no space, '\"' or '\\')") }
+            })
+            .collect::<Check<_>>()?,
+    };
+    let mode = match map.get("redirect") {
+        None => "stdin",
+        Some(Value::String(s)) if s == "stdin" || s == "loopback" => s.as_str(),
+        Some(_) => return err(&format!("{field}.redirect"), "must be \"stdin\" or \"loopback\""),
+    };
+    let redirect = if mode == "stdin" {
+        if map.contains_key("port") {
+            return err(&format!("{field}.port"), "only applies to \"redirect\": \"loopback\"");
+        }
+        let at = format!("{field}.redirect_uri");
+        let uri = match map.get("redirect_uri") {
+            None => url::Url::parse(DEFAULT_REDIRECT_URI).map_err(|e| (at.clone(), e.to_string()))?,
+            Some(u) => url_field(u, &at)?,
+        };
+        Redirect::Stdin { redirect_uri: uri }
+    } else {
+        if map.contains_key("redirect_uri") {
+            return err(&format!("{field}.redirect_uri"), "only applies to \"redirect\": \"stdin\" (loopback is http://127.0.0.1:PORT/callback)");
+        }
+        let port = map.get("port").map(|p| int(p, &format!("{field}.port"), 0, 65535)).transpose()?.unwrap_or(0);
+        Redirect::Loopback { port: u16::try_from(port).unwrap_or(0) }
+    };
+    let issuer = map.get("issuer").map(|i| url_field(i, &format!("{field}.issuer"))).transpose()?;
+    Ok(OAuth { client_id: client_id.to_owned(), scopes, redirect, issuer })
+}
+
+/// An http(s) URL with a host and no user, password or fragment.
+fn url_field(v: &Value, at: &str) -> Check<url::Url> {
+    let parsed = url::Url::parse(string(v, at)?).map_err(|e| (at.to_owned(), format!("is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "https" | "http") || parsed.host_str().is_none() {
+        return err(at, "must be an http or https URL with a host");
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
+        return err(at, "must hold no user, password or fragment");
+    }
+    Ok(parsed)
+}
