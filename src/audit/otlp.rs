@@ -91,7 +91,10 @@ impl Otlp {
                 self.counts.dropped.fetch_add(1, Ordering::Relaxed);
                 if !self.warned_full {
                     self.warned_full = true;
-                    log::warn!("OTLP copy to {}: the queue is full ({QUEUE} rows); rows are dropped and counted (the journal file has every row)", self.endpoint);
+                    log::warn!(
+                        "OTLP copy to {}: the queue is full ({QUEUE} rows); rows are dropped and counted (the journal file has every row)",
+                        self.endpoint
+                    );
                 }
             }
         }
@@ -159,7 +162,9 @@ fn sender(rx: &Receiver<String>, endpoint: &str, counts: &Counts) {
         counts.dropped.fetch_add(n, Ordering::Relaxed);
         if !failing {
             failing = true;
-            log::warn!("OTLP copy to {endpoint}: {why}; {n} row(s) dropped, rows are dropped and counted until it takes them again (the journal file has every row)");
+            log::warn!(
+                "OTLP copy to {endpoint}: {why}; {n} row(s) dropped, rows are dropped and counted until it takes them again (the journal file has every row)"
+            );
         }
         std::thread::sleep(PAUSE);
     }

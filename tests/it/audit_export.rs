@@ -408,7 +408,11 @@ fn otlp_never_blocks_a_call() {
         let run = s.finish();
         run.assert_exit(0);
         assert!(started.elapsed() < Duration::from_secs(5), "collector {what}: the exit took {:?}\n{}", started.elapsed(), run.context());
-        assert!(run.stderr.contains("OTLP copy to") && (run.stderr.contains("dropped") || run.stderr.contains("undelivered")), "collector {what}\n{}", run.context());
+        assert!(
+            run.stderr.contains("OTLP copy to") && (run.stderr.contains("dropped") || run.stderr.contains("undelivered")),
+            "collector {what}\n{}",
+            run.context()
+        );
         assert_eq!(journal_lines(&f.journal).len(), 7, "the file has every row");
     }
 }
@@ -420,7 +424,10 @@ fn check_names_the_copies() {
     let run = run_sp(&["check", "--config", &f.policy.display().to_string()], &[], b"");
     run.assert_exit(0);
     let out = String::from_utf8_lossy(&run.stdout);
-    assert!(out.contains("syslog copy /dev/log facility authpriv (journald's native protocol to /run/j.sock), OTLP copy http://127.0.0.1:4318/v1/logs"), "{out}");
+    assert!(
+        out.contains("syslog copy /dev/log facility authpriv (journald's native protocol to /run/j.sock), OTLP copy http://127.0.0.1:4318/v1/logs"),
+        "{out}"
+    );
     let bad = fixture(json!({"otlp": {"url": "http://user:pw@127.0.0.1:4318"}}));
     let run = run_sp(&["check", "--config", &bad.policy.display().to_string()], &[], b"");
     run.assert_exit(1);

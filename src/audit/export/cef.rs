@@ -90,13 +90,7 @@ pub(super) fn event(fields: &Map<String, Value>) -> String {
     let (kind, decision) = (text(fields, "kind"), text(fields, "decision"));
     let class = if decision.is_empty() { kind.to_owned() } else { format!("{kind}:{decision}") };
     let name = if decision.is_empty() { kind.to_owned() } else { format!("{kind} {decision}") };
-    let mut out = format!(
-        "CEF:0|Sallyport|sp|{}|{}|{}|{}|",
-        header(env!("CARGO_PKG_VERSION")),
-        header(&class),
-        header(&name),
-        level(kind, decision).cef()
-    );
+    let mut out = format!("CEF:0|Sallyport|sp|{}|{}|{}|{}|", header(env!("CARGO_PKG_VERSION")), header(&class), header(&name), level(kind, decision).cef());
     let mut ext: Vec<String> = Vec::new();
     if let Some(ms) = fields.get("ts").and_then(Value::as_str).and_then(super::parse_rfc3339) {
         ext.push(format!("rt={ms}"));

@@ -150,4 +150,3 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
     };
     Ok(AuditArgs { sub, file })
 }
-

@@ -135,7 +135,10 @@ pub(crate) fn run(out: &mut impl Write, file: File, x: &Export<'_>) -> Result<()
         let at = reader.stream_position().map_err(read_err)?;
         let len = reader.get_ref().metadata().map_err(read_err)?.len();
         if len < at {
-            return Err(fail(x.name, format!("the file shrank under export --follow ({len} bytes, {at} read): truncated or cut back; the rows before were exported")));
+            return Err(fail(
+                x.name,
+                format!("the file shrank under export --follow ({len} bytes, {at} read): truncated or cut back; the rows before were exported"),
+            ));
         }
         // A new file at the path: read the old one to its end first (a row appended
         // just before the move), then switch.

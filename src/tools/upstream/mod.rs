@@ -313,7 +313,16 @@ impl Upstreams {
             .map(|(name, u)| {
                 (
                     name.clone(),
-                    Slot { policy: u.clone(), client: None, bearer: None, listing: None, deaths: Default::default(), starts: 0, announced: false, withdrawn: false },
+                    Slot {
+                        policy: u.clone(),
+                        client: None,
+                        bearer: None,
+                        listing: None,
+                        deaths: Default::default(),
+                        starts: 0,
+                        announced: false,
+                        withdrawn: false,
+                    },
                 )
             })
             .collect();
