@@ -227,7 +227,10 @@ impl Limiter {
 
     /// One read-modify-write under the file's lock: `Ok(Err(limited))` when a rule
     /// refuses the call (nothing counted), `Ok(Ok(()))` when it is counted in every rule.
-    pub(crate) fn admit(&self, rules: &[&LimitRule], now_ms: u64) -> Result<Result<(), Limited>, LimitError> {
+    /// The clock (`now_ms`, in ms since the epoch) is read once the lock is held: a time
+    /// taken before the wait could be older than a window another process opened
+    /// meanwhile, which would read as a clock set back and drop its count.
+    pub(crate) fn admit(&self, rules: &[&LimitRule], now_ms: impl FnOnce() -> u64) -> Result<Result<(), Limited>, LimitError> {
         if rules.is_empty() {
             return Ok(Ok(()));
         }
@@ -252,7 +255,7 @@ impl Limiter {
             return Err(LimitError::Corrupt { path: path.clone(), why: format!("larger than {MAX_STATE_BYTES} bytes") });
         }
         let mut state = State::parse(&text).map_err(|why| LimitError::Corrupt { path: path.clone(), why })?;
-        let verdict = state.admit(rules, now_ms);
+        let verdict = state.admit(rules, now_ms());
         if verdict.is_ok() {
             let line = state.render();
             let write = |e: std::io::Error| LimitError::Write { path: path.clone(), why: sys::io_reason(&e) };

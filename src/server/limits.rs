@@ -41,7 +41,7 @@ impl<E: Executor> Server<'_, E> {
             };
             return Some(self.refuse_tool(id, r));
         };
-        match limiter.admit(&applying, limits::now_ms()) {
+        match limiter.admit(&applying, limits::now_ms) {
             Ok(Ok(())) => None,
             Ok(Err(limited)) => {
                 let message = limited.to_string();

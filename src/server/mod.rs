@@ -478,14 +478,22 @@ impl<'p, E: Executor> Server<'p, E> {
         }
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let was_waiting = session == Session::AwaitingInit;
+        let was_ready = matches!(session, Session::Ready { .. });
         let (next, step) = session.handle_offering(&message, self.offer());
         if was_waiting && matches!(next, Session::Initializing { .. }) {
             self.client_caps = caps;
         }
+        let became_ready = !was_ready && matches!(next, Session::Ready { .. });
         self.session = next;
         let (id, params, method) = match message {
             Message::Notification { method, .. } => {
                 log::debug!("notification {method:?}");
+                // A change noted before the handshake was done (a reload, an upstream's
+                // news) is told as soon as it is: waiting for the next request would
+                // keep it from a client that waits for it before it asks anything.
+                if became_ready && self.tell_list_changes(io).is_err() {
+                    return Some(Exit::ClientGone);
+                }
                 return None;
             }
             Message::Request { id, params, method } => (id, params, method),

@@ -88,7 +88,7 @@ fn policy_errors_and_the_summary_show_control_and_bidi_characters_escaped() {
         (
             json!({"x\u{1b}\u{202e}\u{2066}": 1}),
             format!(
-                "sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode, upstreams, limits, limits_state)\n"
+                "sp: {shown}: \"x\\u{{1b}}\\u{{202e}}\\u{{2066}}\": unknown field (expected one of: credentials, http, ssh, audit, approval, mode, upstreams, limits, limits_state, reload)\n"
             ),
         ),
         (

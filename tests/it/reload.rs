@@ -15,6 +15,8 @@
 //! - a reload asked while a call runs (its upstream answer delayed): the call finishes
 //!   under the policy it started with (its answer is the server's, not a denial, its
 //!   `result` row is written before the `policy_reload` row), the next call is denied;
+//! - SIGHUP between `initialize` and `notifications/initialized`: the change is told
+//!   once the handshake is done, unasked, without waiting for a request;
 //! - SIGHUP while half a request line has been read: the reload wakes the read, the half
 //!   line is kept, and the request, completed after the reload, runs under the new
 //!   policy (denied), answered once;
@@ -330,5 +332,27 @@ fn a_reload_can_add_the_first_upstream() {
     let r = sp.tool(3, "m_act", json!({"x": 1}));
     assert_eq!(tool_error_code(&r), None, "{r}");
     assert!(r["content"][0]["text"].as_str().is_some_and(|t| t.contains("\"x\": 1")), "the upstream's echo: {r}");
+    sp.finish().assert_exit(0);
+}
+
+/// A reload between `initialize` and `notifications/initialized`: the change is told as
+/// soon as the handshake is done, not held until a request the client may be waiting to
+/// send until it hears of the change (the half-line test above raced into this: its
+/// SIGHUP could be handled before the `initialized` it had sent was read).
+#[test]
+fn a_reload_during_the_handshake_is_told_when_it_is_done() {
+    let server = TestServer::start();
+    let f = Fixture::new(&server, false);
+    let mut sp = Session::start(f.launch());
+    let answer = sp.call(&support::process::initialize(json!(0), "2025-06-18"));
+    assert!(answer["result"].is_object(), "{answer}");
+    f.write(&f.allow("POST", false));
+    hup(&sp);
+    wait_for_row(&f.journal, "policy_reload");
+    sp.send(&support::process::initialized());
+    let note = sp.read_for("notifications/tools/list_changed once the handshake is done");
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    let list = sp.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert!(!tool_names(&list).contains(&"http_get".to_owned()), "the new policy's tools: {list}");
     sp.finish().assert_exit(0);
 }

@@ -86,21 +86,40 @@ fn the_file_keeps_counts_across_handles_and_refuses_what_is_not_ours() {
     let path = dir.path().join("sub/limits.json");
     let r = rule(0, 2, 60);
     let now = now_ms();
-    assert_eq!(Limiter::new(path.clone()).admit(&[&r], now), Ok(Ok(())));
-    assert_eq!(Limiter::new(path.clone()).admit(&[&r], now), Ok(Ok(())), "a second process's handle sees the first count");
-    assert_eq!(Limiter::new(path.clone()).admit(&[&r], now).unwrap().unwrap_err().index, 0);
+    assert_eq!(Limiter::new(path.clone()).admit(&[&r], || now), Ok(Ok(())));
+    assert_eq!(Limiter::new(path.clone()).admit(&[&r], || now), Ok(Ok(())), "a second process's handle sees the first count");
+    assert_eq!(Limiter::new(path.clone()).admit(&[&r], || now).unwrap().unwrap_err().index, 0);
     assert_eq!(Limiter::new(path.clone()).peek().unwrap().used(&r, now), 2);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let e = Limiter::new(path.clone()).admit(&[&r], now).unwrap_err();
+    let e = Limiter::new(path.clone()).admit(&[&r], || now).unwrap_err();
     assert!(matches!(e, LimitError::File { why: SysError::TooOpen { .. }, .. }), "{e}");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(&path, "{\"v\":1,\"windows\":[]}\n").unwrap();
-    let e = Limiter::new(path.clone()).admit(&[&r], now).unwrap_err();
+    let e = Limiter::new(path.clone()).admit(&[&r], || now).unwrap_err();
     assert_eq!(e.to_string(), format!("rate limit state {} is corrupt (no windows object); remove it to start the counts afresh", path.display()));
     let link = dir.path().join("link.json");
     std::os::unix::fs::symlink(&path, &link).unwrap();
-    let e = Limiter::new(link).admit(&[&r], now).unwrap_err();
+    let e = Limiter::new(link).admit(&[&r], || now).unwrap_err();
     assert!(matches!(e, LimitError::File { why: SysError::Symlink, .. }), "{e}");
+}
+
+/// The clock is read with the lock held: a time taken before the wait could be older
+/// than the window a racing process opened meanwhile, which `prune` takes for a clock
+/// set back (its count dropped; `a_tight_race_loses_no_count` in tests/it saw it under
+/// CI load). The clock here checks that another open file cannot take the lock.
+#[test]
+fn the_clock_is_read_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.json");
+    let r = rule(0, 5, 60);
+    let mut held = false;
+    let clock = || {
+        let other = std::fs::File::open(&path).unwrap();
+        held = crate::sys::lock_exclusive(&other, std::time::Duration::ZERO).is_err();
+        now_ms()
+    };
+    assert_eq!(Limiter::new(path.clone()).admit(&[&r], clock), Ok(Ok(())));
+    assert!(held, "the clock was read while the state file was not locked");
 }
