@@ -165,7 +165,8 @@ fn refused_elicitations_never_reach_the_client() {
     assert!(late["message"].as_str().unwrap().contains("only while a tools/call of that upstream runs"), "{late}");
     drop(s.finish());
     let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    let refused = journal.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|r| r["kind"] == "elicitation" && r["decision"] == "refused").count();
+    let refused =
+        journal.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|r| r["kind"] == "elicitation" && r["decision"] == "refused").count();
     assert_eq!(refused, 6, "one row for each refused during a call: {journal}");
 }
 

@@ -74,7 +74,8 @@ pub(super) fn parse(v: &Value, field: &str) -> Check<ElicitRules> {
 /// `host` or `host:port` (`[v6]:port`), exactly as `url` would serialise it: lowercase
 /// ASCII, IDN in `xn--` form, no trailing dot, no wildcard, user, path or scheme.
 fn url_host(s: &str) -> Result<UrlHost, &'static str> {
-    const SHAPE: &str = "must be a host name or IP address, lowercase ASCII (an IDN in its xn-- form), with an optional :port; no scheme, user, path or wildcard";
+    const SHAPE: &str =
+        "must be a host name or IP address, lowercase ASCII (an IDN in its xn-- form), with an optional :port; no scheme, user, path or wildcard";
     if !s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')) {
         return Err(SHAPE);
     }
@@ -107,7 +108,19 @@ mod tests {
         assert!(!r.lists("login.example.com", Some(8443)), "a port must be listed");
         assert!(r.lists("127.0.0.1", Some(8443)));
         assert!(r.lists("[::1]", Some(9)));
-        for bad in ["*.example.com", "Login.example.com", "example.com.", "user@example.com", "https://example.com", "example.com/x", "bücher.example", "127.1", "example.com:443", "0x7f.0.0.1", ""] {
+        for bad in [
+            "*.example.com",
+            "Login.example.com",
+            "example.com.",
+            "user@example.com",
+            "https://example.com",
+            "example.com/x",
+            "bücher.example",
+            "127.1",
+            "example.com:443",
+            "0x7f.0.0.1",
+            "",
+        ] {
             let e = parse(&json!({"url_hosts": [bad]}), "e").unwrap_err();
             assert_eq!(e.0, "e.url_hosts[0]", "{bad:?}: {e:?}");
         }

@@ -132,11 +132,17 @@ pub(crate) struct Field {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Kind {
     /// A string; one of `options` when they are given.
-    Text { options: Option<Vec<String>> },
-    Number { integer: bool },
+    Text {
+        options: Option<Vec<String>>,
+    },
+    Number {
+        integer: bool,
+    },
     Boolean,
     /// An array of strings, each one of `options`.
-    Many { options: Vec<String> },
+    Many {
+        options: Vec<String>,
+    },
 }
 
 /// A request fit to send: the params the client gets and what they ask.
@@ -454,7 +460,9 @@ pub(crate) fn answer(asks: &Asks, result: &Value, vault: &Vault) -> Result<Value
                     _ => false,
                 };
                 if !fits {
-                    return Err(Refusal::Answer { why: format!("gives field {:?} a value of the wrong type or out of its options", crate::gate::outside::cut(k, 64).as_str()) });
+                    return Err(Refusal::Answer {
+                        why: format!("gives field {:?} a value of the wrong type or out of its options", crate::gate::outside::cut(k, 64).as_str()),
+                    });
                 }
                 kept.insert(k.clone(), v.clone());
             }

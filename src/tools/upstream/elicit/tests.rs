@@ -180,11 +180,13 @@ fn a_relay_asks_only_a_client_that_declared_the_mode_and_journals_each() {
     let params = form_of(json!({"name": {"type": "string"}}));
     let mut out = Recorded::default();
     let mut client = Client { modes: ElicitModes { form: false, url: true }, asked: Vec::new(), reply: Asked::Result(json!({"action": "decline"})) };
-    let got = Relay { upstream: "up", rules: &r, vault: &vault, client: Some(&mut client), output: &mut out, cancel: &cancel }.handle(Some(params.clone()), deadline);
+    let got = Relay { upstream: "up", rules: &r, vault: &vault, client: Some(&mut client), output: &mut out, cancel: &cancel }
+        .handle(Some(params.clone()), deadline);
     assert_eq!(got.unwrap_err().code, ErrorCode::METHOD_NOT_FOUND);
     assert!(client.asked.is_empty(), "a client without form mode is not asked");
     client.modes.form = true;
-    let got = Relay { upstream: "up", rules: &r, vault: &vault, client: Some(&mut client), output: &mut out, cancel: &cancel }.handle(Some(params.clone()), deadline);
+    let got = Relay { upstream: "up", rules: &r, vault: &vault, client: Some(&mut client), output: &mut out, cancel: &cancel }
+        .handle(Some(params.clone()), deadline);
     assert_eq!(got.unwrap(), json!({"action": "decline"}));
     assert_eq!(client.asked.len(), 1);
     client.reply = Asked::TimedOut;

@@ -15,18 +15,47 @@
 
 /// Refused anywhere in the words run together (after folding).
 const STEMS: &[&str] = &[
-    "passw", "passphrase", "passcode", "passkey", "kennwort", "motdepasse", "contrasen", "senha", "secret", "token", "credential", "apikey",
-    "privatekey", "accesskey", "secretkey", "authkey", "signingkey", "sshkey", "pincode", "seedphrase", "recoveryphrase", "recoverycode",
-    "backupcode", "mnemonic", "bearer", "cookie", "cvv", "onetime", "securitycode", "verificationcode", "authcode", "2fa", "mfa",
+    "passw",
+    "passphrase",
+    "passcode",
+    "passkey",
+    "kennwort",
+    "motdepasse",
+    "contrasen",
+    "senha",
+    "secret",
+    "token",
+    "credential",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "secretkey",
+    "authkey",
+    "signingkey",
+    "sshkey",
+    "pincode",
+    "seedphrase",
+    "recoveryphrase",
+    "recoverycode",
+    "backupcode",
+    "mnemonic",
+    "bearer",
+    "cookie",
+    "cvv",
+    "onetime",
+    "securitycode",
+    "verificationcode",
+    "authcode",
+    "2fa",
+    "mfa",
 ];
 
 /// Refused as a whole word (too short to search inside others: `monkey`, `spin`).
-const WORDS: &[&str] = &[
-    "key", "keys", "pin", "pins", "otp", "totp", "hotp", "pwd", "pw", "pass", "ssn", "cvc", "auth", "seed", "jwt", "pat", "psk",
-];
+const WORDS: &[&str] = &["key", "keys", "pin", "pins", "otp", "totp", "hotp", "pwd", "pw", "pass", "ssn", "cvc", "auth", "seed", "jwt", "pat", "psk"];
 
 /// Searched in the lowercased text as it is.
-const FOREIGN: &[&str] = &["пароль", "ключ", "токен", "密码", "密碼", "口令", "密钥", "パスワード", "暗証", "비밀번호", "암호", "κωδικ", "סיסמ", "كلمة المرور"];
+const FOREIGN: &[&str] =
+    &["пароль", "ключ", "токен", "密码", "密碼", "口令", "密钥", "パスワード", "暗証", "비밀번호", "암호", "κωδικ", "סיסמ", "كلمة المرور"];
 
 /// The word of the lists a text spells, if any.
 pub(crate) fn secret_word(text: &str) -> Option<&'static str> {
@@ -136,8 +165,8 @@ fn split(chars: &[char]) -> Vec<String> {
         }
         let prev = i.checked_sub(1).map(|p| chars[p]);
         let next = chars.get(i + 1).copied();
-        let starts = c.is_uppercase()
-            && prev.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit() || (p.is_uppercase() && next.is_some_and(char::is_lowercase)));
+        let starts =
+            c.is_uppercase() && prev.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit() || (p.is_uppercase() && next.is_some_and(char::is_lowercase)));
         if starts && !word.is_empty() {
             words.push(std::mem::take(&mut word));
         }
@@ -207,7 +236,22 @@ mod tests {
 
     #[test]
     fn ordinary_fields_pass() {
-        for text in ["name", "email", "Your full name", "monkey", "keyboard layout", "spin speed", "Compass heading", "passenger count", "classname", "repository", "issue title", "date of birth", "Favourite colour", "bypass the cache"] {
+        for text in [
+            "name",
+            "email",
+            "Your full name",
+            "monkey",
+            "keyboard layout",
+            "spin speed",
+            "Compass heading",
+            "passenger count",
+            "classname",
+            "repository",
+            "issue title",
+            "date of birth",
+            "Favourite colour",
+            "bypass the cache",
+        ] {
             assert_eq!(secret_word(text), None, "{text:?}");
         }
     }
