@@ -5,7 +5,7 @@
 //! `nextCursor`), keeps those that `tools.allow` matches and `tools.deny` does not, and
 //! exposes each as `<upstream>_<tool>` (`names.rs`). A call is authorized by a pure
 //! function (`authorize`, [`route::authorize_resolved`] once the name is resolved: the name table, the filter, the argument pins) into a
-//! [`Route`], which is all [`Upstreams::call`] takes.
+//! [`Route`], which is all [`Upstreams::call_asking`] takes.
 //!
 //! ```text
 //!  policy ──> Upstreams::new ── (nothing runs yet)
@@ -443,7 +443,7 @@ impl Upstreams {
         self.call_inner(route, arguments, timeout, cancel, progress, vault, None).map_err(|e| e.scrubbed(vault))
     }
 
-    /// [`Upstreams::call`] with the agent's client at hand: the upstream's
+    /// `Upstreams::call` (unit tests) with the agent's client at hand: the upstream's
     /// `elicitation/create` during the call is relayed or refused (`elicit.rs`), and
     /// journaled through `asking.output`.
     #[allow(clippy::too_many_arguments, reason = "the call's parts, each lent by the loop")]
