@@ -15,6 +15,10 @@
 //!   (`login.example.com@evil.example`): -32602, the client never asked;
 //! - `sampling/createMessage` and `roots/list` during a call: -32601;
 //! - the declared capabilities: sp tells the upstream only the modes its policy relays.
+//! - a 2026-07-28 request whose `_meta` declares form elicitation: -32601 (stdio carries
+//!   no request of sp's in that revision);
+//! - the agent cancelling the call while the user is asked: the call is never answered,
+//!   the upstream gets -32603, no late answer closes the session, the next call relays.
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
 
 use crate::support;
@@ -199,4 +203,51 @@ fn a_client_without_elicitation_is_never_asked() {
         (-32601, "sp did not relay elicitation/create: the agent's client cannot be asked for form elicitation in this session".into())
     );
     drop(s.finish());
+}
+
+#[test]
+fn a_stateless_request_never_relays() {
+    // 2026-07-28: no request of sp's can reach the client on stdio, whatever it declares.
+    let dir = TempDir::new("upelicit-stateless");
+    let mut forms = fixture();
+    forms["elicitation"] = json!({"form": true});
+    let policy = json!({"upstreams": {"forms": forms}});
+    let config = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
+    let answer =
+        s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "forms_ask", "arguments": {"case": "ok"}, "_meta": meta}}));
+    assert_eq!(
+        error_of(&got(&answer["result"]), 0),
+        (-32601, "sp did not relay elicitation/create: the agent's client cannot be asked for form elicitation in this session".into()),
+        "{answer}"
+    );
+    drop(s.finish());
+}
+
+#[test]
+fn a_call_cancelled_while_the_user_is_asked_is_not_answered_and_the_session_goes_on() {
+    let dir = TempDir::new("upelicit-cancel");
+    let mut s = start(&dir);
+    s.send(&tool_call(1, "forms_ask", json!({"case": "ok"})));
+    let asked = s.read_for("sp's elicitation/create");
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "user gave up"}}));
+    // Never answered: `call` below fails on any message for id 1 (and on a second
+    // elicitation/create, which it does not expect).
+    let pong = s.call(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    assert_eq!(pong["result"], json!({}));
+    // The upstream and the session still work: the next call relays again.
+    let (again, result) = call(&mut s, 3, "forms_ask", json!({"case": "ok"}), Some(json!({"action": "cancel"})));
+    assert!(again.is_some());
+    assert_eq!(got(&result), json!({"got": [{"result": {"action": "cancel"}}]}));
+    drop(s.finish());
+    let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    let decisions: Vec<String> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "elicitation")
+        .map(|r| format!("{} {}", r["decision"].as_str().unwrap(), r["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(decisions, ["failed the client gave no answer: the call was cancelled", "cancel form elicitation from upstream forms relayed"]);
 }
