@@ -7,6 +7,9 @@
 //!     Intent (a redirect hop: durable first; Err = the hop does not run)
 //!     Token  (an OAuth2 token fetch: URL and outcome, never the token)
 //!     Facts  (what the result row reports: status, bytes, exit status, ...)
+//!     Elicitation (an upstream's elicitation relayed or refused, issue 33)
+//!
+//!  the loop ── RunContext::client (AskClient) ──> an upstream's call asks sp's client
 //! ```
 //!
 //! A tool reports through [`Output`], in the manner of rustls' `Output::emit`: the loop
@@ -33,11 +36,19 @@ pub struct RunContext<'r, 'p> {
     pub(crate) cancel: &'r Cancel,
     pub(crate) progress: &'r mut Progress<'p>,
     pub(crate) output: &'r mut dyn Output,
+    /// The agent's client, when the session can ask it during a call ([`AskClient`]).
+    pub(crate) client: Option<&'r mut dyn AskClient>,
 }
 
 impl<'r, 'p> RunContext<'r, 'p> {
     pub(crate) fn new(vault: &'r mut Vault, cancel: &'r Cancel, progress: &'r mut Progress<'p>, output: &'r mut dyn Output) -> Self {
-        RunContext { vault, cancel, progress, output }
+        RunContext { vault, cancel, progress, output, client: None }
+    }
+
+    /// The same context, with the agent's client lent for the call.
+    pub(crate) fn with_client(mut self, client: &'r mut dyn AskClient) -> Self {
+        self.client = Some(client);
+        self
     }
 
     /// The Vault: read a credential through it (it remembers the value for scrubbing).
@@ -73,6 +84,38 @@ pub(crate) enum Event {
     Token(TokenFetch),
     /// The facts the call's `result` row reports, as known so far (the last one wins).
     Facts(Facts),
+    /// An upstream asked the agent's client during the call (`elicitation` row):
+    /// `decision` is the client's action, `refused` (sp refused it) or `failed`.
+    Elicitation { decision: &'static str, reason: String },
+}
+
+/// The agent's client, asked on behalf of a running tool: an upstream's
+/// `elicitation/create` relayed (issue 33, section 3). The loop lends one to a call
+/// when its session could send it a request (the handshake eras).
+pub(crate) trait AskClient {
+    /// The elicitation modes the client declared in `initialize`.
+    fn modes(&self) -> ElicitModes;
+    /// Sends `elicitation/create` with `params` (already checked) and waits for the
+    /// client's answer until `deadline` or the call's `cancel`.
+    fn elicit(&mut self, params: Value, deadline: Instant, cancel: &Cancel) -> Asked;
+}
+
+/// The elicitation modes a client declared (MCP 2025-11-25 "Elicitation", capabilities).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ElicitModes {
+    pub form: bool,
+    pub url: bool,
+}
+
+/// What came of asking the client.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Asked {
+    /// Its `result`, not yet checked.
+    Result(Value),
+    /// It answered with a JSON-RPC error (only the code is kept: its message is its own).
+    Error(i64),
+    TimedOut,
+    Cancelled,
 }
 
 /// The journal fields of a `result` row that only the run knows. `None` leaves a field

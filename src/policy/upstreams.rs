@@ -44,6 +44,8 @@
 //!   `"strict"` (only `sp upstream pin`/`approve` pin them) or `"off"`.
 //! - `auth.oauth` (issue 33 §2, `upstreams/oauth.rs`): a url upstream reached with an
 //!   OAuth access token that `sp oauth login NAME` obtained; not with `credential`.
+//! - `elicitation` (issue 33): `{"form": bool, "url_hosts": [host[:port]]}`, what of
+//!   the upstream's `elicitation/create` is relayed (`upstreams/elicitation.rs`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,6 +58,9 @@ use super::Credential;
 pub(crate) use super::sandbox::Sandbox;
 pub(crate) use oauth::{OAuth, Redirect};
 use super::sandbox::{sandbox, user_name};
+
+pub(crate) mod elicitation;
+pub(crate) use elicitation::ElicitRules;
 
 pub(crate) const MAX_NAME_LEN: usize = 24;
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -228,6 +233,8 @@ pub struct Upstream {
     pub resources: ItemRules,
     /// `prompts`: relayed prompts (none when absent).
     pub prompts: ItemRules,
+    /// `elicitation`: its `elicitation/create` relayed during its calls (none when absent).
+    pub elicitation: ElicitRules,
     /// Tool name -> argument name -> the globs its value must match.
     pub arguments: BTreeMap<String, BTreeMap<String, Vec<Glob>>>,
     /// Per `tools/call`.
@@ -294,6 +301,7 @@ const KEYS: &[&str] = &[
     "resources",
     "prompts",
     "auth",
+    "elicitation",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -418,6 +426,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
     let tools = rules(map.get("tools"), &format!("{field}.tools"))?;
     let resources = map.get("resources").map(|v| item_rules(v, &format!("{field}.resources"))).transpose()?.unwrap_or_default();
     let prompts = map.get("prompts").map(|v| item_rules(v, &format!("{field}.prompts"))).transpose()?.unwrap_or_default();
+    let elicitation = map.get("elicitation").map(|v| elicitation::parse(v, &format!("{field}.elicitation"))).transpose()?.unwrap_or_default();
     let mut arguments = BTreeMap::new();
     if let Some(a) = map.get("arguments") {
         let Value::Object(per_tool) = a else {
@@ -453,6 +462,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         tools,
         resources,
         prompts,
+        elicitation,
         arguments,
         timeout: Duration::from_secs(timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
         startup_timeout: Duration::from_secs(startup_s.unwrap_or(DEFAULT_STARTUP_TIMEOUT_S)),

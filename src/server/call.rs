@@ -84,9 +84,14 @@ impl<E: Executor> Server<'_, E> {
         let cancel = Cancel::new();
         // Whether this client can be asked through elicitation in the handshake eras.
         let elicits = elicit::Live::capable(self.session.version(), self.client_caps.as_ref());
+        // What an upstream's call may relay to this client (issue 33): none in 2026-07-28.
+        let modes = match era {
+            Era::Handshake => elicit::Relaying::modes(self.session.version(), self.client_caps.as_ref()),
+            Era::Stateless => crate::gate::exec::ElicitModes::default(),
+        };
         let session = std::mem::replace(&mut self.session, Session::AwaitingInit);
         let token = request.progress_token.clone();
-        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, (era, elicits), &cancel, notes));
+        let (ran, session) = io.during(session, id, &cancel, |notes| self.gated_run(action, token, (era, elicits, modes), &cancel, notes));
         self.session = session;
         self.upstream_aftermath();
         let ran = match ran {
@@ -141,7 +146,7 @@ impl<E: Executor> Server<'_, E> {
         &mut self,
         action: Action,
         progress_token: Option<Value>,
-        (era, elicits): (Era, bool),
+        (era, elicits, modes): (Era, bool, crate::gate::exec::ElicitModes),
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
     ) -> Result<(String, ToolResult), Halt> {
@@ -170,7 +175,10 @@ impl<E: Executor> Server<'_, E> {
         journal::audit_gate(&self.policy, &mut self.journal, &mut self.audit, &action, &mut asking)?;
         let tool = action.name().to_owned();
         let mut output = Journaling { journal: &mut self.journal, audit: &mut self.audit };
-        let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output);
+        // An upstream's elicitation during the run reaches the client through the same
+        // link as sp's own (issue 33, `tools/upstream/elicit/`).
+        let mut relaying = elicit::Relaying { notes, modes };
+        let mut ctx = RunContext::new(&mut self.vault, cancel, &mut progress, &mut output).with_client(&mut relaying);
         Ok((tool, action.run(&mut self.executor, &self.policy, &mut ctx)))
     }
 }

@@ -35,6 +35,13 @@ impl Output for Journaling<'_> {
                 self.audit.facts = f;
                 Ok(())
             }
+            RunEvent::Elicitation { .. } if !self.journal.is_on() => Ok(()),
+            // `reason` is outside text in part (the upstream's field names): the journal
+            // scrubs it (`audit/row.rs`).
+            RunEvent::Elicitation { decision, reason } => {
+                self.journal.record(self.audit.row("elicitation").set("decision", decision).set("reason", reason));
+                Ok(())
+            }
         }
     }
 }

@@ -50,6 +50,7 @@ mod stdout_clean;
 mod subreaper;
 mod tls_redirects;
 mod tool_surface;
+mod upstream_elicit;
 mod upstream_gate;
 mod upstream_isolation;
 mod upstream_oauth;

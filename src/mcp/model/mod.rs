@@ -71,6 +71,7 @@ impl ErrorCode {
     pub(crate) const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
     pub(crate) const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
     pub(crate) const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    pub(crate) const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
     /// 2026-07-28 `UNSUPPORTED_PROTOCOL_VERSION`.
     pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
 }

@@ -145,7 +145,7 @@ fn errors_name_the_field() {
         (
             json!({"command": ["/a"], "tools": allow, "timeout": 5}),
             "upstreams.u.timeout",
-            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts, auth)",
+            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts, auth, elicitation)",
         ),
         (
             json!({"command": ["/a"], "tools": allow, "sandbox": "off"}),

@@ -12,6 +12,9 @@
 //!                            │ response(abandoned id)       ─> dropped, still Waiting
 //!                            │ request from the upstream    ─> answered (ping: {}, else
 //!                            │                                 -32601), logged, still Waiting
+//!                            │ elicitation/create during a tools/call with a handler
+//!                            │                              ─> the handler's answer (`elicit.rs`,
+//!                            │                                 issue 33), still Waiting
 //!                            │ notifications/progress (our token, increasing, at most
 //!                            │   one per PROGRESS_INTERVAL)  ─> callback, still Waiting
 //!                            │ notifications/tools/list_changed   ─> flag, still Waiting
@@ -68,6 +71,10 @@ pub(crate) enum Relay {
         uri: String,
     },
 }
+
+/// The running call's handler of the upstream's `elicitation/create` (`elicit.rs`):
+/// its params and the call's deadline in, the upstream's answer out.
+pub(crate) type OnElicit<'h> = &'h mut dyn FnMut(Option<Value>, Instant) -> Result<Value, ErrorData>;
 
 /// Relays kept between two takes; more are dropped (an upstream cannot grow sp's memory).
 const MAX_RELAYS: usize = 64;
@@ -177,6 +184,12 @@ impl<T: Transport> Client<T> {
     /// Runs the handshake: `initialize` (answered within `timeout`), then
     /// `notifications/initialized`. On failure the transport is closed.
     pub(crate) fn initialize(name: &str, transport: T, timeout: Duration, cancel: &Cancel) -> Result<Client<T>, ClientError> {
+        Client::initialize_with(name, transport, timeout, cancel, Value::Object(Map::new()))
+    }
+
+    /// [`Client::initialize`] declaring `capabilities` (the elicitation the policy
+    /// relays for this upstream, issue 33).
+    pub(crate) fn initialize_with(name: &str, transport: T, timeout: Duration, cancel: &Cancel, capabilities: Value) -> Result<Client<T>, ClientError> {
         let mut client = Client {
             name: name.to_owned(),
             transport,
@@ -190,7 +203,7 @@ impl<T: Transport> Client<T> {
         };
         let params = json!({
             "protocolVersion": wire::VERSIONS[0],
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": "sallyport", "version": env!("CARGO_PKG_VERSION")}
         });
         let answer = client.request("initialize", params, timeout, cancel, &mut |_| {});
@@ -281,10 +294,24 @@ impl<T: Transport> Client<T> {
     pub(crate) fn request(
         &mut self,
         method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(ProgressNote),
+    ) -> Result<Value, ClientError> {
+        self.request_with(method, params, timeout, cancel, on_progress, None)
+    }
+
+    /// [`Client::request`]; an `elicitation/create` that comes meanwhile goes to
+    /// `on_elicit` when there is one (a `tools/call` only: [`Client::call_tool_eliciting`]).
+    fn request_with(
+        &mut self,
+        method: &str,
         mut params: Value,
         timeout: Duration,
         cancel: &Cancel,
         on_progress: &mut dyn FnMut(ProgressNote),
+        mut on_elicit: Option<OnElicit<'_>>,
     ) -> Result<Value, ClientError> {
         if self.closed {
             return Err(ClientError::Closed);
@@ -328,7 +355,13 @@ impl<T: Transport> Client<T> {
                     return outcome.map_err(ClientError::Rpc);
                 }
                 Ok(Inbound::Response { id: rid, .. }) => self.late(rid)?,
-                Ok(Inbound::Request { id: rid, method: m, .. }) => self.answer(rid, &m)?,
+                Ok(Inbound::Request { id: rid, method: m, params: p }) => match on_elicit.as_mut() {
+                    Some(handle) if m == "elicitation/create" => {
+                        let reply = handle(p, deadline);
+                        self.send(&reply_value(rid.to_value(), reply))?;
+                    }
+                    _ => self.answer(rid, &m)?,
+                },
                 Ok(Inbound::Notification { method: m, params: p }) => {
                     if m == "notifications/progress" {
                         if let Some(ProgressParams { token: t, progress, total, message }) = wire::progress(p.as_ref())
@@ -388,11 +421,17 @@ impl<T: Transport> Client<T> {
     }
 
     /// Answers a request from the upstream: `ping` with `{}`, anything else (sampling,
-    /// elicitation, roots, ...) with -32601, since `sp` offers none to upstreams.
+    /// roots, ...) with -32601, since `sp` offers none to upstreams; so is an
+    /// elicitation that comes while no call of this upstream runs (or without a handler).
     fn answer(&mut self, id: Id, method: &str) -> Result<(), ClientError> {
         let reply = if method == "ping" {
             self.counters.pings += 1;
             reply_value(id.to_value(), Ok(Value::Object(Map::new())))
+        } else if method == "elicitation/create" {
+            self.counters.refused_requests += 1;
+            log::warn!("upstream {}: asked sp for elicitation/create while none of its calls ran (or the session cannot relay it): refused", self.name);
+            let why = "sp relays elicitation/create from an upstream only while a tools/call of that upstream runs, when the policy allows it";
+            reply_value(id.to_value(), Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, why)))
         } else {
             self.counters.refused_requests += 1;
             let shown = shown_method(method);
@@ -460,6 +499,20 @@ impl<T: Transport> Client<T> {
         on_progress: &mut dyn FnMut(ProgressNote),
     ) -> Result<Value, ClientError> {
         self.request("tools/call", json!({"name": name, "arguments": arguments}), timeout, cancel, on_progress)
+    }
+
+    /// [`Client::call_tool`], the upstream's `elicitation/create` meanwhile handed to
+    /// `on_elicit` (issue 33).
+    pub(crate) fn call_tool_eliciting(
+        &mut self,
+        name: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(ProgressNote),
+        on_elicit: OnElicit<'_>,
+    ) -> Result<Value, ClientError> {
+        self.request_with("tools/call", json!({"name": name, "arguments": arguments}), timeout, cancel, on_progress, Some(on_elicit))
     }
 }
 

@@ -5,7 +5,7 @@
 //! `nextCursor`), keeps those that `tools.allow` matches and `tools.deny` does not, and
 //! exposes each as `<upstream>_<tool>` (`names.rs`). A call is authorized by a pure
 //! function (`authorize`, [`route::authorize_resolved`] once the name is resolved: the name table, the filter, the argument pins) into a
-//! [`Route`], which is all [`Upstreams::call`] takes.
+//! [`Route`], which is all [`Upstreams::call_asking`] takes.
 //!
 //! ```text
 //!  policy ──> Upstreams::new ── (nothing runs yet)
@@ -24,7 +24,8 @@
 //!
 //! The pieces: `wire.rs` (what an upstream writes, checked), `client.rs` (the state
 //! machine, its diagram), `transport.rs` (the seam), `stdio.rs` (the child process),
-//! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `names.rs`
+//! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `elicit/` (an
+//! upstream's `elicitation/create` during its call, checked and relayed), `names.rs`
 //! (exposed names), `expose.rs` (a listing made into exposed tools), `pins.rs` (the
 //! pinned definitions), `clean.rs` (what descriptions may hold). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
@@ -33,6 +34,7 @@ mod backoff;
 mod check;
 mod clean;
 mod client;
+pub(crate) mod elicit;
 mod expose;
 #[cfg(test)]
 use expose::name_spells_secret;
@@ -280,6 +282,13 @@ struct Slot {
     withdrawn: bool,
 }
 
+/// What an upstream's call may use of the agent's session (issue 33): the client to
+/// relay an elicitation to (none when the session cannot ask), the journal sink.
+pub(crate) struct Asking<'a, 'c> {
+    pub client: Option<&'a mut (dyn crate::gate::exec::AskClient + 'c)>,
+    pub output: &'a mut (dyn crate::gate::exec::Output + 'c),
+}
+
 /// Every upstream of the policy, started lazily, ended on [`Upstreams::shutdown`] or drop.
 pub struct Upstreams {
     slots: BTreeMap<String, Slot>,
@@ -454,6 +463,8 @@ impl Upstreams {
     /// Runs an authorized call. The upstream is started if it is not running (once: a
     /// call never restarts it twice, and one in its back-off is refused); a call that fails
     /// because the upstream died is not retried (its effect may have happened).
+    /// (Unit tests; the loop calls [`Upstreams::call_asking`].)
+    #[cfg(test)]
     pub(crate) fn call(
         &mut self,
         route: &Route,
@@ -463,12 +474,32 @@ impl Upstreams {
         progress: &mut dyn FnMut(ProgressNote),
         vault: &mut Vault,
     ) -> Result<UpstreamCall, UpstreamError> {
-        let answer = self.call_inner(route, arguments, timeout, cancel, progress, vault);
+        let answer = self.call_inner(route, arguments, timeout, cancel, progress, vault, None);
         // Before the answer is scrubbed: a token refreshed during the call is known.
         self.take_tokens(route.upstream(), vault);
         answer.map_err(|e| e.scrubbed(vault))
     }
 
+    /// `Upstreams::call` (unit tests) with the agent's client at hand: the upstream's
+    /// `elicitation/create` during the call is relayed or refused (`elicit.rs`), and
+    /// journaled through `asking.output`.
+    #[allow(clippy::too_many_arguments, reason = "the call's parts, each lent by the loop")]
+    pub(crate) fn call_asking(
+        &mut self,
+        route: &Route,
+        arguments: Map<String, Value>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(ProgressNote),
+        vault: &mut Vault,
+        asking: Asking<'_, '_>,
+    ) -> Result<UpstreamCall, UpstreamError> {
+        let answer = self.call_inner(route, arguments, None, cancel, progress, vault, Some(asking));
+        // Before the answer is scrubbed: a token refreshed during the call is known.
+        self.take_tokens(route.upstream(), vault);
+        answer.map_err(|e| e.scrubbed(vault))
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "the call's parts, each lent by the loop")]
     fn call_inner(
         &mut self,
         route: &Route,
@@ -477,14 +508,27 @@ impl Upstreams {
         cancel: &Cancel,
         progress: &mut dyn FnMut(ProgressNote),
         vault: &mut Vault,
+        asking: Option<Asking<'_, '_>>,
     ) -> Result<UpstreamCall, UpstreamError> {
         let started = Instant::now();
         let name = route.upstream();
         let fresh = self.ensure_started(name, vault, cancel)?;
         let slot = self.slots.get_mut(name).ok_or_else(|| UpstreamError::Unknown { upstream: name.to_owned() })?;
         let timeout = timeout.unwrap_or(slot.policy.timeout).min(slot.policy.timeout);
-        let client = running(&mut slot.client, name)?;
-        let answer = client.call_tool(route.tool(), arguments, timeout, cancel, progress);
+        let Slot { policy, client, .. } = slot;
+        let client = running(client, name)?;
+        // What the upstream wrote while none of its calls ran is handled first, so an
+        // elicitation sent between calls is refused as such (`elicit/`), not taken for
+        // one of this call's.
+        let answer = match (client.poll(), asking) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(Asking { client: asked, output })) => {
+                let mut relay = elicit::Relay { upstream: name, rules: &policy.elicitation, vault: &*vault, client: asked, output, cancel };
+                let mut on_elicit = |params, deadline| relay.handle(params, deadline);
+                client.call_tool_eliciting(route.tool(), arguments, timeout, cancel, progress, &mut on_elicit)
+            }
+            (Ok(()), None) => client.call_tool(route.tool(), arguments, timeout, cancel, progress),
+        };
         let result = answer
             .map_err(|e| client_error(name, e, timeout))
             .and_then(|r| wire::call_result(r).map_err(|e| UpstreamError::BadAnswer { upstream: name.to_owned(), why: e.to_string() }));

@@ -61,5 +61,21 @@ pub(super) fn start(
             Box::new(transport)
         }
     };
-    Client::initialize(name, boxed, u.startup_timeout, cancel).map_err(|e| client_error(name, e, u.startup_timeout))
+    Client::initialize_with(name, boxed, u.startup_timeout, cancel, capabilities(u)).map_err(|e| client_error(name, e, u.startup_timeout))
+}
+
+/// What sp declares to the upstream: the elicitation modes its policy relays (issue 33;
+/// MCP 2025-11-25 capabilities), nothing else (no sampling, no roots).
+pub(super) fn capabilities(u: &Upstream) -> serde_json::Value {
+    let mut modes = serde_json::Map::new();
+    if u.elicitation.form {
+        modes.insert("form".into(), serde_json::json!({}));
+    }
+    if !u.elicitation.url_hosts.is_empty() {
+        modes.insert("url".into(), serde_json::json!({}));
+    }
+    if modes.is_empty() {
+        return serde_json::json!({});
+    }
+    serde_json::json!({"elicitation": modes})
 }

@@ -193,11 +193,14 @@ pub(crate) fn error_code(e: &UpstreamError) -> ToolCode {
 }
 
 /// `Executors::upstream`: the call, the upstream's progress relayed to the client (its
-/// message scrubbed), the context's cancel observed.
+/// message scrubbed), the context's cancel observed, its elicitation relayed through
+/// the context's client (`elicit.rs`).
 pub(crate) fn call(ups: &mut Upstreams, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
     let a = action.action();
-    let RunContext { vault, cancel, progress, .. } = ctx;
+    let RunContext { vault, cancel, progress, output, client } = ctx;
     // Scrubbed whole, then cut (issue 31, section 3).
     let mut relay = |n: ProgressNote| progress.relay(n.progress, n.total, n.message.map(|m| m.cut(super::wire::MAX_MESSAGE_CHARS)));
-    ups.call(&a.route, a.arguments.clone(), None, cancel, &mut relay, vault)
+    // The upstream's elicitation during the call: relayed or refused, journaled (issue 33).
+    let asking = super::Asking { client: client.as_deref_mut(), output: &mut **output };
+    ups.call_asking(&a.route, a.arguments.clone(), cancel, &mut relay, vault, asking)
 }

@@ -120,7 +120,13 @@ fn notifications_progress_and_requests_from_the_upstream() {
     let refused = |n: u32, m: &str| json!({"jsonrpc": "2.0", "id": format!("up-{n}"), "error": {"code": -32601, "message": format!("sp does not offer {m} to upstreams")}});
     assert_eq!(
         got,
-        json!([refused(0, "sampling/createMessage"), refused(1, "elicitation/create"), refused(2, "roots/list"), {"jsonrpc": "2.0", "id": "up-3", "result": {}}])
+        json!([
+            refused(0, "sampling/createMessage"),
+            // A call without the agent's client at hand (`Upstreams::call`): elicitation refused too.
+            {"jsonrpc": "2.0", "id": "up-1", "error": {"code": -32601, "message": "sp relays elicitation/create from an upstream only while a tools/call of that upstream runs, when the policy allows it"}},
+            refused(2, "roots/list"),
+            {"jsonrpc": "2.0", "id": "up-3", "result": {}}
+        ])
     );
     let c = ups.counters("m").unwrap();
     assert_eq!((c.refused_requests, c.pings), (3, 1));
