@@ -1,5 +1,7 @@
 //! Verification (`sp audit verify`, and the writer's own checks): parse a row, re-check
-//! its byte form and its link to the previous one.
+//! its byte form and its link to the previous one; for `sp audit verify`, also the
+//! session recording a `result` row names (issue 34 §1, [`check_recording`]): present,
+//! not a symbolic link, of the size and SHA-256 the row holds.
 
 use std::io::{BufRead, Read, Seek, SeekFrom};
 
@@ -97,6 +99,50 @@ pub(crate) struct Verified {
     /// `unknown_count` counts them all).
     pub unknown: Vec<Unknown>,
     pub unknown_count: u64,
+    /// Session recordings checked (each matched its row).
+    pub recordings: u64,
+}
+
+/// Checks the session recording `fields` (a row) names, if any (`tools/ssh/record.rs`):
+/// `Ok(false)` when the row names none, `Ok(true)` when it matches, else why not
+/// (completes "row N ..."). A row whose recording could not be written (no
+/// `recording_sha256`) fails too: the row promises a recording that is not there.
+pub(crate) fn check_recording(fields: &Map<String, Value>) -> Result<bool, String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let Some(path) = fields.get("recording").and_then(Value::as_str) else { return Ok(false) };
+    let shown = crate::escape::escape(path);
+    let Some(want) = fields.get("recording_sha256").and_then(Value::as_str) else {
+        return Err(format!("names the recording {shown}, which sp could not write after the command ran (see sp's log of that session)"));
+    };
+    let want_bytes = fields.get("recording_bytes").and_then(Value::as_u64);
+    let file = match crate::sys::open(std::path::Path::new(path), crate::sys::Access::Read, crate::sys::Rules::any(u64::MAX)) {
+        Ok((f, _)) => f,
+        Err(crate::sys::SysError::Missing) => return Err(format!("names the recording {shown}, which is missing (removed or moved)")),
+        Err(e) => return Err(format!("names the recording {shown}, which cannot be checked: {e}")),
+    };
+    let mut h = Sha256::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut r = std::io::BufReader::new(file);
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                h.update(&buf[..k]);
+                n += k as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("names the recording {shown}, which cannot be read: {}", io_why(&e))),
+        }
+    }
+    if let Some(m) = want_bytes.filter(|m| *m != n) {
+        return Err(format!("names the recording {shown}, which has {n} bytes where {m} were recorded (truncated, extended or replaced)"));
+    }
+    if crate::sys::hex(&h.finalize()) != want {
+        return Err(format!("names the recording {shown}, which was changed or replaced (its SHA-256 is not the row's recording_sha256)"));
+    }
+    Ok(true)
 }
 
 /// Outcome-unknown calls listed by [`verify_reader`]; more are counted only.
@@ -236,6 +282,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
     let mut prev_hash: Option<String> = None;
     let (mut prev_seq, mut first_seq, mut anchor_row, mut n) = (0, None, None, 0u64);
     let mut outcomes = Outcomes::default();
+    let mut recordings = 0;
     loop {
         let line = read_line(&mut r).map_err(|e| Broken { row: n + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
         let Some((line, terminated)) = line else { break };
@@ -289,6 +336,9 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
         if Some(row.hash.as_str()) == anchor {
             anchor_row = Some(n);
         }
+        if check_recording(&row.fields).map_err(|why| Broken { row: n, why })? {
+            recordings += 1;
+        }
         outcomes.see(n, &row);
         prev_hash = Some(row.hash);
         prev_seq = row.seq;
@@ -308,6 +358,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
         anchor_row,
         unknown,
         unknown_count,
+        recordings,
     })
 }
 

@@ -73,7 +73,8 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
                     Some(n) => format!(", anchor found at row {n}"),
                     None => String::new(),
                 };
-                let mut text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
+                let recorded = if v.recordings > 0 { format!(", {} session recording(s) match", v.recordings) } else { String::new() };
+                let mut text = format!("{name}: ok: {} row(s){seqs}{anchored}{recorded}\nlast hash: {}\n", v.rows, v.last_hash);
                 // Not a break: the intent is durable, the result row was not yet (sp-audit(1)).
                 for u in &v.unknown {
                     text.push_str(&format!("{u}\n"));

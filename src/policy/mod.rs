@@ -264,7 +264,7 @@ fn parse(root: &Value) -> Check<Policy> {
         None => Policy::deny_all().http,
     };
     let ssh = match top.get("ssh") {
-        Some(v) => ssh::parse(v)?,
+        Some(v) => ssh::parse_with(v, &credentials)?,
         None => ssh::SshPolicy::default(),
     };
     let upstreams = match top.get("upstreams") {
