@@ -474,6 +474,57 @@ mod tests {
         assert!(shown.starts_with("row 5 (seq 5, session ") && shown.contains("http://b/\\u{1b}[2J): outcome unknown"), "{shown}");
     }
 
+    /// Issue 34 §1: a row naming a session recording verifies only while the file is
+    /// the one it hashed: changed (same size), truncated, extended, swapped with another
+    /// recording, removed, replaced by a symbolic link, or never written are each found
+    /// at that row, by name.
+    #[test]
+    fn a_recording_must_match_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.cast"), dir.path().join("b.cast"));
+        std::fs::write(&a, b"{\"version\":2}\n[0.1,\"o\",\"one\"]\n").unwrap();
+        std::fs::write(&b, b"{\"version\":2}\n[0.1,\"o\",\"two\"]\n").unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut j = Journal::open(&path, false).unwrap();
+        for f in [&a, &b] {
+            let bytes = std::fs::read(f).unwrap();
+            let row = Row::new("result")
+                .set("decision", "ok")
+                .set("recording", f.display().to_string())
+                .set("recording_sha256", crate::audit::sha256_hex(&[&bytes]))
+                .set("recording_bytes", bytes.len() as u64);
+            j.write(row).unwrap();
+        }
+        j.write(Row::new("result").set("decision", "ok").set("recording", "/nowhere/c.cast")).unwrap();
+        let journal = std::fs::read(&path).unwrap();
+        let first_two: Vec<u8> = journal.split_inclusive(|b| *b == b'\n').take(2).flatten().copied().collect();
+        assert_eq!(verify(&first_two, None).unwrap().recordings, 2);
+        let e = verify(&journal, None).unwrap_err();
+        assert_eq!((e.row, e.why.as_str()), (3, "names the recording /nowhere/c.cast, which sp could not write after the command ran (see sp's log of that session)"));
+        let check = |why: &str| {
+            let e = verify(&first_two, None).unwrap_err();
+            assert_eq!(e.row, 1);
+            assert!(e.why.contains(why), "{}", e.why);
+        };
+        let good = std::fs::read(&a).unwrap();
+        std::fs::write(&a, String::from_utf8(good.clone()).unwrap().replace("one", "0ne")).unwrap();
+        check("which was changed or replaced (its SHA-256 is not the row's recording_sha256)");
+        std::fs::write(&a, &good[..good.len() - 3]).unwrap();
+        check(&format!("which has {} bytes where {} were recorded (truncated, extended or replaced)", good.len() - 3, good.len()));
+        std::fs::write(&a, [good.as_slice(), b"[9,\"o\",\"x\"]\n"].concat()).unwrap();
+        check("were recorded (truncated, extended or replaced)");
+        // swapped: a and b have the same size, so only the hash tells them apart
+        std::fs::rename(&b, dir.path().join("t")).unwrap();
+        std::fs::write(&a, &good).unwrap();
+        std::fs::rename(&a, &b).unwrap();
+        std::fs::rename(dir.path().join("t"), &a).unwrap();
+        check("which was changed or replaced");
+        std::fs::remove_file(&a).unwrap();
+        check("which is missing (removed or moved)");
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        check("which cannot be checked: is a symbolic link");
+    }
+
     /// Each way a line fails to be a row, named as a value.
     #[test]
     fn a_bad_row_names_what_is_wrong() {

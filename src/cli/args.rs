@@ -203,6 +203,8 @@ pub(crate) enum UsageError {
     NoIdNorAll,
     Anchor,
     Lines,
+    /// `show`'s SEQ is not a number, or `--recording` came without one.
+    Seq,
     NoFile {
         sub: String,
     },
@@ -253,6 +255,7 @@ impl std::fmt::Display for UsageError {
             UsageError::NoIdNorAll => f.write_str("sp approve revoke needs a grant id or --all"),
             UsageError::Anchor => f.write_str("--anchor takes a row's hash: 64 hex digits"),
             UsageError::Lines => f.write_str("-n takes a number"),
+            UsageError::Seq => f.write_str("sp audit show FILE SEQ: SEQ is a row's seq number (--recording needs one)"),
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
             UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
             UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),
@@ -466,17 +469,20 @@ pub(crate) const AUDIT_USAGE: &str = "\
 Usage:
   sp audit verify FILE [--anchor HASH]
   sp audit tail FILE [-n N] [--json]
-  sp audit show FILE [--json]
+  sp audit show FILE [SEQ] [--json | --recording]
 
-  verify   check the hash chain; exit 0 only when the journal is whole
+  verify   check the hash chain (and the session recordings rows name);
+           exit 0 only when the journal is whole
   tail     print the last N rows (default 10)
-  show     print every row
+  show     print every row, or the row SEQ
 
 Options:
       --anchor HASH  a hash recorded earlier (the last line of a previous verify, the
                      syslog copy): it must be in the file, or be the first row's prev
   -n, --lines N      how many rows tail prints
       --json         the rows as stored, one JSON object per line
+      --recording    with show SEQ: that call's session recording (asciicast v2),
+                     checked against its row first
   -h, --help         this help
 ";
 
@@ -484,7 +490,7 @@ Options:
 pub(crate) enum Sub {
     Verify { anchor: Option<String> },
     Tail { lines: usize, json: bool },
-    Show { json: bool },
+    Show { json: bool, seq: Option<u64>, recording: bool },
     Help,
 }
 
@@ -500,7 +506,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
     let mut p = lexopt::Parser::from_args(argv);
     let mut sub = None;
     let mut file = None;
-    let (mut anchor, mut lines, mut json) = (None, None, false);
+    let (mut anchor, mut lines, mut json, mut seq, mut recording) = (None, None, false, None, false);
     while let Some(arg) = p.next().map_err(lexopt)? {
         match arg {
             Short('h') | Long("help") => return Ok(AuditArgs { sub: Sub::Help, file: PathBuf::new() }),
@@ -516,8 +522,10 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
                 lines = Some(v.to_str().and_then(|s| s.parse::<usize>().ok()).ok_or(UsageError::Lines)?);
             }
             Long("json") => json = true,
+            Long("recording") => recording = true,
             Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
             Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
+            Value(v) if seq.is_none() && sub.as_deref() == Some("show") => seq = Some(v.to_str().and_then(|s| s.parse::<u64>().ok()).ok_or(UsageError::Seq)?),
             other => return Err(lexopt(other.unexpected())),
         }
     }
@@ -525,6 +533,8 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
     let file = file.ok_or_else(|| UsageError::NoFile { sub: sub.clone() })?;
     let only = |flag, ok: bool| if ok { Ok(()) } else { Err(UsageError::NotFor { flag, command: "audit", sub: sub.clone() }) };
     let sub = match sub.as_str() {
+        _ if recording && sub != "show" => return Err(UsageError::NotFor { flag: "--recording", command: "audit", sub: sub.clone() }),
+        "show" if (recording && seq.is_none()) || (recording && json) => return Err(UsageError::Seq),
         "verify" => {
             only("-n", lines.is_none())?;
             only("--json", !json)?;
@@ -537,7 +547,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
         "show" => {
             only("--anchor", anchor.is_none())?;
             only("-n", lines.is_none())?;
-            Sub::Show { json }
+            Sub::Show { json, seq, recording }
         }
         other => return Err(UsageError::UnknownSubcommand { command: "audit", name: other.to_owned() }),
     };

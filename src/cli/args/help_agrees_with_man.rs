@@ -116,8 +116,15 @@ fn the_parser_takes_every_listed_flag() {
     }
     for (short, long, value) in usage_flags(AUDIT_USAGE) {
         for name in [Some(format!("--{long}")), short.map(|s| format!("-{s}"))].into_iter().flatten() {
-            let sub = if long == "anchor" { "verify" } else { "tail" };
+            let sub = match long.as_str() {
+                "anchor" => "verify",
+                "recording" => "show",
+                _ => "tail",
+            };
             let mut argv = vec![sub.to_owned(), "/j".to_owned(), name.clone()];
+            if sub == "show" {
+                argv.insert(2, "1".to_owned());
+            }
             argv.extend(value.as_deref().map(value_for));
             let got = parse_audit(argv.iter().map(OsString::from));
             assert!(got.is_ok(), "sp audit {sub} {name}: {got:?}");
