@@ -43,6 +43,7 @@ mod redact_preload;
 mod short_secret;
 mod ssh;
 mod ssh_kill;
+mod ssh_record;
 mod ssrf;
 mod stdout_clean;
 mod subreaper;
