@@ -534,7 +534,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
     let only = |flag, ok: bool| if ok { Ok(()) } else { Err(UsageError::NotFor { flag, command: "audit", sub: sub.clone() }) };
     let sub = match sub.as_str() {
         _ if recording && sub != "show" => return Err(UsageError::NotFor { flag: "--recording", command: "audit", sub: sub.clone() }),
-        "show" if (recording && seq.is_none()) || (recording && json) => return Err(UsageError::Seq),
+        "show" if recording && (seq.is_none() || json) => return Err(UsageError::Seq),
         "verify" => {
             only("-n", lines.is_none())?;
             only("--json", !json)?;
