@@ -335,3 +335,49 @@ fn sudo_gets_the_password_on_stdin_and_it_is_redacted_everywhere() {
     assert_eq!(recording.matches("[REDACTED:web1-sudo]").count(), 5, "{recording}");
     w.verify().assert_exit(0);
 }
+
+/// Without a pty stderr is recorded as "e" events; `max_bytes` cuts a long recording at
+/// a whole line, the row says `recording_cut`, and the cut file still verifies.
+#[test]
+fn stderr_events_and_a_cut_recording() {
+    let Some(w) = World::new() else { return };
+    let policy = w.policy(&w.recordings, json!({"recordings": {"dir": w.recordings, "max_bytes": 4096}}));
+    let mut text: Value = serde_json::from_str(&std::fs::read_to_string(&policy).unwrap()).unwrap();
+    text["ssh"]["hosts"]["web1"]["pty"] = json!(false);
+    let policy = w.dir.file("policy-nopty.json", text.to_string().as_bytes(), 0o600);
+    let mut s = w.session(&policy);
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": "echo out; echo err >&2"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let r = exec(&mut s, 2, json!({"host": "web1", "command": "for i in $(seq 1 300); do echo line-$i-padding-padding; sleep 0.002; done"}));
+    assert_eq!(r["isError"], false, "{r}");
+    s.finish().assert_exit(0);
+    let results = w.results();
+    let first = std::fs::read_to_string(results[0]["recording"].as_str().unwrap()).unwrap();
+    let events: Vec<Value> = first.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e[1].as_str().unwrap(), e[2].as_str().unwrap())).collect();
+    assert!(kinds.contains(&("o", "out\n")) && kinds.contains(&("e", "err\n")), "{kinds:?}");
+    assert!(results[0].get("recording_cut").is_none(), "{}", results[0]);
+    let cut = &results[1];
+    assert_eq!(cut["recording_cut"], true, "{cut}");
+    let bytes = std::fs::read(cut["recording"].as_str().unwrap()).unwrap();
+    assert!(bytes.len() <= 4096 && bytes.ends_with(b"\n"), "{} bytes", bytes.len());
+    assert_eq!(cut["recording_bytes"].as_u64(), Some(bytes.len() as u64));
+    w.verify().assert_exit(0);
+}
+
+/// A sudo password that cannot be read stops the call before anything is sent: no
+/// login, no sudo; a command off the list still runs.
+#[test]
+fn an_unreadable_sudo_password_stops_the_call_before_the_connection() {
+    let Some(w) = World::new() else { return };
+    let policy = w.policy(&w.recordings, json!({}));
+    std::fs::remove_file(w.dir.path.join("sudo-password")).unwrap();
+    let mut s = w.session(&policy);
+    let r = exec(&mut s, 1, json!({"host": "web1", "command": "echo restarted app"}));
+    assert_eq!(tool_error_code(&r), Some("SP_UNAVAILABLE"), "{r}");
+    assert!(r["content"][0]["text"].as_str().unwrap_or_default().contains("web1-sudo"), "{r}");
+    assert_eq!((w.sshd.logins(), w.remote_file("sudo.log")), (0, None), "{}", w.sshd.log());
+    let r = exec(&mut s, 2, json!({"host": "web1", "command": "echo other"}));
+    assert_eq!(r["structuredContent"]["stdout"].as_str(), Some("other\n"), "{r}");
+    s.finish().assert_exit(0);
+}
