@@ -1,5 +1,7 @@
 //! Verification (`sp audit verify`, and the writer's own checks): parse a row, re-check
-//! its byte form and its link to the previous one.
+//! its byte form and its link to the previous one; for `sp audit verify`, also the
+//! session recording a `result` row names (issue 34 §1, [`check_recording`]): present,
+//! not a symbolic link, of the size and SHA-256 the row holds.
 
 use std::io::{BufRead, Read, Seek, SeekFrom};
 
@@ -97,6 +99,50 @@ pub(crate) struct Verified {
     /// `unknown_count` counts them all).
     pub unknown: Vec<Unknown>,
     pub unknown_count: u64,
+    /// Session recordings checked (each matched its row).
+    pub recordings: u64,
+}
+
+/// Checks the session recording `fields` (a row) names, if any (`tools/ssh/record.rs`):
+/// `Ok(false)` when the row names none, `Ok(true)` when it matches, else why not
+/// (completes "row N ..."). A row whose recording could not be written (no
+/// `recording_sha256`) fails too: the row promises a recording that is not there.
+pub(crate) fn check_recording(fields: &Map<String, Value>) -> Result<bool, String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let Some(path) = fields.get("recording").and_then(Value::as_str) else { return Ok(false) };
+    let shown = crate::escape::escape(path);
+    let Some(want) = fields.get("recording_sha256").and_then(Value::as_str) else {
+        return Err(format!("names the recording {shown}, which sp could not write after the command ran (see sp's log of that session)"));
+    };
+    let want_bytes = fields.get("recording_bytes").and_then(Value::as_u64);
+    let file = match crate::sys::open(std::path::Path::new(path), crate::sys::Access::Read, crate::sys::Rules::any(u64::MAX)) {
+        Ok((f, _)) => f,
+        Err(crate::sys::SysError::Missing) => return Err(format!("names the recording {shown}, which is missing (removed or moved)")),
+        Err(e) => return Err(format!("names the recording {shown}, which cannot be checked: {e}")),
+    };
+    let mut h = Sha256::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut r = std::io::BufReader::new(file);
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                h.update(&buf[..k]);
+                n += k as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("names the recording {shown}, which cannot be read: {}", io_why(&e))),
+        }
+    }
+    if let Some(m) = want_bytes.filter(|m| *m != n) {
+        return Err(format!("names the recording {shown}, which has {n} bytes where {m} were recorded (truncated, extended or replaced)"));
+    }
+    if crate::sys::hex(&h.finalize()) != want {
+        return Err(format!("names the recording {shown}, which was changed or replaced (its SHA-256 is not the row's recording_sha256)"));
+    }
+    Ok(true)
 }
 
 /// Outcome-unknown calls listed by [`verify_reader`]; more are counted only.
@@ -232,10 +278,14 @@ pub(crate) fn verify(bytes: &[u8], anchor: Option<&str>) -> Result<Verified, Bro
 pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -> Result<Verified, Broken> {
     let mut chain = Chain::new(anchor)?;
     let mut outcomes = Outcomes::default();
+    let mut recordings = 0;
     loop {
         let line = read_line(&mut r).map_err(|e| Broken { row: chain.rows + 1, why: format!("cannot be read: {}", io_why(&e)) })?;
         let Some((line, terminated)) = line else { break };
         let row = chain.step(&line, terminated, &mut r)?;
+        if check_recording(&row.fields).map_err(|why| Broken { row: chain.rows, why })? {
+            recordings += 1;
+        }
         outcomes.see(chain.rows, &row);
     }
     chain.finish()?;
@@ -248,6 +298,7 @@ pub(crate) fn verify_reader<R: BufRead + Seek>(mut r: R, anchor: Option<&str>) -
         anchor_row: chain.anchor_row,
         unknown,
         unknown_count,
+        recordings,
     })
 }
 
@@ -458,6 +509,57 @@ mod tests {
         assert_eq!(v.unknown_count, 2);
         let shown = v.unknown[0].to_string();
         assert!(shown.starts_with("row 5 (seq 5, session ") && shown.contains("http://b/\\u{1b}[2J): outcome unknown"), "{shown}");
+    }
+
+    /// Issue 34 §1: a row naming a session recording verifies only while the file is
+    /// the one it hashed: changed (same size), truncated, extended, swapped with another
+    /// recording, removed, replaced by a symbolic link, or never written are each found
+    /// at that row, by name.
+    #[test]
+    fn a_recording_must_match_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.cast"), dir.path().join("b.cast"));
+        std::fs::write(&a, b"{\"version\":2}\n[0.1,\"o\",\"one\"]\n").unwrap();
+        std::fs::write(&b, b"{\"version\":2}\n[0.1,\"o\",\"two\"]\n").unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut j = Journal::open(&path, false).unwrap();
+        for f in [&a, &b] {
+            let bytes = std::fs::read(f).unwrap();
+            let row = Row::new("result")
+                .set("decision", "ok")
+                .set("recording", f.display().to_string())
+                .set("recording_sha256", crate::audit::sha256_hex(&[&bytes]))
+                .set("recording_bytes", bytes.len() as u64);
+            j.write(row).unwrap();
+        }
+        j.write(Row::new("result").set("decision", "ok").set("recording", "/nowhere/c.cast")).unwrap();
+        let journal = std::fs::read(&path).unwrap();
+        let first_two: Vec<u8> = journal.split_inclusive(|b| *b == b'\n').take(2).flatten().copied().collect();
+        assert_eq!(verify(&first_two, None).unwrap().recordings, 2);
+        let e = verify(&journal, None).unwrap_err();
+        assert_eq!((e.row, e.why.as_str()), (3, "names the recording /nowhere/c.cast, which sp could not write after the command ran (see sp's log of that session)"));
+        let check = |why: &str| {
+            let e = verify(&first_two, None).unwrap_err();
+            assert_eq!(e.row, 1);
+            assert!(e.why.contains(why), "{}", e.why);
+        };
+        let good = std::fs::read(&a).unwrap();
+        std::fs::write(&a, String::from_utf8(good.clone()).unwrap().replace("one", "0ne")).unwrap();
+        check("which was changed or replaced (its SHA-256 is not the row's recording_sha256)");
+        std::fs::write(&a, &good[..good.len() - 3]).unwrap();
+        check(&format!("which has {} bytes where {} were recorded (truncated, extended or replaced)", good.len() - 3, good.len()));
+        std::fs::write(&a, [good.as_slice(), b"[9,\"o\",\"x\"]\n"].concat()).unwrap();
+        check("were recorded (truncated, extended or replaced)");
+        // swapped: a and b have the same size, so only the hash tells them apart
+        std::fs::rename(&b, dir.path().join("t")).unwrap();
+        std::fs::write(&a, &good).unwrap();
+        std::fs::rename(&a, &b).unwrap();
+        std::fs::rename(dir.path().join("t"), &a).unwrap();
+        check("which was changed or replaced");
+        std::fs::remove_file(&a).unwrap();
+        check("which is missing (removed or moved)");
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        check("which cannot be checked: is a symbolic link");
     }
 
     /// Each way a line fails to be a row, named as a value.

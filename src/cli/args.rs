@@ -212,6 +212,8 @@ pub(crate) enum UsageError {
     Format,
     /// `sp audit export --since` with neither an RFC 3339 time nor an age.
     Since,
+    /// `show`'s SEQ is not a number, or `--recording` came without one.
+    Seq,
     NoFile {
         sub: String,
     },
@@ -266,6 +268,7 @@ impl std::fmt::Display for UsageError {
             UsageError::Lines => f.write_str("-n takes a number"),
             UsageError::Format => f.write_str("--format takes ndjson, cef or ocsf"),
             UsageError::Since => f.write_str("--since takes an RFC 3339 time (2026-12-05T12:00:00Z) or an age: a number and s, m, h or d (90m)"),
+            UsageError::Seq => f.write_str("sp audit show FILE SEQ: SEQ is a row's seq number (--recording needs one)"),
             UsageError::NoFile { sub } => write!(f, "sp audit {sub} needs a journal FILE"),
             UsageError::UpstreamName => f.write_str("sp upstream takes the NAME of an upstream of the policy (1-24 of a-z, 0-9, -)"),
             UsageError::ToolsNotFor { sub } => write!(f, "sp upstream {sub} takes no tool names (only approve does)"),

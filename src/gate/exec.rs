@@ -136,6 +136,19 @@ pub(crate) struct Facts {
     pub host_key_fp: Option<String>,
     /// An upstream MCP server's tool: the `isError` of its result.
     pub is_error: Option<bool>,
+    /// SSH with `ssh.recordings`: the session recording written (issue 34 §1).
+    pub recording: Option<RecordingFacts>,
+}
+
+/// What the `result` row says of a session recording (`tools/ssh/record.rs`): its path,
+/// its SHA-256 (hex; `None`: it could not be written), its size, and whether lines were
+/// left out at `max_bytes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RecordingFacts {
+    pub path: String,
+    pub sha256: Option<String>,
+    pub bytes: u64,
+    pub cut: bool,
 }
 
 /// The journal could not take an event that must be durable: the action was not run.

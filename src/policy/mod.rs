@@ -266,7 +266,10 @@ fn parse(root: &Value) -> Check<Policy> {
         Some(h) => http(h)?,
         None => Policy::deny_all().http,
     };
-    let ssh = top.get("ssh").map(ssh::parse).transpose()?.unwrap_or_default();
+    let ssh = match top.get("ssh") {
+        Some(v) => ssh::parse_with(v, &credentials)?,
+        None => ssh::SshPolicy::default(),
+    };
     let upstreams = match top.get("upstreams") {
         Some(v) => upstreams::parse(v, &credentials)?,
         None => BTreeMap::new(),

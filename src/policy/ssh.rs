@@ -30,6 +30,13 @@
 //! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
 //!   timed-out command is not stopped (see `ssh/exec.rs`).
+//! - `recordings` (issue 34 §1): `{"dir": ABS, "max_bytes": N}`; the directory is not
+//!   created by `sp` (it must exist, owned by the user `sp` runs as, mode 0700: checked at
+//!   each call, `tools/ssh/record.rs`). `max_bytes` defaults to [`DEFAULT_RECORDING_BYTES`].
+//! - `sudo` on a host (issue 34 §4): `{"password": {"credential": NAME}, "commands":
+//!   [PATTERN...]}`; NAME must be a credential of the `credentials` section (its source is
+//!   copied here; its `hosts` and `inject` keep governing HTTP only). The patterns use the
+//!   matcher of `commands` (`policy/commands.rs`).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -39,6 +46,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::commands::CommandPattern;
+use super::credentials::{Credential, SecretSource};
 use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -48,6 +56,10 @@ pub(crate) const MAX_CONNECT_TIMEOUT_S: u64 = 300;
 pub(crate) const DEFAULT_KEEPALIVE_S: u64 = 30;
 pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
 pub(crate) const MAX_OUTPUT_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_RECORDING_BYTES: u64 = 16 * 1024 * 1024;
+/// A recording's header alone takes up to a few KiB (the command is in it).
+pub(crate) const MIN_RECORDING_BYTES: u64 = 4096;
+pub(crate) const MAX_RECORDING_BYTES: u64 = 1024 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostKeyPolicy {
@@ -95,6 +107,27 @@ pub struct SshHost {
     /// `"approve": true`: every call to it waits for approval (`approval.via`);
     /// `"command"`: for the operator's approver command only.
     pub approve: super::approval::Approve,
+    /// Commands run under `sudo -S` with a password from a credential (issue 34 §4).
+    pub sudo: Option<Sudo>,
+}
+
+/// `ssh.hosts.<name>.sudo`: which commands run under `sudo`, and whose password it gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sudo {
+    /// The credential's name (for messages, the journal's rule and redaction).
+    pub credential: String,
+    /// Where its secret lives (copied from `credentials.<name>.source`).
+    pub source: SecretSource,
+    pub commands: Vec<CommandPattern>,
+}
+
+/// `ssh.recordings`: every `ssh_exec` recorded as an asciicast v2 file (issue 34 §1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recordings {
+    /// An existing directory, owned by the user `sp` runs as, mode 0700.
+    pub dir: PathBuf,
+    /// The largest recording written; a longer one is cut (and the journal says so).
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +140,7 @@ pub struct SshPolicy {
     pub keepalive: Duration,
     pub max_output_bytes: u64,
     pub hosts: BTreeMap<String, SshHost>,
+    pub recordings: Option<Recordings>,
 }
 
 impl Default for SshPolicy {
@@ -119,6 +153,7 @@ impl Default for SshPolicy {
             keepalive: Duration::from_secs(DEFAULT_KEEPALIVE_S),
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             hosts: BTreeMap::new(),
+            recordings: None,
         }
     }
 }
@@ -153,8 +188,15 @@ pub(crate) fn normalize_address(s: &str) -> Option<String> {
     (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
 }
 
+/// [`parse_with`] without credentials (a `sudo` section then names none that exists).
+#[cfg(test)]
 pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
-    let map = object(v, "ssh", &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts"])?;
+    parse_with(v, &BTreeMap::new())
+}
+
+/// The section; a host's `sudo.password.credential` must name one of `credentials`.
+pub(crate) fn parse_with(v: &Value, credentials: &BTreeMap<String, Credential>) -> Check<SshPolicy> {
+    let map = object(v, "ssh", &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts", "recordings"])?;
     let mut p = SshPolicy::default();
     if let Some(k) = map.get("known_hosts") {
         p.known_hosts = Some(abs_path(k, "ssh.known_hosts")?);
@@ -178,6 +220,15 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
     if let Some(t) = map.get("max_output_bytes") {
         p.max_output_bytes = int(t, "ssh.max_output_bytes", 1, MAX_OUTPUT_BYTES_CEILING)?;
     }
+    if let Some(r) = map.get("recordings") {
+        let rm = object(r, "ssh.recordings", &["dir", "max_bytes"])?;
+        let dir = abs_path(required(rm, "dir", "ssh.recordings")?, "ssh.recordings.dir")?;
+        let max_bytes = match rm.get("max_bytes") {
+            None => DEFAULT_RECORDING_BYTES,
+            Some(m) => int(m, "ssh.recordings.max_bytes", MIN_RECORDING_BYTES, MAX_RECORDING_BYTES)?,
+        };
+        p.recordings = Some(Recordings { dir, max_bytes });
+    }
     if let Some(h) = map.get("hosts") {
         let Value::Object(defs) = h else {
             return err("ssh.hosts", "must be an object mapping names to hosts");
@@ -187,7 +238,7 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
             if !is_host_name(name) {
                 return err(&field, "a host name is 1-64 letters, digits, '_', '.' or '-'");
             }
-            p.hosts.insert(name.clone(), host(name, def, &field)?);
+            p.hosts.insert(name.clone(), host(name, def, &field, credentials)?);
         }
     }
     if !p.hosts.is_empty() && p.known_hosts.is_none() {
@@ -196,8 +247,8 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
     Ok(p)
 }
 
-fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve"])?;
+fn host(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<SshHost> {
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve", "sudo"])?;
     let approve = super::approval::approve_flag(map, field)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
@@ -212,27 +263,41 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
         return err(&uf, "must be a user name (letters, digits, '.', '_', '-'; not starting with '-')");
     }
     let auth = auth(required(map, "auth", field)?, &format!("{field}.auth"))?;
-    let commands = match map.get("commands") {
-        None => None,
-        Some(c) => {
-            let cf = format!("{field}.commands");
-            let Value::Array(items) = c else {
-                return err(&cf, "must be an array of command patterns");
-            };
-            if items.is_empty() {
-                return err(&cf, "must not be empty (leave it out to allow any command)");
-            }
-            let mut out = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let f = format!("{cf}[{i}]");
-                out.push(CommandPattern::parse(string(item, &f)?).map_err(|e| (f, e.to_string()))?);
-            }
-            Some(out)
-        }
-    };
+    let commands = map.get("commands").map(|c| patterns(c, &format!("{field}.commands"))).transpose()?;
     let hide_address = flag(map, "hide_address", field, false)?;
     let pty = flag(map, "pty", field, true)?;
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve })
+    let sudo = map.get("sudo").map(|s| sudo(s, &format!("{field}.sudo"), credentials)).transpose()?;
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve, sudo })
+}
+
+/// A non-empty list of command patterns (`commands`, `sudo.commands`).
+fn patterns(c: &Value, cf: &str) -> Check<Vec<CommandPattern>> {
+    let Value::Array(items) = c else {
+        return err(cf, "must be an array of command patterns");
+    };
+    if items.is_empty() {
+        return err(cf, "must not be empty (leave it out to allow any command)");
+    }
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let f = format!("{cf}[{i}]");
+        out.push(CommandPattern::parse(string(item, &f)?).map_err(|e| (f, e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// `sudo`: `{"password": {"credential": NAME}, "commands": [...]}`, both required.
+fn sudo(v: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<Sudo> {
+    let map = object(v, field, &["password", "commands"])?;
+    let pf = format!("{field}.password");
+    let pm = object(required(map, "password", field)?, &pf, &["credential"])?;
+    let cf = format!("{pf}.credential");
+    let name = string(required(pm, "credential", &pf)?, &cf)?;
+    let Some(c) = credentials.get(name) else {
+        return err(&cf, format!("names no credential of the credentials section ({:?})", crate::sys::short(name, 64, crate::sys::Ellipsis::Marked)));
+    };
+    let commands = patterns(required(map, "commands", field)?, &format!("{field}.commands"))?;
+    Ok(Sudo { credential: c.name.clone(), source: c.source.clone(), commands })
 }
 
 fn auth(v: &Value, field: &str) -> Check<SshAuth> {
@@ -335,6 +400,38 @@ mod tests {
         for (v, field) in cases {
             let shown = v.to_string();
             assert_eq!(parse(&v).unwrap_err().0, field, "{shown}");
+        }
+    }
+
+    /// Issue 34: `recordings` and a host's `sudo`, and each of their errors, by field.
+    #[test]
+    fn recordings_and_sudo() {
+        let def = json!({"source": {"file": "/etc/sp/sudo"}, "inject": {"bearer": {}}, "hosts": ["sudo.invalid"]});
+        let creds = BTreeMap::from([("web1-sudo".to_owned(), crate::policy::credentials::credential("web1-sudo", &def, "credentials.web1-sudo").unwrap())]);
+        let host = |sudo: Value| json!({"known_hosts": "/kh", "hosts": {"web1": {"address": "h", "user": "u", "auth": {"agent": true}, "sudo": sudo}}});
+        let good = json!({"password": {"credential": "web1-sudo"}, "commands": ["systemctl restart app"]});
+        let p = parse_with(&host(good.clone()), &creds).unwrap();
+        let sudo = p.hosts["web1"].sudo.clone().unwrap();
+        assert_eq!((sudo.credential.as_str(), sudo.source, sudo.commands[0].text.as_str()), ("web1-sudo", SecretSource::File("/etc/sp/sudo".into()), "systemctl restart app"));
+        let p = parse_with(&json!({"recordings": {"dir": "/var/lib/sp/rec"}}), &creds).unwrap();
+        assert_eq!(p.recordings, Some(Recordings { dir: "/var/lib/sp/rec".into(), max_bytes: DEFAULT_RECORDING_BYTES }));
+        let p = parse_with(&json!({"recordings": {"dir": "/r", "max_bytes": 4096}}), &creds).unwrap();
+        assert_eq!(p.recordings.map(|r| r.max_bytes), Some(4096));
+        let cases = vec![
+            (json!({"recordings": {}}), "ssh.recordings.dir"),
+            (json!({"recordings": {"dir": "rel"}}), "ssh.recordings.dir"),
+            (json!({"recordings": {"dir": "/r", "max_bytes": 100}}), "ssh.recordings.max_bytes"),
+            (json!({"recordings": {"dir": "/r", "mode": 7}}), "ssh.recordings.mode"),
+            (host(json!({"commands": ["x"]})), "ssh.hosts.web1.sudo.password"),
+            (host(json!({"password": {"credential": "nope"}, "commands": ["x"]})), "ssh.hosts.web1.sudo.password.credential"),
+            (host(json!({"password": {"file": "/p"}, "commands": ["x"]})), "ssh.hosts.web1.sudo.password.file"),
+            (host(json!({"password": {"credential": "web1-sudo"}})), "ssh.hosts.web1.sudo.commands"),
+            (host(json!({"password": {"credential": "web1-sudo"}, "commands": []})), "ssh.hosts.web1.sudo.commands"),
+            (host(json!({"password": {"credential": "web1-sudo"}, "commands": ["a; b"]})), "ssh.hosts.web1.sudo.commands[0]"),
+        ];
+        for (v, field) in cases {
+            let shown = v.to_string();
+            assert_eq!(parse_with(&v, &creds).unwrap_err().0, field, "{shown}");
         }
     }
 

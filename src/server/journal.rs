@@ -175,6 +175,14 @@ impl<E: Executor> Server<'_, E> {
             .set("bytes_out", f.bytes_out)
             .set("truncated", f.truncated)
             .set("host_key_fp", f.host_key_fp.clone());
+        let row = match &f.recording {
+            None => row,
+            Some(r) => row
+                .set("recording", r.path.clone())
+                .set("recording_sha256", r.sha256.clone())
+                .set("recording_bytes", r.sha256.as_ref().map(|_| r.bytes))
+                .set("recording_cut", r.cut.then_some(true)),
+        };
         self.journal.record(row);
     }
 }

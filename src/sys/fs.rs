@@ -429,6 +429,52 @@ pub(crate) fn check_program(path: &Path) -> Result<(), SysError> {
     Ok(())
 }
 
+/// Creates the new file `name` (one path component) in `dir` for writing, `0600`, and
+/// reserves `reserve` bytes of disk for it: the session recordings (issue 34 §1). `dir`
+/// must be a directory (not a symbolic link), owned by root or the effective user, with
+/// no group or other permission bit; it is opened first and the file created through
+/// that descriptor (`openat`, `O_CREAT|O_EXCL|O_NOFOLLOW`), so a directory or a name
+/// swapped in meanwhile is refused, never followed. The space is reserved with
+/// `fallocate(2)` (size kept at 0), so a full disk is found now, before the caller's
+/// effect, not when it writes; where the file system cannot reserve (`EOPNOTSUPP`),
+/// `fstatvfs(2)` must show that much free.
+pub(crate) fn create_private(dir: &Path, name: &str, reserve: u64) -> Result<File, SysError> {
+    use rustix::fs::{openat, FallocateFlags};
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(SysError::Io { why: format!("{name:?} is not a file name") });
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dfd = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::NOTDIR => SysError::Io { why: "is not a directory (or is a symbolic link to one: name the directory itself)".into() },
+        e => errno(e),
+    })?;
+    let st = rustix::fs::fstat(&dfd).map_err(errno)?;
+    if st.st_uid != 0 && st.st_uid != euid() {
+        return Err(SysError::WrongOwner { uid: st.st_uid });
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(SysError::TooOpen { mode, forbidden: 0o077 });
+    }
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let fd = openat(&dfd, name, flags, Mode::from_raw_mode(0o600)).map_err(errno)?;
+    let reserved = match rustix::fs::fallocate(&fd, FallocateFlags::KEEP_SIZE, 0, reserve.max(1)) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP) => match rustix::fs::fstatvfs(&fd) {
+            Ok(v) if v.f_bavail.saturating_mul(v.f_frsize) >= reserve => Ok(()),
+            Ok(_) => Err(SysError::Io { why: format!("the file system has less than {reserve} bytes free") }),
+            Err(e) => Err(errno(e)),
+        },
+        Err(rustix::io::Errno::NOSPC) => Err(SysError::Io { why: format!("no room for {reserve} bytes on the file system (full)") }),
+        Err(e) => Err(errno(e)),
+    };
+    if let Err(e) = reserved {
+        let _ = rustix::fs::unlinkat(&dfd, name, rustix::fs::AtFlags::empty());
+        return Err(e);
+    }
+    Ok(File::from(fd))
+}
+
 /// A directory that failed [`check_dirs`], and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UnsafeDir {

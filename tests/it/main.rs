@@ -45,6 +45,7 @@ mod reload;
 mod short_secret;
 mod ssh;
 mod ssh_kill;
+mod ssh_record;
 mod ssrf;
 mod stdout_clean;
 mod subreaper;

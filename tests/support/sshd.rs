@@ -122,6 +122,16 @@ impl Sshd {
 
     /// Like [`Sshd::start`], with `extra` lines appended to the config.
     pub fn start_with(extra: &str) -> Sshd {
+        Sshd::start_full(extra, "")
+    }
+
+    /// Like [`Sshd::start`], with `NAME=VALUE` words added to the sessions' environment
+    /// (sshd takes only its first `SetEnv` line, so they go on the fixture's own).
+    pub fn start_with_env(env: &str) -> Sshd {
+        Sshd::start_full("", env)
+    }
+
+    fn start_full(extra: &str, env: &str) -> Sshd {
         let dir = Dir::new();
         let _ = std::fs::create_dir_all("/run/sshd");
         let host_public = keygen(&dir.path, "host_ed25519", "ed25519", "");
@@ -143,7 +153,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nUsePAM no\nStrictModes no\nPermitRootLogin yes\n\
                  PubkeyAuthentication yes\nPasswordAuthentication yes\nKbdInteractiveAuthentication no\n\
                  LogLevel DEBUG1\nMaxStartups 100\nMaxSessions 100\nMaxAuthTries 20\nX11Forwarding no\n\
-                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\nSetEnv HOME={d}/home\n{extra}"
+                 PrintMotd no\nPrintLastLog no\nAcceptEnv none\nSetEnv HOME={d}/home {env}\n{extra}"
             ),
         )
         .unwrap();

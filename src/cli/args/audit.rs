@@ -12,12 +12,13 @@ pub(crate) const AUDIT_USAGE: &str = "\
 Usage:
   sp audit verify FILE [--anchor HASH]
   sp audit tail FILE [-n N] [--json]
-  sp audit show FILE [--json]
+  sp audit show FILE [SEQ] [--json | --recording]
   sp audit export FILE [--format ndjson|cef|ocsf] [--since TIME] [--follow]
 
-  verify   check the hash chain; exit 0 only when the journal is whole
+  verify   check the hash chain (and the session recordings rows name);
+           exit 0 only when the journal is whole
   tail     print the last N rows (default 10)
-  show     print every row
+  show     print every row, or the row SEQ
   export   print the rows for a SIEM, checking the chain as it goes; exit 1 at
            the first break (after the rows before it)
 
@@ -27,6 +28,8 @@ Options:
                        row's prev
   -n, --lines N        how many rows tail prints
       --json           the rows as stored, one JSON object per line
+      --recording      with show SEQ: that call's session recording (asciicast
+                       v2), checked against its row first
       --format FORMAT  export: ndjson (default), cef or ocsf
       --since TIME     export: only rows from TIME on (RFC 3339, or an age: 30s,
                        15m, 1h, 7d); the rows before are still checked
@@ -38,7 +41,7 @@ Options:
 pub(crate) enum Sub {
     Verify { anchor: Option<String> },
     Tail { lines: usize, json: bool },
-    Show { json: bool },
+    Show { json: bool, seq: Option<u64>, recording: bool },
     Export { format: Format, since: Option<Since>, follow: bool },
     Help,
 }
@@ -86,7 +89,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
     let mut p = lexopt::Parser::from_args(argv);
     let mut sub = None;
     let mut file = None;
-    let (mut anchor, mut lines, mut json) = (None, None, false);
+    let (mut anchor, mut lines, mut json, mut seq, mut recording) = (None, None, false, None, false);
     let (mut format, mut since, mut follow) = (None, None, false);
     while let Some(arg) = p.next().map_err(lexopt)? {
         match arg {
@@ -112,8 +115,10 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
                 since = Some(v.to_str().and_then(Since::parse).ok_or(UsageError::Since)?);
             }
             Long("follow") => follow = true,
+            Long("recording") => recording = true,
             Value(v) if sub.is_none() => sub = Some(v.to_string_lossy().into_owned()),
             Value(v) if file.is_none() => file = Some(PathBuf::from(v)),
+            Value(v) if seq.is_none() && sub.as_deref() == Some("show") => seq = Some(v.to_str().and_then(|s| s.parse::<u64>().ok()).ok_or(UsageError::Seq)?),
             other => return Err(lexopt(other.unexpected())),
         }
     }
@@ -126,6 +131,8 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
         only("--follow", !follow)?;
     }
     let sub = match sub.as_str() {
+        _ if recording && sub != "show" => return Err(UsageError::NotFor { flag: "--recording", command: "audit", sub: sub.clone() }),
+        "show" if recording && (seq.is_none() || json) => return Err(UsageError::Seq),
         "verify" => {
             only("-n", lines.is_none())?;
             only("--json", !json)?;
@@ -138,7 +145,7 @@ pub(crate) fn parse_audit(argv: impl IntoIterator<Item = OsString>) -> Result<Au
         "show" => {
             only("--anchor", anchor.is_none())?;
             only("-n", lines.is_none())?;
-            Sub::Show { json }
+            Sub::Show { json, seq, recording }
         }
         "export" => {
             only("--anchor", anchor.is_none())?;

@@ -135,9 +135,13 @@ fn the_parser_takes_every_listed_flag() {
             let sub = match long.as_str() {
                 "anchor" => "verify",
                 "format" | "since" | "follow" => "export",
+                "recording" => "show",
                 _ => "tail",
             };
             let mut argv = vec![sub.to_owned(), "/j".to_owned(), name.clone()];
+            if sub == "show" {
+                argv.insert(2, "1".to_owned());
+            }
             argv.extend(value.as_deref().map(value_for));
             let got = parse_audit(argv.iter().map(OsString::from));
             assert!(got.is_ok(), "sp audit {sub} {name}: {got:?}");

@@ -130,7 +130,11 @@ fn audit_parses() {
     let hash = "ab".repeat(32);
     assert_eq!(pa(&["verify", "/j", "--anchor", &hash]).unwrap().sub, Sub::Verify { anchor: Some(hash.clone()) });
     assert_eq!(pa(&["tail", "/j", "-n", "3"]).unwrap().sub, Sub::Tail { lines: 3, json: false });
-    assert_eq!(pa(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true });
+    assert_eq!(pa(&["show", "--json", "/j"]).unwrap().sub, Sub::Show { json: true, seq: None, recording: false });
+    assert_eq!(pa(&["show", "/j", "7", "--recording"]).unwrap().sub, Sub::Show { json: false, seq: Some(7), recording: true });
+    assert_eq!(pa(&["show", "/j", "--recording"]).unwrap_err(), UsageError::Seq.to_string());
+    assert_eq!(pa(&["show", "/j", "x"]).unwrap_err(), UsageError::Seq.to_string());
+    assert_eq!(pa(&["tail", "/j", "--recording"]).unwrap_err(), "--recording does not apply to sp audit tail");
     assert_eq!(pa(&["--help"]).unwrap().sub, Sub::Help);
     let long = "a".repeat(65);
     for (bad, want) in [
@@ -140,7 +144,9 @@ fn audit_parses() {
         (&["show", "/j", "-n", "2"], "-n does not apply to sp audit show"),
         (&["verify", "/j", "--json"], "--json does not apply to sp audit verify"),
         (&["tail", "/j", "-n", "x"], "-n takes a number"),
-        (&["show", "/a", "/b"], "unexpected argument \"/b\""),
+        (&["show", "/a", "/b"], "SEQ is a row's seq number"),
+        (&["show", "/a", "1", "2"], "unexpected argument \"2\""),
+        (&["show", "/j", "1", "--recording", "--json"], "SEQ is a row's seq number (--recording needs one)"),
         (&["tail", "/j", "--anchor", &hash], "--anchor does not apply to sp audit tail"),
         // A malformed anchor is a usage error (exit 2), not a broken journal
         (&["verify", "/j", "--anchor", "ab"], "--anchor takes a row's hash: 64 hex digits"),

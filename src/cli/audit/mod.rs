@@ -4,6 +4,8 @@
 //! sp audit verify FILE [--anchor HASH]   exit 0: whole; 1: broken (first bad row named) or unreadable
 //! sp audit tail FILE [-n N] [--json]     the last N rows (default 10)
 //! sp audit show FILE [--json]            every row
+//! sp audit show FILE SEQ [--json]        the row SEQ
+//! sp audit show FILE SEQ --recording     its session recording, checked against the row first
 //! sp audit export FILE [--format F] [--since T] [--follow]   rows for a SIEM, chain checked (export.rs)
 //! ```
 //!
@@ -76,7 +78,8 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
                     Some(n) => format!(", anchor found at row {n}"),
                     None => String::new(),
                 };
-                let mut text = format!("{name}: ok: {} row(s){seqs}{anchored}\nlast hash: {}\n", v.rows, v.last_hash);
+                let recorded = if v.recordings > 0 { format!(", {} session recording(s) match", v.recordings) } else { String::new() };
+                let mut text = format!("{name}: ok: {} row(s){seqs}{anchored}{recorded}\nlast hash: {}\n", v.rows, v.last_hash);
                 // Not a break: the intent is durable, the result row was not yet (sp-audit(1)).
                 for u in &v.unknown {
                     text.push_str(&format!("{u}\n"));
@@ -100,7 +103,14 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
                 Err(Failed)
             }
         },
-        Sub::Show { json } => {
+        Sub::Show { json, seq: Some(seq), recording } => {
+            let Some((line, row)) = find_row(file, *seq) else {
+                eprintln!("sp: {name}: no row has seq {seq}");
+                return Err(Failed);
+            };
+            if *recording { show_recording(&mut out, &name, *seq, &row) } else { print_rows(&mut out, &name, std::iter::once(Ok(line)), *json) }
+        }
+        Sub::Show { json, .. } => {
             let mut reader = BufReader::new(file);
             let lines = std::iter::from_fn(move || audit::read_line(&mut reader).transpose());
             print_rows(&mut out, &name, lines.map(|l| l.map(|(bytes, _)| bytes)), *json)
@@ -111,6 +121,57 @@ pub(crate) fn run(stdout: StdoutHandle, args: &AuditArgs) -> Result<(), Failed> 
         }
         Sub::Help => unreachable!("handled above"),
     }
+}
+
+/// The row whose `seq` is `seq`: its line and its members (the first such row).
+fn find_row(file: std::fs::File, seq: u64) -> Option<(Vec<u8>, serde_json::Map<String, Value>)> {
+    let mut reader = BufReader::new(file);
+    while let Ok(Some((line, _))) = audit::read_line(&mut reader) {
+        let row = std::str::from_utf8(&line).ok().and_then(|t| crate::json::parse(t).ok());
+        if let Some(Value::Object(row)) = row
+            && row.get("seq").and_then(Value::as_u64) == Some(seq)
+        {
+            return Some((line, row));
+        }
+    }
+    None
+}
+
+/// `show FILE SEQ --recording`: the recording the row names, only if it is the one the
+/// row holds (size and SHA-256, `audit::check_recording`), each line made safe for a
+/// terminal as `--json` rows are (the output events hold remote text).
+fn show_recording(out: &mut impl Write, name: &str, seq: u64, row: &serde_json::Map<String, Value>) -> Result<(), Failed> {
+    match audit::check_recording(row) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("sp: {name}: the row with seq {seq} names no session recording");
+            return Err(Failed);
+        }
+        Err(why) => {
+            eprintln!("sp: {name}: the row with seq {seq} {why}: not shown");
+            return Err(Failed);
+        }
+    }
+    let path = std::path::Path::new(row.get("recording").and_then(Value::as_str).unwrap_or_default());
+    let want = row.get("recording_sha256").and_then(Value::as_str).unwrap_or_default();
+    let bytes = match crate::sys::read(path, crate::sys::Rules::any(row.get("recording_bytes").and_then(Value::as_u64).unwrap_or(0))) {
+        Ok(b) if audit::sha256_hex(&[&b]) == want => b,
+        Ok(_) => {
+            eprintln!("sp: {name}: the recording of seq {seq} changed while it was read: not shown");
+            return Err(Failed);
+        }
+        Err(e) => {
+            eprintln!("sp: {name}: {}: {e}", path.display());
+            return Err(Failed);
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut shown = String::with_capacity(text.len());
+    for line in text.lines() {
+        shown.push_str(&json_safe(line));
+        shown.push('\n');
+    }
+    finish(out.write_all(shown.as_bytes()))
 }
 
 fn finish(r: std::io::Result<()>) -> Result<(), Failed> {

@@ -258,6 +258,12 @@ impl Vault {
         self.redactor.redact_headers(headers);
     }
 
+    /// Redacts pieces of one text in place (a stream's reads, for a recording): an echo
+    /// split across two pieces is found, and each part is replaced in its own piece.
+    pub(crate) fn scrub_segments(&self, segments: &mut [String]) {
+        self.redactor.redact_segments(segments);
+    }
+
     /// Whether any spelling of a secret is in the headers (as [`Vault::scrub_headers`]
     /// reads them); the credentials found.
     pub(crate) fn echoed_in_headers(&self, headers: &[(String, String)]) -> Vec<String> {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::gate::authorize::Rules;
-use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshPolicy};
+use crate::policy::ssh::{HostKeyPolicy, Recordings, SshAuth, SshPolicy};
+use crate::policy::SecretSource;
 use crate::policy::commands;
 use crate::tools::ssh::args::SshExec;
 
@@ -35,6 +36,36 @@ pub struct SshAction {
     pub hide_address: bool,
     /// Run the command on a pty (the host's `pty`, default true).
     pub pty: bool,
+    /// `ssh.recordings`: the call is recorded (`record.rs`).
+    pub recording: Option<Recordings>,
+    /// The command matched the host's `sudo.commands`: it runs under `sudo -S`, the
+    /// credential's secret written on its stdin (issue 34 §4).
+    pub sudo: Option<SudoRun>,
+}
+
+/// Whose password `sudo` gets: read through the Vault when the call runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SudoRun {
+    pub credential: String,
+    pub source: SecretSource,
+}
+
+/// What the remote shell runs for a `sudo` command: the agent's words after `--`, so
+/// none becomes an option of sudo; `-S` reads the password from stdin, `-p ''` prints no
+/// prompt, `-k` ignores a cached timestamp, so sudo always reads the password sp writes
+/// first (were sudo not to read it, the command would: sp-policy(5) says to keep such
+/// commands off NOPASSWD). The agent's text passed the `sudo.commands` matcher: no shell
+/// metacharacter, words separated as in the pattern.
+pub(crate) const SUDO_PREFIX: &str = "sudo -k -S -p '' -- ";
+
+impl SshAction {
+    /// The command line sent (before the kill marker, `exec.rs`).
+    pub fn remote_command(&self) -> String {
+        match self.sudo {
+            Some(_) => format!("{SUDO_PREFIX}{}", self.command),
+            None => self.command.clone(),
+        }
+    }
 }
 
 impl SshAction {
@@ -80,9 +111,13 @@ impl std::error::Error for SshDenial {}
 /// The SSH half of authorization. `authorize.rs` wraps the result in `Authorized`.
 pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, SshDenial> {
     let host = policy.hosts.get(&call.host).ok_or_else(|| SshDenial::UnknownHost { host: call.host.clone() })?;
-    let rule = match &host.commands {
-        None => format!("ssh.hosts.{} (any command)", host.name),
-        Some(list) => {
+    // The sudo list first (the same matcher): a command on it runs under sudo, whatever
+    // the host's `commands`; any other command never does.
+    let sudo = host.sudo.as_ref().and_then(|s| commands::check(&s.commands, &call.command).ok().map(|i| (s, i)));
+    let rule = match (&sudo, &host.commands) {
+        (Some((_, i)), _) => format!("ssh.hosts.{}.sudo.commands[{i}]", host.name),
+        (None, None) => format!("ssh.hosts.{} (any command)", host.name),
+        (None, Some(list)) => {
             let i = commands::check(list, &call.command).map_err(|why| SshDenial::CommandNotAllowed { host: host.name.clone(), why })?;
             format!("ssh.hosts.{}.commands[{i}]", host.name)
         }
@@ -111,6 +146,8 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         host_key_policy: policy.host_key_policy,
         hide_address: host.hide_address,
         pty: host.pty,
+        recording: policy.recordings.clone(),
+        sudo: sudo.map(|(s, _)| SudoRun { credential: s.credential.clone(), source: s.source.clone() }),
     })
 }
 

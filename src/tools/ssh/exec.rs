@@ -86,6 +86,13 @@
 //!   are outside what `sp` can zero.
 //! - Host key algorithms: the types recorded for the host first, then Ed25519, ECDSA,
 //!   RSA-SHA2; SHA-1 `ssh-rsa` and DSA only for a host whose recorded key needs them.
+//! - A `sudo` command (issue 34 §4, `authorize.rs` [`SUDO_PREFIX`](super::authorize::SUDO_PREFIX)):
+//!   the credential's secret is read through the Vault before anything is sent (a
+//!   secret that cannot be read fails the call before the connection) and written as
+//!   the first line of the channel's stdin, before the agent's `stdin`; never on the
+//!   command line, so no `ps` on the remote side shows it. Being read through the
+//!   Vault, it is redacted from the output, the recording and the journal in every
+//!   spelling the redactor knows.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -100,7 +107,7 @@ use crate::tools::ssh::connect::{connect, Conn};
 use crate::tools::ssh::libssh2::{is_code, ms, ERROR_CHANNEL_REQUEST_DENIED, ERROR_EAGAIN};
 use crate::tools::ssh::kill::{kill_remote, KillFailed, Marker, KILL_STEP, MARKER_WINDOW};
 use crate::tools::ssh::pty::{pty_input, pty_modes, PTY_COLUMNS, PTY_ROWS, PTY_TERM};
-use crate::tools::ssh::result::{SshError, SshOutcome, Stop};
+use crate::tools::ssh::result::{Chunk, SshError, SshOutcome, Stop};
 
 /// Keeps one session per inventory host.
 #[derive(Default)]
@@ -123,6 +130,11 @@ impl SshExecutor {
         if progress.cancelled() {
             return Err(SshError::Cancelled(Stop::NotStarted));
         }
+        // Read before anything is sent: a password that cannot be read stops the call here.
+        let password = match &a.sudo {
+            Some(s) => Some(vault.read(&s.credential, &s.source).map_err(SshError::Secret)?),
+            None => None,
+        };
         let started = Instant::now();
         let mut channel = None;
         if let Some(conn) = self.sessions.get(&a.host) {
@@ -145,7 +157,7 @@ impl SshExecutor {
             }
         };
         let conn = &self.sessions[&a.host];
-        let (result, keep) = execute(conn, channel, a, started, progress);
+        let (result, keep) = execute(conn, channel, a, password.as_ref(), started, progress);
         // A cancel may surface as a failed read on the shut-down socket first: the kill
         // had no connection to go through.
         let (result, keep) = match result {
@@ -181,6 +193,8 @@ struct Collector {
     budget: u64,
     out: SshOutcome,
     gate: Gate,
+    /// When the command was sent: the origin of [`Chunk::at`].
+    sent: Instant,
 }
 
 /// Where stdout stands with the [`Marker`].
@@ -236,6 +250,10 @@ impl Collector {
         let (buf, total) = if stderr { (&mut self.out.stderr, &mut self.out.stderr_bytes) } else { (&mut self.out.stdout, &mut self.out.stdout_bytes) };
         buf.extend_from_slice(&data[..take]);
         *total += data.len() as u64;
+        if take > 0 {
+            let end = buf.len();
+            self.out.chunks.push(Chunk { at: self.sent.elapsed(), stderr, end });
+        }
     }
 }
 
@@ -287,6 +305,7 @@ fn execute(
     conn: &Conn,
     mut channel: Channel,
     a: &SshAction,
+    sudo_password: Option<&crate::gate::vault::Secret>,
     started: Instant,
     progress: &mut crate::gate::exec::Progress<'_>,
 ) -> (Result<SshOutcome, SshError>, bool) {
@@ -310,7 +329,7 @@ fn execute(
         return (Err(SshError::Upstream(msg)), keep);
     }
     let marker = Marker::new();
-    if let Err(e) = channel.exec(&marker.wrap(&a.command)) {
+    if let Err(e) = channel.exec(&marker.wrap(&a.remote_command())) {
         // A denied request started nothing; anything else may have reached the server.
         let keep = is_code(&e, ERROR_CHANNEL_REQUEST_DENIED);
         let msg = if keep {
@@ -325,9 +344,15 @@ fn execute(
         budget: a.max_output_bytes,
         out: SshOutcome { host: a.host.clone(), host_key_fingerprint: conn.fingerprint.clone(), ..SshOutcome::default() },
         gate: Gate::Awaiting { marker: marker.bytes(), held: Vec::new() },
+        sent: Instant::now(),
     };
-    let raw_stdin = a.stdin.as_deref().map(str::as_bytes).unwrap_or_default();
-    let input = if a.pty { pty_input(raw_stdin) } else { raw_stdin.to_vec() };
+    let mut raw_stdin = zeroize::Zeroizing::new(Vec::new());
+    if let Some(p) = sudo_password {
+        raw_stdin.extend_from_slice(p.expose().as_bytes());
+        raw_stdin.push(b'\n');
+    }
+    raw_stdin.extend_from_slice(a.stdin.as_deref().map(str::as_bytes).unwrap_or_default());
+    let input = zeroize::Zeroizing::new(if a.pty { pty_input(&raw_stdin) } else { raw_stdin.to_vec() });
     s.set_blocking(false);
     let step = pump(conn, &mut channel, a, &input, deadline, &mut collector, progress);
     let finish = |mut c: Collector| {

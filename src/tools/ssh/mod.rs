@@ -34,6 +34,7 @@ pub(crate) mod kill;
 pub(crate) mod known_hosts;
 pub(crate) mod libssh2;
 pub(crate) mod pty;
+pub(crate) mod record;
 pub(crate) mod result;
 pub(crate) mod run;
 

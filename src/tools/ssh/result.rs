@@ -21,6 +21,18 @@ pub struct SshOutcome {
     pub duration_ms: u64,
     /// `SHA256:<base64>` of the server's host key, as `ssh-keygen -l` prints it.
     pub host_key_fingerprint: String,
+    /// When each piece of the kept output arrived, in order: what a recording's events
+    /// are cut from (`record.rs`). Not part of the result.
+    pub chunks: Vec<Chunk>,
+}
+
+/// A piece of kept output: when it arrived (since the command was sent), on which
+/// stream, and where it ends in that stream's buffer (`SshOutcome::stdout`/`stderr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub at: std::time::Duration,
+    pub stderr: bool,
+    pub end: usize,
 }
 
 impl SshOutcome {
@@ -65,7 +77,9 @@ pub(crate) fn output_schema() -> Value {
     crate::gate::outcome::result_schema(props, &required)
 }
 
-fn text(bytes: &[u8], truncated: bool) -> String {
+/// Output bytes (scrubbed) as the result's text: invalid UTF-8 as U+FFFD, a character
+/// cut by `truncated` trimmed.
+pub(crate) fn text(bytes: &[u8], truncated: bool) -> String {
     match std::str::from_utf8(bytes) {
         Ok(t) => t.to_owned(),
         Err(e) if truncated && e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned(),

@@ -7,7 +7,7 @@ use crate::tools::ssh::pty::*;
 
 #[test]
 fn one_budget_for_both_streams() {
-    let mut c = Collector { budget: 10, out: SshOutcome::default(), gate: Gate::Missing };
+    let mut c = Collector { budget: 10, out: SshOutcome::default(), gate: Gate::Missing, sent: std::time::Instant::now() };
     c.push(false, b"123456");
     c.push(true, b"abcdef");
     c.push(false, b"zz");
@@ -22,7 +22,7 @@ fn the_marker_is_stripped_wherever_the_reads_split_it() {
     let marker = m.bytes();
     let stream = [b"rc says hi\n".as_slice(), &marker, b"out\n"].concat();
     for split in 0..=stream.len() {
-        let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() } };
+        let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() }, sent: std::time::Instant::now() };
         c.push(false, &stream[..split]);
         c.push(true, b"e");
         c.push(false, &stream[split..]);
@@ -31,13 +31,13 @@ fn the_marker_is_stripped_wherever_the_reads_split_it() {
         assert!(c.marker_seen(), "{split}");
     }
     // Never seen: everything is output, once, and nothing is killed.
-    let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() } };
+    let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() }, sent: std::time::Instant::now() };
     c.push(false, b"forced\n");
     c.release();
     c.push(false, &marker);
     assert_eq!((c.out.stdout_bytes, c.marker_seen()), (7 + marker.len() as u64, false));
     // A window's worth of output without it: given up, the output passes.
-    let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker, held: Vec::new() } };
+    let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker, held: Vec::new() }, sent: std::time::Instant::now() };
     c.push(false, &vec![b'x'; MARKER_WINDOW + 1]);
     assert_eq!((c.out.stdout_bytes, c.out.truncated, c.marker_seen()), (MARKER_WINDOW as u64 + 1, true, false));
 }
