@@ -16,7 +16,7 @@ use crate::sys::hex;
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The order fields are written in; unknown fields (none today) would follow, sorted.
-pub(crate) const FIELDS: [&str; 25] = [
+pub(crate) const FIELDS: [&str; 26] = [
     "seq",
     "ts",
     "session",
@@ -37,6 +37,7 @@ pub(crate) const FIELDS: [&str; 25] = [
     "truncated",
     "duration_ms",
     "host_key_fp",
+    "sha256",
     "approver_exit",
     "channel",
     "grant",

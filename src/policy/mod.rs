@@ -26,6 +26,7 @@ pub(crate) mod schemes;
 pub(crate) mod http;
 pub(crate) mod limits;
 pub(crate) mod ssh;
+pub(crate) mod ssh_files;
 mod sandbox;
 pub(crate) mod upstreams;
 

@@ -12,7 +12,8 @@
 //!     "web1": {"address": "10.0.0.5", "port": 22, "user": "deploy",
 //!              "auth": {"key_file": "/etc/sallyport/keys/deploy", "passphrase_file": "/etc/sallyport/keys/deploy.pass"},
 //!              "commands": ["systemctl status *", "uptime"],
-//!              "hide_address": false, "approve": false}
+//!              "hide_address": false, "approve": false,
+//!              "files": {"read": ["/var/log/app/*.log"], "write": ["/srv/uploads/*"]}}
 //!   }
 //! }
 //! ```
@@ -28,6 +29,8 @@
 //! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
 //!   opened only when a call needs them, never at load time.
 //! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
+//! - `files` (issue 34 §2) is parsed in `ssh_files.rs`: what `ssh_get` and `ssh_put`
+//!   may move; absent, nothing.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
 //!   timed-out command is not stopped (see `ssh/exec.rs`).
 
@@ -95,6 +98,8 @@ pub struct SshHost {
     /// `"approve": true`: every call to it waits for approval (`approval.via`);
     /// `"command"`: for the operator's approver command only.
     pub approve: super::approval::Approve,
+    /// `files`: what `ssh_get` and `ssh_put` may move (`ssh_files.rs`); `None`: nothing.
+    pub files: Option<super::ssh_files::FileRules>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,7 +202,7 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
 }
 
 fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve"])?;
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve", "files"])?;
     let approve = super::approval::approve_flag(map, field)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
@@ -232,7 +237,8 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
     };
     let hide_address = flag(map, "hide_address", field, false)?;
     let pty = flag(map, "pty", field, true)?;
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve })
+    let files = map.get("files").map(|f| super::ssh_files::parse(f, &format!("{field}.files"))).transpose()?;
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve, files })
 }
 
 fn auth(v: &Value, field: &str) -> Check<SshAuth> {

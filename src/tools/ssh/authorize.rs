@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::gate::authorize::Rules;
-use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshPolicy};
+use crate::policy::ssh::{HostKeyPolicy, SshAuth, SshHost, SshPolicy};
 use crate::policy::commands;
 use crate::tools::ssh::args::SshExec;
 
@@ -93,7 +93,18 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         Some(t) => Duration::from_secs(t),
         None => policy.timeout,
     };
-    Ok(SshAction {
+    let mut action = connection(policy, host, call);
+    action.rule = rule;
+    action.timeout = timeout;
+    Ok(action)
+}
+
+/// The action for `call` on `host` before any rule is checked: the connection facts
+/// copied out of the policy (also what `ssh_get` and `ssh_put` connect with,
+/// `transfer/authorize.rs`), the call's command and stdin, no rule yet, the policy's
+/// timeout.
+pub(crate) fn connection(policy: &SshPolicy, host: &SshHost, call: SshExec) -> SshAction {
+    SshAction {
         host: host.name.clone(),
         address: host.address.clone(),
         port: host.port,
@@ -101,8 +112,8 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         auth: host.auth.clone(),
         command: call.command,
         stdin: call.stdin,
-        rule,
-        timeout,
+        rule: String::new(),
+        timeout: policy.timeout,
         connect_timeout: policy.connect_timeout,
         keepalive: policy.keepalive,
         max_output_bytes: policy.max_output_bytes,
@@ -111,7 +122,7 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         host_key_policy: policy.host_key_policy,
         hide_address: host.hide_address,
         pty: host.pty,
-    })
+    }
 }
 
 /// `sp check`'s lines for the ssh section: where, never what (no key contents).

@@ -36,6 +36,7 @@ pub(crate) mod libssh2;
 pub(crate) mod pty;
 pub(crate) mod result;
 pub(crate) mod run;
+pub(crate) mod transfer;
 
 pub(crate) use args::{SshExec, SSH_EXEC};
 pub(crate) use authorize::{check_summary, SshAction, SshDenial};
