@@ -42,6 +42,7 @@ mod redact_echo;
 mod redact_preload;
 mod short_secret;
 mod ssh;
+mod ssh_files;
 mod ssh_kill;
 mod ssrf;
 mod stdout_clean;
