@@ -44,6 +44,7 @@ mod short_secret;
 mod ssh;
 mod ssh_files;
 mod ssh_kill;
+mod ssh_via;
 mod ssrf;
 mod stdout_clean;
 mod subreaper;

@@ -35,6 +35,9 @@ pub struct SshAction {
     pub hide_address: bool,
     /// Run the command on a pty (the host's `pty`, default true).
     pub pty: bool,
+    /// The jump host's connection (`via`, issue 34 §3): this host is reached through a
+    /// tunnel of its session (`via.rs`); it may itself have one.
+    pub via: Option<Box<SshAction>>,
 }
 
 impl SshAction {
@@ -104,6 +107,18 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
 /// `transfer/authorize.rs`), the call's command and stdin, no rule yet, the policy's
 /// timeout.
 pub(crate) fn connection(policy: &SshPolicy, host: &SshHost, call: SshExec) -> SshAction {
+    hop(policy, host, call, 0)
+}
+
+/// [`connection`] at `depth` jump hosts from the target (parse refuses loops and
+/// chains over `MAX_VIA_HOPS`; the depth bounds the recursion regardless).
+fn hop(policy: &SshPolicy, host: &SshHost, call: SshExec, depth: usize) -> SshAction {
+    let via = host.via.as_ref().and_then(|v| policy.hosts.get(v)).filter(|_| depth < crate::policy::ssh::MAX_VIA_HOPS).map(|jump| {
+        let call = SshExec { host: jump.name.clone(), command: String::new(), timeout_s: None, stdin: None };
+        let mut a = hop(policy, jump, call, depth + 1);
+        a.rule = format!("ssh.hosts.{}.via", host.name);
+        Box::new(a)
+    });
     SshAction {
         host: host.name.clone(),
         address: host.address.clone(),
@@ -122,6 +137,7 @@ pub(crate) fn connection(policy: &SshPolicy, host: &SshHost, call: SshExec) -> S
         host_key_policy: policy.host_key_policy,
         hide_address: host.hide_address,
         pty: host.pty,
+        via,
     }
 }
 
@@ -146,7 +162,8 @@ pub(crate) fn check_summary(policy: &SshPolicy) -> String {
             Some(l) => format!("{} command pattern(s)", l.len()),
             None => "ANY command".into(),
         };
-        s += &format!("  {}: {}@{}:{} {}, {}\n", h.name, h.user, h.address, h.port, auth, commands);
+        let via = h.via.as_ref().map(|v| format!(", via {v}")).unwrap_or_default();
+        s += &format!("  {}: {}@{}:{} {}, {}{via}\n", h.name, h.user, h.address, h.port, auth, commands);
     }
     s
 }

@@ -3,6 +3,7 @@
 //! against `known_hosts` before any authentication, then the key, agent or password.
 
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,8 +22,9 @@ use super::libssh2::{is_code, ms, ERROR_FILE, ERROR_TIMEOUT};
 /// One authenticated connection.
 pub(crate) struct Conn {
     pub(crate) session: Session,
-    /// A second descriptor for the same socket, to wait on with `poll`.
-    pub(crate) socket: TcpStream,
+    /// A second descriptor for the same socket (the TCP connection, or through a jump
+    /// host the local end of the tunnel, `via.rs`), to wait on with `poll`.
+    pub(crate) socket: OwnedFd,
     pub(crate) fingerprint: String,
 }
 
@@ -64,6 +66,9 @@ pub(crate) fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> 
 pub(crate) fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::exec::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
+    if let Some(jump) = &a.via {
+        return super::via::connect(a, jump, vault, cancel, known);
+    }
     let stream = resolve_and_connect(a)?;
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
@@ -80,13 +85,14 @@ pub(crate) fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::ex
             }
         });
     }
-    let conn = connect_on(a, vault, known, stream, socket)?;
+    let conn = connect_on(a, vault, known, stream, socket.into())?;
     connecting.store(false, Ordering::SeqCst);
     Ok(conn)
 }
 
-/// [`connect`] on an open TCP stream (`socket`: a second descriptor for it).
-fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpStream, socket: TcpStream) -> Result<Conn, SshError> {
+/// [`connect`] on an open stream (`socket`: a second descriptor for it): a TCP
+/// connection, or the local end of a jump host's tunnel (`via.rs`).
+pub(super) fn connect_on<S: AsRawFd + 'static>(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: S, socket: OwnedFd) -> Result<Conn, SshError> {
     let target = a.target(false);
     let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
     session.set_tcp_stream(stream);

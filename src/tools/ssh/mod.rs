@@ -37,6 +37,7 @@ pub(crate) mod pty;
 pub(crate) mod result;
 pub(crate) mod run;
 pub(crate) mod transfer;
+pub(crate) mod via;
 
 pub(crate) use args::{SshExec, SSH_EXEC};
 pub(crate) use authorize::{check_summary, SshAction, SshDenial};
