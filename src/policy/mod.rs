@@ -26,7 +26,6 @@ pub(crate) mod schemes;
 pub(crate) mod http;
 pub(crate) mod limits;
 pub(crate) mod ssh;
-pub(crate) mod ssh_files;
 mod sandbox;
 pub(crate) mod upstreams;
 

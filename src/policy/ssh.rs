@@ -29,7 +29,7 @@
 //! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
 //!   opened only when a call needs them, never at load time.
 //! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
-//! - `files` (issue 34 §2) is parsed in `ssh_files.rs`: what `ssh_get` and `ssh_put`
+//! - `files` (issue 34 §2) is parsed in `ssh/files.rs`: what `ssh_get` and `ssh_put`
 //!   may move; absent, nothing.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
 //!   timed-out command is not stopped (see `ssh/exec.rs`).
@@ -42,6 +42,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::commands::CommandPattern;
+
+pub(crate) mod files;
 use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -98,8 +100,8 @@ pub struct SshHost {
     /// `"approve": true`: every call to it waits for approval (`approval.via`);
     /// `"command"`: for the operator's approver command only.
     pub approve: super::approval::Approve,
-    /// `files`: what `ssh_get` and `ssh_put` may move (`ssh_files.rs`); `None`: nothing.
-    pub files: Option<super::ssh_files::FileRules>,
+    /// `files`: what `ssh_get` and `ssh_put` may move (`ssh/files.rs`); `None`: nothing.
+    pub files: Option<files::FileRules>,
     /// `via`: the inventory host whose session reaches this one (a jump host, issue 34
     /// §3); checked in [`check_via`].
     pub via: Option<String>,
@@ -269,7 +271,7 @@ fn host(name: &str, def: &Value, field: &str) -> Check<SshHost> {
     };
     let hide_address = flag(map, "hide_address", field, false)?;
     let pty = flag(map, "pty", field, true)?;
-    let files = map.get("files").map(|f| super::ssh_files::parse(f, &format!("{field}.files"))).transpose()?;
+    let files = map.get("files").map(|f| files::parse(f, &format!("{field}.files"))).transpose()?;
     let via = match map.get("via") {
         None => None,
         Some(v) => {

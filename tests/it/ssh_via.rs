@@ -19,7 +19,7 @@
 
 use crate::support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -61,7 +61,7 @@ impl World {
         vec![self.bastion.known_hosts_line(), self.target.known_hosts_line()]
     }
 
-    fn session(&self, policy: &PathBuf) -> Session {
+    fn session(&self, policy: &Path) -> Session {
         let mut s = Session::start(Launch::mcp(policy, &["-v"]));
         s.ready(VERSION);
         s

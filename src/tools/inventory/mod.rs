@@ -234,7 +234,7 @@ fn render(policy: &Policy) -> Value {
                 v["approve"] = json!(true);
             }
             if let Some(f) = &h.files {
-                let texts = |l: &[crate::policy::ssh_files::PathGlob]| l.iter().map(|g| g.text.clone()).collect::<Vec<_>>();
+                let texts = |l: &[crate::policy::ssh::files::PathGlob]| l.iter().map(|g| g.text.clone()).collect::<Vec<_>>();
                 v["files"] = json!({"read": texts(&f.read), "write": texts(&f.write), "mode": format!("{:04o}", f.mode), "max_bytes": f.max_bytes});
             }
             v

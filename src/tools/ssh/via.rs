@@ -30,18 +30,12 @@
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use ssh2::Channel;
+use ssh2::{Channel, Session};
 
-use crate::gate::exec::Cancel;
-use crate::gate::vault::Vault;
 use crate::tools::ssh::authorize::SshAction;
-use crate::tools::ssh::connect::{self, Conn};
-use crate::tools::ssh::known_hosts::KnownHosts;
 use crate::tools::ssh::result::SshError;
 
 /// Bytes held per direction before the pump stops reading that side.
@@ -50,38 +44,36 @@ const PENDING: usize = 256 * 1024;
 /// it read already; a poll would not see it).
 const TICK: Duration = Duration::from_millis(50);
 
-/// Connects `a` through `jump` (module docs); `known` is `a`'s known_hosts, loaded.
-pub(crate) fn connect(a: &SshAction, jump: &SshAction, vault: &mut Vault, cancel: &Cancel, known: KnownHosts) -> Result<Conn, SshError> {
+/// The tunnel to `a` through its jump host `jump`, whose connection is made
+/// (`connect.rs`): a direct-tcpip channel on `session`, pumped to a socketpair by a
+/// thread that owns `keep` (the jump host's connection: dropped, it disconnects) and
+/// polls `socket` (a descriptor of its transport). Returns the local end for `a`'s
+/// session and a second descriptor of it.
+pub(crate) fn tunnel(a: &SshAction, jump: &SshAction, session: Session, socket: OwnedFd, keep: Box<dyn Send>) -> Result<(UnixStream, OwnedFd), SshError> {
     let target = a.target(false);
-    let bastion = connect::connect(jump, vault, cancel)?;
-    bastion.session.set_blocking(true);
-    bastion.session.set_timeout(super::libssh2::ms(a.connect_timeout));
-    let channel = bastion.session.channel_direct_tcpip(&a.address, a.port, None).map_err(|e| {
+    session.set_blocking(true);
+    session.set_timeout(super::libssh2::ms(a.connect_timeout));
+    let channel = session.channel_direct_tcpip(&a.address, a.port, None).map_err(|e| {
         SshError::Upstream(format!("{target}: the jump host {} did not open a tunnel to it: {}", jump.host, e.message()))
     })?;
     let (ours, theirs) = UnixStream::pair().map_err(|e| SshError::Unavailable(format!("{target}: socketpair: {e}")))?;
-    let socket: OwnedFd = ours.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?.into();
+    let dup: OwnedFd = ours.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?.into();
+    let bastion = Bastion { session, socket, _keep: keep };
     let keepalive = jump.keepalive;
-    let name = format!("sp-via-{}", a.host);
     std::thread::Builder::new()
-        .name(name)
+        .name(format!("sp-via-{}", a.host))
         .spawn(move || pump(bastion, channel, theirs, keepalive))
         .map_err(|e| SshError::Unavailable(format!("{target}: cannot start the tunnel: {e}")))?;
-    // A cancel during the handshake or login ends the tunnel's local end, as
-    // `connect.rs` shuts a TCP socket down.
-    let connecting = Arc::new(AtomicBool::new(true));
-    if let Ok(s) = ours.try_clone() {
-        let connecting = connecting.clone();
-        cancel.on_cancel(move || {
-            if connecting.load(Ordering::SeqCst) {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-        });
-    }
-    let conn = connect::connect_on(a, vault, known, ours, socket)?;
-    connecting.store(false, Ordering::SeqCst);
-    log::info!("{target}: reached through the jump host {}", jump.host);
-    Ok(conn)
+    log::info!("{target}: reaching it through the jump host {}", jump.host);
+    Ok((ours, dup))
+}
+
+/// What the pump thread holds of the jump host's connection.
+struct Bastion {
+    session: Session,
+    socket: OwnedFd,
+    /// The connection itself, disconnected when the pump ends.
+    _keep: Box<dyn Send>,
 }
 
 /// One direction's bytes in flight.
@@ -143,7 +135,7 @@ impl Pending {
 
 /// Copies between the channel and the local end until either side ends; then closes
 /// the channel and (dropping `bastion`) the session to the jump host.
-fn pump(bastion: Conn, mut channel: Channel, mut local: UnixStream, keepalive: Duration) {
+fn pump(bastion: Bastion, mut channel: Channel, mut local: UnixStream, keepalive: Duration) {
     bastion.session.set_blocking(false);
     if local.set_nonblocking(true).is_err() {
         return;
@@ -189,4 +181,5 @@ fn pump(bastion: Conn, mut channel: Channel, mut local: UnixStream, keepalive: D
     bastion.session.set_timeout(1000);
     let _ = channel.close();
     let _ = local.shutdown(std::net::Shutdown::Both);
+    // Dropping `bastion` here disconnects from the jump host (`Conn`'s Drop).
 }

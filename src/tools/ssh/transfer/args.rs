@@ -1,5 +1,5 @@
 //! `ssh_get` and `ssh_put` arguments, hand-checked, unknown names refused. The path is
-//! checked for form here (absolute, canonical: `policy/ssh_files.rs`), so a `..` or a
+//! checked for form here (absolute, canonical: `policy/ssh/files.rs`), so a `..` or a
 //! `//` never reaches authorization; whether a rule allows it is authorization's call.
 
 use base64::Engine as _;
@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::mcp::jsonrpc::kind_of;
 use crate::mcp::model::{bad, ArgError};
-use crate::policy::ssh_files::{check_path, MAX_FILE_BYTES_CEILING, MAX_PATH_BYTES};
+use crate::policy::ssh::files::{check_path, MAX_FILE_BYTES_CEILING, MAX_PATH_BYTES};
 
 pub(crate) const SSH_GET: &str = "ssh_get";
 pub(crate) const SSH_PUT: &str = "ssh_put";

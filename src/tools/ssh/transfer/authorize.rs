@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::gate::authorize::Rules;
 use crate::policy::ssh::{SshHost, SshPolicy};
-use crate::policy::ssh_files::{FileRules, PathGlob};
+use crate::policy::ssh::files::{FileRules, PathGlob};
 use crate::policy::Policy;
 use crate::tools::ssh::authorize::SshAction;
 

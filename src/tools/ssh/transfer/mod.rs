@@ -1,6 +1,6 @@
 //! `ssh_get` and `ssh_put` (issue 34 §2): one remote file read or written over SFTP on
 //! the host's kept SSH session, within the host's `files` path patterns
-//! (`policy/ssh_files.rs`). Two kinds in the table sharing one action:
+//! (`policy/ssh/files.rs`). Two kinds in the table sharing one action:
 //!
 //! ```text
 //!  ssh_get {host, path}                 args.rs: path absolute, no . .. // NUL

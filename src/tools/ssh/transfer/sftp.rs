@@ -39,7 +39,7 @@ use ssh2::{FileStat, OpenFlags, OpenType, Sftp};
 use crate::gate::authorize::Authorized;
 use crate::gate::exec::Cancel;
 use crate::gate::vault::Vault;
-use crate::policy::ssh_files::{check_path, FileRules};
+use crate::policy::ssh::files::{check_path, FileRules};
 use crate::sys::hex;
 use crate::tools::ssh::connect::connect;
 use crate::tools::ssh::exec::SshExecutor;

@@ -23,7 +23,7 @@
 
 use serde_json::Value;
 
-use super::fields::{err, int, list, object, string, Check};
+use crate::policy::fields::{err, int, list, object, string, Check};
 
 pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 pub(crate) const MAX_FILE_BYTES_CEILING: u64 = 64 * 1024 * 1024;
