@@ -3,7 +3,8 @@
 //! an [`SshAction`]. The executor is `exec.rs` (on the `Conn` that `connect.rs` opens;
 //! libssh2's error codes, which both read, in `libssh2.rs`), its outcome `result.rs`, the
 //! call from authorized action to tool result `run.rs`; nothing in this module opens a
-//! socket, resolves a name or reads a secret.
+//! socket, resolves a name or reads a secret. `ssh_get` and `ssh_put` (SFTP on the same
+//! kept sessions) are `transfer/`; a host reached through a jump host (`via`), `via.rs`.
 //!
 //! ```text
 //!  tools/call ssh_exec ──> args::parse ──> authorize (here, called by authorize.rs)
