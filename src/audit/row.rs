@@ -16,7 +16,7 @@ use crate::sys::hex;
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The order fields are written in; unknown fields (none today) would follow, sorted.
-pub(crate) const FIELDS: [&str; 29] = [
+pub(crate) const FIELDS: [&str; 30] = [
     "seq",
     "ts",
     "session",
@@ -41,6 +41,7 @@ pub(crate) const FIELDS: [&str; 29] = [
     "recording_sha256",
     "recording_bytes",
     "recording_cut",
+    "sha256",
     "approver_exit",
     "channel",
     "grant",

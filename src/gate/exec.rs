@@ -129,6 +129,10 @@ pub(crate) struct Facts {
     /// Bytes of output: an HTTP body as kept, or SSH stdout and stderr as written
     /// (what did not fit included).
     pub bytes_out: Option<u64>,
+    /// `ssh_put`: the bytes written.
+    pub bytes_in: Option<u64>,
+    /// `ssh_get`, `ssh_put`: SHA-256 (hex) of the file's bytes that moved.
+    pub sha256: Option<String>,
     pub truncated: Option<bool>,
     /// HTTP: redirect hops followed (a successful result row says so in `reason`).
     pub redirects: u32,

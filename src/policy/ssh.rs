@@ -12,7 +12,8 @@
 //!     "web1": {"address": "10.0.0.5", "port": 22, "user": "deploy",
 //!              "auth": {"key_file": "/etc/sallyport/keys/deploy", "passphrase_file": "/etc/sallyport/keys/deploy.pass"},
 //!              "commands": ["systemctl status *", "uptime"],
-//!              "hide_address": false, "approve": false}
+//!              "hide_address": false, "approve": false,
+//!              "files": {"read": ["/var/log/app/*.log"], "write": ["/srv/uploads/*"]}}
 //!   }
 //! }
 //! ```
@@ -28,6 +29,8 @@
 //! - Every path (key, passphrase, password, known_hosts) must be absolute; the files are
 //!   opened only when a call needs them, never at load time.
 //! - `hide_address: true` keeps `address` and `port` out of `sp_inventory`.
+//! - `files` (issue 34 §2) is parsed in `ssh/files.rs`: what `ssh_get` and `ssh_put`
+//!   may move; absent, nothing.
 //! - `pty: false` runs commands without a terminal: separate stdout and stderr, but a
 //!   timed-out command is not stopped (see `ssh/exec.rs`).
 //! - `recordings` (issue 34 §1): `{"dir": ABS, "max_bytes": N}`; the directory is not
@@ -47,6 +50,8 @@ use serde_json::Value;
 
 use super::commands::CommandPattern;
 use super::credentials::{Credential, SecretSource};
+
+pub(crate) mod files;
 use super::fields::{abs_path, err, flag, int, object, required, string, Check};
 
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -109,6 +114,11 @@ pub struct SshHost {
     pub approve: super::approval::Approve,
     /// Commands run under `sudo -S` with a password from a credential (issue 34 §4).
     pub sudo: Option<Sudo>,
+    /// `files`: what `ssh_get` and `ssh_put` may move (`ssh/files.rs`); `None`: nothing.
+    pub files: Option<files::FileRules>,
+    /// `via`: the inventory host whose session reaches this one (a jump host, issue 34
+    /// §3); checked in [`check_via`].
+    pub via: Option<String>,
 }
 
 /// `ssh.hosts.<name>.sudo`: which commands run under `sudo`, and whose password it gets.
@@ -241,14 +251,43 @@ pub(crate) fn parse_with(v: &Value, credentials: &BTreeMap<String, Credential>) 
             p.hosts.insert(name.clone(), host(name, def, &field, credentials)?);
         }
     }
+    check_via(&p.hosts)?;
     if !p.hosts.is_empty() && p.known_hosts.is_none() {
         return err("ssh.known_hosts", "is required when ssh.hosts lists a host (host keys are always verified)");
     }
     Ok(p)
 }
 
+/// Most jump hosts between `sp` and a host: `a` via `b` via `c` is two.
+pub(crate) const MAX_VIA_HOPS: usize = 2;
+
+/// Every `via` names another listed host, leads to no loop, and passes at most
+/// [`MAX_VIA_HOPS`] jump hosts.
+pub(crate) fn check_via(hosts: &BTreeMap<String, SshHost>) -> Check<()> {
+    for h in hosts.values() {
+        let field = format!("ssh.hosts.{}.via", h.name);
+        let mut chain = vec![h.name.as_str()];
+        let mut at = h;
+        while let Some(next) = &at.via {
+            if chain.contains(&next.as_str()) {
+                chain.push(next);
+                return err(&field, format!("leads to a loop ({})", chain.join(" -> ")));
+            }
+            let Some(hop) = hosts.get(next) else {
+                return err(&field, format!("names {next:?}, which is not a host in ssh.hosts"));
+            };
+            chain.push(next);
+            if chain.len() - 1 > MAX_VIA_HOPS {
+                return err(&field, format!("passes more than {MAX_VIA_HOPS} jump hosts ({})", chain.join(" -> ")));
+            }
+            at = hop;
+        }
+    }
+    Ok(())
+}
+
 fn host(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<SshHost> {
-    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve", "sudo"])?;
+    let map = object(def, field, &["address", "port", "user", "auth", "commands", "hide_address", "pty", "approve", "sudo", "files", "via"])?;
     let approve = super::approval::approve_flag(map, field)?;
     let af = format!("{field}.address");
     let address = normalize_address(string(required(map, "address", field)?, &af)?)
@@ -267,7 +306,19 @@ fn host(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Cre
     let hide_address = flag(map, "hide_address", field, false)?;
     let pty = flag(map, "pty", field, true)?;
     let sudo = map.get("sudo").map(|s| sudo(s, &format!("{field}.sudo"), credentials)).transpose()?;
-    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve, sudo })
+    let files = map.get("files").map(|f| files::parse(f, &format!("{field}.files"))).transpose()?;
+    let via = match map.get("via") {
+        None => None,
+        Some(v) => {
+            let vf = format!("{field}.via");
+            let v = string(v, &vf)?;
+            if !is_host_name(v) {
+                return err(&vf, "must be the name of another host in ssh.hosts");
+            }
+            Some(v.to_owned())
+        }
+    };
+    Ok(SshHost { name: name.to_owned(), address, port, user: user.to_owned(), auth, commands, hide_address, pty, approve, sudo, files, via })
 }
 
 /// A non-empty list of command patterns (`commands`, `sudo.commands`).
@@ -432,6 +483,30 @@ mod tests {
         for (v, field) in cases {
             let shown = v.to_string();
             assert_eq!(parse_with(&v, &creds).unwrap_err().0, field, "{shown}");
+        }
+    }
+
+    #[test]
+    fn via_names_another_host_without_loops_and_at_most_two_hops() {
+        let h = |via: Option<&str>| {
+            let mut v = json!({"address": "h", "user": "u", "auth": {"agent": true}});
+            if let Some(via) = via {
+                v["via"] = json!(via);
+            }
+            v
+        };
+        let policy = |hosts: Value| parse(&json!({"known_hosts": "/kh", "hosts": hosts}));
+        let p = policy(json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(None)})).unwrap();
+        assert_eq!((p.hosts["a"].via.as_deref(), p.hosts["c"].via.as_deref()), (Some("b"), None));
+        for (hosts, field, why) in [
+            (json!({"a": h(Some("a"))}), "ssh.hosts.a.via", "leads to a loop (a -> a)"),
+            (json!({"a": h(Some("b")), "b": h(Some("a"))}), "ssh.hosts.a.via", "leads to a loop (a -> b -> a)"),
+            (json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(Some("b"))}), "ssh.hosts.a.via", "leads to a loop (a -> b -> c -> b)"),
+            (json!({"a": h(Some("nope"))}), "ssh.hosts.a.via", "names \"nope\", which is not a host in ssh.hosts"),
+            (json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(Some("d")), "d": h(None)}), "ssh.hosts.a.via", "passes more than 2 jump hosts (a -> b -> c -> d)"),
+            (json!({"a": h(Some("x y"))}), "ssh.hosts.a.via", "must be the name of another host in ssh.hosts"),
+        ] {
+            assert_eq!(policy(hosts).unwrap_err(), (field.to_owned(), why.to_owned()));
         }
     }
 

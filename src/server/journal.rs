@@ -172,9 +172,11 @@ impl<E: Executor> Server<'_, E> {
             .set("status", f.status)
             .set("exit_status", f.exit_status)
             .set("is_error", f.is_error)
+            .set("bytes_in", f.bytes_in)
             .set("bytes_out", f.bytes_out)
             .set("truncated", f.truncated)
-            .set("host_key_fp", f.host_key_fp.clone());
+            .set("host_key_fp", f.host_key_fp.clone())
+            .set("sha256", f.sha256.clone());
         let row = match &f.recording {
             None => row,
             Some(r) => row

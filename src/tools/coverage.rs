@@ -29,6 +29,13 @@ struct Owed {
     credential: bool,
 }
 
+/// The `ssh` section with a host that may read and write files (also `ssh_exec`'s host:
+/// the sections are merged by name).
+fn ssh_files() -> Value {
+    json!({"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true},
+        "files": {"read": ["/var/log/app/*.log"], "write": ["/srv/uploads/*"]}}}})
+}
+
 fn owed() -> Vec<Owed> {
     let http = json!({"allow": [{"hosts": ["api.example.com"], "methods": ["GET"]}]});
     vec![
@@ -65,9 +72,29 @@ fn owed() -> Vec<Owed> {
         Owed {
             kind: "Ssh",
             name: "ssh_exec",
-            policy: Ok(("ssh", json!({"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}}}))),
+            policy: Ok(("ssh", ssh_files())),
             inventory: Ok("ssh"),
             call: Some(json!({"name": "ssh_exec", "arguments": {"host": "web1", "command": "uptime"}})),
+            target: true,
+            rule: true,
+            credential: false,
+        },
+        Owed {
+            kind: "SshGet",
+            name: "ssh_get",
+            policy: Ok(("ssh", ssh_files())),
+            inventory: Ok("files"),
+            call: Some(json!({"name": "ssh_get", "arguments": {"host": "web1", "path": "/var/log/app/x.log"}})),
+            target: true,
+            rule: true,
+            credential: false,
+        },
+        Owed {
+            kind: "SshPut",
+            name: "ssh_put",
+            policy: Ok(("ssh", ssh_files())),
+            inventory: Ok("files"),
+            call: Some(json!({"name": "ssh_put", "arguments": {"host": "web1", "path": "/srv/uploads/x", "content": "x"}})),
             target: true,
             rule: true,
             credential: false,

@@ -52,6 +52,8 @@ use http::authorize::{HttpAction, HttpDenial};
 use http::result::HttpOutcome;
 use inventory::Inventory;
 use ssh::result::{SshError, SshOutcome};
+use ssh::transfer::result::{TransferError, TransferOutcome};
+use ssh::transfer::{SshGet, SshPut, TransferAction, TransferDenial};
 use ssh::{SshAction, SshDenial, SshExec};
 use upstream::tool::{UpstreamAction, UpstreamRequest};
 use upstream::{Tables, UpstreamCall, UpstreamDenial, UpstreamError, Upstreams};
@@ -143,6 +145,13 @@ pub trait Executor {
         Err(SshError::Unavailable("this executor does not run ssh_exec".into()))
     }
 
+    /// Runs one authorized `ssh_get` or `ssh_put` over SFTP, on the host's kept session
+    /// when there is one (connected, like `ssh`, through the context's Vault).
+    fn transfer(&mut self, action: &Authorized<TransferAction>, ctx: &mut RunContext<'_, '_>) -> Result<TransferOutcome, TransferError> {
+        let _ = (action, ctx);
+        Err(TransferError::Ssh(SshError::Unavailable("this executor does not run ssh_get or ssh_put".into())))
+    }
+
     /// Sends one authorized `tools/call` to an upstream MCP server (started if it is not
     /// running), with the arguments as the agent gave them; the upstream's progress goes
     /// to the context's progress, its secrets are read through the context's Vault.
@@ -185,6 +194,10 @@ impl Executor for Executors {
 
     fn ssh(&mut self, action: &Authorized<SshAction>, ctx: &mut RunContext<'_, '_>) -> Result<SshOutcome, SshError> {
         self.ssh.run(action, ctx.vault, ctx.progress)
+    }
+
+    fn transfer(&mut self, action: &Authorized<TransferAction>, ctx: &mut RunContext<'_, '_>) -> Result<TransferOutcome, TransferError> {
+        self.ssh.transfer(action, ctx.vault, ctx.cancel)
     }
 
     fn upstream(&mut self, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
@@ -370,6 +383,8 @@ table! {
         HttpGet(http::get::HttpGet, HttpAction, HttpDenial) => http::get::HttpGetTool;
         Inventory((), Inventory, Infallible) => inventory::InventoryTool;
         Ssh(SshExec, SshAction, SshDenial) => ssh::SshTool;
+        SshGet(SshGet, TransferAction, TransferDenial) => ssh::transfer::SshGetTool;
+        SshPut(SshPut, TransferAction, TransferDenial) => ssh::transfer::SshPutTool;
     }
     dynamic {
         Upstream(UpstreamRequest, UpstreamAction, UpstreamDenial) => upstream::tool::UpstreamTool;
@@ -393,10 +408,11 @@ impl Denial {
 /// table's definitions a policy makes possible (issue 32, section 1), serialised once
 /// per process, era and shape (`mcp::model::ToolList`). `sp_inventory` is always listed;
 /// `http_request` only when some `http.allow` rule exists, `http_get` only when one
-/// allows GET or HEAD, `ssh_exec` only when `ssh.hosts` names a host ([`Listed`]). A call
+/// allows GET or HEAD, `ssh_exec` only when `ssh.hosts` names a host, `ssh_get` and
+/// `ssh_put` only when a host has `files.read` or `files.write` patterns ([`Listed`]). A call
 /// of a fixed tool the list leaves out is still parsed and refused by the policy, as
 /// before (`SP_DENIED`: no rule, no host), never run.
-static LISTS: [ToolList; 8] = [
+static LISTS: [ToolList; 32] = [
     ToolList::new(shown::<0>),
     ToolList::new(shown::<1>),
     ToolList::new(shown::<2>),
@@ -405,6 +421,30 @@ static LISTS: [ToolList; 8] = [
     ToolList::new(shown::<5>),
     ToolList::new(shown::<6>),
     ToolList::new(shown::<7>),
+    ToolList::new(shown::<8>),
+    ToolList::new(shown::<9>),
+    ToolList::new(shown::<10>),
+    ToolList::new(shown::<11>),
+    ToolList::new(shown::<12>),
+    ToolList::new(shown::<13>),
+    ToolList::new(shown::<14>),
+    ToolList::new(shown::<15>),
+    ToolList::new(shown::<16>),
+    ToolList::new(shown::<17>),
+    ToolList::new(shown::<18>),
+    ToolList::new(shown::<19>),
+    ToolList::new(shown::<20>),
+    ToolList::new(shown::<21>),
+    ToolList::new(shown::<22>),
+    ToolList::new(shown::<23>),
+    ToolList::new(shown::<24>),
+    ToolList::new(shown::<25>),
+    ToolList::new(shown::<26>),
+    ToolList::new(shown::<27>),
+    ToolList::new(shown::<28>),
+    ToolList::new(shown::<29>),
+    ToolList::new(shown::<30>),
+    ToolList::new(shown::<31>),
 ];
 
 /// Which fixed tools a policy makes possible, as the bits of an index into [`LISTS`].
@@ -413,19 +453,27 @@ pub(crate) struct Listed {
     pub http: bool,
     pub get: bool,
     pub ssh: bool,
+    pub ssh_get: bool,
+    pub ssh_put: bool,
 }
 
 impl Listed {
     pub(crate) fn of(policy: &Policy) -> Listed {
-        Listed { http: !policy.http.allow.is_empty(), get: http::get::listed(policy), ssh: !policy.ssh.hosts.is_empty() }
+        Listed {
+            http: !policy.http.allow.is_empty(),
+            get: http::get::listed(policy),
+            ssh: !policy.ssh.hosts.is_empty(),
+            ssh_get: ssh::transfer::get_listed(policy),
+            ssh_put: ssh::transfer::put_listed(policy),
+        }
     }
 
     fn bits(self) -> usize {
-        usize::from(self.http) | usize::from(self.get) << 1 | usize::from(self.ssh) << 2
+        usize::from(self.http) | usize::from(self.get) << 1 | usize::from(self.ssh) << 2 | usize::from(self.ssh_get) << 3 | usize::from(self.ssh_put) << 4
     }
 
     fn from_bits(bits: u8) -> Listed {
-        Listed { http: bits & 1 != 0, get: bits & 2 != 0, ssh: bits & 4 != 0 }
+        Listed { http: bits & 1 != 0, get: bits & 2 != 0, ssh: bits & 4 != 0, ssh_get: bits & 8 != 0, ssh_put: bits & 16 != 0 }
     }
 
     /// Whether the fixed tool `name` is listed.
@@ -434,6 +482,8 @@ impl Listed {
             n if n == http::HttpTool::NAME => self.http,
             n if n == http::get::HTTP_GET => self.get,
             n if n == ssh::SshTool::NAME => self.ssh,
+            n if n == ssh::transfer::SSH_GET => self.ssh_get,
+            n if n == ssh::transfer::SSH_PUT => self.ssh_put,
             _ => true,
         }
     }

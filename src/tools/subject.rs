@@ -8,13 +8,14 @@ use super::Action;
 
 /// The limit [`Subject`] of `action`: the tool name the agent called; an HTTP request's
 /// host (`host:port` when its URL names a port) and credential; an `ssh_exec` host's
-/// inventory name; an upstream's name, its own name of the tool, and its credentials.
+/// inventory name (`ssh_get`'s and `ssh_put`'s too); an upstream's name, its own name of the tool, and its credentials.
 pub(crate) fn subject(action: &Action) -> Subject {
     let credentials = action.audit().credential.map(|c| c.split(',').map(str::to_owned).collect()).unwrap_or_default();
     let mut s = Subject { tool: action.name().to_owned(), credentials, ..Subject::default() };
     match action {
         Action::Http(a) | Action::HttpGet(a) => s.target = Some(http_target(&a.action().url)),
         Action::Ssh(a) => s.target = Some(a.action().host.clone()),
+        Action::SshGet(a) | Action::SshPut(a) => s.target = Some(a.action().conn.host.clone()),
         Action::Upstream(a) => {
             let route = a.action().route();
             s.upstream = Some((route.upstream().to_owned(), route.tool().to_owned()));

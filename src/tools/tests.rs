@@ -17,19 +17,22 @@ fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
     let p = Policy::from_text(
         &json!({
             "http": {"allow": [{"hosts": ["api.example.com"], "methods": ["GET"]}]},
-            "ssh": {"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true}}}}
+            "ssh": {"known_hosts": "/nonexistent/kh", "hosts": {"web1": {"address": "10.0.0.5", "user": "u", "auth": {"agent": true},
+                    "files": {"read": ["/var/log/*"], "write": ["/srv/*"]}}}}
         })
         .to_string(),
         std::path::Path::new("t.json"),
     )
     .unwrap();
     let listed: Vec<Value> = definitions().as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
-    assert_eq!(listed, [json!("http_request"), json!("http_get"), json!("sp_inventory"), json!("ssh_exec")]);
-    assert_eq!(NAMES, ["http_request", "http_get", "sp_inventory", "ssh_exec"]);
+    assert_eq!(listed, [json!("http_request"), json!("http_get"), json!("sp_inventory"), json!("ssh_exec"), json!("ssh_get"), json!("ssh_put")]);
+    assert_eq!(NAMES, ["http_request", "http_get", "sp_inventory", "ssh_exec", "ssh_get", "ssh_put"]);
     let args = |name: &str| match name {
         "http_request" => json!({"method": "GET", "url": "https://api.example.com/x"}),
         "http_get" => json!({"url": "https://api.example.com/x"}),
         "ssh_exec" => json!({"host": "web1", "command": "uptime"}),
+        "ssh_get" => json!({"host": "web1", "path": "/var/log/syslog"}),
+        "ssh_put" => json!({"host": "web1", "path": "/srv/x", "content": "x"}),
         _ => json!({}),
     };
     for name in NAMES {
@@ -43,7 +46,9 @@ fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
             (ToolCall::Http(_), Action::Http(_))
             | (ToolCall::HttpGet(_), Action::HttpGet(_))
             | (ToolCall::Inventory(()), Action::Inventory(_))
-            | (ToolCall::Ssh(_), Action::Ssh(_)) => {}
+            | (ToolCall::Ssh(_), Action::Ssh(_))
+            | (ToolCall::SshGet(_), Action::SshGet(_))
+            | (ToolCall::SshPut(_), Action::SshPut(_)) => {}
             other => panic!("{name}: {other:?}"),
         }
         assert_eq!(std::mem::discriminant(&again), kind);
@@ -221,11 +226,16 @@ fn each_tools_input_schema_and_parser_agree() {
             ("ssh_exec", "command") => json!("uptime"),
             ("ssh_exec", "timeout_s") => json!(5),
             ("ssh_exec", "stdin") => json!("x"),
+            ("ssh_get" | "ssh_put", "host") => json!("web1"),
+            ("ssh_get" | "ssh_put", "path") => json!("/srv/x"),
+            ("ssh_put", "content") => json!("aGk="),
+            ("ssh_put", "encoding") => json!("base64"),
+            ("ssh_put", "overwrite") => json!(true),
             other => panic!("no sample for {other:?}: add one"),
         }
     };
     let tools = definitions();
-    assert_eq!(tools.as_array().unwrap().len(), 4);
+    assert_eq!(tools.as_array().unwrap().len(), 6);
     for tool in tools.as_array().unwrap() {
         let name = tool["name"].as_str().unwrap();
         let schema = &tool["inputSchema"];

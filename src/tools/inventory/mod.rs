@@ -110,7 +110,14 @@ pub(crate) fn output_schema() -> Value {
             "name": {"type": "string"}, "user": {"type": "string"},
             "commands": {"type": ["array", "null"], "items": {"type": "string"}, "description": "null: any command"},
             "address": {"type": "string"}, "port": {"type": "integer"},
-            "approve": {"type": "boolean", "description": "Calls to it wait for a human's approval"}
+            "approve": {"type": "boolean", "description": "Calls to it wait for a human's approval"},
+            "files": {
+                "type": "object",
+                "description": "ssh_get and ssh_put: absolute path patterns ('*' any run of characters but '/', '?' one), the mode of written files, the largest file",
+                "properties": {"read": strings, "write": strings, "mode": {"type": "string"}, "max_bytes": {"type": "integer"}},
+                "required": ["read", "write", "mode", "max_bytes"],
+                "additionalProperties": false
+            }
         },
         "required": ["name", "user", "commands"],
         "additionalProperties": false
@@ -225,6 +232,10 @@ fn render(policy: &Policy) -> Value {
             }
             if h.approve.needed() {
                 v["approve"] = json!(true);
+            }
+            if let Some(f) = &h.files {
+                let texts = |l: &[crate::policy::ssh::files::PathGlob]| l.iter().map(|g| g.text.clone()).collect::<Vec<_>>();
+                v["files"] = json!({"read": texts(&f.read), "write": texts(&f.write), "mode": format!("{:04o}", f.mode), "max_bytes": f.max_bytes});
             }
             v
         })

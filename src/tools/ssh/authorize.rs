@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::gate::authorize::Rules;
-use crate::policy::ssh::{HostKeyPolicy, Recordings, SshAuth, SshPolicy};
+use crate::policy::ssh::{HostKeyPolicy, Recordings, SshAuth, SshHost, SshPolicy};
 use crate::policy::SecretSource;
 use crate::policy::commands;
 use crate::tools::ssh::args::SshExec;
@@ -41,6 +41,9 @@ pub struct SshAction {
     /// The command matched the host's `sudo.commands`: it runs under `sudo -S`, the
     /// credential's secret written on its stdin (issue 34 §4).
     pub sudo: Option<SudoRun>,
+    /// The jump host's connection (`via`, issue 34 §3): this host is reached through a
+    /// tunnel of its session (`via.rs`); it may itself have one.
+    pub via: Option<Box<SshAction>>,
 }
 
 /// Whose password `sudo` gets: read through the Vault when the call runs.
@@ -128,7 +131,33 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         Some(t) => Duration::from_secs(t),
         None => policy.timeout,
     };
-    Ok(SshAction {
+    let sudo = sudo.map(|(s, _)| SudoRun { credential: s.credential.clone(), source: s.source.clone() });
+    let mut action = connection(policy, host, call);
+    action.rule = rule;
+    action.timeout = timeout;
+    action.recording = policy.recordings.clone();
+    action.sudo = sudo;
+    Ok(action)
+}
+
+/// The action for `call` on `host` before any rule is checked: the connection facts
+/// copied out of the policy (also what `ssh_get` and `ssh_put` connect with,
+/// `transfer/authorize.rs`), the call's command and stdin, no rule yet, the policy's
+/// timeout.
+pub(crate) fn connection(policy: &SshPolicy, host: &SshHost, call: SshExec) -> SshAction {
+    hop(policy, host, call, 0)
+}
+
+/// [`connection`] at `depth` jump hosts from the target (parse refuses loops and
+/// chains over `MAX_VIA_HOPS`; the depth bounds the recursion regardless).
+fn hop(policy: &SshPolicy, host: &SshHost, call: SshExec, depth: usize) -> SshAction {
+    let via = host.via.as_ref().and_then(|v| policy.hosts.get(v)).filter(|_| depth < crate::policy::ssh::MAX_VIA_HOPS).map(|jump| {
+        let call = SshExec { host: jump.name.clone(), command: String::new(), timeout_s: None, stdin: None };
+        let mut a = hop(policy, jump, call, depth + 1);
+        a.rule = format!("ssh.hosts.{}.via", host.name);
+        Box::new(a)
+    });
+    SshAction {
         host: host.name.clone(),
         address: host.address.clone(),
         port: host.port,
@@ -136,8 +165,8 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         auth: host.auth.clone(),
         command: call.command,
         stdin: call.stdin,
-        rule,
-        timeout,
+        rule: String::new(),
+        timeout: policy.timeout,
         connect_timeout: policy.connect_timeout,
         keepalive: policy.keepalive,
         max_output_bytes: policy.max_output_bytes,
@@ -146,9 +175,11 @@ pub(crate) fn authorize(policy: &SshPolicy, call: SshExec) -> Result<SshAction, 
         host_key_policy: policy.host_key_policy,
         hide_address: host.hide_address,
         pty: host.pty,
-        recording: policy.recordings.clone(),
-        sudo: sudo.map(|(s, _)| SudoRun { credential: s.credential.clone(), source: s.source.clone() }),
-    })
+        // ssh_exec's own (set by `authorize`); a jump host or a transfer has none.
+        recording: None,
+        sudo: None,
+        via,
+    }
 }
 
 /// `sp check`'s lines for the ssh section: where, never what (no key contents).
@@ -172,7 +203,8 @@ pub(crate) fn check_summary(policy: &SshPolicy) -> String {
             Some(l) => format!("{} command pattern(s)", l.len()),
             None => "ANY command".into(),
         };
-        s += &format!("  {}: {}@{}:{} {}, {}\n", h.name, h.user, h.address, h.port, auth, commands);
+        let via = h.via.as_ref().map(|v| format!(", via {v}")).unwrap_or_default();
+        s += &format!("  {}: {}@{}:{} {}, {}{via}\n", h.name, h.user, h.address, h.port, auth, commands);
     }
     s
 }

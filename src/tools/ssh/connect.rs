@@ -3,6 +3,7 @@
 //! against `known_hosts` before any authentication, then the key, agent or password.
 
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,8 +22,9 @@ use super::libssh2::{is_code, ms, ERROR_FILE, ERROR_TIMEOUT};
 /// One authenticated connection.
 pub(crate) struct Conn {
     pub(crate) session: Session,
-    /// A second descriptor for the same socket, to wait on with `poll`.
-    pub(crate) socket: TcpStream,
+    /// A second descriptor for the same socket (the TCP connection, or through a jump
+    /// host the local end of the tunnel, `via.rs`), to wait on with `poll`.
+    pub(crate) socket: OwnedFd,
     pub(crate) fingerprint: String,
 }
 
@@ -64,6 +66,9 @@ pub(crate) fn resolve_and_connect(a: &SshAction) -> Result<TcpStream, SshError> 
 pub(crate) fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::exec::Cancel) -> Result<Conn, SshError> {
     let target = a.target(false);
     let known = KnownHosts::load(&a.known_hosts).map_err(|e| SshError::HostKey(format!("{target}: known_hosts {e}")))?;
+    if let Some(jump) = &a.via {
+        return connect_via(a, jump, vault, cancel, known);
+    }
     let stream = resolve_and_connect(a)?;
     // Without it a reused session costs ~40 ms per command (Nagle + delayed ACK).
     stream.set_nodelay(true).map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
@@ -80,13 +85,39 @@ pub(crate) fn connect(a: &SshAction, vault: &mut Vault, cancel: &crate::gate::ex
             }
         });
     }
-    let conn = connect_on(a, vault, known, stream, socket)?;
+    let conn = connect_on(a, vault, known, stream, socket.into())?;
     connecting.store(false, Ordering::SeqCst);
     Ok(conn)
 }
 
-/// [`connect`] on an open TCP stream (`socket`: a second descriptor for it).
-fn connect_on(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: TcpStream, socket: TcpStream) -> Result<Conn, SshError> {
+/// [`connect`] through the jump host `jump` (`via.rs`): its connection first (its
+/// host key, its authentication; a `via` of its own the same way), then the tunnel,
+/// then `a`'s handshake and host key check on the tunnel's end.
+fn connect_via(a: &SshAction, jump: &SshAction, vault: &mut Vault, cancel: &crate::gate::exec::Cancel, known: KnownHosts) -> Result<Conn, SshError> {
+    let target = a.target(false);
+    let bastion = connect(jump, vault, cancel)?;
+    let session = bastion.session.clone();
+    let socket = bastion.socket.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?;
+    let (stream, dup) = super::via::tunnel(a, jump, session, socket, Box::new(bastion))?;
+    // A cancel during the handshake or login ends the tunnel's local end, as for a
+    // TCP socket above.
+    let connecting = Arc::new(AtomicBool::new(true));
+    if let Ok(s) = stream.try_clone() {
+        let connecting = connecting.clone();
+        cancel.on_cancel(move || {
+            if connecting.load(Ordering::SeqCst) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        });
+    }
+    let conn = connect_on(a, vault, known, stream, dup)?;
+    connecting.store(false, Ordering::SeqCst);
+    Ok(conn)
+}
+
+/// [`connect`] on an open stream (`socket`: a second descriptor for it): a TCP
+/// connection, or the local end of a jump host's tunnel (`via.rs`).
+fn connect_on<S: AsRawFd + 'static>(a: &SshAction, vault: &mut Vault, known: KnownHosts, stream: S, socket: OwnedFd) -> Result<Conn, SshError> {
     let target = a.target(false);
     let mut session = Session::new().map_err(|e| SshError::Unavailable(format!("{target}: libssh2: {e}")))?;
     session.set_tcp_stream(stream);

@@ -112,7 +112,8 @@ use crate::tools::ssh::result::{Chunk, SshError, SshOutcome, Stop};
 /// Keeps one session per inventory host.
 #[derive(Default)]
 pub(crate) struct SshExecutor {
-    sessions: HashMap<String, Conn>,
+    /// Also `transfer/sftp.rs`'s: SFTP runs on the same kept session.
+    pub(in crate::tools::ssh) sessions: HashMap<String, Conn>,
 }
 
 fn would_block(e: &std::io::Error) -> bool {

@@ -3,7 +3,8 @@
 //! an [`SshAction`]. The executor is `exec.rs` (on the `Conn` that `connect.rs` opens;
 //! libssh2's error codes, which both read, in `libssh2.rs`), its outcome `result.rs`, the
 //! call from authorized action to tool result `run.rs`; nothing in this module opens a
-//! socket, resolves a name or reads a secret.
+//! socket, resolves a name or reads a secret. `ssh_get` and `ssh_put` (SFTP on the same
+//! kept sessions) are `transfer/`; a host reached through a jump host (`via`), `via.rs`.
 //!
 //! ```text
 //!  tools/call ssh_exec ──> args::parse ──> authorize (here, called by authorize.rs)
@@ -37,6 +38,8 @@ pub(crate) mod pty;
 pub(crate) mod record;
 pub(crate) mod result;
 pub(crate) mod run;
+pub(crate) mod transfer;
+pub(crate) mod via;
 
 pub(crate) use args::{SshExec, SSH_EXEC};
 pub(crate) use authorize::{check_summary, SshAction, SshDenial};
