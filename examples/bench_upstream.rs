@@ -10,7 +10,12 @@
 //! - sp's peak memory for an upstream's 8 MiB answer (`misbehave.py large`: log-like
 //!   text with a secret given to the upstream in the middle, so the answer is scrubbed as
 //!   deployed), against the 64 MiB that bounds an HTTP answer's peak (issue 12);
-//! - `tools/list` with three upstreams already listed, against the fixed tools alone.
+//! - `tools/list` with three upstreams already listed, against the fixed tools alone;
+//! - a relayed `resources/read` (issue 33) against the same read made directly: the
+//!   published server-everything (`make upstreams`: `tests/upstreams/node_modules`, its
+//!   static document `demo://resource/static/document/features.md`, a few KiB of text,
+//!   read through sp as `everything+demo://...` with `resources.allow`), or, when it or
+//!   node is missing, `tests/support/upstreams/resources.py` (`fx://ok/bench`), said so.
 //!
 //! The upstream is `tests/support/upstreams/misbehave.py ok` (Python, stdlib only): it
 //! answers each call with its arguments. The journal is written without fsync, so the
@@ -29,8 +34,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-use support::{scratch_dir, stat, tool_call, write_private, Session};
+use serde_json::{json, Value};
+use support::{scratch_dir, stat, tool_call, write_private, Session, INIT, READY};
 
 const CALLS: usize = 10_000;
 /// The large answer's text (`misbehave.py large`).
@@ -63,6 +68,91 @@ fn calls(s: &mut Session, name: &str, n: usize, rss: bool) -> (Vec<Duration>, [f
         }
     }
     (samples, at)
+}
+
+/// The answer to request `id`, past the notifications the server sends before it
+/// (server-everything announces `tools/list_changed` and log messages on its own).
+fn answer_to(s: &mut Session, id: u64) -> Value {
+    loop {
+        let line = s.answer();
+        assert!(!line.is_empty(), "the server closed its stdout before answering request {id}");
+        let m: Value = serde_json::from_str(&line).expect("one JSON-RPC message per line");
+        if m["id"] == id {
+            return m;
+        }
+    }
+}
+
+/// `n` `resources/read` of `uri`, each answer's first text checked for `expect`.
+fn reads(s: &mut Session, uri: &str, expect: &str, first_id: u64, n: usize) -> Vec<Duration> {
+    (0..n as u64)
+        .map(|i| {
+            let id = first_id + i;
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}}).to_string();
+            let t = Instant::now();
+            s.send(&line);
+            let answer = answer_to(s, id);
+            let took = t.elapsed();
+            let text = answer["result"]["contents"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.contains(expect), "read {i} of {uri}: {answer}");
+            took
+        })
+        .collect()
+}
+
+/// The relayed `resources/read` against the direct one: server-everything when
+/// installed, else resources.py.
+fn resources_read(sp: &str, dir: &Path, audit: &Value, n: usize) {
+    let everything = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = Command::new("node").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let read_paths = [env!("CARGO_MANIFEST_DIR")];
+    // (label, the upstream's command, its own URI, sp's name for it, text the answer holds, the upstream's policy)
+    let (label, command, own, relayed, expect, upstream) = if everything.exists() && node {
+        let command = vec!["node".to_string(), everything.display().to_string(), "stdio".into()];
+        let up = json!({"command": command, "sandbox": {"read": read_paths}, "pin": "off", "tools": {"allow": ["echo"]},
+            "resources": {"allow": ["demo://resource/static/document/*"]}});
+        let uri = "demo://resource/static/document/features.md";
+        ("server-everything 2026.8.31, Node", command, uri.to_string(), format!("everything+{uri}"), "Everything Server", json!({"everything": up}))
+    } else {
+        println!("resources/read: server-everything or node is missing (`make upstreams`); measured against resources.py instead");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/upstreams/resources.py").display().to_string();
+        let command = vec![python(), script, "fx".into()];
+        let up = json!({"command": command, "sandbox": {"read": read_paths}, "pin": "off", "tools": {"allow": ["*"]}, "resources": {"allow": ["fx://ok/*"]}});
+        let uri = "fx://ok/bench";
+        ("resources.py, Python", command, uri.to_string(), format!("fx+{uri}"), "served by fx", json!({"fx": up}))
+    };
+
+    // Direct: the bench speaks MCP to the upstream itself.
+    let mut direct = Command::new(&command[0]);
+    direct.args(&command[1..]).stderr(Stdio::null());
+    let mut d = Session::spawn(direct).expect("start the upstream");
+    d.send(INIT);
+    answer_to(&mut d, 0);
+    d.send(READY);
+    reads(&mut d, &own, expect, 1, 200);
+    let direct = stat(reads(&mut d, &own, expect, 1_000, n)).unwrap();
+    d.finish();
+
+    // Relayed through sp, the policy's resources.allow letting the document through.
+    let policy = dir.join("resources.json");
+    write_private(&policy, &json!({"upstreams": upstream, "audit": audit}).to_string());
+    let mut s = Session::sp(sp, &policy);
+    s.send(INIT);
+    answer_to(&mut s, 0);
+    s.send(READY);
+    reads(&mut s, &relayed, expect, 1, 200);
+    let relayed_st = stat(reads(&mut s, &relayed, expect, 1_000, n)).unwrap();
+    s.finish();
+
+    println!("upstream resources/read, {n} reads each ({label}: {own})");
+    println!("  direct to the upstream   median {:>8.1} µs  p99 {:>8.1} µs", us(direct.median), us(direct.p99));
+    println!("  relayed through sp       median {:>8.1} µs  p99 {:>8.1} µs ({relayed})", us(relayed_st.median), us(relayed_st.p99));
+    println!(
+        "  sp's added time          {:>8.1} µs per read (median), {:.1} µs at p99, ratio {:.2}x",
+        us(relayed_st.median) - us(direct.median),
+        us(relayed_st.p99) - us(direct.p99),
+        relayed_st.median.as_secs_f64() / direct.median.as_secs_f64()
+    );
 }
 
 fn us(d: Duration) -> f64 {
@@ -180,5 +270,7 @@ fn main() {
         println!("tools/list, {label:<24} median {:>8.1} µs  p99 {:>8.1} µs ({LISTS} lists)", us(st.median), us(st.p99));
         s.finish();
     }
+
+    resources_read(&sp, &dir, &audit, n_calls);
     let _ = std::fs::remove_dir_all(&dir);
 }
