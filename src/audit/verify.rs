@@ -537,7 +537,10 @@ mod tests {
         let first_two: Vec<u8> = journal.split_inclusive(|b| *b == b'\n').take(2).flatten().copied().collect();
         assert_eq!(verify(&first_two, None).unwrap().recordings, 2);
         let e = verify(&journal, None).unwrap_err();
-        assert_eq!((e.row, e.why.as_str()), (3, "names the recording /nowhere/c.cast, which sp could not write after the command ran (see sp's log of that session)"));
+        assert_eq!(
+            (e.row, e.why.as_str()),
+            (3, "names the recording /nowhere/c.cast, which sp could not write after the command ran (see sp's log of that session)")
+        );
         let check = |why: &str| {
             let e = verify(&first_two, None).unwrap_err();
             assert_eq!(e.row, 1);

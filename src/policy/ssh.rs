@@ -206,7 +206,8 @@ pub(crate) fn parse(v: &Value) -> Check<SshPolicy> {
 
 /// The section; a host's `sudo.password.credential` must name one of `credentials`.
 pub(crate) fn parse_with(v: &Value, credentials: &BTreeMap<String, Credential>) -> Check<SshPolicy> {
-    let map = object(v, "ssh", &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts", "recordings"])?;
+    let map =
+        object(v, "ssh", &["known_hosts", "host_key_policy", "timeout_s", "connect_timeout_s", "keepalive_s", "max_output_bytes", "hosts", "recordings"])?;
     let mut p = SshPolicy::default();
     if let Some(k) = map.get("known_hosts") {
         p.known_hosts = Some(abs_path(k, "ssh.known_hosts")?);
@@ -463,7 +464,10 @@ mod tests {
         let good = json!({"password": {"credential": "web1-sudo"}, "commands": ["systemctl restart app"]});
         let p = parse_with(&host(good.clone()), &creds).unwrap();
         let sudo = p.hosts["web1"].sudo.clone().unwrap();
-        assert_eq!((sudo.credential.as_str(), sudo.source, sudo.commands[0].text.as_str()), ("web1-sudo", SecretSource::File("/etc/sp/sudo".into()), "systemctl restart app"));
+        assert_eq!(
+            (sudo.credential.as_str(), sudo.source, sudo.commands[0].text.as_str()),
+            ("web1-sudo", SecretSource::File("/etc/sp/sudo".into()), "systemctl restart app")
+        );
         let p = parse_with(&json!({"recordings": {"dir": "/var/lib/sp/rec"}}), &creds).unwrap();
         assert_eq!(p.recordings, Some(Recordings { dir: "/var/lib/sp/rec".into(), max_bytes: DEFAULT_RECORDING_BYTES }));
         let p = parse_with(&json!({"recordings": {"dir": "/r", "max_bytes": 4096}}), &creds).unwrap();
@@ -503,7 +507,11 @@ mod tests {
             (json!({"a": h(Some("b")), "b": h(Some("a"))}), "ssh.hosts.a.via", "leads to a loop (a -> b -> a)"),
             (json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(Some("b"))}), "ssh.hosts.a.via", "leads to a loop (a -> b -> c -> b)"),
             (json!({"a": h(Some("nope"))}), "ssh.hosts.a.via", "names \"nope\", which is not a host in ssh.hosts"),
-            (json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(Some("d")), "d": h(None)}), "ssh.hosts.a.via", "passes more than 2 jump hosts (a -> b -> c -> d)"),
+            (
+                json!({"a": h(Some("b")), "b": h(Some("c")), "c": h(Some("d")), "d": h(None)}),
+                "ssh.hosts.a.via",
+                "passes more than 2 jump hosts (a -> b -> c -> d)",
+            ),
             (json!({"a": h(Some("x y"))}), "ssh.hosts.a.via", "must be the name of another host in ssh.hosts"),
         ] {
             assert_eq!(policy(hosts).unwrap_err(), (field.to_owned(), why.to_owned()));

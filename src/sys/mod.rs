@@ -32,7 +32,8 @@ pub(crate) use child::{become_subreaper, Child, Waited};
 pub(crate) use confine::{launcher_command, lookup_user, make_undumpable, probe, resolve_program, set_launcher, Confinement, Plan, DEFAULT_READ, DEFAULT_WRITE};
 pub use confine::entry as launcher_entry;
 pub(crate) use fs::{
-    at_startup, check, check_dirs, check_program, create_private, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir, READ_TIMEOUT,
+    at_startup, check, check_dirs, check_program, create_private, euid, kind_name, open, read, read_capped, read_within, Access, Rules, SysError, UnsafeDir,
+    READ_TIMEOUT,
 };
 pub(crate) use lock::{lock_exclusive, FileLock, LockError};
 pub(crate) use text::{cut, hex, io_reason, json_escapes, os_reason, put_bytes, short, Ellipsis};

@@ -89,7 +89,12 @@ impl World {
 
     /// Names in `dir` that look like sp's temporary files.
     fn temps(&self, dir: &str) -> Vec<String> {
-        std::fs::read_dir(self.root.join(dir)).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".sp-")).collect()
+        std::fs::read_dir(self.root.join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".sp-"))
+            .collect()
     }
 }
 
@@ -149,7 +154,16 @@ fn get_reads_within_the_rules_and_the_realpath_too() {
     assert!(!r.to_string().contains(secret_text), "{r}");
 
     // `..` and friends never reach authorization.
-    for (i, path) in [format!("{}/../outside/secret.log", w.p("logs")), format!("{}/./app.log", w.p("logs")), w.p("logs").replace("/logs", "//logs") + "/app.log", "logs/app.log".into(), format!("{}\u{0}.log", w.p("logs/app.log"))].into_iter().enumerate() {
+    for (i, path) in [
+        format!("{}/../outside/secret.log", w.p("logs")),
+        format!("{}/./app.log", w.p("logs")),
+        w.p("logs").replace("/logs", "//logs") + "/app.log",
+        "logs/app.log".into(),
+        format!("{}\u{0}.log", w.p("logs/app.log")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let r = s.tool(10 + i as i64, "ssh_get", json!({"host": "web1", "path": path}));
         assert_eq!(tool_error_code(&r), Some("SP_BAD_ARGUMENTS"), "{path:?}: {r}");
     }

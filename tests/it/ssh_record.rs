@@ -25,10 +25,7 @@
 //! - a command off the sudo list (`echo restarted app; id`, `echo other`) on a host that
 //!   otherwise allows any command: runs without sudo (the fake sudo's log has no line
 //!   for it) and its stdin holds only the agent's text.
-#![allow(
-    clippy::disallowed_methods,
-    reason = "tests start sp and sshd and read their files; the fence in clippy.toml is for src/"
-)]
+#![allow(clippy::disallowed_methods, reason = "tests start sp and sshd and read their files; the fence in clippy.toml is for src/")]
 
 use crate::support;
 
@@ -274,11 +271,7 @@ fn an_unwritable_recordings_dir_refuses_the_call_before_the_command_runs() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
     let link = w.dir.path.join("link");
     std::os::unix::fs::symlink(&w.recordings, &link).unwrap();
-    let cases = [
-        (w.dir.path.join("missing"), "no such file"),
-        (open.clone(), "permissions 0755 are too open"),
-        (link, "symbolic link"),
-    ];
+    let cases = [(w.dir.path.join("missing"), "no such file"), (open.clone(), "permissions 0755 are too open"), (link, "symbolic link")];
     for (i, (dir, why)) in cases.iter().enumerate() {
         let mut s = w.session(&w.policy(dir, json!({})));
         let marker = w.remote.path.join(format!("ran-{i}"));

@@ -149,7 +149,11 @@ fn check_refuses_loops_unknown_hops_and_long_chains() {
         assert_ne!(run.code(), Some(0), "case {i}: {}", run.context());
         assert!(run.stderr.contains(want), "case {i}: want {want:?}\n{}", run.context());
     }
-    let ok = dir.file("ok.json", json!({"ssh": {"known_hosts": "/nonexistent/kh", "hosts": {"a": host("b"), "b": host("c"), "c": plain}}}).to_string().as_bytes(), 0o600);
+    let ok = dir.file(
+        "ok.json",
+        json!({"ssh": {"known_hosts": "/nonexistent/kh", "hosts": {"a": host("b"), "b": host("c"), "c": plain}}}).to_string().as_bytes(),
+        0o600,
+    );
     let run = run_sp(&["check", "--config", &ok.display().to_string()], &[], b"");
     assert!(String::from_utf8_lossy(&run.stdout).contains(", via b") || run.stderr.contains(", via b"), "two hops are fine and shown\n{}", run.context());
 }

@@ -53,9 +53,9 @@ pub(crate) fn tunnel(a: &SshAction, jump: &SshAction, session: Session, socket: 
     let target = a.target(false);
     session.set_blocking(true);
     session.set_timeout(super::libssh2::ms(a.connect_timeout));
-    let channel = session.channel_direct_tcpip(&a.address, a.port, None).map_err(|e| {
-        SshError::Upstream(format!("{target}: the jump host {} did not open a tunnel to it: {}", jump.host, e.message()))
-    })?;
+    let channel = session
+        .channel_direct_tcpip(&a.address, a.port, None)
+        .map_err(|e| SshError::Upstream(format!("{target}: the jump host {} did not open a tunnel to it: {}", jump.host, e.message())))?;
     let (ours, theirs) = UnixStream::pair().map_err(|e| SshError::Unavailable(format!("{target}: socketpair: {e}")))?;
     let dup: OwnedFd = ours.try_clone().map_err(|e| SshError::Unavailable(format!("{target}: {e}")))?.into();
     let bastion = Bastion { session, socket, _keep: keep };

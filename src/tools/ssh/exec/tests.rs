@@ -22,7 +22,12 @@ fn the_marker_is_stripped_wherever_the_reads_split_it() {
     let marker = m.bytes();
     let stream = [b"rc says hi\n".as_slice(), &marker, b"out\n"].concat();
     for split in 0..=stream.len() {
-        let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() }, sent: std::time::Instant::now() };
+        let mut c = Collector {
+            budget: 100,
+            out: SshOutcome::default(),
+            gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() },
+            sent: std::time::Instant::now(),
+        };
         c.push(false, &stream[..split]);
         c.push(true, b"e");
         c.push(false, &stream[split..]);
@@ -31,7 +36,12 @@ fn the_marker_is_stripped_wherever_the_reads_split_it() {
         assert!(c.marker_seen(), "{split}");
     }
     // Never seen: everything is output, once, and nothing is killed.
-    let mut c = Collector { budget: 100, out: SshOutcome::default(), gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() }, sent: std::time::Instant::now() };
+    let mut c = Collector {
+        budget: 100,
+        out: SshOutcome::default(),
+        gate: Gate::Awaiting { marker: marker.clone(), held: Vec::new() },
+        sent: std::time::Instant::now(),
+    };
     c.push(false, b"forced\n");
     c.release();
     c.push(false, &marker);

@@ -76,10 +76,15 @@ impl fmt::Display for TransferDenial {
         match self {
             TransferDenial::UnknownHost { host } => write!(f, "there is no ssh host named {host:?} (see sp_inventory)"),
             TransferDenial::NoRules { host, direction } => {
-                write!(f, "ssh host {host:?} has no files.{} patterns: the operator allows no file {} there", direction.key(), match direction {
-                    Direction::Read => "reads",
-                    Direction::Write => "writes",
-                })
+                write!(
+                    f,
+                    "ssh host {host:?} has no files.{} patterns: the operator allows no file {} there",
+                    direction.key(),
+                    match direction {
+                        Direction::Read => "reads",
+                        Direction::Write => "writes",
+                    }
+                )
             }
             TransferDenial::PathNotAllowed { host, direction, path } => {
                 let shown = crate::sys::short(path, 256, crate::sys::Ellipsis::Marked);
@@ -130,15 +135,7 @@ pub(crate) fn authorize(policy: &SshPolicy, host_name: &str, path: String, op: O
     // check does not apply (a host's command list is about commands, and none runs).
     let mut conn = crate::tools::ssh::authorize::connection(policy, h, call);
     conn.rule = format!("ssh.hosts.{}.files.{}[{i}]", h.name, direction.key());
-    Ok(TransferAction {
-        conn,
-        path,
-        op,
-        rules: rules.to_vec(),
-        max_bytes: files.max_bytes,
-        max_response_bytes: policy.max_output_bytes,
-        mode: files.mode,
-    })
+    Ok(TransferAction { conn, path, op, rules: rules.to_vec(), max_bytes: files.max_bytes, max_response_bytes: policy.max_output_bytes, mode: files.mode })
 }
 
 impl Rules<SshGet> for TransferAction {

@@ -89,9 +89,10 @@ impl SshExecutor {
             }
         }
         let conn = connect(a, vault, cancel).map_err(|e| if cancel.is_cancelled() { TransferError::Cancelled } else { TransferError::Ssh(e) })?;
-        let sftp = conn.session.sftp().map_err(|e| {
-            TransferError::Ssh(SshError::Upstream(format!("{}: the SFTP subsystem is not available: {}", a.target(false), e.message())))
-        })?;
+        let sftp = conn
+            .session
+            .sftp()
+            .map_err(|e| TransferError::Ssh(SshError::Upstream(format!("{}: the SFTP subsystem is not available: {}", a.target(false), e.message()))))?;
         conn.session.set_timeout(ms(a.timeout));
         let fingerprint = conn.fingerprint.clone();
         self.sessions.insert(a.host.clone(), conn);
@@ -111,7 +112,10 @@ fn failed(t: &TransferAction, what: &str, path: &str, e: &ssh2::Error) -> Transf
 /// The server's resolution of `path`, which must be canonical and match a rule.
 fn resolve(sftp: &Sftp, t: &TransferAction, path: &str) -> Result<String, TransferError> {
     let real = sftp.realpath(Path::new(path)).map_err(|e| failed(t, "realpath", path, &e))?;
-    let real = real.to_str().map(str::to_owned).ok_or_else(|| TransferError::Refused(format!("ssh {}: {path:?} resolves to a path that is not UTF-8", t.conn.host)))?;
+    let real = real
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| TransferError::Refused(format!("ssh {}: {path:?} resolves to a path that is not UTF-8", t.conn.host)))?;
     Ok(real)
 }
 

@@ -93,14 +93,14 @@ fn authorized_by_the_direction_rules_only() {
     );
     // `*` stays in its directory.
     assert!(matches!(denied("web1", "/var/log/app/sub/x.log", Op::Get), TransferDenial::PathNotAllowed { .. }));
-    assert_eq!(denied("logs", "/srv/up/x", Op::Put { content: vec![], overwrite: false }), TransferDenial::NoRules { host: "logs".into(), direction: Direction::Write });
+    assert_eq!(
+        denied("logs", "/srv/up/x", Op::Put { content: vec![], overwrite: false }),
+        TransferDenial::NoRules { host: "logs".into(), direction: Direction::Write }
+    );
     assert_eq!(denied("bare", "/var/log/x", Op::Get), TransferDenial::NoRules { host: "bare".into(), direction: Direction::Read });
     assert_eq!(denied("nope", "/var/log/x", Op::Get), TransferDenial::UnknownHost { host: "nope".into() });
     assert_eq!(denied("web1", "/srv/up/big", Op::Put { content: b"12345".to_vec(), overwrite: false }), TransferDenial::TooLarge { bytes: 5, limit: 4 });
-    assert_eq!(
-        denied("bare", "/x", Op::Get).to_string(),
-        "ssh host \"bare\" has no files.read patterns: the operator allows no file reads there"
-    );
+    assert_eq!(denied("bare", "/x", Op::Get).to_string(), "ssh host \"bare\" has no files.read patterns: the operator allows no file reads there");
 }
 
 #[test]
@@ -116,6 +116,10 @@ fn listed_only_where_a_direction_has_rules() {
     assert_eq!(names(&with(json!({"read": ["/a"]}))), ["ssh_exec", "ssh_get"]);
     assert_eq!(names(&with(json!({"write": ["/a"]}))), ["ssh_exec", "ssh_put"]);
     assert_eq!(names(&with(json!({"read": ["/a"], "write": ["/b"]}))), ["ssh_exec", "ssh_get", "ssh_put"]);
-    let none = crate::policy::Policy::from_text(&json!({"ssh": {"known_hosts": "/kh", "hosts": {"h": {"address": "h", "user": "u", "auth": {"agent": true}}}}}).to_string(), std::path::Path::new("t.json")).unwrap();
+    let none = crate::policy::Policy::from_text(
+        &json!({"ssh": {"known_hosts": "/kh", "hosts": {"h": {"address": "h", "user": "u", "auth": {"agent": true}}}}}).to_string(),
+        std::path::Path::new("t.json"),
+    )
+    .unwrap();
     assert_eq!(names(&none), ["ssh_exec"]);
 }
