@@ -43,7 +43,6 @@ use crate::approve::Ask;
 use crate::gate::authorize::{Authorized, Rules};
 use crate::gate::exec::{ExecError, RunContext};
 use crate::gate::outcome::{Reason, ToolCode};
-use crate::mcp::jsonrpc::kind_of;
 pub(crate) use crate::mcp::model::ArgError;
 use crate::mcp::model::{ToolList, ToolResult};
 use crate::policy::Policy;
@@ -57,6 +56,12 @@ use ssh::transfer::{SshGet, SshPut, TransferAction, TransferDenial};
 use ssh::{SshAction, SshDenial, SshExec};
 use upstream::tool::{UpstreamAction, UpstreamRequest};
 use upstream::{Tables, UpstreamCall, UpstreamDenial, UpstreamError, Upstreams};
+
+mod request;
+use request::short;
+pub(crate) use request::call_request_in;
+pub use request::call_request;
+pub(crate) use request::{CallError, CallRequest};
 
 /// What one kind of tool provides to the table. `Call` is its typed arguments, `Action`
 /// what its rules make of them (`gate::authorize::Rules`), `Denial` why they refuse.
@@ -514,93 +519,6 @@ pub(crate) fn list_for(policy: &Policy) -> &'static ToolList {
 /// sp's names and those a configured upstream may own, never an agent's other string).
 pub(crate) fn is_tool(name: &str) -> bool {
     NAMES.contains(&name)
-}
-
-/// A `tools/call` request that passed the JSON-RPC level checks.
-#[derive(Debug, PartialEq)]
-pub struct CallRequest {
-    pub name: String,
-    pub arguments: Map<String, Value>,
-    /// `_meta.progressToken` (a string or an integer), if the client wants progress.
-    pub progress_token: Option<Value>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum CallError {
-    ParamsNotObject { found: &'static str },
-    MissingName,
-    NameNotString,
-    ArgumentsNotObject { found: &'static str },
-    BadMeta,
-    UnknownTool { name: String },
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::ParamsNotObject { found } => write!(f, "tools/call params must be an object, found {found}"),
-            CallError::MissingName => f.write_str("tools/call params need a \"name\""),
-            CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
-            CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
-            CallError::BadMeta => f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer"),
-            CallError::UnknownTool { name } => write!(f, "unknown tool {:?}", short(name)),
-        }
-    }
-}
-
-impl std::error::Error for CallError {}
-
-/// Echoed names are cut short: a message must never carry a large agent-chosen payload.
-fn short(s: &str) -> String {
-    crate::sys::short(s, 64, crate::sys::Ellipsis::Marked)
-}
-
-/// A `tools/call` of a fixed tool ([`call_request_in`] admits the upstreams' too).
-pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
-    call_request_with(params, |name| NAMES.contains(&name))
-}
-
-/// A `tools/call` of a fixed tool, or of a name a configured upstream may own (whether
-/// it does is known once that upstream is listed: [`ToolCall::parse_in`]).
-pub(crate) fn call_request_in(policy: &Policy, params: Option<Value>) -> Result<CallRequest, CallError> {
-    call_request_with(params, |name| known(policy, name))
-}
-
-fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Result<CallRequest, CallError> {
-    let mut map = match params {
-        Some(Value::Object(m)) => m,
-        Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
-        None => return Err(CallError::ParamsNotObject { found: "nothing" }),
-    };
-    // Other members (2025-11-25 `task` augmentation, future fields) are ignored, as
-    // the schemas allow; `sp` declares no tasks, so such a call runs as an
-    // ordinary one. The tool's `arguments` stay strict (ToolCall::parse).
-    let name = match map.remove("name") {
-        None => return Err(CallError::MissingName),
-        Some(Value::String(s)) => s,
-        Some(_) => return Err(CallError::NameNotString),
-    };
-    let arguments = match map.remove("arguments") {
-        None => Map::new(),
-        Some(Value::Object(a)) => a,
-        Some(other) => return Err(CallError::ArgumentsNotObject { found: kind_of(&other) }),
-    };
-    // MCP "Progress": the token is a string or an integer; other `_meta` members are
-    // the client's business and ignored.
-    let progress_token = match map.remove("_meta") {
-        None => None,
-        Some(Value::Object(meta)) => match meta.get("progressToken") {
-            None => None,
-            Some(t @ Value::String(_)) => Some(t.clone()),
-            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n.clone())),
-            Some(_) => return Err(CallError::BadMeta),
-        },
-        Some(_) => return Err(CallError::BadMeta),
-    };
-    if !known(&name) {
-        return Err(CallError::UnknownTool { name });
-    }
-    Ok(CallRequest { name, arguments, progress_token })
 }
 
 #[cfg(test)]
