@@ -22,6 +22,10 @@
 //! - the sudo password echoed back plain, base64, hex, upper case, percent-encoded:
 //!   redacted in the result, in the recording and in the journal;
 //! - the password on the command line (argv or /proc/PID/cmdline of sudo): absent;
+//! - transfers: a downloaded file holding the password in several spellings is recorded
+//!   (an `"o"` event) exactly as the agent got it, scrubbed; an upload is recorded as
+//!   an `"i"` event; both rows hold the recording's hash beside the transfer's own, and
+//!   `sp audit verify` checks them as it checks a command's;
 //! - a command off the sudo list (`echo restarted app; id`, `echo other`) on a host that
 //!   otherwise allows any command: runs without sudo (the fake sudo's log has no line
 //!   for it) and its stdin holds only the agent's text.
@@ -80,7 +84,8 @@ impl World {
         let script = FAKE_SUDO.replace("@DIR@", &remote.path.display().to_string());
         std::fs::write(bin.join("sudo"), script).unwrap();
         std::fs::set_permissions(bin.join("sudo"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let sshd = Sshd::start_with_env(&format!("PATH={}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", bin.display()));
+        // SFTP for the transfers' recordings.
+        let sshd = Sshd::start_full("Subsystem sftp internal-sftp\n", &format!("PATH={}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", bin.display()));
         let dir = TempDir::new("ssh-rec");
         let recordings = dir.path.join("rec");
         std::fs::DirBuilder::new().mode(0o700).create(&recordings).unwrap();
@@ -373,4 +378,56 @@ fn an_unreadable_sudo_password_stops_the_call_before_the_connection() {
     let r = exec(&mut s, 2, json!({"host": "web1", "command": "echo other"}));
     assert_eq!(r["structuredContent"]["stdout"].as_str(), Some("other\n"), "{r}");
     s.finish().assert_exit(0);
+}
+
+/// Transfers are recorded as commands are (issue 34 §1, "every ssh_exec (and transfer)"):
+/// `ssh_get`'s recording holds the content as the agent got it (scrubbed: the remote file
+/// holds the sudo password in several spellings), `ssh_put`'s what was written, each row
+/// the recording's hash beside the SHA-256 of the bytes that moved; verify checks both.
+#[test]
+fn transfers_are_recorded_scrubbed_and_verified() {
+    let Some(w) = World::new() else { return };
+    let mut spelled = spellings().join("\n");
+    spelled.push('\n');
+    std::fs::write(w.remote.path.join("app.log"), format!("line one\n{spelled}")).unwrap();
+    std::fs::create_dir(w.remote.path.join("up")).unwrap();
+    let base = w.remote.path.display().to_string();
+    let policy = w.policy(&w.recordings, json!({}));
+    let mut p: Value = serde_json::from_slice(&std::fs::read(&policy).unwrap()).unwrap();
+    p["ssh"]["hosts"]["web1"]["files"] = json!({"read": [format!("{base}/*.log")], "write": [format!("{base}/up/*")]});
+    std::fs::write(&policy, p.to_string()).unwrap();
+    let mut s = w.session(&policy);
+    let got = s.tool(1, "ssh_get", json!({"host": "web1", "path": format!("{base}/app.log")}));
+    assert_eq!(got["isError"], false, "{got}");
+    let content = got["structuredContent"]["content"].as_str().unwrap().to_owned();
+    assert!(content.starts_with("line one\n"), "{content}");
+    assert_no_password("ssh_get's content", &content);
+    let put = s.tool(2, "ssh_put", json!({"host": "web1", "path": format!("{base}/up/new.txt"), "content": "uploaded text\n"}));
+    assert_eq!(put["isError"], false, "{put}");
+    s.finish().assert_exit(0);
+
+    let results = w.results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    let mut casts = Vec::new();
+    for (row, tool) in results.iter().zip(["ssh_get", "ssh_put"]) {
+        assert_eq!(row["tool"], tool, "{row}");
+        let path = PathBuf::from(row["recording"].as_str().unwrap_or_else(|| panic!("no recording in {row}")));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(row["recording_sha256"].as_str(), Some(sha256(&bytes).as_str()), "{row}");
+        let text = String::from_utf8(bytes).unwrap();
+        assert_no_password("a transfer's recording", &text);
+        let mut lines = text.lines();
+        let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        assert!(header["command"].as_str().is_some_and(|c| c.starts_with(&format!("{tool} {base}"))), "{header}");
+        assert_eq!(header["sp"]["sha256"], row["sha256"], "the header names the bytes that moved: {header} {row}");
+        let events: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+        casts.push(events);
+    }
+    assert_eq!(casts[0].len(), 1, "{:?}", casts[0]);
+    assert_eq!((casts[0][0][1].as_str(), casts[0][0][2].as_str()), (Some("o"), Some(content.as_str())), "the get's event is what the agent got");
+    assert_eq!((casts[1][0][1].as_str(), casts[1][0][2].as_str()), (Some("i"), Some("uploaded text\n")), "the put's event is what was written");
+    let v = w.verify();
+    v.assert_exit(0);
+    let said = String::from_utf8_lossy(&v.stdout).into_owned();
+    assert!(said.contains("2 session recording(s) match"), "{said}");
 }

@@ -131,7 +131,8 @@ impl Sshd {
         Sshd::start_full("", env)
     }
 
-    fn start_full(extra: &str, env: &str) -> Sshd {
+    /// Both: `extra` config lines and `env` words for the sessions' environment.
+    pub fn start_full(extra: &str, env: &str) -> Sshd {
         let dir = Dir::new();
         let _ = std::fs::create_dir_all("/run/sshd");
         let host_public = keygen(&dir.path, "host_ed25519", "ed25519", "");

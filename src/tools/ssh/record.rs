@@ -32,6 +32,12 @@
 //!   agent's text. The command in the header is scrubbed too.
 //! - `max_bytes`: lines that do not fit are left out (the file stays valid asciicast)
 //!   and the row says `recording_cut`.
+//! - Transfers (`ssh_get`, `ssh_put`) are recorded too (`transfer/record.rs`): the
+//!   header's `command` is `ssh_get PATH` or `ssh_put PATH` and its `sp` object has the
+//!   path, bytes and SHA-256 of what moved; one event holds the content as it crossed:
+//!   `"o"` with the text the agent got for a get (scrubbed; base64 for bytes that are
+//!   not UTF-8 text), `"i"` with what a put wrote (scrubbed, base64 likewise). A file
+//!   larger than `max_bytes` leaves the event out (`recording_cut`).
 //! - A write that fails after the command ran (an I/O error despite the reserved space)
 //!   leaves the row with `recording` and no `recording_sha256`: `sp audit verify` reports
 //!   that call, since its recording is not what the row promises.
@@ -98,23 +104,35 @@ impl Recording {
 
     /// Writes the recording of `outcome` (raw, not yet scrubbed: it is scrubbed here as
     /// the result is), or of a call that produced none (`None`: the header alone).
-    pub(crate) fn finish(mut self, a: &SshAction, outcome: Option<&SshOutcome>, vault: &Vault) -> RecordingFacts {
+    pub(crate) fn finish(self, a: &SshAction, outcome: Option<&SshOutcome>, vault: &Vault) -> RecordingFacts {
         let header = header(a, outcome, self.started, vault);
         let events = outcome.map(|o| events(o, vault)).unwrap_or_default();
-        let (bytes, cut) = render(&header, &events, self.max_bytes);
+        self.write(&a.host, &header, &events)
+    }
+
+    /// When the recording started (the header's `timestamp`).
+    pub(crate) fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// Writes `header` and the `events` that fit in `max_bytes` (already scrubbed), and
+    /// says what the result row records of the file.
+    pub(crate) fn write(mut self, host: &str, header: &Value, events: &[Event]) -> RecordingFacts {
+        let (bytes, cut) = render(header, events, self.max_bytes);
         let path = self.path.display().to_string();
         let written = self.file.write_all(&bytes).and_then(|()| self.file.set_len(bytes.len() as u64)).and_then(|()| self.file.sync_data());
         match written {
             Ok(()) => RecordingFacts { path, sha256: Some(crate::audit::sha256_hex(&[&bytes])), bytes: bytes.len() as u64, cut },
             Err(e) => {
-                log::error!("ssh {}: the recording {path} could not be written: {}", a.host, crate::sys::io_reason(&e));
+                log::error!("ssh {host}: the recording {path} could not be written: {}", crate::sys::io_reason(&e));
                 RecordingFacts { path, sha256: None, bytes: 0, cut }
             }
         }
     }
 }
 
-/// One event: seconds since the command was sent, `"o"` or `"e"`, text.
+/// One event: seconds since the command was sent, `"o"`, `"e"` or (a transfer's
+/// upload) `"i"`, text.
 pub(crate) type Event = (Duration, &'static str, String);
 
 fn header(a: &SshAction, o: Option<&SshOutcome>, started: SystemTime, vault: &Vault) -> Value {

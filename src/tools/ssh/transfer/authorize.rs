@@ -135,6 +135,8 @@ pub(crate) fn authorize(policy: &SshPolicy, host_name: &str, path: String, op: O
     // check does not apply (a host's command list is about commands, and none runs).
     let mut conn = crate::tools::ssh::authorize::connection(policy, h, call);
     conn.rule = format!("ssh.hosts.{}.files.{}[{i}]", h.name, direction.key());
+    // A transfer is recorded as a command is (`transfer/record.rs`).
+    conn.recording = policy.recordings.clone();
     Ok(TransferAction { conn, path, op, rules: rules.to_vec(), max_bytes: files.max_bytes, max_response_bytes: policy.max_output_bytes, mode: files.mode })
 }
 

@@ -21,6 +21,7 @@
 pub(crate) mod args;
 pub(crate) mod authorize;
 pub(crate) mod result;
+pub(crate) mod record;
 pub(crate) mod run;
 pub(crate) mod sftp;
 
