@@ -15,6 +15,9 @@
 //!   tunnel only (no exec request reaches the bastion).
 //! - A `via` loop, a `via` to a host not listed, three hops: `sp check` refuses the
 //!   policy, naming the field.
+//! - A chain of two jump hosts (three real sshds: the target via an inner bastion via
+//!   an outer one): each bastion opens one tunnel, neither runs a command, the target
+//!   runs every call on one session.
 #![allow(clippy::disallowed_methods, reason = "tests start sp and sshd; the fence in clippy.toml is for src/")]
 
 use crate::support;
@@ -104,6 +107,37 @@ fn reaches_a_host_through_its_jump_host_and_reuses_both_sessions() {
     assert!(w.target.count("request exec") >= 4, "{}", w.target.log());
     assert_eq!(w.bastion.count("request exec"), 0, "nothing ran on the bastion:\n{}", w.bastion.log());
     assert_eq!(w.target.logins(), 1);
+}
+
+/// The longest chain the policy allows: `web` via `inner` via `outer`, each a real sshd.
+#[test]
+fn a_chain_of_two_jump_hosts_reaches_the_target() {
+    let Some(w) = World::new() else { return };
+    let inner = Sshd::start();
+    let known = [w.bastion.known_hosts_line(), inner.known_hosts_line(), w.target.known_hosts_line()];
+    let kh = w.dir.file("known_hosts", format!("{}\n", known.join("\n")).as_bytes(), 0o600);
+    let host = |d: &Sshd, via: Option<&str>| {
+        let mut h = json!({"address": "127.0.0.1", "port": d.port, "user": d.user, "auth": {"key_file": d.client_key}, "commands": ["echo chained *"]});
+        if let Some(v) = via {
+            h["via"] = json!(v);
+        }
+        h
+    };
+    let policy = json!({"ssh": {"known_hosts": kh, "connect_timeout_s": 5, "hosts": {
+        "outer": host(&w.bastion, None), "inner": host(&inner, Some("outer")), "web": host(&w.target, Some("inner"))
+    }}});
+    let policy = w.dir.file("policy-chain.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = w.session(&policy);
+    for i in 0..2 {
+        let r = s.tool(i, "ssh_exec", json!({"host": "web", "command": format!("echo chained {i}")}));
+        assert_eq!((r["isError"].as_bool(), sc(&r)["stdout"].as_str()), (Some(false), Some(format!("chained {i}\n").as_str())), "{r}");
+    }
+    s.finish();
+    assert_eq!(w.bastion.wait_count(TUNNEL, 1), 1, "the outer bastion opened one tunnel (to the inner one):\n{}", w.bastion.log());
+    assert_eq!(inner.wait_count(TUNNEL, 1), 1, "the inner bastion opened one tunnel (to the target):\n{}", inner.log());
+    assert_eq!((w.bastion.count("request exec"), inner.count("request exec")), (0, 0), "nothing ran on either bastion");
+    assert!(w.target.count("request exec") >= 2, "{}", w.target.log());
+    assert_eq!((w.bastion.connections(), inner.connections(), w.target.connections()), (1, 1, 1), "one connection each, reused");
 }
 
 #[test]
