@@ -76,6 +76,35 @@ fn audit_facts_and_targets_come_from_each_kind() {
     assert_eq!((inventory.audit(), inventory.approval(&p), inventory.name()), (Audit::default(), None, "sp_inventory"));
 }
 
+/// The approver sees that an SSH command runs under sudo (whose password) and through
+/// which jump hosts, for a command and for a transfer; a plain command shows neither.
+#[test]
+fn the_ssh_approval_names_sudo_and_the_jump_hosts() {
+    let v = json!({
+        "credentials": {"pw": {"source": {"env": "SUDO_PW"}, "inject": {"bearer": {}}, "hosts": ["x.invalid"]}},
+        "approval": {"command": ["/usr/local/bin/sp-approve"]},
+        "ssh": {"known_hosts": "/etc/ssh/ssh_known_hosts", "hosts": {
+            "outer": {"address": "10.0.0.1", "user": "u", "auth": {"agent": true}},
+            "inner": {"address": "10.0.0.2", "user": "u", "auth": {"agent": true}, "via": "outer"},
+            "web": {"address": "10.0.0.3", "user": "u", "auth": {"agent": true}, "via": "inner", "approve": true,
+                    "sudo": {"password": {"credential": "pw"}, "commands": ["systemctl restart app"]},
+                    "files": {"read": ["/var/log/*.log"]}}
+        }}
+    });
+    let p = Policy::from_text(&v.to_string(), std::path::Path::new("test.json")).unwrap();
+    let ask = |name: &str, args: Value| {
+        let request = call(json!({"name": name, "arguments": args})).unwrap();
+        authorize(&p, ToolCall::parse(&request).unwrap()).unwrap().approval(&p).expect("web asks")
+    };
+    let a = ask("ssh_exec", json!({"host": "web", "command": "systemctl restart app"}));
+    assert_eq!((&a.request["sudo"], &a.request["via"]), (&json!({"credential": "pw"}), &json!(["inner", "outer"])), "{}", a.request);
+    assert_eq!((&a.raw["sudo"], &a.raw["via"]), (&json!({"credential": "pw"}), &json!(["inner", "outer"])), "{}", a.raw);
+    let a = ask("ssh_exec", json!({"host": "web", "command": "uptime"}));
+    assert_eq!((a.request.get("sudo"), &a.request["via"]), (None, &json!(["inner", "outer"])), "not on the sudo list: {}", a.request);
+    let a = ask("ssh_get", json!({"host": "web", "path": "/var/log/app.log"}));
+    assert_eq!((a.request.get("sudo"), &a.request["via"]), (None, &json!(["inner", "outer"])), "{}", a.request);
+}
+
 fn table_policy() -> Policy {
     let v = json!({
         "credentials": {

@@ -58,6 +58,26 @@ use crate::tools::{Audit, Executor, Tool};
 /// The table's entry for `ssh_exec` (`tools/mod.rs`).
 pub(crate) struct SshTool;
 
+/// What the approver must see besides the command: that it runs under `sudo` with a
+/// credential's password (`"sudo": {"credential": NAME}`), and the jump hosts it goes
+/// through, nearest the target first (`"via": [NAME, ...]`). Also for transfers.
+pub(crate) fn route_facts(a: &SshAction, request: &mut Value, raw: &mut Value) {
+    if let Some(s) = &a.sudo {
+        request["sudo"] = json!({"credential": crate::approve::line(&s.credential)});
+        raw["sudo"] = json!({"credential": s.credential});
+    }
+    let mut via = Vec::new();
+    let mut at = a;
+    while let Some(hop) = &at.via {
+        via.push(hop.host.clone());
+        at = hop;
+    }
+    if !via.is_empty() {
+        request["via"] = json!(via.iter().map(|h| crate::approve::line(h)).collect::<Vec<_>>());
+        raw["via"] = json!(via);
+    }
+}
+
 impl Tool for SshTool {
     const NAME: &'static str = SSH_EXEC;
     type Call = SshExec;
@@ -102,6 +122,7 @@ impl Tool for SshTool {
             raw["stdin"] = json!(s);
             raw["stdin_truncated"] = json!(cut);
         }
+        route_facts(a, &mut request, &mut raw);
         let only_command = policy.ssh.hosts.get(&a.host).is_some_and(|h| h.approve == crate::policy::approval::Approve::Command);
         Some(Ask { subject: a.host.clone(), host: a.address.clone(), request, raw, only_command })
     }

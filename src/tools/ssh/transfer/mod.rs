@@ -83,6 +83,7 @@ fn approval(policy: &Policy, t: &TransferAction) -> Option<Ask> {
         raw["content"] = json!(s);
         raw["content_truncated"] = json!(cut);
     }
+    super::route_facts(a, &mut request, &mut raw);
     let only_command = policy.ssh.hosts.get(&a.host).is_some_and(|h| h.approve == crate::policy::approval::Approve::Command);
     Some(Ask { subject: a.host.clone(), host: a.address.clone(), request, raw, only_command })
 }
