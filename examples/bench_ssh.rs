@@ -293,11 +293,7 @@ fn mib_s(bytes: u64, d: Duration) -> f64 {
 }
 
 fn size_name(bytes: u64) -> String {
-    if bytes % MIB == 0 {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{bytes} bytes")
-    }
+    if bytes.is_multiple_of(MIB) { format!("{} MiB", bytes / MIB) } else { format!("{bytes} bytes") }
 }
 
 /// `scp` with the same key and known host as sp's policy; `from` and `to` as scp takes
@@ -305,7 +301,8 @@ fn size_name(bytes: u64) -> String {
 /// options, or none (a login of its own).
 fn scp(server: &sshd::Sshd, known_hosts: &Path, extra: &[String], from: &str, to: &str) -> Duration {
     let mut cmd = Command::new("scp");
-    cmd.args(extra).args(["-q", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes"])
+    cmd.args(extra)
+        .args(["-q", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes"])
         .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
         .arg("-i")
@@ -379,18 +376,33 @@ fn transfers(sp: &str, server: &sshd::Sshd, known_hosts: &Path, ssh: (&[String],
     }
     let user_at = |path: &Path| format!("{}@127.0.0.1:{}", server.user, path.display());
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); 8];
+    // sp's own `duration_ms` of each call: the SFTP part (open, realpath, read or write).
+    let mut sftp_ms: Vec<Vec<u64>> = vec![Vec::new(); 8];
+    let ms_of = |v: &Value| v["result"]["structuredContent"]["duration_ms"].as_u64().unwrap_or(0);
     let b64 = base64::engine::general_purpose::STANDARD;
     let text_str = String::from_utf8(text).expect("ASCII");
     for _ in 0..runs {
         // Interleaved: one of each per run.
         let (d, v) = client.timed("ssh_get", json!({"host": "bench", "path": at("text.txt")}));
         let o = &v["result"]["structuredContent"];
-        assert_eq!((o["encoding"].as_str(), o["bytes"].as_u64(), o["sha256"].as_str()), (Some("utf-8"), Some(size), Some(sha_text.as_str())), "ssh_get text: {}", o["error"]);
+        assert_eq!(
+            (o["encoding"].as_str(), o["bytes"].as_u64(), o["sha256"].as_str()),
+            (Some("utf-8"), Some(size), Some(sha_text.as_str())),
+            "ssh_get text: {}",
+            o["error"]
+        );
         samples[0].push(d);
+        sftp_ms[0].push(ms_of(&v));
         let (d, v) = client.timed("ssh_get", json!({"host": "bench", "path": at("binary-get.bin")}));
         let o = &v["result"]["structuredContent"];
-        assert_eq!((o["encoding"].as_str(), o["bytes"].as_u64(), o["sha256"].as_str()), (Some("base64"), Some(get_max), Some(sha_get.as_str())), "ssh_get binary: {}", o["error"]);
+        assert_eq!(
+            (o["encoding"].as_str(), o["bytes"].as_u64(), o["sha256"].as_str()),
+            (Some("base64"), Some(get_max), Some(sha_get.as_str())),
+            "ssh_get binary: {}",
+            o["error"]
+        );
         samples[1].push(d);
+        sftp_ms[1].push(ms_of(&v));
         if have_scp {
             let got = local.join("scp-got.bin");
             let _ = std::fs::remove_file(&got);
@@ -404,11 +416,13 @@ fn transfers(sp: &str, server: &sshd::Sshd, known_hosts: &Path, ssh: (&[String],
         assert_eq!(v["result"]["isError"], false, "ssh_put text: {}", v["result"]["structuredContent"]["error"]);
         check_file(&remote.join("put.txt"), &sha_text);
         samples[4].push(d);
+        sftp_ms[4].push(ms_of(&v));
         let content = b64.encode(&binary);
         let (d, v) = client.timed("ssh_put", json!({"host": "bench", "path": at("put.bin"), "content": content, "encoding": "base64", "overwrite": true}));
         assert_eq!(v["result"]["isError"], false, "ssh_put binary: {}", v["result"]["structuredContent"]["error"]);
         check_file(&remote.join("put.bin"), &sha_binary);
         samples[5].push(d);
+        sftp_ms[5].push(ms_of(&v));
         if have_scp {
             let from = local.join("binary.bin").display().to_string();
             samples[6].push(scp(server, known_hosts, shared, &from, &user_at(&remote.join("scp-put.bin"))));
@@ -423,7 +437,7 @@ fn transfers(sp: &str, server: &sshd::Sshd, known_hosts: &Path, ssh: (&[String],
     }
 
     println!("sp ssh transfers ({sp}): median of {runs} runs, interleaved; one sp mcp session (connected first, journal on), SFTP both");
-    println!("                                                          size    median MiB/s   best MiB/s   median time");
+    println!("                                                          size    median MiB/s   best MiB/s   median time   of which SFTP");
     let rows = [
         ("sp ssh_get, text file (content as UTF-8)", size),
         ("sp ssh_get, binary file (content as base64)", get_max),
@@ -435,16 +449,30 @@ fn transfers(sp: &str, server: &sshd::Sshd, known_hosts: &Path, ssh: (&[String],
         ("scp to the server, its own login", size),
     ];
     let mut medians = [None; 8];
-    for (i, ((name, bytes), s)) in rows.iter().zip(samples).enumerate() {
+    for (i, (((name, bytes), s), mut sftp)) in rows.iter().zip(samples).zip(sftp_ms).enumerate() {
         let Some(st) = support::stat(s) else {
             println!("  {name:<48} {:>9}   skipped: no scp (apt-get install openssh-client)", size_name(*bytes));
             continue;
         };
         medians[i] = Some(mib_s(*bytes, st.median));
-        println!("  {name:<48} {:>9} {:>12.1} {:>12.1} {:>10.0} ms", size_name(*bytes), mib_s(*bytes, st.median), mib_s(*bytes, st.min), st.median.as_secs_f64() * 1e3);
+        sftp.sort_unstable();
+        let sftp = sftp.get(sftp.len() / 2).map_or(String::new(), |m| format!("{m:>10} ms"));
+        let line = format!(
+            "  {name:<48} {:>9} {:>12.1} {:>12.1} {:>10.0} ms {sftp}",
+            size_name(*bytes),
+            mib_s(*bytes, st.median),
+            mib_s(*bytes, st.min),
+            st.median.as_secs_f64() * 1e3
+        );
+        println!("{}", line.trim_end());
     }
-    println!("  (binary files: incompressible bytes; text: ASCII; scp's binary file is the {} one; sp's session and the kept scp connection were open before the first timed call)", size_name(size));
-    for (what, sp_row, scp_row) in [("get, text / scp kept", 0, 2), ("get, binary / scp kept", 1, 2), ("put, text / scp kept", 4, 6), ("put, binary / scp kept", 5, 6)] {
+    println!(
+        "  (binary files: incompressible bytes; text: ASCII; scp's binary file is the {} one; sp's session and the kept scp connection were open before the first timed call;\n   of which SFTP: the median of sp's own duration_ms, the SFTP open, realpath and read or write, the rest is JSON, base64, redaction and the pipes)",
+        size_name(size)
+    );
+    for (what, sp_row, scp_row) in
+        [("get, text / scp kept", 0, 2), ("get, binary / scp kept", 1, 2), ("put, text / scp kept", 4, 6), ("put, binary / scp kept", 5, 6)]
+    {
         if let (Some(a), Some(b)) = (medians[sp_row], medians[scp_row]) {
             println!("  MiB/s, sp {what:<24} {:.2}x", a / b);
         }
