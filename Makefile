@@ -131,7 +131,8 @@ demo: build upstreams
 # TypeScript SDKs (their runtimes from `make interop`'s pins; skipped when missing);
 # bench_parts times what a denied call cannot skip, and sp's pipeline in process;
 # bench_upstream a proxied upstream tools/call against the direct one, and tools/list
-# with three upstreams.
+# with three upstreams. bench_ssh: ssh_exec beside ssh, ssh_get and ssh_put of 64 MiB
+# beside scp (MiB/s), and what ssh.recordings adds per call (a private loopback sshd).
 # bench_cpu prints sp's own CPU per call (denial, proxied HTTP, ssh_exec) and its targets.
 # bench/cpuid.c: what one cpuid costs here (a hypervisor may trap it for microseconds;
 # every start runs some: bench/cold-start-profile.md, "Sixth pass").
