@@ -212,6 +212,13 @@ fn get_sizes_binary_and_redaction() {
     assert!(message(&r).contains("4000 as base64, above the response limit ssh.max_output_bytes (3500)"), "{r}");
     assert!(sc(&r).get("content").is_none(), "{r}");
 
+    // 3600 bytes: within files.max_bytes, above ssh.max_output_bytes even as text:
+    // refused from its size, before it is read (its row has no bytes or sha256).
+    std::fs::write(w.root.join("logs/long.log"), vec![b'b'; 3600]).unwrap();
+    let r = s.tool(5, "ssh_get", json!({"host": "web1", "path": w.p("logs/long.log")}));
+    assert_eq!(tool_error_code(&r), Some("SP_DENIED"), "{r}");
+    assert!(message(&r).contains("is 3600 bytes, above the response limit ssh.max_output_bytes (3500) even as text; nothing was read"), "{r}");
+
     let r = s.tool(4, "ssh_get", json!({"host": "web1", "path": w.p("logs/key.log")}));
     assert_eq!(r["isError"], false, "{r}");
     let content = sc(&r)["content"].as_str().unwrap();
@@ -220,6 +227,12 @@ fn get_sizes_binary_and_redaction() {
         assert!(!r.to_string().contains(line), "a key line leaked: {line}");
     }
     s.finish();
+    let rows: Vec<Value> = std::fs::read_to_string(&w.journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // Refused from their size, nothing read: big.log (files.max_bytes) and long.log
+    // (the response limit); wide.log was read, then refused, and its row says what moved.
+    let denied: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "result" && r["code"] == "SP_DENIED").collect();
+    let unread = denied.iter().filter(|r| r.get("sha256").is_none()).count();
+    assert_eq!((denied.len(), unread), (3, 2), "{denied:?}");
 }
 
 #[test]

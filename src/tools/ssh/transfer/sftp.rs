@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  get: realpath(path) ── matches a files.read rule? ── no ──> SP_DENIED (a symlink out)
-//!       lstat(real): a regular file, size <= files.max_bytes? ── no ──> SP_DENIED
+//!       lstat(real): a regular file, size <= files.max_bytes and
+//!       <= ssh.max_output_bytes (the answer's limit)? ── no ──> SP_DENIED
 //!       open(real), read at most max_bytes + 1 ── more came ──> SP_DENIED
 //!       SHA-256 of the bytes; (run.rs) scrub, then text or base64 within ssh.max_output_bytes
 //!  put: realpath(dirname) + "/" + basename ── matches a files.write rule? ── no ──> SP_DENIED
@@ -145,6 +146,16 @@ fn get(sftp: &Sftp, t: &TransferAction, cancel: &Cancel) -> Result<TransferOutco
         && size > t.max_bytes
     {
         return Err(too_large(t, &real, size));
+    }
+    // Its content could not be answered even as text (base64 only grows it): refused
+    // before a byte is read.
+    if let Some(size) = stat.size
+        && size > t.max_response_bytes
+    {
+        return Err(TransferError::TooLarge(format!(
+            "ssh {}: {real:?} is {size} bytes, above the response limit ssh.max_output_bytes ({}) even as text; nothing was read",
+            t.conn.host, t.max_response_bytes
+        )));
     }
     let mut file = sftp.open(Path::new(&real)).map_err(|e| failed(t, "open", &real, &e))?;
     // What was opened, not what was looked at: a FIFO or device swapped in meanwhile.
