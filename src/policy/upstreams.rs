@@ -248,6 +248,9 @@ pub struct Upstream {
     pub approve_command_only: bool,
     /// `pin`: how its tool definitions are pinned.
     pub pin: PinMode,
+    /// `tasks`: a `tools/call` the client augments with a task is sent to it as a task
+    /// when it declares task support (issue 33, section 4; off when absent).
+    pub tasks: bool,
 }
 
 /// `pin`: how an upstream's tool definitions are pinned (`tools/upstream/pins.rs`).
@@ -302,6 +305,7 @@ const KEYS: &[&str] = &[
     "prompts",
     "auth",
     "elicitation",
+    "tasks",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -340,6 +344,11 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         Some(Value::String(s)) if s == "strict" => PinMode::Strict,
         Some(Value::String(s)) if s == "off" => PinMode::Off,
         Some(_) => return err(&format!("{field}.pin"), "must be \"first-use\", \"strict\" or \"off\""),
+    };
+    let tasks = match map.get("tasks") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return err(&format!("{field}.tasks"), "must be true or false"),
     };
     let credential_ref = |v: &Value, at: &str| -> Check<String> {
         let c = string(v, at)?;
@@ -458,6 +467,7 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         name: name.to_owned(),
         approve_command_only,
         pin,
+        tasks,
         transport,
         tools,
         resources,

@@ -59,3 +59,4 @@ mod upstream_isolation;
 mod upstream_oauth;
 mod upstream_pins;
 mod upstream_resources;
+mod upstream_tasks;

@@ -198,7 +198,7 @@ impl<T: Transport> Client<T> {
             abandoned: VecDeque::new(),
             list_changed: false,
             relays: Vec::new(),
-            info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false },
+            info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false, tasks: Default::default() },
             counters: Counters::default(),
         };
         let params = json!({
@@ -244,6 +244,11 @@ impl<T: Transport> Client<T> {
 
     pub(crate) fn transport(&self) -> &T {
         &self.transport
+    }
+
+    /// What the upstream's `initialize` said of tasks (issue 33, section 4).
+    pub(crate) fn task_caps(&self) -> wire::task::TaskCaps {
+        self.info.tasks
     }
 
     /// Whether a `notifications/tools/list_changed` came since the last listing.

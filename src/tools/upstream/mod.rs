@@ -47,6 +47,7 @@ pub(crate) mod replay;
 mod reload;
 pub(crate) mod resources;
 mod route;
+pub(crate) mod tasks;
 mod start;
 mod stdio;
 use start::start;
@@ -75,6 +76,7 @@ pub(crate) use route::{Route, Tables};
 use names::MAX_EXPOSED_LEN;
 use stdio::{Launch, StdioTransport};
 use transport::Transport;
+pub(crate) use wire::task::TaskState;
 pub(crate) use wire::CallResult;
 
 use crate::gate::exec::Cancel;
@@ -98,6 +100,8 @@ pub(crate) struct ExposedTool {
     pub tool: String,
     pub definition: Value,
     pub approve: bool,
+    /// Its `execution.taskSupport` when sp relays this upstream's tasks, else forbidden.
+    pub task_support: wire::task::TaskSupport,
 }
 
 /// A finished call: the checked result as the upstream sent it, NOT yet scrubbed.
@@ -144,6 +148,9 @@ struct Slot {
     /// `auth.oauth`: the running client's token source (`oauth/`).
     bearer: Option<std::sync::Arc<oauth::Bearer>>,
     listing: Option<Vec<ExposedTool>>,
+    /// Which start of all upstreams' this client is ([`Upstreams::runs`]): a task lives in
+    /// one (`tasks.rs`).
+    run: u64,
     /// Its deaths in a row: when it may be started again (`backoff.rs`).
     deaths: backoff::Streak,
     starts: u32,
@@ -177,6 +184,9 @@ pub struct Upstreams {
     /// Counts every change of a listing (made, or dropped with its upstream): a list
     /// built from the listings is current while this has not moved.
     generation: u64,
+    /// Counts the upstreams' starts, never reset (a reload keeps it): each running client
+    /// has its own number (`Slot::run`).
+    runs: u64,
 }
 
 impl Upstreams {
@@ -199,6 +209,7 @@ impl Upstreams {
                         client: None,
                         bearer: None,
                         listing: None,
+                        run: 0,
                         deaths: Default::default(),
                         starts: 0,
                         announced: false,
@@ -210,7 +221,7 @@ impl Upstreams {
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
         let tokens = policy.origin.as_deref().map(oauth::store::beside);
-        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
+        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0, runs: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -467,6 +478,8 @@ impl Upstreams {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
+                self.runs += 1;
+                slot.run = self.runs;
                 slot.deaths.started(now);
                 self.events.push(UpstreamEvent::Started { upstream: upstream.to_owned(), pid, restart });
                 Ok(true)
