@@ -288,3 +288,24 @@ fn no_tasks_are_offered_without_the_policy_key() {
     }
     s.finish();
 }
+
+/// 2026-07-28 (stateless) moved tasks to an extension sp does not speak: its clients are
+/// not told of task support, a `task` member makes an ordinary call, the task methods
+/// are -32601.
+#[test]
+fn the_stateless_revision_gets_no_tasks() {
+    let dir = TempDir::new("uptask7");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask7", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let list = ask(&mut s, &request(1, "tools/list", json!({"_meta": meta})));
+    let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}"));
+    assert!(tools.iter().any(|t| t["name"] == "a_slow") && tools.iter().all(|t| t.get("execution").is_none()), "{list}");
+    let r = ask(&mut s, &request(2, "tools/call", json!({"name": "a_slow", "arguments": {}, "task": {"ttl": 1}, "_meta": meta})));
+    assert_eq!(r["result"]["content"][0]["text"], "slow done by a, token=[REDACTED:tok]", "{r}");
+    assert!(asked(&ra, "tools/call")[0].get("task").is_none());
+    let g = ask(&mut s, &request(3, "tasks/get", json!({"taskId": "sp-x", "_meta": meta})));
+    assert_eq!(g["error"]["code"], -32601, "{g}");
+    s.finish();
+}
