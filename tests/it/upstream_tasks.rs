@@ -17,6 +17,8 @@
 //! - the secret echoed in the task's `statusMessage`, in the CreateTaskResult's `_meta`
 //!   (model-immediate-response) and in the final result: scrubbed or dropped, never on
 //!   stdout;
+//! - a task of an upstream that died since (and was started again): -32602 "lost", the
+//!   new process never asked for the old id;
 //! - a malformed `task` member (`{"ttl": -1}`, `{"x": 1}`, `"soon"`): -32602, nothing runs;
 //! - a task asked of a tool or an upstream that takes none (no `execution.taskSupport`,
 //!   no `tasks` capability, or no `"tasks": true` in the policy): an ordinary call, the
@@ -308,4 +310,30 @@ fn the_stateless_revision_gets_no_tasks() {
     let g = ask(&mut s, &request(3, "tasks/get", json!({"taskId": "sp-x", "_meta": meta})));
     assert_eq!(g["error"]["code"], -32601, "{g}");
     s.finish();
+}
+
+/// A restarted upstream lost its tasks: sp does not send the old id to the new process
+/// (whose own `t1` is another task).
+#[test]
+fn a_task_of_an_upstream_that_died_is_lost() {
+    let dir = TempDir::new("uptask8");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask8", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let old = created(&mut s, 1, "a_slow");
+    let crash = ask(&mut s, &request(2, "tools/call", json!({"name": "a_crash", "arguments": {}})));
+    assert_eq!(crash["result"]["isError"], true, "{crash}");
+    let lost = "the task is lost: upstream a was restarted or ended since it created the task";
+    let r = ask(&mut s, &request(3, "tasks/get", json!({"taskId": old})));
+    assert_eq!((&r["error"]["code"], r["error"]["message"].as_str()), (&json!(-32602), Some(lost)), "{r}");
+    // Started again by a new task; the old id still reaches nothing.
+    let new = created(&mut s, 4, "a_slow");
+    let r = ask(&mut s, &request(5, "tasks/result", json!({"taskId": old})));
+    assert_eq!(r["error"]["message"].as_str(), Some(lost), "{r}");
+    let got = ask(&mut s, &request(6, "tasks/get", json!({"taskId": new})));
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    s.finish();
+    assert_eq!(asked(&ra, "tasks/get").len(), 1, "only the new task was polled");
+    assert!(asked(&ra, "tasks/result").is_empty());
 }

@@ -14,6 +14,7 @@ Tools:
           is "slow done by NAME, token=SECRET"
   must    execution.taskSupport "required"
   plain   no execution member (forbidden): always answered at once
+  crash   exits at once (its tasks are lost with it)
 Task ids are predictable on purpose ("t1", "t2", ...): the same ids in two upstreams, so
 a test can try to reach one upstream's task with another's id.
 """
@@ -58,7 +59,10 @@ def answer(method, params):
         schema = {"type": "object", "properties": {}}
         return {"tools": [{"name": "slow", "inputSchema": schema, "execution": {"taskSupport": "optional"}},
                           {"name": "must", "inputSchema": schema, "execution": {"taskSupport": "required"}},
-                          {"name": "plain", "inputSchema": schema}]}
+                          {"name": "plain", "inputSchema": schema},
+                          {"name": "crash", "inputSchema": schema}]}
+    if method == "tools/call" and params.get("name") == "crash":
+        sys.exit(0)
     if method == "tools/call":
         if TASKS and "task" in params:
             tid = "t%d" % (len(tasks) + 1)
