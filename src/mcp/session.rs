@@ -463,8 +463,8 @@ mod tests {
             json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
         );
         assert_eq!(caps(Offer { list_changed: true, resources: false, prompts: true, tasks: false })["resources"], Value::Null);
-        let (s, step) =
-            Session::AwaitingInit.handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true, tasks: false });
+        let (s, step) = Session::AwaitingInit
+            .handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true, tasks: false });
         assert_eq!((s, step), (Session::AwaitingInit, Step::Refuse(Refusal::NotInitialized { method: "prompts/list".into() })));
     }
 

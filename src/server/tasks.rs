@@ -113,7 +113,13 @@ impl<E: Executor> Server<'_, E> {
 
     /// `tasks/get`, `tasks/result` or `tasks/cancel`; `None`: the client cancelled the
     /// request (no answer).
-    pub(super) fn task_request<W: Write + Send>(&mut self, id: &Id, method: &str, params: Option<Value>, io: &mut Input<'_, '_, '_, W>) -> Option<(Answer, bool)> {
+    pub(super) fn task_request<W: Write + Send>(
+        &mut self,
+        id: &Id,
+        method: &str,
+        params: Option<Value>,
+        io: &mut Input<'_, '_, '_, W>,
+    ) -> Option<(Answer, bool)> {
         let sp_id = match tasks::task_id(params, method) {
             Ok(t) => t,
             Err(e) => return Some(self.refuse_task(e)),

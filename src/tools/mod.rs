@@ -180,7 +180,12 @@ pub trait Executor {
     /// Sends one authorized `tools/call` the client asked to run as a task (issue 33,
     /// section 4): as a task when its upstream takes one, else as [`Executor::upstream`]
     /// does. The default runs it as an ordinary call.
-    fn upstream_task(&mut self, action: &Authorized<UpstreamAction>, ask: TaskAsk, ctx: &mut RunContext<'_, '_>) -> Result<upstream::tasks::Started, UpstreamError> {
+    fn upstream_task(
+        &mut self,
+        action: &Authorized<UpstreamAction>,
+        ask: TaskAsk,
+        ctx: &mut RunContext<'_, '_>,
+    ) -> Result<upstream::tasks::Started, UpstreamError> {
         let _ = ask;
         self.upstream(action, ctx).map(upstream::tasks::Started::Plain)
     }
@@ -229,7 +234,12 @@ impl Executor for Executors {
         }
     }
 
-    fn upstream_task(&mut self, action: &Authorized<UpstreamAction>, ask: TaskAsk, ctx: &mut RunContext<'_, '_>) -> Result<upstream::tasks::Started, UpstreamError> {
+    fn upstream_task(
+        &mut self,
+        action: &Authorized<UpstreamAction>,
+        ask: TaskAsk,
+        ctx: &mut RunContext<'_, '_>,
+    ) -> Result<upstream::tasks::Started, UpstreamError> {
         match &mut self.upstream {
             Some(u) => upstream::tool::call_task(u, action, ask, ctx),
             None => Err(UpstreamError::Unknown { upstream: action.action().route().upstream().to_owned() }),

@@ -67,7 +67,7 @@ pub fn call_request(params: Option<Value>) -> Result<CallRequest, CallError> {
 }
 
 /// A `tools/call` of a fixed tool, or of a name a configured upstream may own (whether
-/// it does is known once that upstream is listed: [`ToolCall::parse_in`]).
+/// it does is known once that upstream is listed: [`ToolCall::parse_in`](super::ToolCall::parse_in)).
 pub(crate) fn call_request_in(policy: &Policy, params: Option<Value>) -> Result<CallRequest, CallError> {
     call_request_with(params, |name| known(policy, name))
 }

@@ -172,7 +172,11 @@ fn errors_name_the_field() {
         (json!({"command": ["/a"], "tools": allow, "pin": "tofu"}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
         (json!({"command": ["/a"], "tools": allow, "pin": true}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
         (json!({"command": ["/a"], "tools": allow, "tasks": "yes"}), "upstreams.u.tasks", "must be true or false"),
-        (json!({"command": ["/a"], "tools": allow, "protocol": "2025-11-25"}), "upstreams.u.protocol", "must be \"2026-07-28\" (absent: the initialize handshake)"),
+        (
+            json!({"command": ["/a"], "tools": allow, "protocol": "2025-11-25"}),
+            "upstreams.u.protocol",
+            "must be \"2026-07-28\" (absent: the initialize handshake)",
+        ),
         (
             json!({"url": "https://x/", "tools": allow, "protocol": "2026-07-28"}),
             "upstreams.u.protocol",

@@ -56,7 +56,7 @@ pub enum UpstreamError {
         upstream: String,
         why: String,
     },
-    /// Its listing is over [`MAX_PAGES`], [`MAX_TOOLS`] or [`MAX_LISTING_BYTES`], or
+    /// Its listing is over [`MAX_PAGES`](super::MAX_PAGES), [`MAX_TOOLS`](super::MAX_TOOLS) or [`MAX_LISTING_BYTES`](super::MAX_LISTING_BYTES), or
     /// repeats a cursor.
     Listing {
         upstream: String,

@@ -147,7 +147,13 @@ pub(crate) fn authorize(policy: &Policy, tables: &Tables, task: &Created) -> Res
 
 /// A call of `route` sent as a task (`tool::call_task` decided it may be): the
 /// upstream's progress relayed as a direct call's is.
-pub(crate) fn create(ups: &mut Upstreams, route: &Route, arguments: &Map<String, Value>, ask: TaskAsk, ctx: &mut RunContext<'_, '_>) -> Result<Started, UpstreamError> {
+pub(crate) fn create(
+    ups: &mut Upstreams,
+    route: &Route,
+    arguments: &Map<String, Value>,
+    ask: TaskAsk,
+    ctx: &mut RunContext<'_, '_>,
+) -> Result<Started, UpstreamError> {
     let RunContext { vault, cancel, progress, .. } = ctx;
     let mut relay = |n: ProgressNote| progress.relay(n.progress, n.total, n.message.map(|m| m.cut(wire::MAX_MESSAGE_CHARS)));
     let created = ups.create_task(route, arguments, ask, cancel, &mut relay);
@@ -194,7 +200,14 @@ impl Upstreams {
                 if state.status != wt::Status::Working {
                     log::info!("upstream {name}: created a task in status {}", state.status.as_str());
                 }
-                let created = Created { upstream: name.to_owned(), tool: route.tool().to_owned(), exposed: route.exposed().to_owned(), arguments: arguments.clone(), state, run };
+                let created = Created {
+                    upstream: name.to_owned(),
+                    tool: route.tool().to_owned(),
+                    exposed: route.exposed().to_owned(),
+                    arguments: arguments.clone(),
+                    state,
+                    run,
+                };
                 Ok(Started::Task(created))
             }
             // It ran the call at once (allowed of a receiver): an ordinary result.

@@ -238,7 +238,12 @@ pub(crate) fn call(ups: &mut Upstreams, action: &Authorized<UpstreamAction>, ctx
 /// `Executors::upstream_task`: a call the client asked to run as a task (issue 33,
 /// section 4). It goes as one when its upstream takes it (`Upstreams::takes_task`),
 /// else as an ordinary call (the `task` member is not sent).
-pub(crate) fn call_task(ups: &mut Upstreams, action: &Authorized<UpstreamAction>, ask: TaskAsk, ctx: &mut RunContext<'_, '_>) -> Result<Started, UpstreamError> {
+pub(crate) fn call_task(
+    ups: &mut Upstreams,
+    action: &Authorized<UpstreamAction>,
+    ask: TaskAsk,
+    ctx: &mut RunContext<'_, '_>,
+) -> Result<Started, UpstreamError> {
     let a = action.action();
     if !ups.takes_task(&a.route) {
         log::info!("{}: a task was asked; run as an ordinary call (its upstream does not take it as one)", a.route.exposed());

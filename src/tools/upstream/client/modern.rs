@@ -138,7 +138,10 @@ pub(crate) fn discovered(result: &Value) -> Option<Initialized> {
 pub(crate) enum Round {
     Complete(Value),
     /// MRTR: the elicitations asked (key, params) and the state to echo.
-    Input { requests: Vec<(String, Option<Value>)>, state: Option<String> },
+    Input {
+        requests: Vec<(String, Option<Value>)>,
+        state: Option<String>,
+    },
 }
 
 fn broken(at: &str, why: &'static str) -> ClientError {
@@ -212,7 +215,10 @@ mod tests {
         assert_eq!(round(ask).unwrap(), Round::Input { requests: vec![("k".into(), Some(json!({"message": "m"})))], state: Some("s1".into()) });
         let sampling = json!({"resultType": "input_required", "inputRequests": {"k": {"method": "sampling/createMessage", "params": {}}}});
         assert!(matches!(round(sampling), Err(ClientError::Unsupported { .. })));
-        assert_eq!(round(json!({"resultType": "later"})).unwrap_err().to_string(), "its answer is malformed: result.resultType: must be \"complete\" or \"input_required\"");
+        assert_eq!(
+            round(json!({"resultType": "later"})).unwrap_err().to_string(),
+            "its answer is malformed: result.resultType: must be \"complete\" or \"input_required\""
+        );
         assert!(round(json!({"resultType": "input_required", "inputRequests": {}})).is_err());
         let retried = retry(&json!({"name": "t", "requestState": "old"}), Map::from_iter([("k".into(), json!({"action": "decline"}))]), Some("s2".into()));
         assert_eq!(retried, json!({"name": "t", "inputResponses": {"k": {"action": "decline"}}, "requestState": "s2"}));

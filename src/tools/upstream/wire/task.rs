@@ -229,7 +229,10 @@ mod tests {
         let def = |e: Value| json!({"execution": e}).as_object().unwrap().clone();
         assert_eq!(execution(&def(json!({"taskSupport": "optional"})), "tools[0]"), Ok(TaskSupport::Optional));
         assert_eq!(execution(&def(json!({})), "tools[0]"), Ok(TaskSupport::Forbidden));
-        assert_eq!(execution(&def(json!({"taskSupport": "maybe"})), "tools[0]").unwrap_err().to_string(), "tools[0].execution.taskSupport: must be \"forbidden\", \"optional\" or \"required\"");
+        assert_eq!(
+            execution(&def(json!({"taskSupport": "maybe"})), "tools[0]").unwrap_err().to_string(),
+            "tools[0].execution.taskSupport: must be \"forbidden\", \"optional\" or \"required\""
+        );
         assert_eq!(execution(&def(json!({"other": 1})), "tools[0]").unwrap_err().to_string(), "tools[0].execution.other: is not a member MCP defines here");
     }
 }
