@@ -270,6 +270,42 @@ impl Upstreams {
 mod tests {
     use super::*;
 
+    fn policy(def: Value) -> Policy {
+        let doc = json!({"upstreams": {"a": def}});
+        Policy::from_text(&doc.to_string(), std::path::Path::new("test.json")).unwrap()
+    }
+
+    /// The call a task runs is decided again by the policy in force (pure).
+    #[test]
+    fn a_task_is_authorized_against_the_policy_in_force() {
+        let state = wt::task(&json!({"taskId": "t1", "status": "working", "createdAt": "x", "lastUpdatedAt": "x"}), "t").unwrap();
+        let task = Created {
+            upstream: "a".into(),
+            tool: "slow".into(),
+            exposed: "a_slow".into(),
+            arguments: Map::from_iter([("repo".into(), json!("mine/x"))]),
+            state,
+            run: 1,
+        };
+        let base = json!({"command": ["/a"], "tools": {"allow": ["*"]}, "tasks": true, "sandbox": "none"});
+        let tables = Tables::default();
+        assert_eq!(authorize(&policy(base.clone()), &tables, &task), Ok(()));
+        let mut denied = base.clone();
+        denied["tools"] = json!({"allow": ["*"], "deny": ["slow"]});
+        assert_eq!(authorize(&policy(denied), &tables, &task), Err(TaskError::Denied(UpstreamDenial::NotAllowed { exposed: "a_slow".into() })));
+        let mut pinned = base.clone();
+        pinned["arguments"] = json!({"slow": {"repo": ["theirs/*"]}});
+        assert!(matches!(authorize(&policy(pinned), &tables, &task), Err(TaskError::Denied(UpstreamDenial::ArgumentMismatch { .. }))));
+        let mut off = base.clone();
+        off["tasks"] = json!(false);
+        assert_eq!(
+            authorize(&policy(off), &tables, &task).unwrap_err().to_string(),
+            "the task is lost: upstream a no longer has its tasks relayed (tasks: false)"
+        );
+        let none = Policy::from_text("{}", std::path::Path::new("test.json")).unwrap();
+        assert_eq!(authorize(&none, &tables, &task).unwrap_err().to_string(), "the task is lost: upstream a is no longer in the policy");
+    }
+
     #[test]
     fn task_ids_are_read_strictly() {
         let id = |p: Value| task_id(Some(p), "tasks/get");
