@@ -28,6 +28,10 @@
 //!                            └ bad line, unknown id, EOF, oversize ───────────> Dead (killed)
 //! ```
 //!
+//! An upstream whose policy says `"protocol": "2026-07-28"` is asked `server/discover`
+//! first and, when it offers that revision, spoken to without the handshake
+//! (`client/modern.rs`: per-request `_meta`, `input_required` answers).
+//!
 //! Lifecycle, cancellation and progress follow MCP 2025-11-25 (basic/lifecycle,
 //! basic/utilities/cancellation, basic/utilities/progress): `sp` offers the newest
 //! revision it speaks and accepts any revision in [`wire::VERSIONS`]; after a

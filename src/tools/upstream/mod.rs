@@ -27,7 +27,8 @@
 //! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `elicit/` (an
 //! upstream's `elicitation/create` during its call, checked and relayed), `names.rs`
 //! (exposed names), `expose.rs` (a listing made into exposed tools), `pins.rs` (the
-//! pinned definitions), `clean.rs` (what descriptions may hold), `error.rs` (why a listing or call failed). The tests (`tests.rs`) drive real published servers and
+//! pinned definitions), `clean.rs` (what descriptions may hold), `error.rs` (why a listing or call failed),
+//! `tasks.rs` (a call the upstream runs as a task, and `tasks/*` toward it, issue 33). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
 mod backoff;
