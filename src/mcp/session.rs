@@ -16,8 +16,12 @@
 //!
 //! Forward compatibility: members of `params` this server does not know are
 //! ignored, as the MCP schemas allow new optional members in every revision (`ping
-//! {"x":1}`, `tools/list {"futureParam":true}`, a `tools/call` with 2025-11-25 `task`
-//! augmentation, which runs as an ordinary call since `sp` declares no tasks capability).
+//! {"x":1}`, `tools/list {"futureParam":true}`). A `tools/call`'s 2025-11-25 `task`
+//! augmentation is read by the tool table: it makes a task only of an upstream's tool
+//! whose tasks the policy relays (issue 33, section 4); any other call runs as an
+//! ordinary one. `tasks/get`, `tasks/result` and `tasks/cancel` exist only in the
+//! handshake eras and only when some upstream's tasks are relayed (`Offer::tasks`);
+//! `tasks/list` is not offered (-32601).
 //! The params' *type* is still checked (an object or absent), and so are the members we
 //! read. Tool *arguments* stay strict (unknown argument names are refused), and so does
 //! the message shape (a top-level member beyond `jsonrpc`, `id`, `method`, `params` is a
@@ -58,6 +62,15 @@ pub(crate) struct Offer {
     pub list_changed: bool,
     pub resources: bool,
     pub prompts: bool,
+    /// Some upstream's tasks are relayed (`"tasks": true`): the handshake answer declares
+    /// `tasks` (cancel, task-augmented tools/call), and the task methods are served.
+    pub tasks: bool,
+}
+
+/// The task methods served when `offer.tasks` (the handshake eras only: 2026-07-28 moved
+/// tasks to an extension sp does not speak).
+fn task_method(method: &str, offer: Offer) -> Option<bool> {
+    matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel").then_some(offer.tasks)
 }
 
 /// The relayed methods (issue 33) and whether `offer` serves each.
@@ -88,6 +101,10 @@ impl Offer {
         }
         if self.resources || self.prompts {
             caps["completions"] = json!({});
+        }
+        // MCP 2025-11-25 "Tasks": no `list` (sp does not list tasks, -32601).
+        if self.tasks && explicit {
+            caps["tasks"] = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
         }
         caps
     }
@@ -212,7 +229,7 @@ impl Session {
             let step = stateless(method, params, offer);
             return (self, step);
         }
-        let relayed = relays(method, offer);
+        let relayed = relays(method, offer).or_else(|| task_method(method, offer));
         let known = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call") || relayed == Some(true);
         if !known {
             return (self, Step::Refuse(Refusal::MethodNotFound { method: method.to_owned() }));
@@ -402,7 +419,7 @@ mod tests {
         let (s, step) = s.handle(&req("resources/list", Value::Null));
         assert!(matches!(step, Step::Refuse(Refusal::MethodNotFound { .. })));
         // Offered (issue 33): relayed; subscriptions never are.
-        let offer = Offer { list_changed: true, resources: true, prompts: false };
+        let offer = Offer { list_changed: true, resources: true, prompts: false, tasks: false };
         let (s, step) = s.handle_offering(&req("resources/read", json!({"uri": "a+x://y"})), offer);
         assert_eq!(step, Step::Relay(Era::Handshake));
         let (s, step) = s.handle_offering(&req("completion/complete", json!({})), offer);
@@ -416,6 +433,24 @@ mod tests {
     }
 
     /// `initialize` declares resources, prompts and completions only when offered.
+    /// Issue 33, section 4: tasks are declared and served only when offered, and only
+    /// in the handshake eras; `tasks/list` never is.
+    #[test]
+    fn tasks_follow_the_offer() {
+        let offer = Offer { tasks: true, ..Offer::default() };
+        let caps = match Session::AwaitingInit.handle_offering(&init("2025-11-25"), offer).1 {
+            Step::Reply(r, _) => r["capabilities"].clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(caps["tasks"], json!({"cancel": {}, "requests": {"tools": {"call": {}}}}));
+        let ready = Session::Ready { version: "2025-11-25" };
+        assert_eq!(ready.clone().handle_offering(&req("tasks/get", json!({"taskId": "x"})), offer).1, Step::Relay(Era::Handshake));
+        for (method, o) in [("tasks/get", Offer::default()), ("tasks/list", offer)] {
+            assert!(matches!(ready.clone().handle_offering(&req(method, json!({})), o).1, Step::Refuse(Refusal::MethodNotFound { .. })), "{method}");
+        }
+        assert_eq!(discover(offer)["capabilities"].get("tasks"), None, "2026-07-28 moved tasks to an extension");
+    }
+
     #[test]
     fn capabilities_follow_the_offer() {
         let caps = |offer: Offer| match Session::AwaitingInit.handle_offering(&init("2025-06-18"), offer).1 {
@@ -424,12 +459,12 @@ mod tests {
         };
         assert_eq!(caps(Offer::default()), json!({"tools": {"listChanged": false}}));
         assert_eq!(
-            caps(Offer { list_changed: true, resources: true, prompts: true }),
+            caps(Offer { list_changed: true, resources: true, prompts: true, tasks: false }),
             json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
         );
-        assert_eq!(caps(Offer { list_changed: true, resources: false, prompts: true })["resources"], Value::Null);
-        let (s, step) =
-            Session::AwaitingInit.handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true });
+        assert_eq!(caps(Offer { list_changed: true, resources: false, prompts: true, tasks: false })["resources"], Value::Null);
+        let (s, step) = Session::AwaitingInit
+            .handle_offering(&req("prompts/list", Value::Null), Offer { list_changed: true, resources: false, prompts: true, tasks: false });
         assert_eq!((s, step), (Session::AwaitingInit, Step::Refuse(Refusal::NotInitialized { method: "prompts/list".into() })));
     }
 

@@ -248,6 +248,12 @@ pub struct Upstream {
     pub approve_command_only: bool,
     /// `pin`: how its tool definitions are pinned.
     pub pin: PinMode,
+    /// `tasks`: a `tools/call` the client augments with a task is sent to it as a task
+    /// when it declares task support (issue 33, section 4; off when absent).
+    pub tasks: bool,
+    /// `"protocol": "2026-07-28"`: `server/discover` first, and that revision when the
+    /// upstream offers it (else the handshake). Command upstreams only.
+    pub modern: bool,
 }
 
 /// `pin`: how an upstream's tool definitions are pinned (`tools/upstream/pins.rs`).
@@ -302,6 +308,8 @@ const KEYS: &[&str] = &[
     "prompts",
     "auth",
     "elicitation",
+    "tasks",
+    "protocol",
 ];
 
 /// Parses the section; credentials it names must be in `credentials`.
@@ -341,6 +349,19 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         Some(Value::String(s)) if s == "off" => PinMode::Off,
         Some(_) => return err(&format!("{field}.pin"), "must be \"first-use\", \"strict\" or \"off\""),
     };
+    let tasks = match map.get("tasks") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return err(&format!("{field}.tasks"), "must be true or false"),
+    };
+    let modern = match map.get("protocol") {
+        None => false,
+        Some(Value::String(s)) if s == "2026-07-28" => true,
+        Some(_) => return err(&format!("{field}.protocol"), "must be \"2026-07-28\" (absent: the initialize handshake)"),
+    };
+    if modern && map.contains_key("url") {
+        return err(&format!("{field}.protocol"), "only applies to a command upstream (sp speaks 2026-07-28 over Streamable HTTP not yet)");
+    }
     let credential_ref = |v: &Value, at: &str| -> Check<String> {
         let c = string(v, at)?;
         if !credentials.contains_key(c) {
@@ -458,6 +479,8 @@ fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String,
         name: name.to_owned(),
         approve_command_only,
         pin,
+        tasks,
+        modern,
         transport,
         tools,
         resources,

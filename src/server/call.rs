@@ -23,13 +23,19 @@ impl<E: Executor> Server<'_, E> {
     /// The tool pipeline: args -> authorize -> approve, intent -> run (execute, scrub).
     /// `None`: the client cancelled the call; it gets no answer.
     pub(super) fn call_tool<W: Write + Send>(&mut self, id: &Id, params: Option<Value>, era: Era, io: &mut Input<'_, '_, '_, W>) -> Option<(Outgoing, bool)> {
-        let request = match tools::call_request_in(&self.policy, params) {
+        let mut request = match tools::call_request_in(&self.policy, params) {
             Ok(r) => r,
             Err(e) => {
                 let (response, refused) = self.refuse_rpc(id, RpcError::Call(e));
                 return Some((Outgoing::Answer(response), refused));
             }
         };
+        // A task (issue 33, section 4, `tasks.rs`): offered in the handshake eras, and
+        // only while the session keeps fewer than `tasks::MAX_TASKS` unfinished ones;
+        // otherwise the call runs as an ordinary one.
+        if era == Era::Stateless || !self.tasks.has_room() {
+            request.task = None;
+        }
         // What the journal rows and the approver are told (not built for nobody).
         let audited = self.audited();
         if audited {
@@ -103,6 +109,12 @@ impl<E: Executor> Server<'_, E> {
         // ended with; after EOF (or a client that went away) a call that was not
         // interrupted is still answered, best effort.
         let requested = io.cancel_requested;
+        let ran = match ran {
+            Ok((_, tools::Ran::Task(created))) if !requested => return Some((Outgoing::Answer(self.task_created(created)), false)),
+            Ok((tool, tools::Ran::Task(_))) => Ok((tool, ToolResult::error(ToolCode::Cancelled, Scrubbed::own("cancelled by the client")))),
+            Ok((tool, tools::Ran::Result(result))) => Ok((tool, result)),
+            Err(r) => Err(r),
+        };
         let (tool, result) = match ran {
             Err(r) if requested || r.code == ToolCode::Cancelled => {
                 log::info!("call cancelled before it ran ({}): {}", r.code, r.message);
@@ -149,7 +161,7 @@ impl<E: Executor> Server<'_, E> {
         (era, elicits, modes): (Era, bool, crate::gate::exec::ElicitModes),
         cancel: &Cancel,
         notes: &crate::mcp::control::Notes<'_>,
-    ) -> Result<(String, ToolResult), Halt> {
+    ) -> Result<(String, tools::Ran), Halt> {
         // The run gets only this: progress notifications for this call's token (written
         // at once, none once the call is cancelled, `mcp/control`), the cancel to
         // observe, the Vault, and the journal as an event sink. Progress starts here:

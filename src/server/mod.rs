@@ -49,6 +49,7 @@ mod limits;
 mod relay;
 pub(crate) mod reload;
 mod stats;
+mod tasks;
 mod upstreams;
 use stats::Stats;
 
@@ -232,6 +233,8 @@ pub struct Server<'p, E> {
     retry: crate::approve::elicit::Retry,
     /// The rate limits' shared counts (`limits.rs`), when the policy has rules.
     limiter: Option<crate::gate::limits::Limiter>,
+    /// The tasks upstreams created for this session's calls (`tasks.rs`, issue 33).
+    tasks: tasks::Book,
 }
 
 impl<'p, E: Executor> Server<'p, E> {
@@ -251,6 +254,7 @@ impl<'p, E: Executor> Server<'p, E> {
             client_caps: None,
             retry: Default::default(),
             limiter: None,
+            tasks: Default::default(),
             live: (!policy.upstreams.is_empty()).then(Default::default),
             live_generation: None,
             list_changes: 0,
@@ -266,6 +270,7 @@ impl<'p, E: Executor> Server<'p, E> {
             list_changed: self.live.is_some() || self.reloading.is_some(),
             resources: ups.clone().any(|u| u.resources.any()),
             prompts: ups.clone().any(|u| u.prompts.any()),
+            tasks: ups.clone().any(|u| u.tasks),
         }
     }
 

@@ -34,6 +34,9 @@ impl<E: Executor> Server<'_, E> {
         _era: Era,
         io: &mut Input<'_, '_, '_, W>,
     ) -> Option<(Answer, bool)> {
+        if method.starts_with("tasks/") {
+            return self.task_request(id, method, params, io);
+        }
         let params = match params_object(params, method) {
             Ok(p) => p,
             Err(e) => return Some(self.refuse_rpc(id, RpcError::Relay(e))),

@@ -75,6 +75,11 @@ impl<E: Executor> Server<'_, E> {
                 for name in &names {
                     definitions.extend(ups.cached(name).unwrap_or_default().iter().map(|t| t.definition.clone()));
                 }
+                // Tasks are relayed in the handshake eras only (issue 33, section 4):
+                // a 2026-07-28 client is not told of a tool's task support.
+                if era == Era::Stateless {
+                    definitions.iter_mut().filter_map(Value::as_object_mut).for_each(|d| drop(d.remove("execution")));
+                }
                 self.live_generation = Some(generation);
                 live.set(era, Value::Array(definitions))
             }

@@ -61,7 +61,7 @@ mod request;
 use request::short;
 pub(crate) use request::call_request_in;
 pub use request::call_request;
-pub(crate) use request::{CallError, CallRequest};
+pub(crate) use request::{CallError, CallRequest, TaskAsk};
 
 /// What one kind of tool provides to the table. `Call` is its typed arguments, `Action`
 /// what its rules make of them (`gate::authorize::Rules`), `Denial` why they refuse.
@@ -100,15 +100,24 @@ pub(crate) trait DynamicTool {
 
     /// Whether `name` may be one of its tools under `policy` (nothing listed yet).
     fn owns(policy: &Policy, name: &str) -> bool;
-    /// The call, when `catalog` holds `name` (`None`: not one of its tools).
-    fn parse(name: &str, arguments: &Map<String, Value>, catalog: Catalog<'_>) -> Option<Result<Self::Call, ArgError>>;
+    /// The call, when `catalog` holds its name (`None`: not one of its tools).
+    fn parse(call: &CallRequest, catalog: Catalog<'_>) -> Option<Result<Self::Call, ArgError>>;
     /// The call's tool name (the journal's `tool`, the counters' key): a listed name.
     fn name(action: &Self::Action) -> &str;
     fn target(call: &Self::Call) -> Option<String>;
     fn code(denial: &Self::Denial) -> ToolCode;
     fn audit(action: &Self::Action) -> Audit;
     fn approval(policy: &Policy, action: &Self::Action) -> Option<Ask>;
-    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> ToolResult;
+    fn run(executor: &mut dyn Executor, policy: &Policy, action: Authorized<Self::Action>, ctx: &mut RunContext<'_, '_>) -> Ran;
+}
+
+/// What a run made: a tool result, or (an upstream's tool called as a task, issue 33
+/// section 4, `upstream/tasks.rs`) a task the upstream created, whose result comes
+/// later through `tasks/result`.
+#[derive(Debug)]
+pub(crate) enum Ran {
+    Result(ToolResult),
+    Task(upstream::tasks::Created),
 }
 
 /// The names decided at run time, as listed so far: the upstreams' name tables (none
@@ -168,6 +177,19 @@ pub trait Executor {
         Err(UpstreamError::Unsupported { upstream, what: "this executor does not run upstream tools: they are" })
     }
 
+    /// Sends one authorized `tools/call` the client asked to run as a task (issue 33,
+    /// section 4): as a task when its upstream takes one, else as [`Executor::upstream`]
+    /// does. The default runs it as an ordinary call.
+    fn upstream_task(
+        &mut self,
+        action: &Authorized<UpstreamAction>,
+        ask: TaskAsk,
+        ctx: &mut RunContext<'_, '_>,
+    ) -> Result<upstream::tasks::Started, UpstreamError> {
+        let _ = ask;
+        self.upstream(action, ctx).map(upstream::tasks::Started::Plain)
+    }
+
     /// The upstream servers, for what carries no input of the agent: listing their
     /// tools (for `tools/list`, or to resolve a called name), their process events,
     /// ending them. `None`: this executor has none.
@@ -208,6 +230,18 @@ impl Executor for Executors {
     fn upstream(&mut self, action: &Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Result<UpstreamCall, UpstreamError> {
         match &mut self.upstream {
             Some(u) => upstream::tool::call(u, action, ctx),
+            None => Err(UpstreamError::Unknown { upstream: action.action().route().upstream().to_owned() }),
+        }
+    }
+
+    fn upstream_task(
+        &mut self,
+        action: &Authorized<UpstreamAction>,
+        ask: TaskAsk,
+        ctx: &mut RunContext<'_, '_>,
+    ) -> Result<upstream::tasks::Started, UpstreamError> {
+        match &mut self.upstream {
+            Some(u) => upstream::tool::call_task(u, action, ask, ctx),
             None => Err(UpstreamError::Unknown { upstream: action.action().route().upstream().to_owned() }),
         }
     }
@@ -303,7 +337,7 @@ macro_rules! table {
                     }
                 )*
                 $(
-                    if let Some(parsed) = <$dtool as DynamicTool>::parse(&call.name, &call.arguments, catalog) {
+                    if let Some(parsed) = <$dtool as DynamicTool>::parse(call, catalog) {
                         return parsed.map(ToolCall::$dkind);
                     }
                 )*
@@ -352,9 +386,9 @@ macro_rules! table {
                 }
             }
 
-            pub(crate) fn run(self, executor: &mut dyn Executor, policy: &Policy, ctx: &mut RunContext<'_, '_>) -> ToolResult {
+            pub(crate) fn run(self, executor: &mut dyn Executor, policy: &Policy, ctx: &mut RunContext<'_, '_>) -> Ran {
                 match self {
-                    $(Action::$kind(a) => <$tool as Tool>::run(executor, policy, a, ctx),)*
+                    $(Action::$kind(a) => Ran::Result(<$tool as Tool>::run(executor, policy, a, ctx)),)*
                     $(Action::$dkind(a) => <$dtool as DynamicTool>::run(executor, policy, a, ctx),)*
                 }
             }

@@ -17,6 +17,16 @@ pub struct CallRequest {
     pub arguments: Map<String, Value>,
     /// `_meta.progressToken` (a string or an integer), if the client wants progress.
     pub progress_token: Option<Value>,
+    /// `task` (MCP 2025-11-25 task augmentation): the client asks for a task. Honoured
+    /// only for an upstream tool whose upstream sp relays tasks of (`upstream/tasks.rs`);
+    /// any other call runs as an ordinary one.
+    pub task: Option<TaskAsk>,
+}
+
+/// A `tools/call`'s `task` member (`TaskMetadata`): only `ttl`, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskAsk {
+    pub ttl: Option<u64>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -26,6 +36,7 @@ pub enum CallError {
     NameNotString,
     ArgumentsNotObject { found: &'static str },
     BadMeta,
+    BadTask,
     UnknownTool { name: String },
 }
 
@@ -37,6 +48,7 @@ impl fmt::Display for CallError {
             CallError::NameNotString => f.write_str("tools/call \"name\" must be a string"),
             CallError::ArgumentsNotObject { found } => write!(f, "tools/call \"arguments\" must be an object, found {found}"),
             CallError::BadMeta => f.write_str("tools/call \"_meta\" must be an object whose progressToken, if any, is a string or an integer"),
+            CallError::BadTask => f.write_str("tools/call \"task\" must be an object whose only member, ttl, if any, is a non-negative integer"),
             CallError::UnknownTool { name } => write!(f, "unknown tool {:?}", short(name)),
         }
     }
@@ -66,9 +78,18 @@ fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Res
         Some(other) => return Err(CallError::ParamsNotObject { found: kind_of(&other) }),
         None => return Err(CallError::ParamsNotObject { found: "nothing" }),
     };
-    // Other members (2025-11-25 `task` augmentation, future fields) are ignored, as
-    // the schemas allow; `sp` declares no tasks, so such a call runs as an
-    // ordinary one. The tool's `arguments` stay strict (ToolCall::parse).
+    // Other members (future fields) are ignored, as the schemas allow. `task` (2025-11-25
+    // task augmentation) is read strictly: it may make the call a task (issue 33,
+    // section 4). The tool's `arguments` stay strict (ToolCall::parse).
+    let task = match map.remove("task") {
+        None => None,
+        Some(Value::Object(t)) => match (t.len(), t.get("ttl")) {
+            (0, None) => Some(TaskAsk { ttl: None }),
+            (1, Some(Value::Number(n))) if n.as_u64().is_some() => Some(TaskAsk { ttl: n.as_u64() }),
+            _ => return Err(CallError::BadTask),
+        },
+        Some(_) => return Err(CallError::BadTask),
+    };
     let name = match map.remove("name") {
         None => return Err(CallError::MissingName),
         Some(Value::String(s)) => s,
@@ -94,5 +115,5 @@ fn call_request_with(params: Option<Value>, known: impl Fn(&str) -> bool) -> Res
     if !known(&name) {
         return Err(CallError::UnknownTool { name });
     }
-    Ok(CallRequest { name, arguments, progress_token })
+    Ok(CallRequest { name, arguments, progress_token, task })
 }

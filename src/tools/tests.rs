@@ -57,7 +57,7 @@ fn every_kind_is_reachable_by_its_name_and_no_other_name_is() {
     for name in ["", "HTTP_REQUEST", "http_request ", "sp_inventory\0", "ssh", "upstream_x", "http.request"] {
         assert!(!is_tool(name), "{name:?}");
         assert_eq!(call(json!({"name": name})), Err(CallError::UnknownTool { name: name.into() }));
-        let request = CallRequest { name: name.into(), arguments: Map::new(), progress_token: None };
+        let request = CallRequest { name: name.into(), arguments: Map::new(), progress_token: None, task: None };
         assert_eq!(ToolCall::parse(&request), Err(ArgError(format!("unknown tool {name:?}"))));
     }
 }
@@ -210,6 +210,12 @@ fn call_params() {
     assert_eq!(call(json!({"name": "nope"})), Err(CallError::UnknownTool { name: "nope".into() }));
     // Unknown params members (task augmentation, future fields) are ignored.
     assert_eq!(call(json!({"name": "sp_inventory", "x": 1, "task": {"ttl": 1}})).unwrap().name, "sp_inventory");
+    // Issue 33, section 4: `task` is read strictly (only `ttl`, a non-negative integer).
+    assert_eq!(call(json!({"name": "sp_inventory", "task": {"ttl": 1}})).unwrap().task, Some(crate::tools::TaskAsk { ttl: Some(1) }));
+    assert_eq!(call(json!({"name": "sp_inventory", "task": {}})).unwrap().task, Some(crate::tools::TaskAsk { ttl: None }));
+    for bad in [json!({"ttl": -1}), json!({"ttl": 1.5}), json!({"x": 1}), json!("soon"), json!(null)] {
+        assert_eq!(call(json!({"name": "sp_inventory", "task": bad})), Err(CallError::BadTask), "{bad}");
+    }
     assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": 1}})).unwrap().progress_token, Some(json!(1)));
     assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"progressToken": "t"}})).unwrap().progress_token, Some(json!("t")));
     assert_eq!(call(json!({"name": "sp_inventory", "_meta": {"other": 1}})).unwrap().progress_token, None);
@@ -235,7 +241,7 @@ fn schemas_are_closed_objects() {
 #[test]
 fn each_tools_input_schema_and_parser_agree() {
     let parse = |tool: &str, args: &Map<String, Value>| {
-        ToolCall::parse(&CallRequest { name: tool.into(), arguments: args.clone(), progress_token: None }).map(drop).map_err(|e| e.0)
+        ToolCall::parse(&CallRequest { name: tool.into(), arguments: args.clone(), progress_token: None, task: None }).map(drop).map_err(|e| e.0)
     };
     // A valid value for every property of every tool (a new property needs one here).
     let sample = |tool: &str, prop: &str| -> Value {

@@ -56,6 +56,8 @@ mod tool_surface;
 mod upstream_elicit;
 mod upstream_gate;
 mod upstream_isolation;
+mod upstream_modern;
 mod upstream_oauth;
 mod upstream_pins;
 mod upstream_resources;
+mod upstream_tasks;

@@ -115,3 +115,14 @@ impl Serialize for PassedWire<'_> {
         m.end()
     }
 }
+
+/// A `tasks/result` answer (issue 33, section 4): the call's result as a direct call's
+/// answer writes it, with the related-task `_meta` MCP 2025-11-25 requires there
+/// ("Tasks: Result Retrieval"); `task_id` is sp's id.
+pub(crate) fn task_result(call: &super::CallToolResult, task_id: &str) -> Value {
+    let mut result = serde_json::to_value(super::CallWire(call, false)).unwrap_or_else(|_| json!({}));
+    if let Some(m) = result.as_object_mut() {
+        m.insert("_meta".into(), json!({"io.modelcontextprotocol/related-task": {"taskId": task_id}}));
+    }
+    result
+}

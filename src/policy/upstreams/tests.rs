@@ -145,7 +145,7 @@ fn errors_name_the_field() {
         (
             json!({"command": ["/a"], "tools": allow, "timeout": 5}),
             "upstreams.u.timeout",
-            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts, auth, elicitation)",
+            "unknown field (expected one of: command, env, cwd, url, credential, tools, arguments, timeout_s, startup_timeout_s, max_output_bytes, approve, sandbox, user, pin, resources, prompts, auth, elicitation, tasks, protocol)",
         ),
         (
             json!({"command": ["/a"], "tools": allow, "sandbox": "off"}),
@@ -171,6 +171,17 @@ fn errors_name_the_field() {
         (json!({"url": "https://x/", "tools": allow, "user": "nobody"}), "upstreams.u.user", "only applies to a command upstream"),
         (json!({"command": ["/a"], "tools": allow, "pin": "tofu"}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
         (json!({"command": ["/a"], "tools": allow, "pin": true}), "upstreams.u.pin", "must be \"first-use\", \"strict\" or \"off\""),
+        (json!({"command": ["/a"], "tools": allow, "tasks": "yes"}), "upstreams.u.tasks", "must be true or false"),
+        (
+            json!({"command": ["/a"], "tools": allow, "protocol": "2025-11-25"}),
+            "upstreams.u.protocol",
+            "must be \"2026-07-28\" (absent: the initialize handshake)",
+        ),
+        (
+            json!({"url": "https://x/", "tools": allow, "protocol": "2026-07-28"}),
+            "upstreams.u.protocol",
+            "only applies to a command upstream (sp speaks 2026-07-28 over Streamable HTTP not yet)",
+        ),
         (
             json!({"command": ["/a"], "tools": {"allow": ["get_*"], "deny": ["get_secret"]}, "arguments": {"get_secret": {"a": ["x"]}}}),
             "upstreams.u.arguments.get_secret",

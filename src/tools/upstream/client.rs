@@ -28,6 +28,10 @@
 //!                            └ bad line, unknown id, EOF, oversize ───────────> Dead (killed)
 //! ```
 //!
+//! An upstream whose policy says `"protocol": "2026-07-28"` is asked `server/discover`
+//! first and, when it offers that revision, spoken to without the handshake
+//! (`client/modern.rs`: per-request `_meta`, `input_required` answers).
+//!
 //! Lifecycle, cancellation and progress follow MCP 2025-11-25 (basic/lifecycle,
 //! basic/utilities/cancellation, basic/utilities/progress): `sp` offers the newest
 //! revision it speaks and accepts any revision in [`wire::VERSIONS`]; after a
@@ -39,6 +43,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
+
+mod modern;
 
 use super::transport::{Recv, Transport, TransportError};
 use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
@@ -99,6 +105,13 @@ pub(crate) enum ClientError {
     Cancelled,
     /// Closed before.
     Closed,
+    /// A 2026-07-28 answer is not of the shape the revision defines (`modern.rs`; the
+    /// upstream stays).
+    Shape(wire::ShapeError),
+    /// A 2026-07-28 upstream asked for what sp does not give (`modern.rs`).
+    Unsupported { what: &'static str },
+    /// A 2026-07-28 upstream's input request was refused (`modern.rs`): the reason.
+    Input { why: String },
 }
 
 impl fmt::Display for ClientError {
@@ -112,6 +125,9 @@ impl fmt::Display for ClientError {
             ClientError::TimedOut { hung: true } => f.write_str("it did not answer in time, nor a ping after: it was ended"),
             ClientError::Cancelled => f.write_str("cancelled"),
             ClientError::Closed => f.write_str("it is not running"),
+            ClientError::Shape(e) => write!(f, "its answer is malformed: {e}"),
+            ClientError::Unsupported { what } => write!(f, "it asked for {what}, which sp does not give to upstreams"),
+            ClientError::Input { why } => write!(f, "its input request was refused: {why}"),
         }
     }
 }
@@ -178,6 +194,11 @@ pub(crate) struct Client<T: Transport> {
     relays: Vec<Relay>,
     info: Initialized,
     counters: Counters,
+    /// It speaks 2026-07-28 (`modern.rs`): every request carries `_meta`, answers may be
+    /// `input_required`.
+    modern: bool,
+    /// What sp declares to it (each modern request carries it).
+    capabilities: Value,
 }
 
 impl<T: Transport> Client<T> {
@@ -190,6 +211,12 @@ impl<T: Transport> Client<T> {
     /// [`Client::initialize`] declaring `capabilities` (the elicitation the policy
     /// relays for this upstream, issue 33).
     pub(crate) fn initialize_with(name: &str, transport: T, timeout: Duration, cancel: &Cancel, capabilities: Value) -> Result<Client<T>, ClientError> {
+        Client::start(name, transport, timeout, cancel, capabilities, false)
+    }
+
+    /// [`Client::initialize_with`]; `modern`: `server/discover` first, and 2026-07-28
+    /// when the upstream offers it (`modern.rs`), else the handshake.
+    pub(crate) fn start(name: &str, transport: T, timeout: Duration, cancel: &Cancel, capabilities: Value, modern: bool) -> Result<Client<T>, ClientError> {
         let mut client = Client {
             name: name.to_owned(),
             transport,
@@ -198,9 +225,14 @@ impl<T: Transport> Client<T> {
             abandoned: VecDeque::new(),
             list_changed: false,
             relays: Vec::new(),
-            info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false },
+            info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false, tasks: Default::default() },
             counters: Counters::default(),
+            modern: false,
+            capabilities: capabilities.clone(),
         };
+        if modern && client.discover(timeout, cancel)? {
+            return Ok(client);
+        }
         let params = json!({
             "protocolVersion": wire::VERSIONS[0],
             "capabilities": capabilities,
@@ -244,6 +276,11 @@ impl<T: Transport> Client<T> {
 
     pub(crate) fn transport(&self) -> &T {
         &self.transport
+    }
+
+    /// What the upstream's `initialize` said of tasks (issue 33, section 4).
+    pub(crate) fn task_caps(&self) -> wire::task::TaskCaps {
+        self.info.tasks
     }
 
     /// Whether a `notifications/tools/list_changed` came since the last listing.
@@ -302,9 +339,26 @@ impl<T: Transport> Client<T> {
         self.request_with(method, params, timeout, cancel, on_progress, None)
     }
 
-    /// [`Client::request`]; an `elicitation/create` that comes meanwhile goes to
+    /// [`Client::request`]; an `elicitation/create` that comes meanwhile (or, from a
+    /// 2026-07-28 upstream, as an `input_required` answer, `modern.rs`) goes to
     /// `on_elicit` when there is one (a `tools/call` only: [`Client::call_tool_eliciting`]).
     fn request_with(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(ProgressNote),
+        on_elicit: Option<OnElicit<'_>>,
+    ) -> Result<Value, ClientError> {
+        match self.modern {
+            false => self.exchange(method, params, timeout, cancel, on_progress, on_elicit),
+            true => self.request_modern(method, params, timeout, cancel, on_progress, on_elicit),
+        }
+    }
+
+    /// One request and its answer (one round of a 2026-07-28 request).
+    fn exchange(
         &mut self,
         method: &str,
         mut params: Value,
@@ -323,7 +377,10 @@ impl<T: Transport> Client<T> {
         self.next_id += 1;
         let token = (method == "tools/call").then(|| Value::from(id));
         if let (Some(t), Some(p)) = (&token, params.as_object_mut()) {
-            p.insert("_meta".into(), json!({"progressToken": t}));
+            let meta = p.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("progressToken".into(), t.clone());
+            }
         }
         let deadline = Instant::now() + timeout;
         let msg = Request::upstream(id, method, params).into_value();
@@ -345,7 +402,8 @@ impl<T: Transport> Client<T> {
                 }
                 Recv::TimedOut => {
                     self.abandon(id, "timed out");
-                    let hung = !matches!(method, "initialize" | "ping") && !self.answers_ping();
+                    // 2026-07-28 has no ping; a probe that is not answered is a legacy upstream.
+                    let hung = !self.modern && !matches!(method, "initialize" | "ping" | "server/discover") && !self.answers_ping();
                     return Err(self.fail(ClientError::TimedOut { hung }));
                 }
             };

@@ -56,6 +56,10 @@ pub(super) fn list_tools(
     for why in &checked.withheld {
         table.withhold(&names::exposed_name(name, &why.tool), why.clone());
     }
+    // Tasks relayed (issue 33, section 4): the policy says `tasks` and the upstream
+    // declared task-augmented tools/call. Then, and only then, a tool's own
+    // `execution.taskSupport` is stated to the client (sp's words, after the pin's hash).
+    let tasks = u.tasks && slot.client.as_ref().is_some_and(|c| c.task_caps().call);
     let tools = defs
         .into_iter()
         .filter(|d| !checked.withheld.iter().any(|w| w.tool == d.name))
@@ -77,9 +81,13 @@ pub(super) fn list_tools(
                 };
                 definition.insert("description".into(), Value::String(text));
             }
+            let task_support = if tasks { d.task_support } else { wire::task::TaskSupport::Forbidden };
+            if task_support != wire::task::TaskSupport::Forbidden {
+                definition.insert("execution".into(), serde_json::json!({"taskSupport": task_support.as_str()}));
+            }
             let mut definition = Value::Object(definition);
             vault.scrub(&mut definition);
-            ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition }
+            ExposedTool { approve: u.tools.needs_approval(&d.name), exposed, upstream: name.to_owned(), tool: d.name, definition, task_support }
         })
         .collect();
     Ok((tools, table, checked))

@@ -27,7 +27,8 @@
 //! `http.rs` (Streamable HTTP: a POST per message, JSON or SSE answers), `elicit/` (an
 //! upstream's `elicitation/create` during its call, checked and relayed), `names.rs`
 //! (exposed names), `expose.rs` (a listing made into exposed tools), `pins.rs` (the
-//! pinned definitions), `clean.rs` (what descriptions may hold), `error.rs` (why a listing or call failed). The tests (`tests.rs`) drive real published servers and
+//! pinned definitions), `clean.rs` (what descriptions may hold), `error.rs` (why a listing or call failed),
+//! `tasks.rs` (a call the upstream runs as a task, and `tasks/*` toward it, issue 33). The tests (`tests.rs`) drive real published servers and
 //! misbehaving ones of our own (`tests/support/upstreams/`).
 
 mod backoff;
@@ -47,6 +48,7 @@ pub(crate) mod replay;
 mod reload;
 pub(crate) mod resources;
 mod route;
+pub(crate) mod tasks;
 mod start;
 mod stdio;
 use start::start;
@@ -75,6 +77,7 @@ pub(crate) use route::{Route, Tables};
 use names::MAX_EXPOSED_LEN;
 use stdio::{Launch, StdioTransport};
 use transport::Transport;
+pub(crate) use wire::task::TaskState;
 pub(crate) use wire::CallResult;
 
 use crate::gate::exec::Cancel;
@@ -98,6 +101,8 @@ pub(crate) struct ExposedTool {
     pub tool: String,
     pub definition: Value,
     pub approve: bool,
+    /// Its `execution.taskSupport` when sp relays this upstream's tasks, else forbidden.
+    pub task_support: wire::task::TaskSupport,
 }
 
 /// A finished call: the checked result as the upstream sent it, NOT yet scrubbed.
@@ -144,6 +149,9 @@ struct Slot {
     /// `auth.oauth`: the running client's token source (`oauth/`).
     bearer: Option<std::sync::Arc<oauth::Bearer>>,
     listing: Option<Vec<ExposedTool>>,
+    /// Which start of all upstreams' this client is ([`Upstreams::runs`]): a task lives in
+    /// one (`tasks.rs`).
+    run: u64,
     /// Its deaths in a row: when it may be started again (`backoff.rs`).
     deaths: backoff::Streak,
     starts: u32,
@@ -177,6 +185,9 @@ pub struct Upstreams {
     /// Counts every change of a listing (made, or dropped with its upstream): a list
     /// built from the listings is current while this has not moved.
     generation: u64,
+    /// Counts the upstreams' starts, never reset (a reload keeps it): each running client
+    /// has its own number (`Slot::run`).
+    runs: u64,
 }
 
 impl Upstreams {
@@ -199,6 +210,7 @@ impl Upstreams {
                         client: None,
                         bearer: None,
                         listing: None,
+                        run: 0,
                         deaths: Default::default(),
                         starts: 0,
                         announced: false,
@@ -210,7 +222,7 @@ impl Upstreams {
         let credentials = policy.credentials.clone();
         let roots = policy.http.ca_certs.as_ref().map(|b| b.der.clone());
         let tokens = policy.origin.as_deref().map(oauth::store::beside);
-        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0 }
+        Upstreams { slots, credentials, roots, tokens, tables: Tables::default(), pins: pins::Book::new(pins), events: Vec::new(), generation: 0, runs: 0 }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -467,6 +479,8 @@ impl Upstreams {
             Ok(client) => {
                 let pid = client.transport().process_group().unwrap_or(0);
                 slot.client = Some(client);
+                self.runs += 1;
+                slot.run = self.runs;
                 slot.deaths.started(now);
                 self.events.push(UpstreamEvent::Started { upstream: upstream.to_owned(), pid, restart });
                 Ok(true)

@@ -62,6 +62,7 @@ impl Upstreams {
                 client: None,
                 bearer: None,
                 listing: None,
+                run: 0,
                 deaths: Default::default(),
                 starts: 0,
                 announced: false,

@@ -61,7 +61,7 @@ pub(super) fn start(
             Box::new(transport)
         }
     };
-    Client::initialize_with(name, boxed, u.startup_timeout, cancel, capabilities(u)).map_err(|e| client_error(name, e, u.startup_timeout))
+    Client::start(name, boxed, u.startup_timeout, cancel, capabilities(u), u.modern).map_err(|e| client_error(name, e, u.startup_timeout))
 }
 
 /// What sp declares to the upstream: the elicitation modes its policy relays (issue 33;

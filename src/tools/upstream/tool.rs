@@ -30,7 +30,9 @@ use crate::gate::withhold::{scrub_upstream, WITHHELD};
 use crate::mcp::model::{ArgError, ToolResult};
 use crate::policy::upstreams::UpstreamTransport;
 use crate::policy::Policy;
-use crate::tools::{Audit, Catalog, DynamicTool, Executor};
+use super::tasks::Started;
+use crate::tools::request::TaskAsk;
+use crate::tools::{Audit, CallRequest, Catalog, DynamicTool, Executor, Ran};
 
 /// A call of an exposed upstream tool, resolved in the name table.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +43,8 @@ pub struct UpstreamRequest {
     arguments: Map<String, Value>,
     /// The listing withheld this tool (`pins.rs`): the call is refused, SP_TOOL_CHANGED.
     withheld: Option<super::pins::Withheld>,
+    /// The client asked for a task (`tasks.rs`).
+    task: Option<TaskAsk>,
 }
 
 /// An authorized upstream call: its [`Route`] and the arguments, as the agent gave them.
@@ -50,6 +54,9 @@ pub struct UpstreamAction {
     arguments: Map<String, Value>,
     /// The credentials this upstream is given (the journal's `credential`).
     credentials: Vec<String>,
+    /// A task asked of an upstream whose tasks the policy relays (`tasks.rs`); dropped
+    /// (an ordinary call) for any other.
+    task: Option<TaskAsk>,
 }
 
 impl UpstreamAction {
@@ -65,8 +72,10 @@ impl Rules<UpstreamRequest> for UpstreamAction {
             return Err(UpstreamDenial::ToolChanged { exposed: call.exposed, upstream: call.upstream, why });
         }
         let route = authorize_resolved(&policy.upstreams, &call.upstream, &call.tool, &call.exposed, &call.arguments)?;
-        let credentials = policy.upstreams.get(&call.upstream).map(credentials_of).unwrap_or_default();
-        Ok(UpstreamAction { route, arguments: call.arguments, credentials })
+        let upstream = policy.upstreams.get(&call.upstream);
+        let credentials = upstream.map(credentials_of).unwrap_or_default();
+        let task = call.task.filter(|_| upstream.is_some_and(|u| u.tasks));
+        Ok(UpstreamAction { route, arguments: call.arguments, credentials, task })
     }
 }
 
@@ -97,11 +106,13 @@ impl DynamicTool for UpstreamTool {
         names::upstream_of(name).is_some_and(|u| policy.upstreams.contains_key(u))
     }
 
-    fn parse(name: &str, arguments: &Map<String, Value>, catalog: Catalog<'_>) -> Option<Result<UpstreamRequest, ArgError>> {
+    fn parse(call: &CallRequest, catalog: Catalog<'_>) -> Option<Result<UpstreamRequest, ArgError>> {
         let tables = catalog.upstreams?;
+        let name = call.name.as_str();
         let (upstream, tool) = tables.resolve(name)?;
         let withheld = tables.withheld(name).cloned();
-        Some(Ok(UpstreamRequest { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: name.to_owned(), arguments: arguments.clone(), withheld }))
+        let (arguments, task) = (call.arguments.clone(), call.task);
+        Some(Ok(UpstreamRequest { upstream: upstream.to_owned(), tool: tool.to_owned(), exposed: name.to_owned(), arguments, withheld, task }))
     }
 
     fn name(action: &UpstreamAction) -> &str {
@@ -147,21 +158,40 @@ impl DynamicTool for UpstreamTool {
         Some(Ask { subject: a.route.exposed().to_owned(), host, request, raw, only_command })
     }
 
-    fn run(executor: &mut dyn Executor, _: &Policy, action: Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> ToolResult {
-        let answer = executor.upstream(&action, ctx);
-        let call = match answer {
-            Ok(call) => call,
-            Err(e) => return ToolResult::error(error_code(&e), ctx.vault.scrub_text(e.to_string())),
+    fn run(executor: &mut dyn Executor, _: &Policy, action: Authorized<UpstreamAction>, ctx: &mut RunContext<'_, '_>) -> Ran {
+        let answer = match action.action().task {
+            None => executor.upstream(&action, ctx),
+            Some(ask) => match executor.upstream_task(&action, ask, ctx) {
+                Ok(Started::Task(created)) => return Ran::Task(created),
+                Ok(Started::Plain(call)) => Ok(call),
+                Err(e) => Err(e),
+            },
         };
-        let is_error = call.result.is_error;
-        let passed = passed(call);
-        let bytes = serde_json::to_vec(&passed).map_or(0, |v| v.len() as u64);
-        let _ = ctx.output.emit(Event::Facts(Facts { bytes_out: Some(bytes), is_error: Some(is_error), ..Facts::default() }));
-        match scrub_upstream(ctx.vault, passed) {
-            Some(result) => ToolResult::upstream(result),
-            None => ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD)),
+        let (result, facts) = passed_on(answer, ctx.vault);
+        if let Some(f) = facts {
+            let _ = ctx.output.emit(Event::Facts(f));
         }
+        Ran::Result(result)
     }
+}
+
+/// A call's answer as the client gets it (a direct call's, and a task's `tasks/result`):
+/// an error scrubbed, a result checked, scrubbed whole or withheld; with the facts its
+/// result row reports when the upstream answered.
+pub(crate) fn passed_on(answer: Result<UpstreamCall, UpstreamError>, vault: &crate::gate::vault::Vault) -> (ToolResult, Option<Facts>) {
+    let call = match answer {
+        Ok(call) => call,
+        Err(e) => return (ToolResult::error(error_code(&e), vault.scrub_text(e.to_string())), None),
+    };
+    let is_error = call.result.is_error;
+    let passed = passed(call);
+    let bytes = serde_json::to_vec(&passed).map_or(0, |v| v.len() as u64);
+    let facts = Facts { bytes_out: Some(bytes), is_error: Some(is_error), ..Facts::default() };
+    let result = match scrub_upstream(vault, passed) {
+        Some(result) => ToolResult::upstream(result),
+        None => ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD)),
+    };
+    (result, Some(facts))
 }
 
 /// The result as sp passes it on: `content`, `isError`, and `structuredContent` when
@@ -203,4 +233,21 @@ pub(crate) fn call(ups: &mut Upstreams, action: &Authorized<UpstreamAction>, ctx
     // The upstream's elicitation during the call: relayed or refused, journaled (issue 33).
     let asking = super::Asking { client: client.as_deref_mut(), output: &mut **output };
     ups.call_asking(&a.route, a.arguments.clone(), cancel, &mut relay, vault, asking)
+}
+
+/// `Executors::upstream_task`: a call the client asked to run as a task (issue 33,
+/// section 4). It goes as one when its upstream takes it (`Upstreams::takes_task`),
+/// else as an ordinary call (the `task` member is not sent).
+pub(crate) fn call_task(
+    ups: &mut Upstreams,
+    action: &Authorized<UpstreamAction>,
+    ask: TaskAsk,
+    ctx: &mut RunContext<'_, '_>,
+) -> Result<Started, UpstreamError> {
+    let a = action.action();
+    if !ups.takes_task(&a.route) {
+        log::info!("{}: a task was asked; run as an ordinary call (its upstream does not take it as one)", a.route.exposed());
+        return call(ups, action, ctx).map(Started::Plain);
+    }
+    super::tasks::create(ups, &a.route, &a.arguments, ask, ctx)
 }

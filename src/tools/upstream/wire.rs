@@ -226,6 +226,8 @@ pub(crate) struct Initialized {
     pub version: &'static str,
     pub list_changed: bool,
     pub has_tools: bool,
+    /// `capabilities.tasks` (issue 33, section 4).
+    pub tasks: task::TaskCaps,
 }
 
 /// Why an `initialize` answer is refused.
@@ -265,7 +267,8 @@ pub(crate) fn initialize(result: &Value) -> Result<Initialized, InitError> {
         },
         Some(_) => return Err(shape("result.capabilities.tools", "must be an object")),
     };
-    Ok(Initialized { version, list_changed, has_tools: tools.is_some() })
+    let tasks = task::caps(caps.get("tasks")).map_err(|at| shape(at, "must be an object"))?;
+    Ok(Initialized { version, list_changed, has_tools: tools.is_some(), tasks })
 }
 
 /// One page of `tools/list`: the tool definitions and the next cursor.
@@ -286,12 +289,14 @@ pub(crate) fn tools_page(result: Value) -> Shape<(Vec<Value>, Option<String>)> {
 
 /// A tool definition as the agent sees it: `name` replaced by the exposed name; `title`,
 /// `description`, `inputSchema`, `outputSchema` and `annotations` kept; `icons`,
-/// `execution` (tasks, which `sp` does not offer) and `_meta` dropped.
+/// `execution` and `_meta` dropped (`execution.taskSupport` is kept apart: sp states it
+/// again only for an upstream whose tasks it relays, `expose.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolDef {
     /// The upstream's own name.
     pub name: String,
     pub definition: Map<String, Value>,
+    pub task_support: task::TaskSupport,
 }
 
 const TOOL_MEMBERS: &[&str] = &["name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta"];
@@ -335,7 +340,7 @@ pub(crate) fn tool(v: Value, at: &str) -> Shape<ToolDef> {
             }
         }
     }
-    opt_obj(m, "execution", at)?;
+    let task_support = task::execution(m, at)?;
     opt_obj(m, "_meta", at)?;
     if !matches!(m.get("icons"), None | Some(Value::Array(_))) {
         return bad(&format!("{at}.icons"), "must be an array");
@@ -345,7 +350,7 @@ pub(crate) fn tool(v: Value, at: &str) -> Shape<ToolDef> {
     for k in ["icons", "execution", "_meta", "name"] {
         definition.remove(k);
     }
-    Ok(ToolDef { name, definition })
+    Ok(ToolDef { name, definition, task_support })
 }
 
 /// A `tools/call` result, checked; unknown top-level members dropped (see the module doc).
@@ -473,6 +478,8 @@ pub(crate) fn progress(params: Option<&Value>) -> Option<ProgressParams> {
     };
     Some(ProgressParams { token, progress, total, message })
 }
+
+pub(crate) mod task;
 
 #[cfg(test)]
 mod tests;

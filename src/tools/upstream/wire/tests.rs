@@ -55,11 +55,11 @@ fn classify_refuses_everything_else() {
 fn initialize_negotiates_a_version_sp_speaks() {
     let ok = |v: &str| json!({"protocolVersion": v, "capabilities": {"tools": {"listChanged": true}}, "serverInfo": {"name": "x", "version": "1"}});
     for v in VERSIONS {
-        assert_eq!(initialize(&ok(v)), Ok(Initialized { version: v, list_changed: true, has_tools: true }));
+        assert_eq!(initialize(&ok(v)), Ok(Initialized { version: v, list_changed: true, has_tools: true, tasks: Default::default() }));
     }
     assert_eq!(initialize(&ok("2099-01-01")), Err(InitError::Version { offered: "2099-01-01".into() }));
     let no_tools = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "x", "version": "1"}});
-    assert_eq!(initialize(&no_tools), Ok(Initialized { version: "2025-06-18", list_changed: false, has_tools: false }));
+    assert_eq!(initialize(&no_tools), Ok(Initialized { version: "2025-06-18", list_changed: false, has_tools: false, tasks: Default::default() }));
     let bad = json!({"protocolVersion": "2025-06-18", "capabilities": [], "serverInfo": {}});
     assert_eq!(initialize(&bad), Err(InitError::Shape(ShapeError { at: "result.capabilities".into(), why: "must be an object" })));
 }
