@@ -8,8 +8,9 @@ CARGO  ?= cargo
 PYTHON ?= python3
 VENV   ?= .venv
 SP     := target/release/sp
-# The binary `make test` runs: profile fast (release code without LTO, Cargo.toml), the
-# one the cargo suite's process tests spawn too, so the suite builds sp once.
+# The binary `make test` runs: profile fast (release switches without LTO, sp's own crate
+# unoptimised: Cargo.toml), the one the cargo suite's process tests spawn too, so the
+# suite builds sp once. The optimised release code is tested by `make test-static`.
 TEST_SP := target/fast/sp
 
 .PHONY: all build test lint interop upstreams unit demo bench clean static static-check test-static deb deb-check install uninstall install-check \
@@ -111,8 +112,8 @@ tests/upstreams/node_modules/.stamp: tests/upstreams/package.json tests/upstream
 
 upstreams: $(UPSTREAMS_VENV)/.stamp tests/upstreams/node_modules/.stamp
 
-# --profile fast: release code without LTO (Cargo.toml), so every test binary does not
-# pay for a whole-program link; the process-level tests spawn target/fast/sp. The real
+# --profile fast: release switches without LTO and sp's crate at opt-level 0 (Cargo.toml),
+# so every test binary does not pay for a whole-program link or an optimised compile; the process-level tests spawn target/fast/sp. The real
 # MCP servers the upstream tests drive are installed first (`make upstreams`).
 # `--tests`: the library's unit tests, the binary's and tests/it; not the examples (the
 # demo and the benches: clippy --all-targets in `make lint` compiles them, and building
