@@ -23,6 +23,21 @@
 //! - a task asked of a tool or an upstream that takes none (no `execution.taskSupport`,
 //!   no `tasks` capability, or no `"tasks": true` in the policy): an ordinary call, the
 //!   `task` member never sent upstream.
+//! - a task seen completed (tasks/get) and fetched later, twice: one result row, written
+//!   when it was seen completed; the later fetches get the result sp kept (the upstream
+//!   asked for it once) and write no row;
+//! - tasks the client never fetches: one result row each at the session's end (a
+//!   completed one's result fetched by sp; a running one cancelled upstream, `abandoned`);
+//!   `sp audit verify` passes on that journal;
+//! - a task of an upstream that died: its result row `upstream_gone` as soon as sp sees
+//!   the death, nothing asked of the new process under the old id;
+//! - a task whose call the policy no longer allows (reload, which ended the upstream):
+//!   its result row `upstream_gone`, nothing asked at the session's end either;
+//! - the client cancelling a task-augmented call while the upstream is still creating the
+//!   task, which the upstream then creates anyway: sp sends `tasks/cancel` for it (the
+//!   orphan is not left running), the call has one result row (cancelled);
+//! - a cancel of a finished task (tasks/cancel twice): the upstream's refusal relayed
+//!   (-32602), still one result row.
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
 
 use crate::support;
@@ -218,8 +233,12 @@ fn a_task_whose_tool_the_policy_no_longer_allows_is_refused_after_a_reload() {
     }
     s.finish();
     assert!(asked(&ra, "tasks/result").is_empty() && asked(&ra, "tasks/get").is_empty() && asked(&ra, "tasks/cancel").is_empty());
-    let denied = f.journal().iter().filter(|r| r["kind"] == "reject" && r["decision"] == "denied" && r["tool"] == "a_slow").count();
+    let journal = f.journal();
+    let denied = journal.iter().filter(|r| r["kind"] == "reject" && r["decision"] == "denied" && r["tool"] == "a_slow").count();
     assert_eq!(denied, 3);
+    // The reload changed the upstream's definition, so it was ended: the task's one
+    // result row says so, and nothing is asked at the session's end.
+    assert_eq!(result_rows(&journal, "a_slow"), [("upstream_gone".to_owned(), Value::Null)], "{journal:?}");
 }
 
 #[test]
@@ -334,6 +353,119 @@ fn a_task_of_an_upstream_that_died_is_lost() {
     let got = ask(&mut s, &request(6, "tasks/get", json!({"taskId": new})));
     assert_eq!(got["result"]["status"], "working", "{got}");
     s.finish();
-    assert_eq!(asked(&ra, "tasks/get").len(), 1, "only the new task was polled");
-    assert!(asked(&ra, "tasks/result").is_empty());
+    // Only the new process was asked: the client's poll, then sp's own at the session's
+    // end (the new task completed then: its result fetched for its row).
+    let lines = recorded(&ra);
+    let second_start = lines.iter().rposition(|m| m["method"] == "initialize").unwrap();
+    let gets: Vec<usize> = lines.iter().enumerate().filter(|(_, m)| m["method"] == "tasks/get").map(|(i, _)| i).collect();
+    assert!(gets.len() == 2 && gets.iter().all(|i| *i > second_start), "{lines:?}");
+    assert_eq!(asked(&ra, "tasks/result").len(), 1);
+    // One result row per task: the old one's as soon as sp saw its upstream die.
+    let journal = f.journal();
+    let rows = result_rows(&journal, "a_slow");
+    assert_eq!(rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["upstream_gone", "ok"], "{journal:?}");
+    verified(&f);
+}
+
+/// The decision and `is_error` of each result row of `tool`, in order.
+fn result_rows(journal: &[Value], tool: &str) -> Vec<(String, Value)> {
+    journal
+        .iter()
+        .filter(|r| r["kind"] == "result" && r["tool"] == tool)
+        .map(|r| (r["decision"].as_str().unwrap_or_default().to_owned(), r["is_error"].clone()))
+        .collect()
+}
+
+/// `sp audit verify` passes on the fixture's journal.
+fn verified(f: &Fixture) {
+    let journal = f.dir.join("audit.jsonl");
+    support::process::run_sp(&["audit", "verify", &journal], &[], b"").assert_exit(0);
+}
+
+/// Waits until the upstream recorded `method` (at most 10 s).
+fn until_asked(path: &str, method: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while asked(path, method).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the upstream never received {method} within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A task seen completed has its result row then (sp fetches the result for it); a
+/// later `tasks/result` gets that result and writes no second row (issue 33 §4).
+#[test]
+fn a_task_seen_completed_is_journaled_then_and_a_later_fetch_writes_no_row() {
+    let dir = TempDir::new("uptask9");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask9", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let tid = created(&mut s, 1, "a_slow");
+    let first = ask(&mut s, &request(2, "tasks/get", json!({"taskId": tid})));
+    assert_eq!(first["result"]["status"], "working", "{first}");
+    assert!(asked(&ra, "tasks/result").is_empty(), "nothing fetched while it works");
+    let second = ask(&mut s, &request(3, "tasks/get", json!({"taskId": tid})));
+    assert_eq!(second["result"]["status"], "completed", "{second}");
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})], "sp fetches the result when it sees the task ended");
+    for id in [4, 5] {
+        let r = ask(&mut s, &request(id, "tasks/result", json!({"taskId": tid})));
+        assert_eq!(r["result"]["content"][0]["text"], "slow done by a, token=[REDACTED:tok]", "{r}");
+        assert_eq!(r["result"]["_meta"], json!({"io.modelcontextprotocol/related-task": {"taskId": tid}}), "{r}");
+    }
+    assert_eq!(asked(&ra, "tasks/result").len(), 1, "the kept result is delivered; the upstream is not asked again");
+    let run = s.finish();
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(&f.secret), "the secret reached stdout");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_slow"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    verified(&f);
+}
+
+/// Tasks the client never fetches end with one result row each at the session's end:
+/// a completed one's result is fetched, a running one is cancelled upstream.
+#[test]
+fn tasks_never_fetched_get_their_result_row_at_the_session_end() {
+    let dir = TempDir::new("uptask10");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask10", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    created(&mut s, 1, "a_quick");
+    created(&mut s, 2, "a_slow");
+    let run = s.finish();
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(&f.secret), "the secret reached stdout");
+    assert_eq!(asked(&ra, "tasks/get"), [json!({"taskId": "t1"}), json!({"taskId": "t2"})]);
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})]);
+    assert_eq!(asked(&ra, "tasks/cancel"), [json!({"taskId": "t2"})], "the running task is cancelled upstream");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_quick"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    assert_eq!(result_rows(&journal, "a_slow"), [("abandoned".to_owned(), Value::Null)], "{journal:?}");
+    let abandoned = journal.iter().find(|r| r["kind"] == "result" && r["tool"] == "a_slow").unwrap();
+    assert_eq!(abandoned["reason"], "the session ended before the task did: tasks/cancel sent to the upstream");
+    // Both before the session's end row.
+    let end = journal.iter().position(|r| r["kind"] == "end").unwrap();
+    assert!(journal.iter().rposition(|r| r["kind"] == "result").unwrap() < end);
+    verified(&f);
+}
+
+/// The client cancels a task-augmented call while the upstream is still creating the
+/// task; the upstream creates it anyway (its answer comes late): sp cancels that task.
+#[test]
+fn a_task_created_for_a_cancelled_call_is_cancelled_upstream() {
+    let dir = TempDir::new("uptask11");
+    let ra = dir.join("a.rec");
+    let mut up = fixture("a", &ra, true);
+    up["env"]["LAZY"] = json!("0.5");
+    let f = Fixture::new("uptask11", json!({"a": up}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    s.send(&task_call(1, "a_lazy", json!({"ttl": 60000})));
+    until_asked(&ra, "tools/call");
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "changed my mind"}}));
+    let pong = ask(&mut s, &request(2, "ping", json!({})));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    s.finish();
+    assert_eq!(asked(&ra, "tasks/cancel"), [json!({"taskId": "t1"})], "the orphaned task was not cancelled upstream");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_lazy"), [("cancelled".to_owned(), Value::Null)], "{journal:?}");
+    verified(&f);
 }

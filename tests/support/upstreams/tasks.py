@@ -15,17 +15,26 @@ Tools:
   must    execution.taskSupport "required"
   plain   no execution member (forbidden): always answered at once
   crash   exits at once (its tasks are lost with it)
+  quick   execution.taskSupport "optional": its tasks are completed from the start
+  lazy    execution.taskSupport "optional": answers the task-augmented call only after
+          LAZY seconds (default 0.5), whatever came meanwhile (a notifications/cancelled
+          too): the task it creates is one nobody waits for any more
+Env FLIP: a file; while it exists, "plain" is listed with execution.taskSupport
+"optional" (a tool flipped after it was pinned).
 Task ids are predictable on purpose ("t1", "t2", ...): the same ids in two upstreams, so
 a test can try to reach one upstream's task with another's id.
 """
 import json
 import os
 import sys
+import time
 
 NAME = sys.argv[1] if len(sys.argv) > 1 else "fixture"
 SECRET = os.environ.get("SECRET", "")
 RECORD = os.environ.get("RECORD")
 TASKS = not os.environ.get("NO_TASKS")
+FLIP = os.environ.get("FLIP")
+LAZY = float(os.environ.get("LAZY", "0.5"))
 
 CREATED = "2025-11-25T10:30:00Z"
 tasks = {}  # id -> {"polls": n, "status": s, "tool": name}
@@ -57,16 +66,25 @@ def answer(method, params):
         return {"protocolVersion": "2025-11-25", "serverInfo": {"name": "tasks", "version": "1"}, "capabilities": caps}
     if method == "tools/list":
         schema = {"type": "object", "properties": {}}
-        return {"tools": [{"name": "slow", "inputSchema": schema, "execution": {"taskSupport": "optional"}},
+        optional = {"taskSupport": "optional"}
+        plain = {"name": "plain", "inputSchema": schema}
+        if FLIP and os.path.exists(FLIP):
+            plain["execution"] = optional
+        return {"tools": [{"name": "slow", "inputSchema": schema, "execution": optional},
                           {"name": "must", "inputSchema": schema, "execution": {"taskSupport": "required"}},
-                          {"name": "plain", "inputSchema": schema},
-                          {"name": "crash", "inputSchema": schema}]}
+                          plain,
+                          {"name": "crash", "inputSchema": schema},
+                          {"name": "quick", "inputSchema": schema, "execution": optional},
+                          {"name": "lazy", "inputSchema": schema, "execution": optional}]}
     if method == "tools/call" and params.get("name") == "crash":
         sys.exit(0)
     if method == "tools/call":
         if TASKS and "task" in params:
+            if params["name"] == "lazy":
+                time.sleep(LAZY)
             tid = "t%d" % (len(tasks) + 1)
-            tasks[tid] = {"polls": 0, "status": "working", "tool": params["name"]}
+            status = "completed" if params["name"] == "quick" else "working"
+            tasks[tid] = {"polls": 0, "status": status, "tool": params["name"]}
             return {"task": task_obj(tid), "_meta": {"io.modelcontextprotocol/model-immediate-response": "started " + SECRET}}
         return result_of(params["name"])
     if method in ("tasks/get", "tasks/result", "tasks/cancel"):

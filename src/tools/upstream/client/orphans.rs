@@ -1,0 +1,93 @@
+//! Late answers, and the tasks they may create (issue 33, section 4).
+//!
+//! A request sp gave up on (the client cancelled it, it timed out) is abandoned: a late
+//! answer to it is dropped. A task-augmented `tools/call` abandoned that way may still
+//! be answered with a `CreateTaskResult`: the upstream then runs a task nobody will ask
+//! about. Its id is kept here ([`Client::take_orphans`]) so that `tasks.rs` sends
+//! `tasks/cancel` for it; at the session's end sp waits a bounded time for such answers
+//! ([`Client::await_orphans`]).
+//!
+//! ```text
+//!  tools/call {task} abandoned (cancel, timeout) ──> watched (at most 64, oldest dropped)
+//!  late answer ──> a CreateTaskResult whose task is of the schema? ── yes ──> an orphan id
+//!                                                                  └─ no ──> dropped
+//! ```
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Client, ClientError, Recv, RpcError, Transport, WireError};
+use crate::gate::exec::Cancel;
+
+/// The abandoned task calls watched, and the orphaned task ids kept, at most.
+const MAX_ORPHANS: usize = 64;
+
+/// The abandoned task-augmented calls and the orphaned tasks their late answers created.
+#[derive(Debug, Default)]
+pub(super) struct Orphans {
+    watched: VecDeque<i64>,
+    found: Vec<String>,
+}
+
+impl Orphans {
+    /// Watches request `id`, abandoned, when it was a task-augmented call.
+    pub(super) fn watch(&mut self, id: i64, task_call: bool) {
+        if !task_call {
+            return;
+        }
+        if self.watched.len() == MAX_ORPHANS {
+            self.watched.pop_front();
+        }
+        self.watched.push_back(id);
+    }
+
+    /// A late answer to `id`: the upstream's task id when `id` was a watched call and the
+    /// answer a task (checked as strictly as a live one; kept, never shown).
+    fn answered(&mut self, id: i64, outcome: &Result<Value, RpcError>) {
+        let Some(pos) = self.watched.iter().position(|w| *w == id) else { return };
+        self.watched.remove(pos);
+        let task = outcome.as_ref().ok().and_then(|r| r.get("task")).and_then(|t| crate::tools::upstream::wire::task::task(t, "result.task").ok());
+        if let Some(t) = task
+            && self.found.len() < MAX_ORPHANS
+        {
+            self.found.push(t.id);
+        }
+    }
+}
+
+impl<T: Transport> Client<T> {
+    /// A response for an id other than the one awaited: dropped if abandoned (a task it
+    /// created kept as an orphan), else fatal.
+    pub(super) fn late(&mut self, id: i64, outcome: &Result<Value, RpcError>) -> Result<(), ClientError> {
+        if let Some(pos) = self.abandoned.iter().position(|a| *a == id) {
+            self.abandoned.remove(pos);
+            self.counters.late_answers += 1;
+            self.orphans.answered(id, outcome);
+            return Ok(());
+        }
+        Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string().into() })))
+    }
+
+    /// The upstream's ids of the tasks that abandoned calls created (taken).
+    pub(crate) fn take_orphans(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.orphans.found)
+    }
+
+    /// Reads what the upstream writes, as [`Client::poll`] does, until every abandoned
+    /// task call is answered or `wait` has passed (the session's end: its orphans are
+    /// cancelled before it is stopped).
+    pub(crate) fn await_orphans(&mut self, wait: Duration) -> Result<(), ClientError> {
+        let deadline = Instant::now() + wait;
+        let cancel = Cancel::new();
+        while !self.closed && !self.orphans.watched.is_empty() {
+            match self.transport.recv(deadline, &cancel) {
+                Ok(Recv::Message(v)) => self.idle(v)?,
+                Ok(Recv::TimedOut | Recv::Cancelled) => break,
+                Err(e) => return Err(self.fail(ClientError::Transport(e))),
+            }
+        }
+        Ok(())
+    }
+}
