@@ -37,7 +37,9 @@
 //!   task, which the upstream then creates anyway: sp sends `tasks/cancel` for it (the
 //!   orphan is not left running), the call has one result row (cancelled);
 //! - a cancel of a finished task (tasks/cancel twice): the upstream's refusal relayed
-//!   (-32602), still one result row.
+//!   (-32602), still one result row;
+//! - an upstream that flips a pinned tool from no task support to `optional`: the tool
+//!   is withheld, a call refused `SP_TOOL_CHANGED` (its `execution` is pinned).
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
 
 use crate::support;
@@ -468,4 +470,33 @@ fn a_task_created_for_a_cancelled_call_is_cancelled_upstream() {
     let journal = f.journal();
     assert_eq!(result_rows(&journal, "a_lazy"), [("cancelled".to_owned(), Value::Null)], "{journal:?}");
     verified(&f);
+}
+
+/// A tool pinned without task support that the upstream then lists with
+/// `execution.taskSupport` "optional" is a changed tool: withheld, `SP_TOOL_CHANGED`.
+#[test]
+fn a_task_support_flip_after_the_pin_is_a_changed_tool() {
+    let dir = TempDir::new("uptask12");
+    let (ra, flip) = (dir.join("a.rec"), dir.join("flip"));
+    let mut up = fixture("a", &ra, true);
+    up["pin"] = json!("first-use");
+    up["env"]["FLIP"] = json!(flip);
+    let f = Fixture::new("uptask12", json!({"a": up}));
+    let names = |s: &mut Session, id: i64| -> Vec<String> {
+        let list = ask(s, &request(id, "tools/list", json!({})));
+        list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}")).iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    assert!(names(&mut s, 1).contains(&"a_plain".to_owned()), "pinned at first use and listed");
+    s.finish();
+    std::fs::write(&flip, b"").unwrap();
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let now = names(&mut s, 1);
+    assert!(!now.contains(&"a_plain".to_owned()) && now.contains(&"a_slow".to_owned()), "{now:?}");
+    let r = ask(&mut s, &request(2, "tools/call", json!({"name": "a_plain", "arguments": {}})));
+    assert_eq!(support::process::tool_error_code(&r["result"]), Some("SP_TOOL_CHANGED"), "{r}");
+    s.finish();
+    assert_eq!(asked(&ra, "tools/call").len(), 0, "the changed tool never ran");
 }
