@@ -15,6 +15,13 @@
 //!     checked: a Task rebuilt with sp's id, or the CallToolResult checked like a call's
 //! ```
 //!
+//!
+//! sp's own requests about a task, each within [`OWN_WAIT`]: at the session's end
+//! ([`Upstreams::end_task`]: `tasks/get`, then the result or `tasks/cancel`), and
+//! `tasks/cancel` of a task created for a call the client had cancelled
+//! ([`Upstreams::cancel_task`], [`Upstreams::cancel_orphans`]: `client/orphans.rs`).
+//! `notifications/tasks/status` is not read (the client's dropped-notification count).
+//!
 //! The client never sees an upstream's task id and never names one: sp's ids are random
 //! and map to exactly one (upstream, id) pair, so no id can reach another upstream's
 //! task, or a task this session did not create.
