@@ -15,7 +15,8 @@
 //!  tasks/cancel ID ──> as above ──> the call's result row, decision cancelled (once)
 //!  refused (malformed, unknown ID, denied, lost): a reject row, a JSON-RPC error
 //!  after each request touching upstreams: an unfinished task whose upstream process is
-//!      gone ──> result row `upstream_gone`; whose ttl ran out ──> `expired`
+//!      gone ──> result row `upstream_gone`; whose ttl ran out ──> `expired`; that its
+//!      upstream reported ended (notifications/tasks/status) ──> as seen at tasks/get
 //!  session end: each unfinished task asked once (tasks/get): ended ──> its result
 //!      fetched, the result row; running ──> tasks/cancel, result row `abandoned`
 //! ```
@@ -249,7 +250,8 @@ impl<E: Executor> Server<'_, E> {
 
     /// After anything that touched the upstreams: an unfinished task whose upstream
     /// process is gone (died, restarted, ended by a reload) or whose ttl ran out gets its
-    /// result row (`upstream_gone`, `expired`). No request is sent.
+    /// result row (`upstream_gone`, `expired`), and one its upstream reported ended
+    /// gets its result fetched (within `tasks::OWN_WAIT`) and its row.
     pub(super) fn sweep_tasks(&mut self) {
         let now = Instant::now();
         let Some(ups) = self.executor.upstreams() else { return };
@@ -267,6 +269,18 @@ impl<E: Executor> Server<'_, E> {
         for (id, decision, why) in ended {
             log::info!("task {id}: {why}");
             self.task_row(&id, decision, None, Some(why), None);
+        }
+        // Ended as its upstream reported (`notifications/tasks/status`): the result
+        // fetched now, unless the policy in force no longer allows the call.
+        let open: Vec<(String, Created)> = self.tasks.entries.iter().filter(|(_, e)| !e.done).map(|(k, e)| (k.clone(), e.created.clone())).collect();
+        for (id, created) in open {
+            let Some(ups) = self.executor.upstreams() else { return };
+            if tasks::authorize(&self.policy, ups.tables(), &created).is_err() {
+                continue;
+            }
+            if let Some(ending) = ups.reported_end(&created, &mut self.vault) {
+                self.task_ending(&id, &created, ending, "its notifications/tasks/status");
+            }
         }
     }
 
@@ -292,26 +306,31 @@ impl<E: Executor> Server<'_, E> {
                 true => ups.end_task(&created, &mut self.vault),
                 false => Ending::Abandoned { cancelled: false },
             };
-            match ending {
-                Ending::Result(answer) => {
-                    let (result, facts) = passed_on(answer, &self.vault);
-                    self.task_settled(&id, result, facts);
-                }
-                Ending::Cancelled => {
-                    let why = "the upstream reports the task cancelled (asked at the session's end)";
-                    self.task_done(&id, Some(ToolCode::Cancelled), Some(why.into()), None);
-                }
-                Ending::Abandoned { cancelled } => {
-                    let why = match cancelled {
-                        true => "the session ended before the task did: tasks/cancel sent to the upstream",
-                        false => "the session ended before the task did: the upstream could not be told to cancel it",
-                    };
-                    self.task_row(&id, "abandoned", None, Some(why.into()), None);
-                }
-                Ending::Gone => {
-                    let why = format!("upstream {} was restarted or ended before the task's result was fetched", created.upstream);
-                    self.task_row(&id, "upstream_gone", None, Some(why), None);
-                }
+            self.task_ending(&id, &created, ending, "asked at the session's end");
+        }
+    }
+
+    /// The result row of a task sp found ended (`when`: how it learnt it).
+    fn task_ending(&mut self, id: &str, created: &Created, ending: Ending, when: &str) {
+        match ending {
+            Ending::Result(answer) => {
+                let (result, facts) = passed_on(answer, &self.vault);
+                self.task_settled(id, result, facts);
+            }
+            Ending::Cancelled => {
+                let why = format!("the upstream reports the task cancelled ({when})");
+                self.task_done(id, Some(ToolCode::Cancelled), Some(why), None);
+            }
+            Ending::Abandoned { cancelled } => {
+                let why = match cancelled {
+                    true => "the session ended before the task did: tasks/cancel sent to the upstream",
+                    false => "the session ended before the task did: the upstream could not be told to cancel it",
+                };
+                self.task_row(id, "abandoned", None, Some(why.into()), None);
+            }
+            Ending::Gone => {
+                let why = format!("upstream {} was restarted or ended before the task's result was fetched", created.upstream);
+                self.task_row(id, "upstream_gone", None, Some(why), None);
             }
         }
     }

@@ -38,6 +38,9 @@
 //!   orphan is not left running), the call has one result row (cancelled);
 //! - a cancel of a finished task (tasks/cancel twice): the upstream's refusal relayed
 //!   (-32602), still one result row;
+//! - a task the upstream reports ended by `notifications/tasks/status` (with a secret-free
+//!   Task; a malformed one is dropped): its result fetched and journaled at the next
+//!   request that reads the upstream, once;
 //! - an upstream that flips a pinned tool from no task support to `optional`: the tool
 //!   is withheld, a call refused `SP_TOOL_CHANGED` (its `execution` is pinned).
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
@@ -499,4 +502,38 @@ fn a_task_support_flip_after_the_pin_is_a_changed_tool() {
     assert_eq!(support::process::tool_error_code(&r["result"]), Some("SP_TOOL_CHANGED"), "{r}");
     s.finish();
     assert_eq!(asked(&ra, "tools/call").len(), 0, "the changed tool never ran");
+}
+
+/// A task the upstream reports completed (`notifications/tasks/status`) has its result
+/// row when sp reads that (here at the next `tools/list`), not only at the session end.
+#[test]
+fn a_task_reported_completed_is_journaled_when_sp_reads_the_report() {
+    let dir = TempDir::new("uptask13");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask13", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let tid = created(&mut s, 1, "a_note");
+    assert!(asked(&ra, "tasks/result").is_empty());
+    // Each tools/list reads what the upstream wrote meanwhile (the report follows the
+    // CreateTaskResult at once; listed again while it is still on its way).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for id in 100.. {
+        let list = ask(&mut s, &request(id, "tools/list", json!({})));
+        assert!(list["result"]["tools"].is_array(), "{list}");
+        if !asked(&ra, "tasks/result").is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "sp did not fetch the result of a task reported completed within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})]);
+    let r = ask(&mut s, &request(3, "tasks/result", json!({"taskId": tid})));
+    assert_eq!(r["result"]["content"][0]["text"], "note done by a, token=[REDACTED:tok]", "{r}");
+    s.finish();
+    assert_eq!(asked(&ra, "tasks/result").len(), 1, "the kept result was delivered");
+    assert!(asked(&ra, "tasks/get").is_empty(), "nothing asked at the end of an ended task");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_note"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    verified(&f);
 }

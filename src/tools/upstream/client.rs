@@ -449,9 +449,10 @@ impl<T: Transport> Client<T> {
     }
 
     fn notification(&mut self, method: &str, params: Option<&Value>) {
-        if method == "notifications/tools/list_changed" {
-            self.list_changed = true;
-            return;
+        match method {
+            "notifications/tools/list_changed" => return self.list_changed = true,
+            "notifications/tasks/status" => return self.orphans.status(params),
+            _ => {}
         }
         let relay = match method {
             "notifications/resources/list_changed" => Some(Relay::ResourcesChanged),

@@ -20,7 +20,8 @@
 //! ([`Upstreams::end_task`]: `tasks/get`, then the result or `tasks/cancel`), and
 //! `tasks/cancel` of a task created for a call the client had cancelled
 //! ([`Upstreams::cancel_task`], [`Upstreams::cancel_orphans`]: `client/orphans.rs`).
-//! `notifications/tasks/status` is not read (the client's dropped-notification count).
+//! A `notifications/tasks/status` saying a task ended is kept by the client
+//! (`client/orphans.rs`); the loop then fetches its result ([`Upstreams::reported_end`]).
 //!
 //! The client never sees an upstream's task id and never names one: sp's ids are random
 //! and map to exactly one (upstream, id) pair, so no id can reach another upstream's
@@ -305,6 +306,20 @@ impl Upstreams {
     /// Whether the process that created `task` still runs (same start, not closed).
     pub(crate) fn task_alive(&self, task: &Created) -> bool {
         self.slots.get(&task.upstream).is_some_and(|s| s.run == task.run && s.client.as_ref().is_some_and(|c| !c.is_closed()))
+    }
+
+    /// A task whose upstream reported it ended (`notifications/tasks/status`), for its
+    /// result row: the result fetched (within [`OWN_WAIT`]) or its cancel; `None` while
+    /// no end was reported.
+    pub(crate) fn reported_end(&mut self, task: &Created, vault: &mut Vault) -> Option<Ending> {
+        if !self.task_alive(task) {
+            return None;
+        }
+        let status = self.slots.get(&task.upstream)?.client.as_ref()?.reported_end(&task.state.id)?;
+        Some(match status {
+            wt::Status::Cancelled => Ending::Cancelled,
+            _ => Ending::Result(self.fetch_result(task, vault, &Cancel::new(), OWN_WAIT)),
+        })
     }
 
     /// `tasks/cancel` of `task`, for sp's own sake (the client cancelled the call that

@@ -19,6 +19,8 @@ Tools:
   lazy    execution.taskSupport "optional": answers the task-augmented call only after
           LAZY seconds (default 0.5), whatever came meanwhile (a notifications/cancelled
           too): the task it creates is one nobody waits for any more
+  note    execution.taskSupport "optional": its tasks are completed from the start, and
+          a notifications/tasks/status saying so follows the CreateTaskResult
 Env FLIP: a file; while it exists, "plain" is listed with execution.taskSupport
 "optional" (a tool flipped after it was pinned).
 Task ids are predictable on purpose ("t1", "t2", ...): the same ids in two upstreams, so
@@ -38,6 +40,7 @@ LAZY = float(os.environ.get("LAZY", "0.5"))
 
 CREATED = "2025-11-25T10:30:00Z"
 tasks = {}  # id -> {"polls": n, "status": s, "tool": name}
+after = []  # messages sent after the answer being made
 
 
 def send(msg):
@@ -75,7 +78,8 @@ def answer(method, params):
                           plain,
                           {"name": "crash", "inputSchema": schema},
                           {"name": "quick", "inputSchema": schema, "execution": optional},
-                          {"name": "lazy", "inputSchema": schema, "execution": optional}]}
+                          {"name": "lazy", "inputSchema": schema, "execution": optional},
+                          {"name": "note", "inputSchema": schema, "execution": optional}]}
     if method == "tools/call" and params.get("name") == "crash":
         sys.exit(0)
     if method == "tools/call":
@@ -83,8 +87,10 @@ def answer(method, params):
             if params["name"] == "lazy":
                 time.sleep(LAZY)
             tid = "t%d" % (len(tasks) + 1)
-            status = "completed" if params["name"] == "quick" else "working"
+            status = "completed" if params["name"] in ("quick", "note") else "working"
             tasks[tid] = {"polls": 0, "status": status, "tool": params["name"]}
+            if params["name"] == "note":
+                after.append({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task_obj(tid)})
             return {"task": task_obj(tid), "_meta": {"io.modelcontextprotocol/model-immediate-response": "started " + SECRET}}
         return result_of(params["name"])
     if method in ("tasks/get", "tasks/result", "tasks/cancel"):
@@ -123,3 +129,5 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": result[1], "message": result[2]}})
     else:
         send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    while after:
+        send(after.pop(0))

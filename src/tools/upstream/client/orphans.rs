@@ -1,4 +1,5 @@
-//! Late answers, and the tasks they may create (issue 33, section 4).
+//! Late answers, the tasks they may create, and the task statuses an upstream reports
+//! (issue 33, section 4).
 //!
 //! A request sp gave up on (the client cancelled it, it timed out) is abandoned: a late
 //! answer to it is dropped. A task-augmented `tools/call` abandoned that way may still
@@ -11,6 +12,8 @@
 //!  tools/call {task} abandoned (cancel, timeout) ──> watched (at most 64, oldest dropped)
 //!  late answer ──> a CreateTaskResult whose task is of the schema? ── yes ──> an orphan id
 //!                                                                  └─ no ──> dropped
+//!  notifications/tasks/status ──> a Task of the schema, ended? ── yes ──> kept (at most
+//!                                  64, oldest dropped; `tasks.rs` asks for the result)
 //! ```
 
 use std::collections::VecDeque;
@@ -20,15 +23,18 @@ use serde_json::Value;
 
 use super::{Client, ClientError, Recv, RpcError, Transport, WireError};
 use crate::gate::exec::Cancel;
+use crate::tools::upstream::wire::task::{self as wt, Status};
 
 /// The abandoned task calls watched, and the orphaned task ids kept, at most.
 const MAX_ORPHANS: usize = 64;
 
-/// The abandoned task-augmented calls and the orphaned tasks their late answers created.
+/// The abandoned task-augmented calls and the orphaned tasks their late answers created;
+/// the tasks the upstream reported ended (`notifications/tasks/status`).
 #[derive(Debug, Default)]
 pub(super) struct Orphans {
     watched: VecDeque<i64>,
     found: Vec<String>,
+    ended: VecDeque<(String, Status)>,
 }
 
 impl Orphans {
@@ -48,7 +54,7 @@ impl Orphans {
     fn answered(&mut self, id: i64, outcome: &Result<Value, RpcError>) {
         let Some(pos) = self.watched.iter().position(|w| *w == id) else { return };
         self.watched.remove(pos);
-        let task = outcome.as_ref().ok().and_then(|r| r.get("task")).and_then(|t| crate::tools::upstream::wire::task::task(t, "result.task").ok());
+        let task = outcome.as_ref().ok().and_then(|r| r.get("task")).and_then(|t| wt::task(t, "result.task").ok());
         if let Some(t) = task
             && self.found.len() < MAX_ORPHANS
         {
@@ -57,7 +63,27 @@ impl Orphans {
     }
 }
 
+impl Orphans {
+    /// A `notifications/tasks/status`: kept when it is a Task of the schema that ended
+    /// (its params are a Task; anything else is dropped).
+    pub(super) fn status(&mut self, params: Option<&Value>) {
+        let Some(t) = params.and_then(|p| wt::task(p, "params").ok()) else { return };
+        if !(t.has_result() || t.is_cancelled()) || self.ended.iter().any(|(id, _)| *id == t.id) {
+            return;
+        }
+        if self.ended.len() == MAX_ORPHANS {
+            self.ended.pop_front();
+        }
+        self.ended.push_back((t.id, t.status));
+    }
+}
+
 impl<T: Transport> Client<T> {
+    /// How the upstream reported its task `id` ended, if it did.
+    pub(crate) fn reported_end(&self, id: &str) -> Option<Status> {
+        self.orphans.ended.iter().find(|(i, _)| i == id).map(|(_, s)| *s)
+    }
+
     /// A response for an id other than the one awaited: dropped if abandoned (a task it
     /// created kept as an orphan), else fatal.
     pub(super) fn late(&mut self, id: i64, outcome: &Result<Value, RpcError>) -> Result<(), ClientError> {
