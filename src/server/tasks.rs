@@ -15,8 +15,9 @@
 //!  tasks/cancel ID ──> as above ──> the call's result row, decision cancelled (once)
 //!  refused (malformed, unknown ID, denied, lost): a reject row, a JSON-RPC error
 //!  after each request touching upstreams: an unfinished task whose upstream process is
-//!      gone ──> result row `upstream_gone`; whose ttl ran out ──> `expired`; that its
-//!      upstream reported ended (notifications/tasks/status) ──> as seen at tasks/get
+//!      gone ──> result row `upstream_gone`; whose ttl ran out ──> `expired`
+//!  before a task request, at a tools/list: a task its upstream reported ended
+//!      (notifications/tasks/status) ──> as seen at tasks/get
 //!  session end: each unfinished task asked once (tasks/get): ended ──> its result
 //!      fetched, the result row; running ──> tasks/cancel, result row `abandoned`
 //! ```
@@ -138,6 +139,8 @@ impl<E: Executor> Server<'_, E> {
             Ok(t) => t,
             Err(e) => return Some(self.refuse_task(e)),
         };
+        // A report of its end read meanwhile: its result row (and kept result) first.
+        self.settle_reported();
         let Some(entry) = self.tasks.entries.get(&sp_id) else { return Some(self.refuse_task(TaskError::Unknown)) };
         let (created, settled, kept) = (entry.created.clone(), entry.done, entry.kept.clone());
         if self.audited() {
@@ -153,6 +156,8 @@ impl<E: Executor> Server<'_, E> {
         }
         // The result sp fetched when the task ended: the upstream is not asked again.
         if let (Some(result), "tasks/result") = (kept, method) {
+            // Scrubbed when it was fetched; a secret read since (a reload) withholds it.
+            let result = if withholds(&self.vault, &result) { ToolResult::error(ToolCode::Upstream, Scrubbed::own(WITHHELD)) } else { result };
             return Some((Answer::Result(crate::mcp::model::live::task_result(&result.into_call(), &sp_id)), false));
         }
         let cancel = Cancel::new();
@@ -250,8 +255,7 @@ impl<E: Executor> Server<'_, E> {
 
     /// After anything that touched the upstreams: an unfinished task whose upstream
     /// process is gone (died, restarted, ended by a reload) or whose ttl ran out gets its
-    /// result row (`upstream_gone`, `expired`), and one its upstream reported ended
-    /// gets its result fetched (within `tasks::OWN_WAIT`) and its row.
+    /// result row (`upstream_gone`, `expired`). No request is sent.
     pub(super) fn sweep_tasks(&mut self) {
         let now = Instant::now();
         let Some(ups) = self.executor.upstreams() else { return };
@@ -270,8 +274,15 @@ impl<E: Executor> Server<'_, E> {
             log::info!("task {id}: {why}");
             self.task_row(&id, decision, None, Some(why), None);
         }
-        // Ended as its upstream reported (`notifications/tasks/status`): the result
-        // fetched now, unless the policy in force no longer allows the call.
+    }
+
+    /// The unfinished tasks whose upstream reported them ended
+    /// (`notifications/tasks/status`, read meanwhile): each result fetched now (within
+    /// `tasks::OWN_WAIT`) and its row written, as a `tasks/get` that saw it ended would,
+    /// unless the policy in force no longer allows the call. Called between requests
+    /// (a `tools/list`, before a task request, at the session's end), never while a
+    /// request about a task is being answered.
+    pub(super) fn settle_reported(&mut self) {
         let open: Vec<(String, Created)> = self.tasks.entries.iter().filter(|(_, e)| !e.done).map(|(k, e)| (k.clone(), e.created.clone())).collect();
         for (id, created) in open {
             let Some(ups) = self.executor.upstreams() else { return };
@@ -280,6 +291,8 @@ impl<E: Executor> Server<'_, E> {
             }
             if let Some(ending) = ups.reported_end(&created, &mut self.vault) {
                 self.task_ending(&id, &created, ending, "its notifications/tasks/status");
+                // What the fetch did to the upstream (a death, a token) journaled.
+                self.upstream_aftermath();
             }
         }
     }
@@ -289,6 +302,7 @@ impl<E: Executor> Server<'_, E> {
     /// [`END_BUDGET`].
     pub(super) fn end_tasks(&mut self) {
         self.sweep_tasks();
+        self.settle_reported();
         let mut open: Vec<(u64, String, Created)> =
             self.tasks.entries.iter().filter(|(_, e)| !e.done).map(|(k, e)| (e.serial, k.clone(), e.created.clone())).collect();
         // Oldest first: the budget goes to the tasks that ran longest.

@@ -42,6 +42,7 @@ impl<E: Executor> Server<'_, E> {
         let current = listed && self.live_generation == Some(ups.generation());
         let answer = live.get(era).filter(|_| current);
         self.upstream_aftermath();
+        self.settle_reported();
         answer
     }
 
@@ -85,6 +86,7 @@ impl<E: Executor> Server<'_, E> {
             }
         };
         self.upstream_aftermath();
+        self.settle_reported();
         answer
     }
 

@@ -117,3 +117,49 @@ impl<T: Transport> Client<T> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(id: &str, status: &str) -> Value {
+        json!({"taskId": id, "status": status, "createdAt": "x", "lastUpdatedAt": "x"})
+    }
+
+    #[test]
+    fn only_a_watched_calls_late_task_is_an_orphan() {
+        let mut o = Orphans::default();
+        o.watch(3, true);
+        o.watch(4, false);
+        o.answered(4, &Ok(json!({"task": task("t4", "working")})));
+        o.answered(5, &Ok(json!({"task": task("t5", "working")})));
+        assert!(o.found.is_empty(), "not a watched task call");
+        o.answered(3, &Ok(json!({"task": {"taskId": "t3", "status": "soon"}})));
+        assert!(o.found.is_empty() && o.watched.is_empty(), "a malformed task is dropped, the call no longer watched");
+        o.watch(6, true);
+        o.answered(6, &Ok(json!({"task": task("t6", "working"), "_meta": {}})));
+        assert_eq!(o.found, ["t6"]);
+        for id in 0..100 {
+            o.watch(id, true);
+        }
+        assert_eq!(o.watched.len(), MAX_ORPHANS);
+    }
+
+    #[test]
+    fn only_ended_tasks_of_the_schema_are_kept_from_status_notifications() {
+        let mut o = Orphans::default();
+        o.status(Some(&task("t1", "working")));
+        o.status(Some(&json!({"taskId": "t2", "status": "completed"})));
+        o.status(None);
+        assert!(o.ended.is_empty());
+        o.status(Some(&task("t3", "completed")));
+        o.status(Some(&task("t3", "failed")));
+        o.status(Some(&task("t4", "cancelled")));
+        assert_eq!(o.ended, [("t3".to_owned(), Status::Completed), ("t4".to_owned(), Status::Cancelled)]);
+        for i in 0..100 {
+            o.status(Some(&task(&format!("x{i}"), "failed")));
+        }
+        assert_eq!(o.ended.len(), MAX_ORPHANS);
+    }
+}
