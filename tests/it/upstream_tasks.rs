@@ -41,6 +41,8 @@
 //! - a task the upstream reports ended by `notifications/tasks/status` (with a secret-free
 //!   Task; a malformed one is dropped): its result fetched and journaled at the next
 //!   request that reads the upstream, once;
+//! - a task whose ttl ran out unfetched: its result row `expired` at the next request
+//!   touching the upstreams, nothing asked at the session's end;
 //! - an upstream that flips a pinned tool from no task support to `optional`: the tool
 //!   is withheld, a call refused `SP_TOOL_CHANGED` (its `execution` is pinned).
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
@@ -535,5 +537,29 @@ fn a_task_reported_completed_is_journaled_when_sp_reads_the_report() {
     assert!(asked(&ra, "tasks/get").is_empty(), "nothing asked at the end of an ended task");
     let journal = f.journal();
     assert_eq!(result_rows(&journal, "a_note"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    verified(&f);
+}
+
+/// A task whose ttl (as the upstream granted it) runs out before its result is fetched
+/// ends `expired`, once; the session's end asks nothing more about it.
+#[test]
+fn a_task_whose_ttl_ran_out_unfetched_is_expired() {
+    let dir = TempDir::new("uptask14");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask14", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let r = ask(&mut s, &task_call(1, "a_slow", json!({"ttl": 50})));
+    assert_eq!(r["result"]["task"]["ttl"], 50, "{r}");
+    // The ttl is a time: waited out (the upstream's 50 ms, and some).
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let list = ask(&mut s, &request(2, "tools/list", json!({})));
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    s.finish();
+    assert!(asked(&ra, "tasks/get").is_empty() && asked(&ra, "tasks/cancel").is_empty(), "an expired task was asked about");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_slow"), [("expired".to_owned(), Value::Null)], "{journal:?}");
+    let row = journal.iter().find(|r| r["kind"] == "result" && r["tool"] == "a_slow").unwrap();
+    assert_eq!(row["reason"], "the task's ttl (50 ms) ran out before its result was fetched");
     verified(&f);
 }

@@ -8,6 +8,8 @@ Env: RECORD, a file every line it reads is appended to (what reached it); SECRET
 credential it was given (its answers echo it); NO_TASKS set: it declares no tasks
 capability (and runs every call at once).
 
+A task's ttl is the one asked for, at most 60000 ms (60000 when none was asked).
+
 Tools:
   slow    execution.taskSupport "optional": as a task, "working" at the first tasks/get
           (its statusMessage echoes SECRET), "completed" from the second on; its result
@@ -50,7 +52,7 @@ def send(msg):
 
 def task_obj(tid):
     t = tasks[tid]
-    obj = {"taskId": tid, "status": t["status"], "createdAt": CREATED, "lastUpdatedAt": CREATED, "ttl": 60000, "pollInterval": 10}
+    obj = {"taskId": tid, "status": t["status"], "createdAt": CREATED, "lastUpdatedAt": CREATED, "ttl": t["ttl"], "pollInterval": 10}
     if t["status"] == "working":
         obj["statusMessage"] = "working on it with key " + SECRET
     return obj
@@ -88,7 +90,9 @@ def answer(method, params):
                 time.sleep(LAZY)
             tid = "t%d" % (len(tasks) + 1)
             status = "completed" if params["name"] in ("quick", "note") else "working"
-            tasks[tid] = {"polls": 0, "status": status, "tool": params["name"]}
+            # The ttl asked for, at most a minute (60000 when none was asked).
+            ttl = min(params["task"].get("ttl", 60000), 60000)
+            tasks[tid] = {"polls": 0, "status": status, "tool": params["name"], "ttl": ttl}
             if params["name"] == "note":
                 after.append({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task_obj(tid)})
             return {"task": task_obj(tid), "_meta": {"io.modelcontextprotocol/model-immediate-response": "started " + SECRET}}
