@@ -338,7 +338,9 @@ impl<E: Executor> Server<'_, E> {
             Ending::Abandoned { cancelled } => {
                 let why = match cancelled {
                     true => "the session ended before the task did: tasks/cancel sent to the upstream",
-                    false => "the session ended before the task did: the upstream could not be told to cancel it",
+                    false => {
+                        "the session ended before the task did: the upstream was not told to cancel it (no tasks/cancel offered, no answer, or no time left)"
+                    }
                 };
                 self.task_row(id, "abandoned", None, Some(why.into()), None);
             }
