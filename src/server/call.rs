@@ -111,7 +111,11 @@ impl<E: Executor> Server<'_, E> {
         let requested = io.cancel_requested;
         let ran = match ran {
             Ok((_, tools::Ran::Task(created))) if !requested => return Some((Outgoing::Answer(self.task_created(created)), false)),
-            Ok((tool, tools::Ran::Task(_))) => Ok((tool, ToolResult::error(ToolCode::Cancelled, Scrubbed::own("cancelled by the client")))),
+            // Cancelled while the upstream created a task: the task is cancelled upstream.
+            Ok((tool, tools::Ran::Task(created))) => {
+                self.cancel_orphan(&created);
+                Ok((tool, ToolResult::error(ToolCode::Cancelled, Scrubbed::own("cancelled by the client"))))
+            }
             Ok((tool, tools::Ran::Result(result))) => Ok((tool, result)),
             Err(r) => Err(r),
         };

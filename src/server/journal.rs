@@ -147,14 +147,20 @@ impl<E: Executor> Server<'_, E> {
 
     /// The `result` row of an execution (after scrubbing: it reads the error message).
     pub(super) fn journal_result(&mut self, code: Option<ToolCode>, message: Option<String>) {
-        if !self.journal.is_on() {
-            return;
-        }
         let decision = match code {
             None => "ok",
             Some(ToolCode::Cancelled) => "cancelled",
             Some(_) => "error",
         };
+        self.journal_result_as(decision, code, message);
+    }
+
+    /// A `result` row with the `decision` given (a task that ended without its result
+    /// delivered, `tasks.rs`: `abandoned`, `expired`, `upstream_gone`).
+    pub(super) fn journal_result_as(&mut self, decision: &str, code: Option<ToolCode>, message: Option<String>) {
+        if !self.journal.is_on() {
+            return;
+        }
         let f = &self.audit.facts;
         // `reason` is outside text: the journal scrubs it (`audit/row.rs`); a successful
         // call that followed redirects says how many.

@@ -42,6 +42,7 @@ impl<E: Executor> Server<'_, E> {
         let current = listed && self.live_generation == Some(ups.generation());
         let answer = live.get(era).filter(|_| current);
         self.upstream_aftermath();
+        self.settle_reported();
         answer
     }
 
@@ -85,6 +86,7 @@ impl<E: Executor> Server<'_, E> {
             }
         };
         self.upstream_aftermath();
+        self.settle_reported();
         answer
     }
 
@@ -167,6 +169,8 @@ impl<E: Executor> Server<'_, E> {
             log::info!("upstream {upstream}: its tools changed (or were withdrawn); the client is told");
             self.list_changes += 1;
         }
+        // A task whose upstream is gone (or whose ttl ran out) gets its result row.
+        self.sweep_tasks();
     }
 
     /// Sends the client one `notifications/tools/list_changed` for the changes noted
@@ -201,6 +205,8 @@ impl<E: Executor> Server<'_, E> {
     /// At the end of the session: every upstream ended (TERM, then KILL after the
     /// grace), and their `exit` rows written.
     pub(super) fn end_upstreams(&mut self) {
+        // The tasks the client left unfinished first (`tasks.rs`), while their upstreams run.
+        self.end_tasks();
         if let Some(ups) = self.executor.upstreams() {
             ups.shutdown();
         }

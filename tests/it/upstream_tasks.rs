@@ -23,6 +23,28 @@
 //! - a task asked of a tool or an upstream that takes none (no `execution.taskSupport`,
 //!   no `tasks` capability, or no `"tasks": true` in the policy): an ordinary call, the
 //!   `task` member never sent upstream.
+//! - a task seen completed (tasks/get) and fetched later, twice: one result row, written
+//!   when it was seen completed; the later fetches get the result sp kept (the upstream
+//!   asked for it once) and write no row;
+//! - tasks the client never fetches: one result row each at the session's end (a
+//!   completed one's result fetched by sp; a running one cancelled upstream, `abandoned`);
+//!   `sp audit verify` passes on that journal;
+//! - a task of an upstream that died: its result row `upstream_gone` as soon as sp sees
+//!   the death, nothing asked of the new process under the old id;
+//! - a task whose call the policy no longer allows (reload, which ended the upstream):
+//!   its result row `upstream_gone`, nothing asked at the session's end either;
+//! - the client cancelling a task-augmented call while the upstream is still creating the
+//!   task, which the upstream then creates anyway: sp sends `tasks/cancel` for it (the
+//!   orphan is not left running), the call has one result row (cancelled);
+//! - a cancel of a finished task (tasks/cancel twice): the upstream's refusal relayed
+//!   (-32602), still one result row;
+//! - a task the upstream reports ended by `notifications/tasks/status` (with a secret-free
+//!   Task; a malformed one is dropped): its result fetched and journaled at the next
+//!   request that reads the upstream, once;
+//! - a task whose ttl ran out unfetched: its result row `expired` at the next request
+//!   touching the upstreams, nothing asked at the session's end;
+//! - an upstream that flips a pinned tool from no task support to `optional`: the tool
+//!   is withheld, a call refused `SP_TOOL_CHANGED` (its `execution` is pinned).
 #![allow(clippy::disallowed_methods, reason = "tests start sp and read their environment; the fence in clippy.toml is for src/")]
 
 use crate::support;
@@ -218,8 +240,12 @@ fn a_task_whose_tool_the_policy_no_longer_allows_is_refused_after_a_reload() {
     }
     s.finish();
     assert!(asked(&ra, "tasks/result").is_empty() && asked(&ra, "tasks/get").is_empty() && asked(&ra, "tasks/cancel").is_empty());
-    let denied = f.journal().iter().filter(|r| r["kind"] == "reject" && r["decision"] == "denied" && r["tool"] == "a_slow").count();
+    let journal = f.journal();
+    let denied = journal.iter().filter(|r| r["kind"] == "reject" && r["decision"] == "denied" && r["tool"] == "a_slow").count();
     assert_eq!(denied, 3);
+    // The reload changed the upstream's definition, so it was ended: the task's one
+    // result row says so, and nothing is asked at the session's end.
+    assert_eq!(result_rows(&journal, "a_slow"), [("upstream_gone".to_owned(), Value::Null)], "{journal:?}");
 }
 
 #[test]
@@ -334,6 +360,206 @@ fn a_task_of_an_upstream_that_died_is_lost() {
     let got = ask(&mut s, &request(6, "tasks/get", json!({"taskId": new})));
     assert_eq!(got["result"]["status"], "working", "{got}");
     s.finish();
-    assert_eq!(asked(&ra, "tasks/get").len(), 1, "only the new task was polled");
+    // Only the new process was asked: the client's poll, then sp's own at the session's
+    // end (the new task completed then: its result fetched for its row).
+    let lines = recorded(&ra);
+    let second_start = lines.iter().rposition(|m| m["method"] == "initialize").unwrap();
+    let gets: Vec<usize> = lines.iter().enumerate().filter(|(_, m)| m["method"] == "tasks/get").map(|(i, _)| i).collect();
+    assert!(gets.len() == 2 && gets.iter().all(|i| *i > second_start), "{lines:?}");
+    assert_eq!(asked(&ra, "tasks/result").len(), 1);
+    // One result row per task: the old one's as soon as sp saw its upstream die.
+    let journal = f.journal();
+    let rows = result_rows(&journal, "a_slow");
+    assert_eq!(rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["upstream_gone", "ok"], "{journal:?}");
+    verified(&f);
+}
+
+/// The decision and `is_error` of each result row of `tool`, in order.
+fn result_rows(journal: &[Value], tool: &str) -> Vec<(String, Value)> {
+    journal
+        .iter()
+        .filter(|r| r["kind"] == "result" && r["tool"] == tool)
+        .map(|r| (r["decision"].as_str().unwrap_or_default().to_owned(), r["is_error"].clone()))
+        .collect()
+}
+
+/// `sp audit verify` passes on the fixture's journal.
+fn verified(f: &Fixture) {
+    let journal = f.dir.join("audit.jsonl");
+    support::process::run_sp(&["audit", "verify", &journal], &[], b"").assert_exit(0);
+}
+
+/// Waits until the upstream recorded `method` (at most 10 s).
+fn until_asked(path: &str, method: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while asked(path, method).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the upstream never received {method} within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A task seen completed has its result row then (sp fetches the result for it); a
+/// later `tasks/result` gets that result and writes no second row (issue 33 §4).
+#[test]
+fn a_task_seen_completed_is_journaled_then_and_a_later_fetch_writes_no_row() {
+    let dir = TempDir::new("uptask9");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask9", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let tid = created(&mut s, 1, "a_slow");
+    let first = ask(&mut s, &request(2, "tasks/get", json!({"taskId": tid})));
+    assert_eq!(first["result"]["status"], "working", "{first}");
+    assert!(asked(&ra, "tasks/result").is_empty(), "nothing fetched while it works");
+    let second = ask(&mut s, &request(3, "tasks/get", json!({"taskId": tid})));
+    assert_eq!(second["result"]["status"], "completed", "{second}");
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})], "sp fetches the result when it sees the task ended");
+    for id in [4, 5] {
+        let r = ask(&mut s, &request(id, "tasks/result", json!({"taskId": tid})));
+        assert_eq!(r["result"]["content"][0]["text"], "slow done by a, token=[REDACTED:tok]", "{r}");
+        assert_eq!(r["result"]["_meta"], json!({"io.modelcontextprotocol/related-task": {"taskId": tid}}), "{r}");
+    }
+    assert_eq!(asked(&ra, "tasks/result").len(), 1, "the kept result is delivered; the upstream is not asked again");
+    let run = s.finish();
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(&f.secret), "the secret reached stdout");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_slow"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    verified(&f);
+}
+
+/// Tasks the client never fetches end with one result row each at the session's end:
+/// a completed one's result is fetched, a running one is cancelled upstream.
+#[test]
+fn tasks_never_fetched_get_their_result_row_at_the_session_end() {
+    let dir = TempDir::new("uptask10");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask10", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    created(&mut s, 1, "a_quick");
+    created(&mut s, 2, "a_slow");
+    let run = s.finish();
+    assert!(!String::from_utf8_lossy(&run.stdout).contains(&f.secret), "the secret reached stdout");
+    assert_eq!(asked(&ra, "tasks/get"), [json!({"taskId": "t1"}), json!({"taskId": "t2"})]);
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})]);
+    assert_eq!(asked(&ra, "tasks/cancel"), [json!({"taskId": "t2"})], "the running task is cancelled upstream");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_quick"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    assert_eq!(result_rows(&journal, "a_slow"), [("abandoned".to_owned(), Value::Null)], "{journal:?}");
+    let abandoned = journal.iter().find(|r| r["kind"] == "result" && r["tool"] == "a_slow").unwrap();
+    assert_eq!(abandoned["reason"], "the session ended before the task did: tasks/cancel sent to the upstream");
+    // Both before the session's end row.
+    let end = journal.iter().position(|r| r["kind"] == "end").unwrap();
+    assert!(journal.iter().rposition(|r| r["kind"] == "result").unwrap() < end);
+    verified(&f);
+}
+
+/// The client cancels a task-augmented call while the upstream is still creating the
+/// task; the upstream creates it anyway (its answer comes late): sp cancels that task.
+#[test]
+fn a_task_created_for_a_cancelled_call_is_cancelled_upstream() {
+    let dir = TempDir::new("uptask11");
+    let ra = dir.join("a.rec");
+    let mut up = fixture("a", &ra, true);
+    up["env"]["LAZY"] = json!("0.5");
+    let f = Fixture::new("uptask11", json!({"a": up}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    s.send(&task_call(1, "a_lazy", json!({"ttl": 60000})));
+    until_asked(&ra, "tools/call");
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "changed my mind"}}));
+    let pong = ask(&mut s, &request(2, "ping", json!({})));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    s.finish();
+    assert_eq!(asked(&ra, "tasks/cancel"), [json!({"taskId": "t1"})], "the orphaned task was not cancelled upstream");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_lazy"), [("cancelled".to_owned(), Value::Null)], "{journal:?}");
+    verified(&f);
+}
+
+/// A tool pinned without task support that the upstream then lists with
+/// `execution.taskSupport` "optional" is a changed tool: withheld, `SP_TOOL_CHANGED`.
+#[test]
+fn a_task_support_flip_after_the_pin_is_a_changed_tool() {
+    let dir = TempDir::new("uptask12");
+    let (ra, flip) = (dir.join("a.rec"), dir.join("flip"));
+    let mut up = fixture("a", &ra, true);
+    up["pin"] = json!("first-use");
+    up["env"]["FLIP"] = json!(flip);
+    let f = Fixture::new("uptask12", json!({"a": up}));
+    let names = |s: &mut Session, id: i64| -> Vec<String> {
+        let list = ask(s, &request(id, "tools/list", json!({})));
+        list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}")).iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    assert!(names(&mut s, 1).contains(&"a_plain".to_owned()), "pinned at first use and listed");
+    s.finish();
+    std::fs::write(&flip, b"").unwrap();
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let now = names(&mut s, 1);
+    assert!(!now.contains(&"a_plain".to_owned()) && now.contains(&"a_slow".to_owned()), "{now:?}");
+    let r = ask(&mut s, &request(2, "tools/call", json!({"name": "a_plain", "arguments": {}})));
+    assert_eq!(support::process::tool_error_code(&r["result"]), Some("SP_TOOL_CHANGED"), "{r}");
+    s.finish();
+    assert_eq!(asked(&ra, "tools/call").len(), 0, "the changed tool never ran");
+}
+
+/// A task the upstream reports completed (`notifications/tasks/status`) has its result
+/// row when sp reads that (here at the next `tools/list`), not only at the session end.
+#[test]
+fn a_task_reported_completed_is_journaled_when_sp_reads_the_report() {
+    let dir = TempDir::new("uptask13");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask13", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let tid = created(&mut s, 1, "a_note");
     assert!(asked(&ra, "tasks/result").is_empty());
+    // Each tools/list reads what the upstream wrote meanwhile (the report follows the
+    // CreateTaskResult at once; listed again while it is still on its way).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for id in 100.. {
+        let list = ask(&mut s, &request(id, "tools/list", json!({})));
+        assert!(list["result"]["tools"].is_array(), "{list}");
+        if !asked(&ra, "tasks/result").is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "sp did not fetch the result of a task reported completed within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(asked(&ra, "tasks/result"), [json!({"taskId": "t1"})]);
+    let r = ask(&mut s, &request(3, "tasks/result", json!({"taskId": tid})));
+    assert_eq!(r["result"]["content"][0]["text"], "note done by a, token=[REDACTED:tok]", "{r}");
+    s.finish();
+    assert_eq!(asked(&ra, "tasks/result").len(), 1, "the kept result was delivered");
+    assert!(asked(&ra, "tasks/get").is_empty(), "nothing asked at the end of an ended task");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_note"), [("ok".to_owned(), json!(false))], "{journal:?}");
+    verified(&f);
+}
+
+/// A task whose ttl (as the upstream granted it) runs out before its result is fetched
+/// ends `expired`, once; the session's end asks nothing more about it.
+#[test]
+fn a_task_whose_ttl_ran_out_unfetched_is_expired() {
+    let dir = TempDir::new("uptask14");
+    let ra = dir.join("a.rec");
+    let f = Fixture::new("uptask14", json!({"a": fixture("a", &ra, true)}));
+    let mut s = Session::start(Launch::mcp(&f.config, &[]));
+    s.ready("2025-11-25");
+    let r = ask(&mut s, &task_call(1, "a_slow", json!({"ttl": 50})));
+    assert_eq!(r["result"]["task"]["ttl"], 50, "{r}");
+    // The ttl is a time: waited out (the upstream's 50 ms, and some).
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let list = ask(&mut s, &request(2, "tools/list", json!({})));
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    s.finish();
+    assert!(asked(&ra, "tasks/get").is_empty() && asked(&ra, "tasks/cancel").is_empty(), "an expired task was asked about");
+    let journal = f.journal();
+    assert_eq!(result_rows(&journal, "a_slow"), [("expired".to_owned(), Value::Null)], "{journal:?}");
+    let row = journal.iter().find(|r| r["kind"] == "result" && r["tool"] == "a_slow").unwrap();
+    assert_eq!(row["reason"], "the task's ttl (50 ms) ran out before its result was fetched");
+    verified(&f);
 }

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 mod modern;
+mod orphans;
 
 use super::transport::{Recv, Transport, TransportError};
 use super::wire::{self, Inbound, Initialized, InitError, ProgressParams, RpcError, WireError};
@@ -190,6 +191,8 @@ pub(crate) struct Client<T: Transport> {
     next_id: i64,
     closed: bool,
     abandoned: VecDeque<i64>,
+    /// Abandoned task-augmented calls and the tasks their late answers created (`orphans.rs`).
+    orphans: orphans::Orphans,
     list_changed: bool,
     relays: Vec<Relay>,
     info: Initialized,
@@ -223,6 +226,7 @@ impl<T: Transport> Client<T> {
             next_id: 1,
             closed: false,
             abandoned: VecDeque::new(),
+            orphans: Default::default(),
             list_changed: false,
             relays: Vec::new(),
             info: Initialized { version: wire::VERSIONS[0], list_changed: false, has_tools: false, tasks: Default::default() },
@@ -375,6 +379,7 @@ impl<T: Transport> Client<T> {
         }
         let id = self.next_id;
         self.next_id += 1;
+        let task_call = method == "tools/call" && params.get("task").is_some();
         let token = (method == "tools/call").then(|| Value::from(id));
         if let (Some(t), Some(p)) = (&token, params.as_object_mut()) {
             let meta = p.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
@@ -398,10 +403,12 @@ impl<T: Transport> Client<T> {
                 Recv::Message(v) => v,
                 Recv::Cancelled => {
                     self.abandon(id, "cancelled by the client");
+                    self.orphans.watch(id, task_call);
                     return Err(ClientError::Cancelled);
                 }
                 Recv::TimedOut => {
                     self.abandon(id, "timed out");
+                    self.orphans.watch(id, task_call);
                     // 2026-07-28 has no ping; a probe that is not answered is a legacy upstream.
                     let hung = !self.modern && !matches!(method, "initialize" | "ping" | "server/discover") && !self.answers_ping();
                     return Err(self.fail(ClientError::TimedOut { hung }));
@@ -412,7 +419,7 @@ impl<T: Transport> Client<T> {
                 Ok(Inbound::Response { id: rid, outcome }) if rid == id => {
                     return outcome.map_err(ClientError::Rpc);
                 }
-                Ok(Inbound::Response { id: rid, .. }) => self.late(rid)?,
+                Ok(Inbound::Response { id: rid, outcome }) => self.late(rid, &outcome)?,
                 Ok(Inbound::Request { id: rid, method: m, params: p }) => match on_elicit.as_mut() {
                     Some(handle) if m == "elicitation/create" => {
                         let reply = handle(p, deadline);
@@ -441,20 +448,11 @@ impl<T: Transport> Client<T> {
         }
     }
 
-    /// A response for an id other than the one awaited: dropped if abandoned, else fatal.
-    fn late(&mut self, id: i64) -> Result<(), ClientError> {
-        if let Some(pos) = self.abandoned.iter().position(|a| *a == id) {
-            self.abandoned.remove(pos);
-            self.counters.late_answers += 1;
-            return Ok(());
-        }
-        Err(self.fail(ClientError::Wire(WireError::UnknownId { id: id.to_string().into() })))
-    }
-
     fn notification(&mut self, method: &str, params: Option<&Value>) {
-        if method == "notifications/tools/list_changed" {
-            self.list_changed = true;
-            return;
+        match method {
+            "notifications/tools/list_changed" => return self.list_changed = true,
+            "notifications/tasks/status" => return self.orphans.status(params),
+            _ => {}
         }
         let relay = match method {
             "notifications/resources/list_changed" => Some(Relay::ResourcesChanged),
@@ -526,12 +524,23 @@ impl<T: Transport> Client<T> {
                 Ok(_) => return Ok(()),
                 Err(e) => return Err(self.fail(ClientError::Transport(e))),
             };
-            match wire::classify(got) {
-                Err(e) => return Err(self.fail(ClientError::Wire(e))),
-                Ok(Inbound::Response { id, .. }) => self.late(id)?,
-                Ok(Inbound::Request { id, method, .. }) => self.answer(id, &method)?,
-                Ok(Inbound::Notification { method, .. }) if method == "notifications/progress" => self.counters.dropped_notifications += 1,
-                Ok(Inbound::Notification { method, params }) => self.notification(&method, params.as_ref()),
+            self.idle(got)?;
+        }
+    }
+
+    /// One message read while no request of sp's is open ([`Client::poll`]).
+    fn idle(&mut self, got: Value) -> Result<(), ClientError> {
+        match wire::classify(got) {
+            Err(e) => Err(self.fail(ClientError::Wire(e))),
+            Ok(Inbound::Response { id, outcome }) => self.late(id, &outcome),
+            Ok(Inbound::Request { id, method, .. }) => self.answer(id, &method),
+            Ok(Inbound::Notification { method, .. }) if method == "notifications/progress" => {
+                self.counters.dropped_notifications += 1;
+                Ok(())
+            }
+            Ok(Inbound::Notification { method, params }) => {
+                self.notification(&method, params.as_ref());
+                Ok(())
             }
         }
     }

@@ -30,7 +30,7 @@ impl Upstreams {
                 return Err(e);
             }
         };
-        Ok(defs.iter().map(|d| pins::Seen::of(&d.name, &d.definition, vault)).collect())
+        Ok(defs.iter().map(|d| pins::Seen::of(&d.name, &d.pinned(), vault)).collect())
     }
 }
 
@@ -50,7 +50,7 @@ pub(super) fn list_tools(
     let checked = if u.pin == crate::policy::upstreams::PinMode::Off {
         pins::Checked::default()
     } else {
-        let seen: Vec<pins::Seen> = defs.iter().map(|d| pins::Seen::of(&d.name, &d.definition, vault)).collect();
+        let seen: Vec<pins::Seen> = defs.iter().map(|d| pins::Seen::of(&d.name, &d.pinned(), vault)).collect();
         pins.check(name, u.pin, &seen)
     };
     for why in &checked.withheld {

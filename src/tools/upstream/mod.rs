@@ -265,6 +265,7 @@ impl Upstreams {
                 self.note_death(&name, &e);
             }
         }
+        self.cancel_orphans(Duration::ZERO);
     }
 
     /// The upstreams that announced `notifications/tools/list_changed` and were not
@@ -427,6 +428,8 @@ impl Upstreams {
 
     /// Ends every upstream (TERM, then KILL after the grace period).
     pub(crate) fn shutdown(&mut self) {
+        // Tasks created for calls sp abandoned are cancelled first (issue 33, section 4).
+        self.cancel_orphans(tasks::OWN_WAIT);
         for (name, slot) in &mut self.slots {
             if let Some(mut c) = slot.client.take() {
                 c.close();

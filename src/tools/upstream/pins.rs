@@ -8,7 +8,7 @@
 //!
 //! ```text
 //!  listing ──> each exposed tool: sha256(canonical {name, title, description, inputSchema,
-//!              outputSchema, annotations} as sent) ──> the upstream's pins (the file, read now)
+//!              outputSchema, annotations, execution*} as sent) ──> the upstream's pins (the file, read now)
 //!     pin "off" ─────────────────────────────────> every tool exposed
 //!     entry, hash equal ─────────────────────────> exposed
 //!     entry, hash differs / tool not in it ──────> withheld (Changed / Unpinned)
@@ -22,9 +22,12 @@
 //! - Canonical JSON: object keys sorted by their UTF-8 bytes at every depth, no white
 //!   space, strings and numbers as serde_json writes them. The definition hashed is the
 //!   one `wire::tool` kept, with the upstream's own `name`: `title`, `description`,
-//!   `inputSchema`, `outputSchema`, `annotations` (`icons`, `execution` and `_meta`
-//!   never reach the agent and are not pinned). A key reordered is no change; a byte
-//!   of text, an invisible character included, is one.
+//!   `inputSchema`, `outputSchema`, `annotations`, and (*) `execution` as
+//!   `{"taskSupport": "optional"|"required"}` when the tool takes tasks (issue 33 §4:
+//!   sp relays it; a tool flipped to tasks is a change). `execution` absent or
+//!   "forbidden" is not hashed, so a pin made before `execution` was pinned stays valid
+//!   for such a tool (`icons` and `_meta` never reach the agent and are not pinned). A
+//!   key reordered is no change; a byte of text, an invisible character included, is one.
 //! - The pins are per upstream, keyed by the upstream's own tool name. "First sight" is
 //!   the first listing that finds no entry for the upstream in the file: the file is
 //!   the source of truth across `sp` processes, and that first entry is written under

@@ -15,12 +15,20 @@
 //!     checked: a Task rebuilt with sp's id, or the CallToolResult checked like a call's
 //! ```
 //!
+//!
+//! sp's own requests about a task, each within [`OWN_WAIT`]: at the session's end
+//! ([`Upstreams::end_task`]: `tasks/get`, then the result or `tasks/cancel`), and
+//! `tasks/cancel` of a task created for a call the client had cancelled
+//! ([`Upstreams::cancel_task`], [`Upstreams::cancel_orphans`]: `client/orphans.rs`).
+//! A `notifications/tasks/status` saying a task ended is kept by the client
+//! (`client/orphans.rs`); the loop then fetches its result ([`Upstreams::reported_end`]).
+//!
 //! The client never sees an upstream's task id and never names one: sp's ids are random
 //! and map to exactly one (upstream, id) pair, so no id can reach another upstream's
 //! task, or a task this session did not create.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -52,6 +60,25 @@ pub struct Created {
     pub(crate) state: TaskState,
     /// Which start of the upstream's process holds it.
     run: u64,
+    /// When its `ttl` runs out (the upstream may then forget it); `None`: no ttl.
+    pub(crate) expires: Option<Instant>,
+}
+
+/// The longest sp waits for each request it makes of its own about a task (at the
+/// session's end, for an orphan): the session must end, whatever the upstream does.
+pub(crate) const OWN_WAIT: Duration = Duration::from_secs(2);
+
+/// How a task the client left unfinished ended at the session's end ([`Upstreams::end_task`]).
+#[derive(Debug)]
+pub(crate) enum Ending {
+    /// It had completed or failed: its result, fetched by sp (not yet scrubbed).
+    Result(Result<UpstreamCall, UpstreamError>),
+    /// The upstream reports it cancelled.
+    Cancelled,
+    /// Still running (or its state unknown): `tasks/cancel` was sent when `cancelled`.
+    Abandoned { cancelled: bool },
+    /// Its upstream was restarted, removed or ended: nothing to ask.
+    Gone,
 }
 
 /// Why a `tasks/*` request is refused or failed.
@@ -205,6 +232,7 @@ impl Upstreams {
                     tool: route.tool().to_owned(),
                     exposed: route.exposed().to_owned(),
                     arguments: arguments.clone(),
+                    expires: state.ttl_ms().map(|ms| started + Duration::from_millis(ms)),
                     state,
                     run,
                 };
@@ -224,7 +252,7 @@ impl Upstreams {
 
     /// Asks the upstream that holds `task` for `method` about it; refused when that
     /// upstream is not the same run (restarted, removed, ended by a reload).
-    fn ask_task(&mut self, task: &Created, method: &str, vault: &mut Vault, cancel: &Cancel) -> Result<Value, TaskError> {
+    fn ask_task(&mut self, task: &Created, method: &str, vault: &mut Vault, cancel: &Cancel, cap: Duration) -> Result<Value, TaskError> {
         let name = task.upstream.as_str();
         let gone = |why| TaskError::Gone { upstream: name.to_owned(), why };
         let slot = self.slots.get_mut(name).ok_or_else(|| gone("is no longer in the policy"))?;
@@ -234,7 +262,7 @@ impl Upstreams {
         if method == "tasks/cancel" && !slot.client.as_ref().is_some_and(|c| c.task_caps().cancel) {
             return Err(TaskError::NoCancel { upstream: name.to_owned() });
         }
-        let timeout = slot.policy.timeout;
+        let timeout = slot.policy.timeout.min(cap);
         let client = running(&mut slot.client, name).map_err(TaskError::Upstream)?;
         let asked = client.request(method, json!({"taskId": task.state.id}), timeout, cancel, &mut |_| {}).map_err(|e| client_error(name, e, timeout));
         if let Err(e) = &asked {
@@ -246,7 +274,11 @@ impl Upstreams {
 
     /// `tasks/get` or `tasks/cancel` of `task`: the upstream's Task, checked, of the same id.
     pub(crate) fn task_state(&mut self, task: &Created, method: &str, vault: &mut Vault, cancel: &Cancel) -> Result<TaskState, TaskError> {
-        let answer = self.ask_task(task, method, vault, cancel)?;
+        self.task_state_within(task, method, vault, cancel, Duration::MAX)
+    }
+
+    fn task_state_within(&mut self, task: &Created, method: &str, vault: &mut Vault, cancel: &Cancel, cap: Duration) -> Result<TaskState, TaskError> {
+        let answer = self.ask_task(task, method, vault, cancel, cap)?;
         let bad = |why: String| TaskError::Upstream(UpstreamError::BadAnswer { upstream: task.upstream.clone(), why: format!("{method}: {why}") });
         let state = wt::task(&answer, "result").map_err(|e| bad(e.to_string()))?;
         if state.id != task.state.id {
@@ -258,11 +290,99 @@ impl Upstreams {
     /// `tasks/result` of `task`: the call's result, checked like a direct call's (NOT
     /// yet scrubbed: the caller does it as the tool's run does).
     pub(crate) fn task_result(&mut self, task: &Created, vault: &mut Vault, cancel: &Cancel) -> Result<UpstreamCall, TaskError> {
+        self.task_result_within(task, vault, cancel, Duration::MAX)
+    }
+
+    fn task_result_within(&mut self, task: &Created, vault: &mut Vault, cancel: &Cancel, cap: Duration) -> Result<UpstreamCall, TaskError> {
         let started = Instant::now();
-        let answer = self.ask_task(task, "tasks/result", vault, cancel)?;
+        let answer = self.ask_task(task, "tasks/result", vault, cancel, cap)?;
         let result = wire::call_result(answer)
             .map_err(|e| TaskError::Upstream(UpstreamError::BadAnswer { upstream: task.upstream.clone(), why: format!("tasks/result: {e}") }))?;
         Ok(UpstreamCall { result, started: false, duration: started.elapsed() })
+    }
+}
+
+impl Upstreams {
+    /// Whether the process that created `task` still runs (same start, not closed).
+    pub(crate) fn task_alive(&self, task: &Created) -> bool {
+        self.slots.get(&task.upstream).is_some_and(|s| s.run == task.run && s.client.as_ref().is_some_and(|c| !c.is_closed()))
+    }
+
+    /// A task whose upstream reported it ended (`notifications/tasks/status`), for its
+    /// result row: the result fetched (within [`OWN_WAIT`]) or its cancel; `None` while
+    /// no end was reported.
+    pub(crate) fn reported_end(&mut self, task: &Created, vault: &mut Vault) -> Option<Ending> {
+        if !self.task_alive(task) {
+            return None;
+        }
+        let status = self.slots.get(&task.upstream)?.client.as_ref()?.reported_end(&task.state.id)?;
+        Some(match status {
+            wt::Status::Cancelled => Ending::Cancelled,
+            _ => Ending::Result(self.fetch_result(task, vault, &Cancel::new(), OWN_WAIT)),
+        })
+    }
+
+    /// `tasks/cancel` of `task`, for sp's own sake (the client cancelled the call that
+    /// created it, the session ends): best effort, within [`OWN_WAIT`]; whether the
+    /// upstream accepted it.
+    pub(crate) fn cancel_task(&mut self, task: &Created, vault: &mut Vault) -> bool {
+        match self.task_state_within(task, "tasks/cancel", vault, &Cancel::new(), OWN_WAIT) {
+            Ok(_) => true,
+            Err(e) => {
+                log::info!("upstream {}: tasks/cancel of an unfinished task: {e}", task.upstream);
+                false
+            }
+        }
+    }
+
+    /// At the session's end, a task the client left unfinished: asked once
+    /// (`tasks/get`, within [`OWN_WAIT`]); its result fetched when it has ended,
+    /// `tasks/cancel` sent when it still runs.
+    pub(crate) fn end_task(&mut self, task: &Created, vault: &mut Vault) -> Ending {
+        if !self.task_alive(task) {
+            return Ending::Gone;
+        }
+        let state = self.task_state_within(task, "tasks/get", vault, &Cancel::new(), OWN_WAIT);
+        match state.map(|s| s.status) {
+            Ok(wt::Status::Completed | wt::Status::Failed) => Ending::Result(self.fetch_result(task, vault, &Cancel::new(), OWN_WAIT)),
+            Ok(wt::Status::Cancelled) => Ending::Cancelled,
+            Ok(_) | Err(TaskError::Upstream(_)) => Ending::Abandoned { cancelled: self.cancel_task(task, vault) },
+            Err(_) => Ending::Gone,
+        }
+    }
+
+    /// The result of `task`, which has ended: the upstream's failure is the call's
+    /// failure (as `tasks/result` answers the client).
+    pub(crate) fn fetch_result(&mut self, task: &Created, vault: &mut Vault, cancel: &Cancel, cap: Duration) -> Result<UpstreamCall, UpstreamError> {
+        self.task_result_within(task, vault, cancel, cap).map_err(|e| match e {
+            TaskError::Upstream(e) => e,
+            other => UpstreamError::BadAnswer { upstream: task.upstream.clone(), why: other.to_string() },
+        })
+    }
+
+    /// `tasks/cancel` of every task an abandoned call created (`client/orphans.rs`), best
+    /// effort, each within [`OWN_WAIT`]; `wait`: how long to wait first for late answers
+    /// (the session's end), none otherwise.
+    pub(crate) fn cancel_orphans(&mut self, wait: Duration) {
+        for (name, slot) in &mut self.slots {
+            let Some(client) = slot.client.as_mut().filter(|c| !c.is_closed()) else { continue };
+            if !wait.is_zero()
+                && let Err(e) = client.await_orphans(wait)
+            {
+                log::info!("upstream {name}: waiting for late answers: {e}");
+            }
+            for id in client.take_orphans() {
+                if !client.task_caps().cancel {
+                    log::warn!("upstream {name}: created a task for a call sp had abandoned, and offers no tasks/cancel: it may run on");
+                    continue;
+                }
+                let asked = client.request("tasks/cancel", json!({"taskId": id}), slot.policy.timeout.min(OWN_WAIT), &Cancel::new(), &mut |_| {});
+                match asked {
+                    Ok(_) => log::info!("upstream {name}: cancelled the task it created for a call sp had abandoned"),
+                    Err(e) => log::info!("upstream {name}: tasks/cancel of a task created for an abandoned call: {e}"),
+                }
+            }
+        }
     }
 }
 
@@ -286,6 +406,7 @@ mod tests {
             arguments: Map::from_iter([("repo".into(), json!("mine/x"))]),
             state,
             run: 1,
+            expires: None,
         };
         let base = json!({"command": ["/a"], "tools": {"allow": ["*"]}, "tasks": true, "sandbox": "none"});
         let tables = Tables::default();

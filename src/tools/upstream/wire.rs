@@ -299,6 +299,21 @@ pub(crate) struct ToolDef {
     pub task_support: task::TaskSupport,
 }
 
+impl ToolDef {
+    /// The definition a pin hashes (`pins.rs`, issue 33 §4): the one kept, plus
+    /// `execution` as sp spells it when the tool's `taskSupport` is optional or
+    /// required. A tool flipped to tasks after it was pinned is a changed tool; absent
+    /// and "forbidden" hash alike, so the pins of tools without task support made
+    /// before `execution` was pinned stay valid.
+    pub(crate) fn pinned(&self) -> Map<String, Value> {
+        let mut m = self.definition.clone();
+        if self.task_support != task::TaskSupport::Forbidden {
+            m.insert("execution".into(), serde_json::json!({"taskSupport": self.task_support.as_str()}));
+        }
+        m
+    }
+}
+
 const TOOL_MEMBERS: &[&str] = &["name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta"];
 const ANNOTATION_MEMBERS: &[&str] = &["title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 

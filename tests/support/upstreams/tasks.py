@@ -8,6 +8,8 @@ Env: RECORD, a file every line it reads is appended to (what reached it); SECRET
 credential it was given (its answers echo it); NO_TASKS set: it declares no tasks
 capability (and runs every call at once).
 
+A task's ttl is the one asked for, at most 60000 ms (60000 when none was asked).
+
 Tools:
   slow    execution.taskSupport "optional": as a task, "working" at the first tasks/get
           (its statusMessage echoes SECRET), "completed" from the second on; its result
@@ -15,20 +17,32 @@ Tools:
   must    execution.taskSupport "required"
   plain   no execution member (forbidden): always answered at once
   crash   exits at once (its tasks are lost with it)
+  quick   execution.taskSupport "optional": its tasks are completed from the start
+  lazy    execution.taskSupport "optional": answers the task-augmented call only after
+          LAZY seconds (default 0.5), whatever came meanwhile (a notifications/cancelled
+          too): the task it creates is one nobody waits for any more
+  note    execution.taskSupport "optional": its tasks are completed from the start, and
+          a notifications/tasks/status saying so follows the CreateTaskResult
+Env FLIP: a file; while it exists, "plain" is listed with execution.taskSupport
+"optional" (a tool flipped after it was pinned).
 Task ids are predictable on purpose ("t1", "t2", ...): the same ids in two upstreams, so
 a test can try to reach one upstream's task with another's id.
 """
 import json
 import os
 import sys
+import time
 
 NAME = sys.argv[1] if len(sys.argv) > 1 else "fixture"
 SECRET = os.environ.get("SECRET", "")
 RECORD = os.environ.get("RECORD")
 TASKS = not os.environ.get("NO_TASKS")
+FLIP = os.environ.get("FLIP")
+LAZY = float(os.environ.get("LAZY", "0.5"))
 
 CREATED = "2025-11-25T10:30:00Z"
 tasks = {}  # id -> {"polls": n, "status": s, "tool": name}
+after = []  # messages sent after the answer being made
 
 
 def send(msg):
@@ -38,7 +52,7 @@ def send(msg):
 
 def task_obj(tid):
     t = tasks[tid]
-    obj = {"taskId": tid, "status": t["status"], "createdAt": CREATED, "lastUpdatedAt": CREATED, "ttl": 60000, "pollInterval": 10}
+    obj = {"taskId": tid, "status": t["status"], "createdAt": CREATED, "lastUpdatedAt": CREATED, "ttl": t["ttl"], "pollInterval": 10}
     if t["status"] == "working":
         obj["statusMessage"] = "working on it with key " + SECRET
     return obj
@@ -57,16 +71,30 @@ def answer(method, params):
         return {"protocolVersion": "2025-11-25", "serverInfo": {"name": "tasks", "version": "1"}, "capabilities": caps}
     if method == "tools/list":
         schema = {"type": "object", "properties": {}}
-        return {"tools": [{"name": "slow", "inputSchema": schema, "execution": {"taskSupport": "optional"}},
+        optional = {"taskSupport": "optional"}
+        plain = {"name": "plain", "inputSchema": schema}
+        if FLIP and os.path.exists(FLIP):
+            plain["execution"] = optional
+        return {"tools": [{"name": "slow", "inputSchema": schema, "execution": optional},
                           {"name": "must", "inputSchema": schema, "execution": {"taskSupport": "required"}},
-                          {"name": "plain", "inputSchema": schema},
-                          {"name": "crash", "inputSchema": schema}]}
+                          plain,
+                          {"name": "crash", "inputSchema": schema},
+                          {"name": "quick", "inputSchema": schema, "execution": optional},
+                          {"name": "lazy", "inputSchema": schema, "execution": optional},
+                          {"name": "note", "inputSchema": schema, "execution": optional}]}
     if method == "tools/call" and params.get("name") == "crash":
         sys.exit(0)
     if method == "tools/call":
         if TASKS and "task" in params:
+            if params["name"] == "lazy":
+                time.sleep(LAZY)
             tid = "t%d" % (len(tasks) + 1)
-            tasks[tid] = {"polls": 0, "status": "working", "tool": params["name"]}
+            status = "completed" if params["name"] in ("quick", "note") else "working"
+            # The ttl asked for, at most a minute (60000 when none was asked).
+            ttl = min(params["task"].get("ttl", 60000), 60000)
+            tasks[tid] = {"polls": 0, "status": status, "tool": params["name"], "ttl": ttl}
+            if params["name"] == "note":
+                after.append({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task_obj(tid)})
             return {"task": task_obj(tid), "_meta": {"io.modelcontextprotocol/model-immediate-response": "started " + SECRET}}
         return result_of(params["name"])
     if method in ("tasks/get", "tasks/result", "tasks/cancel"):
@@ -105,3 +133,5 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": result[1], "message": result[2]}})
     else:
         send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    while after:
+        send(after.pop(0))

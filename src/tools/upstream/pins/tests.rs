@@ -66,6 +66,31 @@ fn the_hash_covers_every_member_the_agent_sees_and_ignores_key_order() {
     }
 }
 
+/// Issue 33 §4: `execution.taskSupport` is pinned when the tool takes tasks; absent and
+/// "forbidden" hash as the definition always did, so earlier pins of such tools hold.
+#[test]
+fn the_hash_covers_task_support_and_keeps_earlier_pins_of_tools_without_it() {
+    let pinned = |execution: Option<Value>| {
+        let mut def = base();
+        def["name"] = json!("act");
+        if let Some(e) = execution {
+            def["execution"] = e;
+        }
+        let tool = crate::tools::upstream::wire::tool(def, "tools[0]").unwrap();
+        Seen::of(&tool.name, &tool.pinned(), &Vault::new())
+    };
+    // The hash a pin written before execution was pinned holds.
+    let before = seen("act", base());
+    assert_eq!(pinned(None).sha256, before.sha256);
+    assert_eq!(pinned(Some(json!({}))).sha256, before.sha256);
+    assert_eq!(pinned(Some(json!({"taskSupport": "forbidden"}))).sha256, before.sha256);
+    let optional = pinned(Some(json!({"taskSupport": "optional"})));
+    let required = pinned(Some(json!({"taskSupport": "required"})));
+    assert_ne!(optional.sha256, before.sha256, "a flip to tasks is a change");
+    assert_ne!(required.sha256, optional.sha256);
+    assert!(optional.definition.contains(r#""execution":{"taskSupport":"optional"}"#), "{}", optional.definition);
+}
+
 #[test]
 fn the_stored_definition_is_scrubbed_the_hash_is_not() {
     let secret = "pin-secret-value-0123456789";

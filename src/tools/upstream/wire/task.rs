@@ -155,6 +155,21 @@ pub(crate) fn task(v: &Value, at: &str) -> Shape<TaskState> {
 }
 
 impl TaskState {
+    /// The upstream's `ttl` in milliseconds, when it gave one (`null`: unlimited).
+    pub(crate) fn ttl_ms(&self) -> Option<u64> {
+        self.ttl.flatten()
+    }
+
+    /// Whether the task has ended with a result to fetch (completed, failed).
+    pub(crate) fn has_result(&self) -> bool {
+        matches!(self.status, Status::Completed | Status::Failed)
+    }
+
+    /// Whether the task was cancelled.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.status == Status::Cancelled
+    }
+
     /// The `Task` the client sees: sp's id `shown_id` in place of the upstream's, the
     /// status message scrubbed, then cut; the whole scrubbed of every secret of the
     /// session (`None`: it spells one in a form that cannot be scrubbed, withheld).
