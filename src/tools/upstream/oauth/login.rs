@@ -81,6 +81,7 @@ fn random<const N: usize>() -> Result<[u8; N], LoginError> {
 /// Runs the whole login: `prompt` is where the URL is shown (stderr), `input` where a
 /// pasted code is read (stdin).
 pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input: &mut dyn BufRead) -> Result<Done, LoginError> {
+    s.store.required_present().map_err(|e| LoginError::Token(OAuthError::Store(e)))?;
     let found = discover(s, policy)?;
     let pkce = code::Pkce::from_random(&random::<32>()?);
     let state = code::b64url(&random::<16>()?);
