@@ -56,7 +56,7 @@ use serde_json::Value;
 use super::fields::{abs_path, err, int, list, object, string, Check};
 use super::Credential;
 pub(crate) use super::sandbox::Sandbox;
-pub(crate) use oauth::{OAuth, Redirect, StoreKind};
+pub(crate) use oauth::{is_client_id, OAuth, Redirect, StoreKind};
 use super::sandbox::{sandbox, user_name};
 
 pub(crate) mod elicitation;

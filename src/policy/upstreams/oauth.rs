@@ -9,8 +9,11 @@
 //! ```
 //!
 //! Decisions:
-//! - `client_id` is required (static registration: the operator registers `sp` as a
-//!   public client); dynamic client registration is not done.
+//! - `client_id`: the id under which the operator registered `sp` as a public client
+//!   (pre-registration, the MCP spec's first choice). Absent: `sp oauth login` registers
+//!   one itself at the authorization server's `registration_endpoint` (RFC 7591, the
+//!   spec's fallback) and keeps it in the token store; no such endpoint is an error that
+//!   says to set `client_id`. Client ID metadata documents are not done.
 //! - `redirect`: `"stdin"` (the default: `sp oauth login` prints the URL, the operator
 //!   pastes the code, or the whole address the browser was sent to) or `"loopback"` (a
 //!   listener on `127.0.0.1:port`, `port` 0 or absent: any free one).
@@ -67,7 +70,8 @@ impl StoreKind {
 /// `auth.oauth` of a url upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuth {
-    pub client_id: String,
+    /// Absent: registered dynamically at login (`tools/upstream/oauth/register.rs`).
+    pub client_id: Option<String>,
     pub scopes: Vec<String>,
     pub redirect: Redirect,
     pub issuer: Option<url::Url>,
@@ -75,6 +79,12 @@ pub struct OAuth {
 }
 
 pub(crate) const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+
+/// A client id as `sp` accepts one, from the policy or a registration: 1 to 256
+/// characters, none a control character.
+pub(crate) fn is_client_id(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control)
+}
 
 /// A scope token (RFC 6749 3.3): visible ASCII but `"` and `\`.
 fn is_scope(s: &str) -> bool {
@@ -88,11 +98,16 @@ pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
     let Some(o) = map.get("oauth") else { return err(&field, "is required (the only kind of auth so far)") };
     let map = object(o, &field, &["client_id", "scopes", "redirect", "redirect_uri", "port", "issuer", "store"])?;
     let at = format!("{field}.client_id");
-    let client_id =
-        string(map.get("client_id").ok_or_else(|| (at.clone(), "is required (register sp as a client of the authorization server)".to_owned()))?, &at)?;
-    if client_id.len() > 256 || client_id.chars().any(char::is_control) {
-        return err(&at, "must be at most 256 characters, none a control character");
-    }
+    let client_id = match map.get("client_id") {
+        None => None,
+        Some(c) => {
+            let c = string(c, &at)?;
+            if !is_client_id(c) {
+                return err(&at, "must be 1 to 256 characters, none a control character");
+            }
+            Some(c.to_owned())
+        }
+    };
     let scopes = match map.get("scopes") {
         None => Vec::new(),
         Some(s) => list(s, &format!("{field}.scopes"))?
@@ -135,7 +150,7 @@ pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
         Some(Value::String(s)) if s == "file" => StoreKind::File,
         Some(_) => return err(&format!("{field}.store"), "must be \"auto\", \"systemd-creds\" or \"file\""),
     };
-    Ok(OAuth { client_id: client_id.to_owned(), scopes, redirect, issuer, store })
+    Ok(OAuth { client_id, scopes, redirect, issuer, store })
 }
 
 /// An http(s) URL with a host and no user, password or fragment.

@@ -277,7 +277,7 @@ fn oauth_auth() {
     assert_eq!(
         o,
         OAuth {
-            client_id: "sp-1".into(),
+            client_id: Some("sp-1".into()),
             scopes: vec![],
             redirect: Redirect::Stdin { redirect_uri: url::Url::parse("http://127.0.0.1/callback").unwrap() },
             issuer: None,
@@ -291,6 +291,10 @@ fn oauth_auth() {
         (o.redirect, o.scopes, o.issuer.unwrap().as_str().to_owned()),
         (Redirect::Loopback { port: 8976 }, vec!["a:b".to_owned(), "c".to_owned()], "https://as.example/t1".to_owned())
     );
+    // No client_id: dynamic client registration at login (RFC 7591).
+    let u = one(json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {}}, "tools": allow})).unwrap();
+    let UpstreamTransport::Http { oauth: Some(o), .. } = u.transport else { panic!() };
+    assert_eq!(o.client_id, None);
     let cases: Vec<(Value, &str, &str)> = vec![
         (
             json!({"command": ["/a"], "auth": {"oauth": {"client_id": "c"}}}),
@@ -299,9 +303,9 @@ fn oauth_auth() {
         ),
         (json!({"url": "https://x/", "auth": {}}), "upstreams.u.auth.oauth", "is required (the only kind of auth so far)"),
         (
-            json!({"url": "https://x/", "auth": {"oauth": {}}}),
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c\u{7}"}}}),
             "upstreams.u.auth.oauth.client_id",
-            "is required (register sp as a client of the authorization server)",
+            "must be 1 to 256 characters, none a control character",
         ),
         (
             json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "secret": "s"}}}),

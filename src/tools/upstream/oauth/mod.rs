@@ -121,7 +121,8 @@ pub(crate) struct TokenNote {
 pub(crate) struct Settings {
     pub upstream: String,
     pub url: Url,
-    pub client_id: String,
+    /// `auth.oauth.client_id`; absent: the client `sp oauth login` registered.
+    pub client_id: Option<String>,
     /// Hosts the operator named: the upstream's and the issuer's (`fetch::Reach`).
     pub named: Vec<String>,
     pub roots: Option<Vec<Vec<u8>>>,
@@ -256,9 +257,14 @@ impl Bearer {
     }
 }
 
-/// The entry is for this upstream's URL and client id.
+/// The entry is for this upstream's URL and client id: the policy's, or, without one, a
+/// client that `sp oauth login` registered.
 fn matches(e: &Entry, s: &Settings) -> bool {
-    e.url == s.url.as_str() && e.client_id == s.client_id
+    let client = match &s.client_id {
+        Some(c) => &e.client_id == c,
+        None => e.registered_redirect_uri.is_some(),
+    };
+    e.url == s.url.as_str() && client
 }
 
 fn read_entry(s: &Settings) -> Result<Entry, OAuthError> {

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! {"version":1,"upstreams":{"NAME":{"url":"…","client_id":"…","resource":"…","token_endpoint":"…",
-//!   "issuer":"…","access_token":"…","expires_at":UNIX_S,"refresh_token":"…"}}}
+//!   "issuer":"…","access_token":"…","expires_at":UNIX_S,"refresh_token":"…",
+//!   "registered_redirect_uri":"…"}}}     (the last two optional)
 //! ```
 //!
 //! Refreshes happen under the lock, after reading the entry again: two `sp mcp` of the
@@ -56,6 +57,10 @@ pub(crate) struct Entry {
     /// margin, `oauth2::fresh_for`).
     pub expires_at: u64,
     pub refresh_token: Option<Zeroizing<String>>,
+    /// Set when `client_id` was registered by `sp oauth login` (RFC 7591, no
+    /// `auth.oauth.client_id`): the redirect URI it was registered with. The next login
+    /// with the same issuer and redirect URI uses that client again.
+    pub registered_redirect_uri: Option<String>,
 }
 
 impl fmt::Debug for Entry {
@@ -67,6 +72,7 @@ impl fmt::Debug for Entry {
             .field("access_token", &format_args!("***"))
             .field("expires_at", &self.expires_at)
             .field("refresh_token", &self.refresh_token.as_ref().map(|_| format_args!("***")))
+            .field("registered_redirect_uri", &self.registered_redirect_uri)
             .finish()
     }
 }
@@ -250,8 +256,13 @@ pub(crate) fn render(tokens: &Tokens) -> Zeroizing<Vec<u8>> {
             "url": e.url, "client_id": e.client_id, "resource": e.resource, "issuer": e.issuer,
             "token_endpoint": e.token_endpoint.as_str(), "access_token": e.access_token.as_str(), "expires_at": e.expires_at,
         });
-        if let (Some(r), Value::Object(m)) = (&e.refresh_token, &mut m) {
-            m.insert("refresh_token".into(), Value::String(r.as_str().to_owned()));
+        if let Value::Object(m) = &mut m {
+            if let Some(r) = &e.refresh_token {
+                m.insert("refresh_token".into(), Value::String(r.as_str().to_owned()));
+            }
+            if let Some(r) = &e.registered_redirect_uri {
+                m.insert("registered_redirect_uri".into(), Value::String(r.clone()));
+            }
         }
         all.insert(name.clone(), m);
     }
@@ -260,6 +271,10 @@ pub(crate) fn render(tokens: &Tokens) -> Zeroizing<Vec<u8>> {
     text.push(b'\n');
     text
 }
+
+/// An entry's members.
+const MEMBERS: [&str; 9] =
+    ["url", "client_id", "resource", "issuer", "token_endpoint", "access_token", "expires_at", "refresh_token", "registered_redirect_uri"];
 
 /// The file's entries; an empty file (just created) has none. Strict: a member
 /// missing, of the wrong type or unknown is corrupt.
@@ -278,10 +293,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Tokens, String> {
     for (name, e) in ups {
         let e = e.as_object().ok_or_else(|| format!("{name}: not an object"))?;
         let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| format!("{name}.{k}: missing or not a string"));
-        if let Some(k) = e
-            .keys()
-            .find(|k| !["url", "client_id", "resource", "issuer", "token_endpoint", "access_token", "expires_at", "refresh_token"].contains(&k.as_str()))
-        {
+        if let Some(k) = e.keys().find(|k| !MEMBERS.contains(&k.as_str())) {
             return Err(format!("{name}.{k}: unknown member"));
         }
         let token_endpoint = Url::parse(&s("token_endpoint")?).map_err(|_| format!("{name}.token_endpoint: not a URL"))?;
@@ -289,6 +301,11 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Tokens, String> {
             None => None,
             Some(Value::String(r)) => Some(Zeroizing::new(r.clone())),
             Some(_) => return Err(format!("{name}.refresh_token: not a string")),
+        };
+        let registered_redirect_uri = match e.get("registered_redirect_uri") {
+            None => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(format!("{name}.registered_redirect_uri: not a string")),
         };
         out.insert(
             name.clone(),
@@ -301,6 +318,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Tokens, String> {
                 access_token: Zeroizing::new(s("access_token")?),
                 expires_at: e.get("expires_at").and_then(Value::as_u64).ok_or_else(|| format!("{name}.expires_at: not an integer"))?,
                 refresh_token,
+                registered_redirect_uri,
             },
         );
     }

@@ -17,6 +17,7 @@ fn entry() -> Entry {
         access_token: Zeroizing::new("at-secret-value-1".into()),
         expires_at: 42,
         refresh_token: Some(Zeroizing::new("rt-secret-value-1".into())),
+        registered_redirect_uri: Some("http://127.0.0.1/callback".into()),
     }
 }
 
