@@ -139,6 +139,8 @@ impl Fixture {
         let dir = TempDir::new(tag);
         let mut auth = json!({"client_id": "sp-test-client", "scopes": ["mcp"]});
         auth.as_object_mut().unwrap().extend(oauth.as_object().unwrap().clone());
+        // A member given as null is left out (no client_id: dynamic registration).
+        auth.as_object_mut().unwrap().retain(|_, v| !v.is_null());
         let up = json!({
             "url": format!("{}/mcp", server.base()),
             "auth": {"oauth": auth},
