@@ -45,12 +45,16 @@ pub(crate) fn run(stdout: StdoutHandle, args: &OAuthArgs, config: Option<std::pa
         client_id: o.client_id.clone(),
         named: crate::tools::upstream::oauth::named_hosts(url, o),
         roots: policy.http.ca_certs.as_ref().map(|b| b.der.clone()),
-        store: store::Store::new(store::beside(&origin)),
+        store: store::Store::new(store::beside(&origin), o.store),
     };
     let done = login::login(&settings, o, &mut std::io::stderr(), &mut std::io::stdin().lock()).map_err(|e| fail(format!("oauth login {upstream}: {e}")))?;
     let lifetime = done.expires_in.map_or("no expires_in (300 s assumed)".to_owned(), |s| format!("expires in {s} s"));
     let refresh = if done.refresh_token { "refresh token kept" } else { "no refresh token: sign in again when it expires" };
-    let line =
-        format!("upstream {upstream}: signed in at {}; access token {lifetime}, {refresh}; tokens in {}\n", done.issuer, settings.store.path().display());
+    let kept = if settings.store.is_encrypted() { "encrypted with systemd-creds" } else { "plain, mode 0600" };
+    let line = format!(
+        "upstream {upstream}: signed in at {}; access token {lifetime}, {refresh}; tokens in {} ({kept})\n",
+        done.issuer,
+        settings.store.path().display()
+    );
     out.write_all(line.as_bytes()).map_err(|_| Failed)
 }

@@ -56,7 +56,7 @@ use serde_json::Value;
 use super::fields::{abs_path, err, int, list, object, string, Check};
 use super::Credential;
 pub(crate) use super::sandbox::Sandbox;
-pub(crate) use oauth::{OAuth, Redirect};
+pub(crate) use oauth::{is_client_id, OAuth, Redirect, StoreKind};
 use super::sandbox::{sandbox, user_name};
 
 pub(crate) mod elicitation;
@@ -331,7 +331,31 @@ pub(crate) fn parse(v: &Value, credentials: &BTreeMap<String, Credential>) -> Ch
         }
         out.insert(name.clone(), upstream(name, def, &field, credentials)?);
     }
+    one_token_store(&out)?;
     Ok(out)
+}
+
+/// The token store is one file for the policy: every `auth.oauth` says the same `store`.
+fn one_token_store(upstreams: &BTreeMap<String, Upstream>) -> Check<()> {
+    let mut first: Option<(&str, StoreKind)> = None;
+    for (name, u) in upstreams {
+        let UpstreamTransport::Http { oauth: Some(o), .. } = &u.transport else { continue };
+        match first {
+            None => first = Some((name, o.store)),
+            Some((other, kind)) if kind != o.store => {
+                return err(
+                    &format!("upstreams.{name}.auth.oauth.store"),
+                    format!(
+                        "is {:?} but upstreams.{other}'s is {:?}: the token store is one file for the policy, give every upstream the same",
+                        o.store.as_str(),
+                        kind.as_str()
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn upstream(name: &str, def: &Value, field: &str, credentials: &BTreeMap<String, Credential>) -> Check<Upstream> {

@@ -58,6 +58,8 @@ mod upstream_gate;
 mod upstream_isolation;
 mod upstream_modern;
 mod upstream_oauth;
+mod upstream_oauth_register;
+mod upstream_oauth_sealed;
 mod upstream_pins;
 mod upstream_resources;
 mod upstream_tasks;

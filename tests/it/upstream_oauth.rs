@@ -39,7 +39,7 @@ fn python() -> String {
 }
 
 /// The server process (killed on drop) and its port.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
@@ -71,7 +71,7 @@ impl Server {
         Server { child, port: line.trim().parse().expect("a port") }
     }
 
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -81,11 +81,11 @@ impl Server {
         http(&format!("127.0.0.1:{}", self.port), method, target, body)
     }
 
-    fn state(&self) -> Value {
+    pub(crate) fn state(&self) -> Value {
         serde_json::from_str(&self.http("GET", "/state", "").2).unwrap()
     }
 
-    fn control(&self, c: Value) {
+    pub(crate) fn control(&self, c: Value) {
         assert_eq!(self.http("POST", "/control", &c.to_string()).0, 200);
     }
 }
@@ -103,23 +103,44 @@ fn http(addr: &str, method: &str, target: &str, body: &str) -> (u16, Vec<(String
     (status, headers, body.to_owned())
 }
 
-struct Fixture {
-    server: Server,
-    dir: TempDir,
-    config: PathBuf,
+pub(crate) struct Fixture {
+    pub(crate) server: Server,
+    pub(crate) dir: TempDir,
+    pub(crate) config: PathBuf,
+    /// Environment for every `sp` this fixture starts (`SP_TEST_SYSTEMD_CREDS`).
+    pub(crate) env: Vec<(String, String)>,
+}
+
+/// The plaintext of an encrypted token store (`systemd-creds decrypt`, as `sp` does),
+/// or the bytes as they are when the store is plain JSON.
+pub(crate) fn store_plaintext(bytes: &[u8]) -> Vec<u8> {
+    let Some(blob) = bytes.strip_prefix(b"sp-oauth systemd-creds 1\n") else { return bytes.to_vec() };
+    let mut child = Command::new("/usr/bin/systemd-creds")
+        .args(["decrypt", "--name=sp-oauth", "-", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start systemd-creds decrypt");
+    child.stdin.take().unwrap().write_all(blob).unwrap();
+    let out = support::process::output_deadline(child, "systemd-creds decrypt of the token store");
+    assert!(out.status.success(), "systemd-creds decrypt: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
 }
 
 impl Fixture {
-    fn new(tag: &str) -> Fixture {
+    pub(crate) fn new(tag: &str) -> Fixture {
         Fixture::with(tag, json!({}))
     }
 
     /// `oauth` members added to the policy's `auth.oauth`.
-    fn with(tag: &str, oauth: Value) -> Fixture {
+    pub(crate) fn with(tag: &str, oauth: Value) -> Fixture {
         let server = Server::start();
         let dir = TempDir::new(tag);
         let mut auth = json!({"client_id": "sp-test-client", "scopes": ["mcp"]});
         auth.as_object_mut().unwrap().extend(oauth.as_object().unwrap().clone());
+        // A member given as null is left out (no client_id: dynamic registration).
+        auth.as_object_mut().unwrap().retain(|_, v| !v.is_null());
         let up = json!({
             "url": format!("{}/mcp", server.base()),
             "auth": {"oauth": auth},
@@ -128,16 +149,26 @@ impl Fixture {
         });
         let policy = json!({"upstreams": {"t": up}, "audit": {"path": dir.join("audit.jsonl")}});
         let config = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
-        Fixture { server, dir, config }
+        Fixture { server, dir, config, env: Vec::new() }
     }
 
-    fn store(&self) -> PathBuf {
+    /// `sp` with the fixture's environment.
+    pub(crate) fn launch(&self, args: &[&str]) -> Launch {
+        self.env.iter().fold(Launch::new(args), |l, (k, v)| l.env(k, v))
+    }
+
+    /// `sp mcp` of the fixture's policy, with its environment.
+    pub(crate) fn mcp(&self) -> Launch {
+        self.env.iter().fold(Launch::mcp(&self.config, &[]), |l, (k, v)| l.env(k, v))
+    }
+
+    pub(crate) fn store(&self) -> PathBuf {
         PathBuf::from(format!("{}.oauth", self.config.display()))
     }
 
-    /// The store's entry for upstream `t`.
-    fn entry(&self) -> Value {
-        let v: Value = serde_json::from_slice(&std::fs::read(self.store()).unwrap()).unwrap();
+    /// The store's entry for upstream `t` (decrypted when the store is encrypted).
+    pub(crate) fn entry(&self) -> Value {
+        let v: Value = serde_json::from_slice(&store_plaintext(&std::fs::read(self.store()).unwrap())).unwrap();
         v["upstreams"]["t"].clone()
     }
 
@@ -145,8 +176,8 @@ impl Fixture {
     /// the 302's Location), pastes what `paste` makes of that Location on stdin; with
     /// `"redirect": "loopback"` (`paste` gives an empty line), follows the Location to
     /// sp's listener instead.
-    fn login(&self, paste: impl FnOnce(&str) -> String) -> (std::process::ExitStatus, String, String) {
-        let mut child = Launch::new(&["oauth", "login", "t", "-c", &self.config.display().to_string()]).spawn();
+    pub(crate) fn login(&self, paste: impl FnOnce(&str) -> String) -> (std::process::ExitStatus, String, String) {
+        let mut child = self.launch(&["oauth", "login", "t", "-c", &self.config.display().to_string()]).spawn();
         let mut stdin = child.stdin.take().unwrap();
         let stdout = read_all_in_thread(child.stdout.take().unwrap());
         let stderr = child.stderr.take().unwrap();
@@ -190,25 +221,25 @@ impl Fixture {
         (status, stdout, stderr)
     }
 
-    fn logged_in(&self) {
+    pub(crate) fn logged_in(&self) {
         let (status, stdout, stderr) = self.login(str::to_owned);
         assert!(status.success(), "sp oauth login failed:\n{stderr}");
         assert!(stdout.starts_with("upstream t: signed in at "), "{stdout}");
     }
 
-    fn journal(&self) -> String {
+    pub(crate) fn journal(&self) -> String {
         std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default()
     }
 
     /// Every token the server issued that the store has held, checked absent from `text`.
-    fn no_token_in(&self, seen: &[String], text: &str, what: &str) {
+    pub(crate) fn no_token_in(&self, seen: &[String], text: &str, what: &str) {
         for t in seen {
             assert!(!text.contains(t.as_str()), "a token is in {what}:\n{text}");
         }
     }
 }
 
-fn tokens_of(entry: &Value) -> Vec<String> {
+pub(crate) fn tokens_of(entry: &Value) -> Vec<String> {
     ["access_token", "refresh_token"].iter().filter_map(|k| entry[k].as_str().map(str::to_owned)).collect()
 }
 

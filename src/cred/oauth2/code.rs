@@ -360,6 +360,10 @@ pub(crate) struct ServerMetadata {
     pub issuer: Url,
     pub authorization_endpoint: Url,
     pub token_endpoint: Url,
+    /// Its `registration_endpoint` (RFC 7591), when it has one: judged like the other
+    /// URLs, but a bad one fails only a login that needs it (`auth.oauth.client_id`
+    /// absent).
+    pub registration_endpoint: Option<Result<Url, MetadataError>>,
 }
 
 /// Judges the document (RFC 8414 3.3: `issuer` identical to the one asked for; the MCP
@@ -374,7 +378,16 @@ pub(crate) fn parse_server_metadata(body: &[u8], issuer: &Url) -> Result<ServerM
     if !methods.iter().any(|x| x == "S256") {
         return Err(MetadataError::NoS256);
     }
-    Ok(ServerMetadata { issuer: said, authorization_endpoint: url_member(&m, "authorization_endpoint")?, token_endpoint: url_member(&m, "token_endpoint")? })
+    let registration_endpoint = match m.get("registration_endpoint") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(_) => Some(url_member(&m, "registration_endpoint")),
+    };
+    Ok(ServerMetadata {
+        issuer: said,
+        authorization_endpoint: url_member(&m, "authorization_endpoint")?,
+        token_endpoint: url_member(&m, "token_endpoint")?,
+        registration_endpoint,
+    })
 }
 
 /// Why what the operator pasted is not a code.

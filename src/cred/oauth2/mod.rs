@@ -465,6 +465,7 @@ pub(crate) fn with_token<T, E>(
 
 // The authorization code grant with PKCE and the MCP discovery documents (issue 33 §2).
 pub(crate) mod code;
+pub(crate) mod register;
 
 #[cfg(test)]
 mod tests;

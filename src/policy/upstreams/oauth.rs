@@ -9,8 +9,11 @@
 //! ```
 //!
 //! Decisions:
-//! - `client_id` is required (static registration: the operator registers `sp` as a
-//!   public client); dynamic client registration is not done.
+//! - `client_id`: the id under which the operator registered `sp` as a public client
+//!   (pre-registration, the MCP spec's first choice). Absent: `sp oauth login` registers
+//!   one itself at the authorization server's `registration_endpoint` (RFC 7591, the
+//!   spec's fallback) and keeps it in the token store; no such endpoint is an error that
+//!   says to set `client_id`. Client ID metadata documents are not done.
 //! - `redirect`: `"stdin"` (the default: `sp oauth login` prints the URL, the operator
 //!   pastes the code, or the whole address the browser was sent to) or `"loopback"` (a
 //!   listener on `127.0.0.1:port`, `port` 0 or absent: any free one).
@@ -21,6 +24,12 @@
 //!   exactly (private addresses reachable, `net/dest.rs`); other discovered hosts do not.
 //! - `scopes`: asked for; absent: the `scope` of the server's challenge, else its
 //!   metadata's `scopes_supported`, else none.
+//! - `store`: how the token store's bytes are kept ([`StoreKind`]): `"auto"` (the
+//!   default: encrypted with `systemd-creds` when `/usr/bin/systemd-creds` is there and
+//!   works, else the plain file), `"systemd-creds"` (required: fail closed without it)
+//!   or `"file"` (plain JSON, protected by its owner and mode only). The store is one
+//!   file for the whole policy, so every upstream with `auth.oauth` must say the same
+//!   (`upstreams.rs` checks it).
 
 use serde_json::Value;
 
@@ -35,16 +44,47 @@ pub enum Redirect {
     Loopback { port: u16 },
 }
 
+/// `auth.oauth.store`: how the token store's bytes are kept (issue 33 §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// Encrypted with `systemd-creds` when it is at its fixed path and works, else plain.
+    #[default]
+    Auto,
+    /// Encrypted with `systemd-creds`, or the store is not used (fail closed).
+    SystemdCreds,
+    /// Plain JSON: its protection is its owner and mode.
+    File,
+}
+
+impl StoreKind {
+    /// The policy's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Auto => "auto",
+            StoreKind::SystemdCreds => "systemd-creds",
+            StoreKind::File => "file",
+        }
+    }
+}
+
 /// `auth.oauth` of a url upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuth {
-    pub client_id: String,
+    /// Absent: registered dynamically at login (`tools/upstream/oauth/register.rs`).
+    pub client_id: Option<String>,
     pub scopes: Vec<String>,
     pub redirect: Redirect,
     pub issuer: Option<url::Url>,
+    pub store: StoreKind,
 }
 
 pub(crate) const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+
+/// A client id as `sp` accepts one, from the policy or a registration: 1 to 256
+/// characters, none a control character.
+pub(crate) fn is_client_id(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control)
+}
 
 /// A scope token (RFC 6749 3.3): visible ASCII but `"` and `\`.
 fn is_scope(s: &str) -> bool {
@@ -56,13 +96,18 @@ pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
     let map = object(v, field, &["oauth"])?;
     let field = format!("{field}.oauth");
     let Some(o) = map.get("oauth") else { return err(&field, "is required (the only kind of auth so far)") };
-    let map = object(o, &field, &["client_id", "scopes", "redirect", "redirect_uri", "port", "issuer"])?;
+    let map = object(o, &field, &["client_id", "scopes", "redirect", "redirect_uri", "port", "issuer", "store"])?;
     let at = format!("{field}.client_id");
-    let client_id =
-        string(map.get("client_id").ok_or_else(|| (at.clone(), "is required (register sp as a client of the authorization server)".to_owned()))?, &at)?;
-    if client_id.len() > 256 || client_id.chars().any(char::is_control) {
-        return err(&at, "must be at most 256 characters, none a control character");
-    }
+    let client_id = match map.get("client_id") {
+        None => None,
+        Some(c) => {
+            let c = string(c, &at)?;
+            if !is_client_id(c) {
+                return err(&at, "must be 1 to 256 characters, none a control character");
+            }
+            Some(c.to_owned())
+        }
+    };
     let scopes = match map.get("scopes") {
         None => Vec::new(),
         Some(s) => list(s, &format!("{field}.scopes"))?
@@ -98,7 +143,14 @@ pub(crate) fn auth(v: &Value, field: &str) -> Check<OAuth> {
         Redirect::Loopback { port: u16::try_from(port).unwrap_or(0) }
     };
     let issuer = map.get("issuer").map(|i| url_field(i, &format!("{field}.issuer"))).transpose()?;
-    Ok(OAuth { client_id: client_id.to_owned(), scopes, redirect, issuer })
+    let store = match map.get("store") {
+        None => StoreKind::Auto,
+        Some(Value::String(s)) if s == "auto" => StoreKind::Auto,
+        Some(Value::String(s)) if s == "systemd-creds" => StoreKind::SystemdCreds,
+        Some(Value::String(s)) if s == "file" => StoreKind::File,
+        Some(_) => return err(&format!("{field}.store"), "must be \"auto\", \"systemd-creds\" or \"file\""),
+    };
+    Ok(OAuth { client_id, scopes, redirect, issuer, store })
 }
 
 /// An http(s) URL with a host and no user, password or fragment.

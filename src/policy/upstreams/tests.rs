@@ -277,10 +277,11 @@ fn oauth_auth() {
     assert_eq!(
         o,
         OAuth {
-            client_id: "sp-1".into(),
+            client_id: Some("sp-1".into()),
             scopes: vec![],
             redirect: Redirect::Stdin { redirect_uri: url::Url::parse("http://127.0.0.1/callback").unwrap() },
-            issuer: None
+            issuer: None,
+            store: StoreKind::Auto,
         }
     );
     let u = one(json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {"client_id": "c", "redirect": "loopback", "port": 8976, "scopes": ["a:b", "c"], "issuer": "https://as.example/t1"}}, "tools": allow}))
@@ -290,6 +291,10 @@ fn oauth_auth() {
         (o.redirect, o.scopes, o.issuer.unwrap().as_str().to_owned()),
         (Redirect::Loopback { port: 8976 }, vec!["a:b".to_owned(), "c".to_owned()], "https://as.example/t1".to_owned())
     );
+    // No client_id: dynamic client registration at login (RFC 7591).
+    let u = one(json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {}}, "tools": allow})).unwrap();
+    let UpstreamTransport::Http { oauth: Some(o), .. } = u.transport else { panic!() };
+    assert_eq!(o.client_id, None);
     let cases: Vec<(Value, &str, &str)> = vec![
         (
             json!({"command": ["/a"], "auth": {"oauth": {"client_id": "c"}}}),
@@ -298,14 +303,14 @@ fn oauth_auth() {
         ),
         (json!({"url": "https://x/", "auth": {}}), "upstreams.u.auth.oauth", "is required (the only kind of auth so far)"),
         (
-            json!({"url": "https://x/", "auth": {"oauth": {}}}),
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c\u{7}"}}}),
             "upstreams.u.auth.oauth.client_id",
-            "is required (register sp as a client of the authorization server)",
+            "must be 1 to 256 characters, none a control character",
         ),
         (
             json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "secret": "s"}}}),
             "upstreams.u.auth.oauth.secret",
-            "unknown field (expected one of: client_id, scopes, redirect, redirect_uri, port, issuer)",
+            "unknown field (expected one of: client_id, scopes, redirect, redirect_uri, port, issuer, store)",
         ),
         (
             json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "redirect": "browser"}}}),
@@ -328,6 +333,11 @@ fn oauth_auth() {
             "must be an http or https URL with a host",
         ),
         (
+            json!({"url": "https://x/", "auth": {"oauth": {"client_id": "c", "store": "encrypted"}}}),
+            "upstreams.u.auth.oauth.store",
+            "must be \"auto\", \"systemd-creds\" or \"file\"",
+        ),
+        (
             json!({"url": "https://x/", "credential": "tickets", "auth": {"oauth": {"client_id": "c"}}}),
             "upstreams.u.auth",
             "a url upstream takes either a credential or auth.oauth, not both",
@@ -338,4 +348,33 @@ fn oauth_auth() {
         def.as_object_mut().unwrap().insert("tools".into(), allow.clone());
         assert_eq!(one(def.clone()).unwrap_err(), (field.to_owned(), message.to_owned()), "{def}");
     }
+}
+
+/// `auth.oauth.store` (issue 33 §2): each word, and one token store per policy, so two
+/// upstreams that disagree are refused, naming the second.
+#[test]
+fn oauth_store_kind_is_one_for_the_policy() {
+    let with = |store: Option<&str>| {
+        let mut o = json!({"client_id": "c"});
+        if let Some(s) = store {
+            o["store"] = json!(s);
+        }
+        json!({"url": "https://mcp.example/mcp", "auth": {"oauth": o}, "tools": {"allow": ["*"]}})
+    };
+    for (word, kind) in
+        [(None, StoreKind::Auto), (Some("auto"), StoreKind::Auto), (Some("systemd-creds"), StoreKind::SystemdCreds), (Some("file"), StoreKind::File)]
+    {
+        let UpstreamTransport::Http { oauth: Some(o), .. } = one(with(word)).unwrap().transport else { panic!() };
+        assert_eq!(o.store, kind, "{word:?}");
+    }
+    let both = json!({"a": with(Some("systemd-creds")), "b": with(Some("systemd-creds")), "c": {"command": ["/a"], "tools": {"allow": ["*"]}}});
+    assert!(parse(&both, &creds()).is_ok());
+    let apart = json!({"a": with(Some("systemd-creds")), "b": with(None)});
+    assert_eq!(
+        parse(&apart, &creds()).unwrap_err(),
+        (
+            "upstreams.b.auth.oauth.store".to_owned(),
+            "is \"auto\" but upstreams.a's is \"systemd-creds\": the token store is one file for the policy, give every upstream the same".to_owned()
+        )
+    );
 }

@@ -130,7 +130,8 @@ pub(crate) fn check_summary(policy: &Policy, probe: bool) -> Summary {
                 let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
                 let mut cred = credential.as_deref().map(|c| format!(", credential {c}")).unwrap_or_default();
                 if let Some(o) = oauth {
-                    cred = format!(", oauth client {} (sp oauth login {})", o.client_id, u.name);
+                    let client = o.client_id.as_deref().unwrap_or("registered at login");
+                    cred = format!(", oauth client {client} (sp oauth login {})", u.name);
                 }
                 format!("{}://{}{port}{}{cred}", url.scheme(), url.host_str().unwrap_or_default(), url.path())
             }

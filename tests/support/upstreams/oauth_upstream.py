@@ -15,9 +15,14 @@ GET /authorize: checks client_id, response_type, S256, resource, then 302 to
 redirect_uri?code=C&state=S. POST /token: authorization_code (code once, redirect_uri,
 client_id, resource, and SHA-256(code_verifier) == code_challenge, else invalid_grant)
 or refresh_token (the live one only: rotated, the old one dies; else invalid_grant).
-Control: POST /control {"expires_in": N, "revoke_access": true, "revoke_refresh": true};
+POST /register (RFC 7591, dynamic client registration, advertised as the metadata's
+registration_endpoint): a new client id "dyn-HEX", accepted by /authorize and /token
+from then on, answered 201 with the redirect_uris sent; each request is recorded.
+Control: POST /control {"expires_in": N, "revoke_access": true, "revoke_refresh": true,
+"register": "malformed" | "oversized" | "confidential" | "ok", "registration_endpoint":
+URL (advertised instead; null: none advertised)};
 GET /state: counters {"token": [grant types], "pkce_ok": n, "pkce_bad": n, "mcp_401": n,
-"refresh_ok": n}.
+"refresh_ok": n, "registered": n, "registrations": [request bodies]}.
 """
 import base64
 import hashlib
@@ -31,7 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CLIENT_ID = "sp-test-client"
 lock = threading.Lock()
 S = {"expires_in": 3600, "access": set(), "refresh": set(), "codes": {}, "calls": 0,
-     "token": [], "pkce_ok": 0, "pkce_bad": 0, "mcp_401": 0, "refresh_ok": 0}
+     "token": [], "pkce_ok": 0, "pkce_bad": 0, "mcp_401": 0, "refresh_ok": 0,
+     "clients": {CLIENT_ID}, "register": "ok", "registered": 0, "registrations": [], "registration_endpoint": ""}
 BASE = ""
 
 
@@ -56,16 +62,49 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def raw(self, status, data):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def register(self, body):
+        with lock:
+            S["registered"] += 1
+            try:
+                req = json.loads(body)
+            except ValueError:
+                req = None
+            S["registrations"].append(req)
+            mode = S["register"]
+            if mode == "malformed":
+                return self.raw(201, b'{"client_id": "dyn-broken", ')
+            if mode == "oversized":
+                return self.raw(201, json.dumps({"client_id": "dyn-big", "pad": "x" * 70000}).encode())
+            if mode == "confidential":
+                return self.reply(201, {"client_id": "dyn-conf", "client_secret": "sec-" + secrets.token_hex(16),
+                                        "token_endpoint_auth_method": "client_secret_basic"})
+            cid = "dyn-" + secrets.token_hex(8)
+            S["clients"].add(cid)
+            return self.reply(201, {"client_id": cid, "redirect_uris": (req or {}).get("redirect_uris"),
+                                    "token_endpoint_auth_method": "none", "client_id_issued_at": 0})
+
     def do_GET(self):
         u = urllib.parse.urlparse(self.path)
         q = dict(urllib.parse.parse_qsl(u.query))
         if u.path == "/.well-known/oauth-protected-resource/mcp":
             return self.reply(200, {"resource": BASE + "/mcp", "authorization_servers": [BASE], "scopes_supported": ["mcp"]})
         if u.path == "/.well-known/oauth-authorization-server":
-            return self.reply(200, {"issuer": BASE, "authorization_endpoint": BASE + "/authorize", "token_endpoint": BASE + "/token",
-                                    "code_challenge_methods_supported": ["S256"], "response_types_supported": ["code"]})
+            md = {"issuer": BASE, "authorization_endpoint": BASE + "/authorize", "token_endpoint": BASE + "/token",
+                  "code_challenge_methods_supported": ["S256"], "response_types_supported": ["code"]}
+            with lock:
+                reg = S["registration_endpoint"]
+            if reg is not None:
+                md["registration_endpoint"] = reg or BASE + "/register"
+            return self.reply(200, md)
         if u.path == "/authorize":
-            ok = (q.get("client_id") == CLIENT_ID and q.get("response_type") == "code" and q.get("code_challenge_method") == "S256"
+            ok = (q.get("client_id") in S["clients"] and q.get("response_type") == "code" and q.get("code_challenge_method") == "S256"
                   and q.get("resource") == BASE + "/mcp" and q.get("code_challenge") and q.get("state") and q.get("redirect_uri"))
             if not ok:
                 return self.reply(400, {"error": "invalid_request", "got": q})
@@ -76,7 +115,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(302, headers=[("Location", loc)])
         if u.path == "/state":
             with lock:
-                return self.reply(200, {k: S[k] for k in ("token", "pkce_ok", "pkce_bad", "mcp_401", "refresh_ok", "calls")})
+                keys = ("token", "pkce_ok", "pkce_bad", "mcp_401", "refresh_ok", "calls", "registered", "registrations")
+                return self.reply(200, {k: S[k] for k in keys})
         return self.reply(404, {"error": "not found"})
 
     def issue(self):
@@ -89,7 +129,7 @@ class Handler(BaseHTTPRequestHandler):
         grant = form.get("grant_type")
         with lock:
             S["token"].append(grant)
-            if form.get("client_id") != CLIENT_ID or form.get("resource") != BASE + "/mcp":
+            if form.get("client_id") not in S["clients"] or form.get("resource") != BASE + "/mcp":
                 return self.reply(400, {"error": "invalid_client"})
             if grant == "authorization_code":
                 req = S["codes"].pop(form.get("code"), None)
@@ -118,9 +158,15 @@ class Handler(BaseHTTPRequestHandler):
         u = urllib.parse.urlparse(self.path)
         if u.path == "/token":
             return self.token(dict(urllib.parse.parse_qsl(body.decode())))
+        if u.path == "/register":
+            return self.register(body)
         if u.path == "/control":
             c = json.loads(body)
             with lock:
+                if "register" in c:
+                    S["register"] = c["register"]
+                if "registration_endpoint" in c:
+                    S["registration_endpoint"] = c["registration_endpoint"]
                 if "expires_in" in c:
                     S["expires_in"] = c["expires_in"]
                 if c.get("revoke_access"):

@@ -128,7 +128,18 @@ fn server_metadata_needs_its_issuer_and_s256() {
     assert_eq!(parse_server_metadata(doc("https://as.example/t1", "null").as_bytes(), &issuer), Err(MetadataError::NoS256));
     let loopback = Url::parse("http://127.0.0.1:9/").unwrap();
     let body = r#"{"issuer": "http://127.0.0.1:9", "authorization_endpoint": "http://127.0.0.1:9/a", "token_endpoint": "http://127.0.0.1:9/t", "code_challenge_methods_supported": ["S256"]}"#;
-    assert!(parse_server_metadata(body.as_bytes(), &loopback).is_ok());
+    assert_eq!(parse_server_metadata(body.as_bytes(), &loopback).unwrap().registration_endpoint, None);
+    // A registration endpoint is judged like the other URLs, without failing the rest.
+    let with = |r: &str| body.replace("\"token_endpoint\"", &format!("\"registration_endpoint\": {r}, \"token_endpoint\""));
+    let good = parse_server_metadata(with("\"http://127.0.0.1:9/register\"").as_bytes(), &loopback).unwrap();
+    assert_eq!(good.registration_endpoint, Some(Ok(Url::parse("http://127.0.0.1:9/register").unwrap())));
+    for bad in ["\"http://as.example/register\"", "\"https://u:p@as.example/r\"", "7"] {
+        let m = parse_server_metadata(with(bad).as_bytes(), &loopback).unwrap();
+        assert!(
+            matches!(m.registration_endpoint, Some(Err(MetadataError::BadUrl("registration_endpoint") | MetadataError::Missing("registration_endpoint")))),
+            "{bad}"
+        );
+    }
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! POST initialize, no token ──401──> WWW-Authenticate resource_metadata (else the well-known places)
 //!   ──GET──> protected resource metadata ──> its authorization server (auth.oauth.issuer, else the first)
 //!   ──GET──> authorization server metadata (S256 required)
+//! no auth.oauth.client_id: the client a former login registered (token store, same
+//!   issuer and redirect URI), else POST registration_endpoint (RFC 7591, a public client)
 //! PKCE + state ──> the URL, on stderr ──> the code: pasted on stdin, or the browser's
 //!   redirect to a listener on 127.0.0.1 (`redirect: loopback`), its state checked
 //! ──POST code + verifier + resource──> tokens ──> the token store (locked, 0600, replaced whole)
@@ -23,6 +25,7 @@ use super::fetch::{self, Reach};
 use super::store::{now_s, Entry};
 use super::{post_token, OAuthError, Settings};
 use crate::cred::oauth2::code::{self, Authorize, PasteError};
+use crate::cred::oauth2::register;
 use crate::policy::upstreams::{OAuth, Redirect};
 
 /// How long each discovery request may take.
@@ -35,6 +38,8 @@ pub(crate) const LOOPBACK_WAIT: Duration = Duration::from_secs(600);
 pub(crate) enum LoginError {
     /// Discovery failed: what was fetched and why.
     Discovery(String),
+    /// Dynamic client registration failed or is not possible: why.
+    Register(String),
     Paste(PasteError),
     Token(OAuthError),
     /// Stdin, the listener or the random source.
@@ -45,6 +50,7 @@ impl std::fmt::Display for LoginError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LoginError::Discovery(why) => write!(f, "discovery failed: {why}"),
+            LoginError::Register(why) => write!(f, "client registration failed: {why}"),
             LoginError::Paste(e) => write!(f, "{e}"),
             LoginError::Token(e) => write!(f, "{e}"),
             LoginError::Io(why) => f.write_str(why),
@@ -81,6 +87,7 @@ fn random<const N: usize>() -> Result<[u8; N], LoginError> {
 /// Runs the whole login: `prompt` is where the URL is shown (stderr), `input` where a
 /// pasted code is read (stdin).
 pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input: &mut dyn BufRead) -> Result<Done, LoginError> {
+    s.store.required_present().map_err(|e| LoginError::Token(OAuthError::Store(e)))?;
     let found = discover(s, policy)?;
     let pkce = code::Pkce::from_random(&random::<32>()?);
     let state = code::b64url(&random::<16>()?);
@@ -93,9 +100,10 @@ pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input:
             (Some(l), format!("http://127.0.0.1:{port}/callback"))
         }
     };
+    let (client_id, registered) = client(s, policy, &found, &redirect_uri, prompt)?;
     let url = code::authorization_url(&Authorize {
         endpoint: &found.server.authorization_endpoint,
-        client_id: &policy.client_id,
+        client_id: &client_id,
         redirect_uri: &redirect_uri,
         scopes: &found.scopes,
         state: &state,
@@ -118,22 +126,62 @@ pub(crate) fn login(s: &Settings, policy: &OAuth, prompt: &mut dyn Write, input:
             receive(&l, &state, LOOPBACK_WAIT)?
         }
     };
-    let request = code::code_request(&found.server.token_endpoint, &policy.client_id, &code, &redirect_uri, pkce.verifier(), &found.resource);
+    let request = code::code_request(&found.server.token_endpoint, &client_id, &code, &redirect_uri, pkce.verifier(), &found.resource);
     let sent = now_s();
     let token = post_token(s, &request).map_err(LoginError::Token)?;
     let entry = Entry {
         url: s.url.to_string(),
-        client_id: policy.client_id.clone(),
+        client_id: client_id.clone(),
         resource: found.resource.clone(),
         issuer: found.server.issuer.to_string(),
         token_endpoint: found.server.token_endpoint.clone(),
         access_token: Zeroizing::new(token.secret().to_owned()),
         expires_at: sent.saturating_add(crate::cred::oauth2::fresh_for(token.expires_in()).as_secs()),
         refresh_token: token.refresh_token().map(|r| Zeroizing::new(r.to_owned())),
+        registered_redirect_uri: registered.then(|| redirect_uri.clone()),
     };
     let done = Done { issuer: entry.issuer.clone(), expires_in: token.expires_in(), refresh_token: entry.refresh_token.is_some() };
     s.store.update(|tokens| tokens.insert(s.upstream.clone(), entry)).map_err(|e| LoginError::Token(OAuthError::Store(e)))?;
     Ok(done)
+}
+
+/// The client id to sign in with, and whether it is a registered one: the policy's;
+/// else the one a former login registered with this issuer for this redirect URI (in
+/// the token store); else a new registration (RFC 7591) at the authorization server's
+/// `registration_endpoint`, checked like every discovered URL (`fetch::exchange`).
+fn client(s: &Settings, policy: &OAuth, found: &Found, redirect_uri: &str, prompt: &mut dyn Write) -> Result<(String, bool), LoginError> {
+    if let Some(c) = &policy.client_id {
+        return Ok((c.clone(), false));
+    }
+    let issuer = found.server.issuer.to_string();
+    let known = s
+        .store
+        .read()
+        .map_err(|e| LoginError::Token(OAuthError::Store(e)))?
+        .and_then(|mut t| t.remove(&s.upstream))
+        .filter(|e| e.url == s.url.as_str() && e.issuer == issuer && e.registered_redirect_uri.as_deref() == Some(redirect_uri));
+    if let Some(e) = known {
+        return Ok((e.client_id, true));
+    }
+    let endpoint = match &found.server.registration_endpoint {
+        None => {
+            return Err(LoginError::Register(format!(
+                "auth.oauth.client_id is not set and the authorization server {} offers no registration_endpoint (dynamic client registration): register sp there as a public client and set auth.oauth.client_id",
+                fetch::shown(&found.server.issuer)
+            )));
+        }
+        Some(Err(e)) => return Err(LoginError::Register(format!("the authorization server's metadata: {e}"))),
+        Some(Ok(u)) => u,
+    };
+    let reach = Reach { named: &s.named, roots: s.roots.as_ref(), timeout: FETCH_TIMEOUT };
+    let headers = [("content-type", Zeroizing::new("application/json".to_owned())), ("accept", Zeroizing::new("application/json".to_owned()))];
+    let body = register::request_body(redirect_uri);
+    let answer = fetch::exchange(&reach, endpoint, &headers, Some(&body), register::MAX_REGISTRATION_BYTES).map_err(LoginError::Register)?;
+    let id = register::parse_registration(answer.status, &answer.body, redirect_uri)
+        .map_err(|e| LoginError::Register(format!("{}: {e}", fetch::shown(endpoint))))?;
+    let io = |e: std::io::Error| LoginError::Io(crate::sys::io_reason(&e));
+    writeln!(prompt, "Registered sp as client {id:?} at {} (kept in the token store with the tokens).", fetch::shown(endpoint)).map_err(io)?;
+    Ok((id, true))
 }
 
 /// GETs `urls` in turn until one answers 200: its body. A 404 (or any other status)

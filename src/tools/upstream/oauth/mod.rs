@@ -17,9 +17,13 @@
 //! to the session's Vault after the call ([`Bearer::take_secrets`]) before its result is
 //! scrubbed. A token is never logged, journaled or shown: messages name the upstream
 //! and the token endpoint, and the journal's `token` rows say only the outcome.
+//!
+//! On disk the store is JSON or, as `auth.oauth.store` says, that JSON encrypted with
+//! `systemd-creds` (`sealed.rs`): the store reads either and writes what the policy asks.
 
 pub(crate) mod fetch;
 pub(crate) mod login;
+pub(crate) mod sealed;
 pub(crate) mod store;
 
 use std::fmt;
@@ -117,7 +121,8 @@ pub(crate) struct TokenNote {
 pub(crate) struct Settings {
     pub upstream: String,
     pub url: Url,
-    pub client_id: String,
+    /// `auth.oauth.client_id`; absent: the client `sp oauth login` registered.
+    pub client_id: Option<String>,
     /// Hosts the operator named: the upstream's and the issuer's (`fetch::Reach`).
     pub named: Vec<String>,
     pub roots: Option<Vec<Vec<u8>>>,
@@ -252,19 +257,18 @@ impl Bearer {
     }
 }
 
-/// The entry is for this upstream's URL and client id.
+/// The entry is for this upstream's URL and client id: the policy's, or, without one, a
+/// client that `sp oauth login` registered.
 fn matches(e: &Entry, s: &Settings) -> bool {
-    e.url == s.url.as_str() && e.client_id == s.client_id
+    let client = match &s.client_id {
+        Some(c) => &e.client_id == c,
+        None => e.registered_redirect_uri.is_some(),
+    };
+    e.url == s.url.as_str() && client
 }
 
 fn read_entry(s: &Settings) -> Result<Entry, OAuthError> {
-    let path = s.store.path();
-    let bytes = match crate::sys::read_within(path, crate::sys::Rules::owned(0o077, store::MAX_FILE_BYTES), crate::sys::READ_TIMEOUT) {
-        Ok(b) => b,
-        Err(crate::sys::SysError::Missing) => return Err(OAuthError::NotLoggedIn { upstream: s.upstream.clone() }),
-        Err(why) => return Err(OAuthError::Store(StoreError::File { path: path.to_owned(), why })),
-    };
-    let tokens = store::parse(&bytes).map_err(|why| OAuthError::Store(StoreError::Corrupt { path: path.to_owned(), why }))?;
+    let tokens = s.store.read().map_err(OAuthError::Store)?.unwrap_or_default();
     tokens.get(&s.upstream).filter(|e| matches(e, s)).cloned().ok_or_else(|| OAuthError::NotLoggedIn { upstream: s.upstream.clone() })
 }
 
@@ -284,7 +288,7 @@ pub(crate) fn bearer_for(
         named: named_hosts(url, o),
         roots: roots.cloned(),
         // No policy file (tests, a policy given as text): no store, so no token.
-        store: Store::new(tokens.map_or_else(|| std::path::PathBuf::from("/nonexistent/policy.json.oauth"), std::path::Path::to_path_buf)),
+        store: Store::new(tokens.map_or_else(|| std::path::PathBuf::from("/nonexistent/policy.json.oauth"), std::path::Path::to_path_buf), o.store),
     };
     let bearer = Bearer::load(settings).map_err(|e| super::UpstreamError::Auth { upstream: upstream.to_owned(), why: e.to_string() })?;
     Ok(Some(std::sync::Arc::new(bearer)))
