@@ -1,6 +1,7 @@
 //! An upstream's `elicitation/create` relayed to the agent's client through the real
 //! `sp mcp` binary (issue 33, section 3), against a fixture of our own that asks during
-//! its tool calls (`tests/support/upstreams/elicit.py`).
+//! its tool calls (`tests/support/upstreams/elicit.py`), and against the published
+//! server-everything's URL and form requests (`server_everything_asks_through_the_gate`).
 //!
 //! Attacks tried (all held):
 //! - an upstream whose policy has no `elicitation` asking for a form during its call:
@@ -250,4 +251,79 @@ fn a_call_cancelled_while_the_user_is_asked_is_not_answered_and_the_session_goes
         .map(|r| format!("{} {}", r["decision"].as_str().unwrap(), r["reason"].as_str().unwrap()))
         .collect();
     assert_eq!(decisions, ["failed the client gave no answer: the call was cancelled", "cancel form elicitation from upstream forms relayed"]);
+}
+
+/// The published server-everything (`make upstreams`), whose elicitation tools it
+/// registers only for a client that can be asked (so a policy without `elicitation`,
+/// `mute`, lists neither):
+/// - `trigger-url-elicitation` asks the user to open an address the agent names: a
+///   listed host reaches the client with the upstream named and the answer goes back;
+///   a host that only starts with the listed one is refused, the client never asked;
+/// - `trigger-elicitation-request` asks a form whose "integer" field says "do not give
+///   us your phone number, pin, or other sensitive info": sp reads descriptions too, so
+///   that form is refused as one asking for a secret (strict on purpose: a field named
+///   `code` described as "your PIN" is the same words), journaled, the client never asked.
+#[test]
+fn server_everything_asks_through_the_gate() {
+    let js = root().join("tests/upstreams/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !js.exists() {
+        assert!(std::env::var_os("CI").is_none(), "{} is not installed under CI", js.display());
+        eprintln!("SKIPPED: {} is not installed; run `make upstreams`", js.display());
+        return;
+    }
+    let dir = TempDir::new("upelicit-ev");
+    let everything = |elicit: bool| {
+        let mut u = json!({"command": ["node", js.display().to_string(), "stdio"], "sandbox": {"read": support::upstream_read_paths()},
+                           "pin": "off", "tools": {"allow": ["trigger-elicitation-request", "trigger-url-elicitation"]}, "startup_timeout_s": 30});
+        if elicit {
+            u["elicitation"] = json!({"form": true, "url_hosts": ["login.example.com"]});
+        }
+        u
+    };
+    let policy = json!({"upstreams": {"ev": everything(true), "mute": everything(false)}, "audit": {"path": dir.join("audit.jsonl")}});
+    let config = dir.file("policy.json", policy.to_string().as_bytes(), 0o600);
+    let mut s = Session::start(Launch::mcp(&config, &[]));
+    let mut init = initialize(json!(0), "2025-11-25");
+    init["params"]["capabilities"] = json!({"elicitation": {"form": {}, "url": {}}});
+    assert!(s.call(&init)["result"].is_object());
+    s.send(&initialized());
+    let listed = s.call(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let mut names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("ev_") || n.starts_with("mute_"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, vec!["ev_trigger-elicitation-request", "ev_trigger-url-elicitation"], "{listed}");
+
+    let url = "https://login.example.com/device?code=ABCD";
+    let (asked, result) = call(&mut s, 2, "ev_trigger-url-elicitation", json!({"url": url, "message": "Sign in"}), Some(json!({"action": "accept"})));
+    let asked = asked.unwrap_or_else(|| panic!("sp did not relay server-everything's URL: {result}"));
+    assert_eq!(asked["params"]["mode"], "url", "{asked}");
+    assert_eq!(asked["params"]["url"], url, "{asked}");
+    assert_eq!(asked["params"]["message"], "[sp: the upstream MCP server \"ev\" asks] Sign in", "{asked}");
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(result["content"].to_string().contains(url), "{result}");
+
+    let (asked, result) =
+        call(&mut s, 3, "ev_trigger-url-elicitation", json!({"url": "https://login.example.com.evil.example/x", "message": "Sign in"}), None);
+    assert!(asked.is_none());
+    assert!(result.to_string().contains("sp did not relay elicitation/create"), "{result}");
+
+    let (asked, result) = call(&mut s, 4, "ev_trigger-elicitation-request", json!({}), None);
+    assert!(asked.is_none());
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result.to_string().contains(r#"field \"integer\".description looks like it asks for a secret (\"pin\")"#), "{result}");
+    drop(s.finish());
+    let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    let rows: Vec<(String, String)> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "elicitation")
+        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["tool"].as_str().unwrap().to_owned()))
+        .collect();
+    let want = [("accept", "ev_trigger-url-elicitation"), ("refused", "ev_trigger-url-elicitation"), ("refused", "ev_trigger-elicitation-request")];
+    assert_eq!(rows, want.map(|(d, t)| (d.to_owned(), t.to_owned())));
 }

@@ -444,6 +444,12 @@ impl Upstreams {
         self.slots.get(upstream)?.client.as_ref().filter(|c| !c.is_closed())?.transport().process_group()
     }
 
+    /// The revision a running upstream speaks (tests).
+    #[cfg(test)]
+    pub(crate) fn version(&self, upstream: &str) -> Option<&'static str> {
+        Some(self.slots.get(upstream)?.client.as_ref()?.version())
+    }
+
     #[cfg(test)]
     fn counters(&self, upstream: &str) -> Option<client::Counters> {
         Some(self.slots.get(upstream)?.client.as_ref()?.counters().clone())

@@ -29,6 +29,13 @@ use super::wire::{self, Initialized, ShapeError};
 use super::{Cancel, Client, ClientError, OnElicit, ProgressNote, Transport};
 
 impl<T: Transport> Client<T> {
+    /// The revision this client speaks: [`MODERN`] after `server/discover`, else what the
+    /// handshake agreed (tests).
+    #[cfg(test)]
+    pub(crate) fn version(&self) -> &'static str {
+        self.info.version
+    }
+
     /// `server/discover` (the start of a `"protocol": "2026-07-28"` upstream): true when
     /// it offers the revision (the client then speaks it); false: the handshake follows.
     pub(super) fn discover(&mut self, timeout: Duration, cancel: &Cancel) -> Result<bool, ClientError> {

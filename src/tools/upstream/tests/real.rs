@@ -149,3 +149,32 @@ fn mcp_server_time_answers_in_utc() {
     ups.shutdown();
     assert_group_gone(g);
 }
+
+/// mcp-server-time (the pinned release, on the official Python SDK) offers 2026-07-28 in
+/// its `server/discover`: with `"protocol": "2026-07-28"` sp speaks that revision to it
+/// (no handshake) and its tool answers as over the handshake; without it, the handshake.
+#[test]
+fn mcp_server_time_is_spoken_to_in_2026_07_28_when_the_policy_asks() {
+    let bin = root().join(".venv-upstreams/bin/mcp-server-time");
+    if !installed(&bin) {
+        return;
+    }
+    for modern in [true, false] {
+        let mut more = json!({"tools": {"allow": ["get_current_time"]}});
+        if modern {
+            more["protocol"] = json!("2026-07-28");
+        }
+        let p = one(vec![bin.display().to_string(), "--local-timezone".into(), "UTC".into()], more);
+        let mut ups = Upstreams::new(&p);
+        let listed: Vec<String> = ups.list("m", &mut Vault::new()).unwrap().iter().map(|t| t.exposed.clone()).collect();
+        assert_eq!(listed, vec!["m_get_current_time"], "modern: {modern}");
+        let version = ups.version("m").unwrap();
+        assert_eq!(version == "2026-07-28", modern, "modern: {modern}, spoken: {version}");
+        let g = group(&ups, "m");
+        let now = call(&mut ups, &p, "m_get_current_time", json!({"timezone": "UTC"})).unwrap();
+        let answer: Value = serde_json::from_str(text(&now)).unwrap();
+        assert_eq!(answer["timezone"], json!("UTC"), "modern: {modern}: {answer}");
+        ups.shutdown();
+        assert_group_gone(g);
+    }
+}
