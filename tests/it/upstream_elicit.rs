@@ -85,6 +85,17 @@ fn call(s: &mut Session, id: i64, tool: &str, args: Value, answer: Option<Value>
     }
 }
 
+/// The journal's `elicitation` rows as (decision, tool), in order.
+fn elicitation_rows(dir: &TempDir) -> Vec<(String, String)> {
+    let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "elicitation")
+        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["tool"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
 fn error_of(report: &Value, i: usize) -> (i64, String) {
     let e = &report["got"][i]["error"];
     (e["code"].as_i64().unwrap_or_else(|| panic!("no error: {report}")), e["message"].as_str().unwrap().to_owned())
@@ -116,13 +127,7 @@ fn an_allowed_form_reaches_the_client_with_the_upstream_named_and_its_answer_goe
     let (_, result) = call(&mut s, 5, "plain_report", json!({}), None);
     assert_eq!(got(&result)["caps"], json!({}));
     drop(s.finish());
-    let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    let rows: Vec<(String, String)> = journal
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["kind"] == "elicitation")
-        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["tool"].as_str().unwrap().to_owned()))
-        .collect();
+    let rows = elicitation_rows(&dir);
     let want = [("accept", "forms_ask"), ("decline", "forms_ask"), ("refused", "forms_ask")].map(|(d, t)| (d.to_owned(), t.to_owned()));
     assert_eq!(rows, want);
 }
@@ -317,13 +322,7 @@ fn server_everything_asks_through_the_gate() {
     assert_eq!(result["isError"], true, "{result}");
     assert!(result.to_string().contains(r#"field \"integer\".description looks like it asks for a secret (\"pin\")"#), "{result}");
     drop(s.finish());
-    let journal = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    let rows: Vec<(String, String)> = journal
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["kind"] == "elicitation")
-        .map(|r| (r["decision"].as_str().unwrap().to_owned(), r["tool"].as_str().unwrap().to_owned()))
-        .collect();
+    let rows = elicitation_rows(&dir);
     let want = [("accept", "ev_trigger-url-elicitation"), ("refused", "ev_trigger-url-elicitation"), ("refused", "ev_trigger-elicitation-request")];
     assert_eq!(rows, want.map(|(d, t)| (d.to_owned(), t.to_owned())));
 }
