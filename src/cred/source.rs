@@ -26,8 +26,7 @@
 //!   kept whole.
 
 use std::fmt;
-use std::io::Read;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zeroize::Zeroizing;
 
@@ -177,51 +176,25 @@ pub(crate) fn read_key(credential: &str, path: &std::path::Path) -> Result<Secre
 }
 
 fn run_command(credential: &str, argv: &[String], timeout: Duration) -> Result<String, SecretError> {
-    use crate::sys::{Child, Waited};
-    use std::process::Stdio;
+    use crate::sys::RunError;
     let fail = |why: String| SecretError::Command { credential: credential.to_owned(), why };
     // Through the launcher: the command dies with sp, even on kill -9 (sys/confine.rs).
     let mut cmd = crate::sys::launcher_command(&argv[0], crate::sys::env_var("PATH").as_deref(), &crate::sys::Plan::default())
         .map_err(|e| fail(format!("{:?} could not be started: {e}", argv[0])))?;
-    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))))?;
-    let Some(mut stdout) = child.child.stdout.take() else {
-        child.kill();
-        return Err(fail("its stdout was not piped".to_owned()));
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // The most it may hold, at once: a growing buffer would leave copies of the
-        // secret's first bytes in freed memory that nothing zeroes.
-        let mut buf = Zeroizing::new(Vec::with_capacity(MAX_SECRET_FILE_BYTES as usize + 1));
-        let read = (&mut stdout).take(MAX_SECRET_FILE_BYTES + 1).read_to_end(&mut buf);
-        let _ = tx.send(read.map(|_| buf));
-    });
-    let deadline = Instant::now() + timeout;
-    let timed_out = || fail(format!("timed out after {}s", timeout.as_secs()));
-    // Its exit first, then its output: when it exits, whatever it started is killed
-    // (its group, and what left the group and came to `sp` the subreaper:
-    // `sys::Child::kill_group`), so a daemon holding its stdout cannot hold the read.
-    let status = match child.wait_until(deadline, || false) {
-        Waited::Exited(status) => status,
-        _ => {
-            child.kill();
-            return Err(timed_out());
-        }
-    };
-    child.kill_group();
-    let bytes = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(fail(format!("output could not be read: {}", io_reason(&e)))),
-        Err(_) => return Err(timed_out()),
-    };
-    if !status.success() {
-        return Err(fail(format!("failed ({status})")));
+    cmd.args(&argv[1..]);
+    let ran = crate::sys::run_bounded(&mut cmd, None, MAX_SECRET_FILE_BYTES, 0, timeout).map_err(|e| match e {
+        RunError::Spawn(e) => fail(format!("{:?} could not be started: {}", argv[0], io_reason(&e))),
+        RunError::Pipes => fail("its stdout was not piped".to_owned()),
+        RunError::Read(e) => fail(format!("output could not be read: {}", io_reason(&e))),
+        RunError::TimedOut | RunError::OutputLate => fail(format!("timed out after {}s", timeout.as_secs())),
+    })?;
+    if !ran.status.success() {
+        return Err(fail(format!("failed ({})", ran.status)));
     }
-    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+    if ran.stdout.len() as u64 > MAX_SECRET_FILE_BYTES {
         return Err(fail(format!("printed more than {MAX_SECRET_FILE_BYTES} bytes")));
     }
-    let mut text = String::from_utf8(bytes.to_vec()).map_err(|_| fail("printed something that is not UTF-8".into()))?;
+    let mut text = String::from_utf8(ran.stdout.to_vec()).map_err(|_| fail("printed something that is not UTF-8".into()))?;
     trim_newline(&mut text);
     Ok(text)
 }
@@ -268,6 +241,7 @@ fn read_file_checked(credential: &str, path: &std::path::Path, forbidden_mode: u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
     use std::os::unix::fs::PermissionsExt;
 
     /// A file in the test's private temporary directory (removed with it).

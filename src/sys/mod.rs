@@ -21,6 +21,7 @@
 //! Callers name the items through `sys::` (`sys::open`, `sys::Child`): the folder is
 //! how the code is kept, not a path anyone needs.
 
+mod bounded;
 mod child;
 mod confine;
 mod fs;
@@ -28,6 +29,7 @@ mod lock;
 pub(crate) mod state;
 mod text;
 
+pub(crate) use bounded::{run_bounded, RunError};
 pub(crate) use child::{become_subreaper, Child, Waited};
 pub(crate) use confine::{launcher_command, lookup_user, make_undumpable, probe, resolve_program, set_launcher, Confinement, Plan, DEFAULT_READ, DEFAULT_WRITE};
 pub use confine::entry as launcher_entry;

@@ -30,13 +30,11 @@
 //!   as if the program were not installed. It can only take encryption away (`"auto"`
 //!   then writes the plain file, `"systemd-creds"` then fails), never point elsewhere.
 
-use std::io::{Read as _, Write as _};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zeroize::Zeroizing;
 
-use crate::sys::{self, Child, Waited};
+use crate::sys::{self, RunError};
 
 /// The only place `systemd-creds` is run from.
 pub(crate) const PROGRAM: &str = "/usr/bin/systemd-creds";
@@ -96,60 +94,26 @@ pub(crate) fn open(bytes: &[u8], max: u64) -> Result<Zeroizing<Vec<u8>>, String>
 fn run(what: &str, args: &[&str], input: &[u8], max: u64) -> Result<Zeroizing<Vec<u8>>, String> {
     let fail = |why: String| format!("systemd-creds {what}: {why}");
     let mut cmd = sys::launcher_command(PROGRAM, None, &sys::Plan::default()).map_err(|e| fail(format!("cannot start {PROGRAM}: {e}")))?;
-    cmd.args(args).env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = Child::spawn(&mut cmd).map_err(|e| fail(format!("cannot start {PROGRAM}: {}", sys::io_reason(&e))))?;
-    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) = (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take()) else {
-        child.kill();
-        return Err(fail("its pipes were not set up".into()));
-    };
-    // Three threads, so that no pipe can block another: stdin written, stdout and stderr
-    // read, each bounded; the deadline below ends them all (the child's death closes the pipes).
-    let feed = Zeroizing::new(input.to_vec());
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&feed);
-    });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // Its final size at once: a growing buffer would leave copies of the plaintext
-        // in freed memory that nothing zeroes.
-        let mut buf = Zeroizing::new(Vec::with_capacity(usize::try_from(max).unwrap_or(0).saturating_add(1)));
-        let read = (&mut stdout).take(max + 1).read_to_end(&mut buf);
-        let _ = tx.send(read.map(|_| buf));
-    });
-    let (etx, erx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut stderr).take(4096).read_to_end(&mut buf);
-        let _ = etx.send(buf);
-    });
-    let deadline = Instant::now() + DEADLINE;
-    let status = match child.wait_until(deadline, || false) {
-        Waited::Exited(status) => status,
-        _ => {
-            child.kill();
-            return Err(fail(format!("no answer within {} s", DEADLINE.as_secs())));
-        }
-    };
-    child.kill_group();
-    let _ = writer.join();
-    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-    let out = match rx.recv_timeout(left()) {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) => return Err(fail(format!("its output could not be read: {}", sys::io_reason(&e)))),
-        Err(_) => return Err(fail(format!("its output did not end within {} s", DEADLINE.as_secs()))),
-    };
-    if !status.success() {
-        let said = erx.recv_timeout(left()).map(|e| last_line(&e)).unwrap_or_default();
+    cmd.args(args).env_clear();
+    let ran = sys::run_bounded(&mut cmd, Some(Zeroizing::new(input.to_vec())), max, 4096, DEADLINE).map_err(|e| match e {
+        RunError::Spawn(e) => fail(format!("cannot start {PROGRAM}: {}", sys::io_reason(&e))),
+        RunError::Pipes => fail("its pipes were not set up".into()),
+        RunError::TimedOut => fail(format!("no answer within {} s", DEADLINE.as_secs())),
+        RunError::Read(e) => fail(format!("its output could not be read: {}", sys::io_reason(&e))),
+        RunError::OutputLate => fail(format!("its output did not end within {} s", DEADLINE.as_secs())),
+    })?;
+    if !ran.status.success() {
+        let said = last_line(&ran.stderr);
         let said = if said.is_empty() { String::new() } else { format!(": {said}") };
-        return Err(fail(format!("failed ({status}){said}")));
+        return Err(fail(format!("failed ({}){said}", ran.status)));
     }
-    if out.len() as u64 > max {
+    if ran.stdout.len() as u64 > max {
         return Err(fail(format!("printed more than {max} bytes")));
     }
-    if out.is_empty() {
+    if ran.stdout.is_empty() {
         return Err(fail("printed nothing".into()));
     }
-    Ok(out)
+    Ok(ran.stdout)
 }
 
 /// The last non-empty line of `stderr`, visible ASCII and spaces only, at most 200
