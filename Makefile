@@ -50,15 +50,19 @@ TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
 # OpenSSL compiles its build directory into libcrypto (its modules directory, unused
 # with no-module), so static builds go to one fixed target directory whatever the
 # checkout: two builds in different directories are then bit-identical
-# (`make repro-check`). With cargo-auditable installed, the binaries carry their
+# (`make repro-check`). The aarch64 cross build has a fixed directory of its own
+# (STATIC_TARGET_DIR_AARCH64), so that it can build beside the x86_64 one (cargo locks a
+# target directory for one build at a time). With cargo-auditable installed, the binaries carry their
 # dependency list (`cargo auditable`), as `make dist` requires.
 STATIC_TARGET     ?= x86_64-unknown-linux-musl
 STATIC_TARGET_DIR ?= /tmp/sallyport-build
+STATIC_TARGET_DIR_AARCH64 ?= $(STATIC_TARGET_DIR)-aarch64
 CARGO_HOME        ?= $(HOME)/.cargo
 REMAP             := --remap-path-prefix=$(CARGO_HOME)=/cargo
 STATIC_FLAGS      := --release --locked --features static --target-dir $(STATIC_TARGET_DIR)
+STATIC_FLAGS_AARCH64 := --release --locked --features static --target-dir $(STATIC_TARGET_DIR_AARCH64)
 STATIC_SP          = $(STATIC_TARGET_DIR)/$(STATIC_TARGET)/release/sp
-STATIC_SP_AARCH64  = $(STATIC_TARGET_DIR)/aarch64-unknown-linux-musl/release/sp
+STATIC_SP_AARCH64  = $(STATIC_TARGET_DIR_AARCH64)/aarch64-unknown-linux-musl/release/sp
 AUDITABLE         := $(shell $(CARGO) auditable --version >/dev/null 2>&1 && echo auditable)
 
 all: build
@@ -262,7 +266,7 @@ tools: $(TOOLS_VENV)/.stamp
 
 # The same for aarch64, cross-built with zig as C compiler and linker (cargo zigbuild).
 static-aarch64: $(TOOLS_VENV)/.stamp
-	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) zigbuild $(STATIC_FLAGS) --target aarch64-unknown-linux-musl
+	$(TOOLS_PATH) RUSTFLAGS="$(REMAP)" $(CARGO) $(AUDITABLE) zigbuild $(STATIC_FLAGS_AARCH64) --target aarch64-unknown-linux-musl
 	@file $(STATIC_SP_AARCH64) 2>/dev/null || true
 	@ls -l $(STATIC_SP_AARCH64)
 
@@ -359,17 +363,21 @@ oci:
 # Release tarballs, one per static target: sallyport-VERSION-ARCH.tar.gz with the binary,
 # man pages, license notices (LICENSE, OpenSSL, libssh2, zlib, THIRD-PARTY.txt for the
 # Rust crates), README and example policy; SHA256SUMS beside them. Needs cargo-auditable.
-# DIST_TARGETS="x86_64 aarch64" adds the zig cross build.
+# DIST_TARGETS="x86_64 aarch64" adds the zig cross build. DIST_BUILD= (empty) packs the
+# binaries already built (STATIC_SP, STATIC_SP_AARCH64) without calling cargo (.ci/run:
+# its lanes built and checked them).
 DIST_TARGETS ?= x86_64
+DIST_BUILD   ?= yes
 dist:
 	@[ -n "$(AUDITABLE)" ] || { echo "make dist: needs cargo-auditable (cargo install cargo-auditable --locked)" >&2; exit 1; }
 	rm -rf $(PKGDIR)/dist && mkdir -p $(PKGDIR)/dist
 	set -e; for arch in $(DIST_TARGETS); do \
-	    case $$arch in x86_64) $(MAKE) --no-print-directory static ;; aarch64) $(MAKE) --no-print-directory static-aarch64 ;; \
+	    case $$arch in x86_64) [ -z "$(DIST_BUILD)" ] || $(MAKE) --no-print-directory static; bin=$(STATIC_SP) ;; \
+	        aarch64) [ -z "$(DIST_BUILD)" ] || $(MAKE) --no-print-directory static-aarch64; bin=$(STATIC_SP_AARCH64) ;; \
 	        *) echo "make dist: unknown arch $$arch" >&2; exit 1 ;; esac; \
 	    d=$(PKGDIR)/dist/sallyport-$(VERSION)-$$arch; \
 	    mkdir -p $$d/man $$d/licenses; \
-	    install -m 0755 $(STATIC_TARGET_DIR)/$$arch-unknown-linux-musl/release/sp $$d/sp; \
+	    install -m 0755 $$bin $$d/sp; \
 	    install -m 0644 man/sp.1 man/sp-audit.1 man/sp-approve.1 man/sp-policy.5 $$d/man/; \
 	    install -m 0755 packaging/sp-approve $$d/sp-approve; \
 	    mkdir -p $$d/completions && install -m 0644 packaging/completions/sp.bash packaging/completions/_sp packaging/completions/sp.fish $$d/completions/; \
