@@ -52,8 +52,8 @@ TOOLS_PATH  = PATH="$(CURDIR)/$(TOOLS_VENV)/bin:$$PATH"
 # checkout: two builds in different directories are then bit-identical
 # (`make repro-check`). The aarch64 cross build has a fixed directory of its own
 # (STATIC_TARGET_DIR_AARCH64), so that it can build beside the x86_64 one (cargo locks a
-# target directory for one build at a time). With cargo-auditable installed, the binaries carry their
-# dependency list (`cargo auditable`), as `make dist` requires.
+# target directory for one build at a time). With cargo-auditable installed, the
+# binaries carry their dependency list (`cargo auditable`), as `make dist` requires.
 STATIC_TARGET     ?= x86_64-unknown-linux-musl
 STATIC_TARGET_DIR ?= /tmp/sallyport-build
 STATIC_TARGET_DIR_AARCH64 ?= $(STATIC_TARGET_DIR)-aarch64
