@@ -75,7 +75,39 @@ pub(crate) fn findings(policy: &Policy, env: &dyn Fn(&str) -> Option<OsString>) 
     if let Some(argv) = &policy.approval.command {
         out.extend(approver(Path::new(&argv[0])));
     }
+    out.extend(token_store(policy, env));
     out
+}
+
+/// `auth.oauth.store` of the `url` upstreams (one value for the policy: the policy
+/// checks that) against `systemd-creds` being there: "systemd-creds" without it fails
+/// every call of those upstreams (SP_AUTH), "auto" without it keeps the tokens plain.
+fn token_store(policy: &Policy, env: &dyn Fn(&str) -> Option<OsString>) -> Option<Finding> {
+    use crate::policy::upstreams::StoreKind;
+    use crate::tools::upstream::oauth::sealed;
+    let (name, store) = policy.upstreams.values().find_map(|u| match &u.transport {
+        UpstreamTransport::Http { oauth: Some(o), .. } => Some((u.name.as_str(), o.store)),
+        _ => None,
+    })?;
+    if store == StoreKind::File || sealed::available_with(env(sealed::TEST_HOOK)) {
+        return None;
+    }
+    let field = format!("upstreams.{name}.auth.oauth.store");
+    let program = sealed::PROGRAM;
+    Some(match store {
+        StoreKind::SystemdCreds => finding(
+            Level::Error,
+            field,
+            format!("is \"systemd-creds\" but {program} is not there; every call of an OAuth upstream would be refused (SP_AUTH)"),
+            "install systemd's systemd-creds, or set store to \"file\" (a plain file, mode 0600)",
+        ),
+        _ => finding(
+            Level::Warning,
+            field,
+            format!("is \"auto\" and {program} is not there: the OAuth tokens would be kept in a plain file (mode 0600)"),
+            "install systemd's systemd-creds to encrypt them, or set store to \"file\" to say that plain is meant",
+        ),
+    })
 }
 
 /// The credentials an upstream is given (`env` of a stdio upstream, `credential` of a

@@ -5,7 +5,8 @@
 //! directory; `"/v1/"` exact in an allow rule and a credential; a credential bound to
 //! `127.0.0.1:8080` under a `localhost:8080` rule (and the reverse), to a host of a
 //! wildcard rule (reached), to a host no rule names while another of its hosts is
-//! reached (a warning), and the same credential given to an upstream (no finding).
+//! reached (a warning), the same credential given to an upstream (no finding), and an
+//! OAuth token store that needs systemd-creds where it is not there (error or warning).
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -160,5 +161,43 @@ fn exact_paths_ending_in_a_slash_and_the_approver() {
         let p = policy(json!({"approval": {"command": [program]}}));
         let got: Vec<(Level, String)> = shown(&findings(&p, &no_env));
         assert_eq!(got, want.map(|w| (Level::Error, w)).into_iter().collect::<Vec<_>>(), "{program}");
+    }
+}
+
+/// `auth.oauth.store` against systemd-creds being there: taken away by the test hook,
+/// "systemd-creds" is an error (every OAuth call would fail closed), "auto" a warning
+/// (tokens kept plain), "file" and a policy without OAuth upstreams no finding. Where
+/// the program is installed (CI installs it), no finding without the hook.
+#[test]
+fn the_token_store_needs_systemd_creds_when_it_says_so() {
+    let with = |store: &str| {
+        let up = json!({"url": "https://mcp.example/mcp", "auth": {"oauth": {"client_id": "c", "store": store}}, "tools": {"allow": ["*"]}});
+        policy(json!({"upstreams": {"tickets": up}}))
+    };
+    let missing = |name: &str| (name == "SP_TEST_SYSTEMD_CREDS").then(|| OsString::from("missing"));
+    let field = "upstreams.tickets.auth.oauth.store";
+    assert_eq!(
+        shown(&findings(&with("systemd-creds"), &missing)),
+        vec![(
+            Level::Error,
+            format!(
+                "{field}: is \"systemd-creds\" but /usr/bin/systemd-creds is not there; every call of an OAuth upstream would be refused (SP_AUTH); install systemd's systemd-creds, or set store to \"file\" (a plain file, mode 0600)"
+            )
+        )]
+    );
+    assert_eq!(
+        shown(&findings(&with("auto"), &missing)),
+        vec![(
+            Level::Warning,
+            format!(
+                "{field}: is \"auto\" and /usr/bin/systemd-creds is not there: the OAuth tokens would be kept in a plain file (mode 0600); install systemd's systemd-creds to encrypt them, or set store to \"file\" to say that plain is meant"
+            )
+        )]
+    );
+    assert!(findings(&with("file"), &missing).is_empty());
+    assert!(findings(&policy(json!({})), &missing).is_empty());
+    if Path::new("/usr/bin/systemd-creds").exists() {
+        assert!(findings(&with("systemd-creds"), &no_env).is_empty());
+        assert!(findings(&with("auto"), &no_env).is_empty());
     }
 }

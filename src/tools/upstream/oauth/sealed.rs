@@ -49,7 +49,13 @@ pub(crate) const TEST_HOOK: &str = "SP_TEST_SYSTEMD_CREDS";
 
 /// Whether the program is there to run (and the test hook does not hide it).
 pub(crate) fn available() -> bool {
-    if sys::env_var(TEST_HOOK).is_some_and(|v| v == "missing") {
+    available_with(sys::env_var(TEST_HOOK))
+}
+
+/// [`available`], with the test hook's value given (`sp check` reads its environment
+/// through a function).
+pub(crate) fn available_with(hook: Option<std::ffi::OsString>) -> bool {
+    if hook.is_some_and(|v| v == "missing") {
         return false;
     }
     sys::resolve_program(PROGRAM, None).is_ok()
